@@ -1,0 +1,17 @@
+# baton_add_test(<source.cc> [LABELS l...] [LIBS lib...])
+# One executable per test file, named after it, registered with ctest through gtest_discover_tests.
+# Labels: cpu (always runs), cuda (needs a GPU), multi_gpu, model (needs generated checkpoints).
+include(GoogleTest)
+function(baton_add_test src)
+  cmake_parse_arguments(ARG "" "" "LABELS;LIBS" ${ARGN})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} baton_testing GTest::gmock GTest::gtest_main)
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS cpu)
+  endif()
+  gtest_discover_tests(${name}
+    PROPERTIES LABELS "${ARG_LABELS}"
+    ENVIRONMENT "BATON_TEST_DATA=${CMAKE_BINARY_DIR}/testdata;BATON_SOURCE_DIR=${CMAKE_SOURCE_DIR}"
+    DISCOVERY_TIMEOUT 60)
+endfunction()

@@ -1,0 +1,1 @@
+"""Python client for Baton, a disaggregated LLM serving runtime."""

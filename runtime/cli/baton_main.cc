@@ -1,0 +1,16 @@
+// `baton`: one binary, one subcommand per process kind (see DESIGN.md, "Processes").
+#include "runtime/cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Baton: a disaggregated LLM serving runtime"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  baton::cli::RegisterGenerateCommand(app, &exit_code);
+  baton::cli::RegisterTokenizeCommand(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}

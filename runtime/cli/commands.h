@@ -1,0 +1,12 @@
+// The `baton` binary's subcommands. Each Register* adds one subcommand to the app; its callback runs
+// the command and stores the process exit code in *exit_code (0 ok, 1 runtime failure, 2 bad usage).
+#pragma once
+
+#include "CLI/CLI.hpp"
+
+namespace baton::cli {
+
+void RegisterGenerateCommand(CLI::App& app, int* exit_code);
+void RegisterTokenizeCommand(CLI::App& app, int* exit_code);
+
+}  // namespace baton::cli

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything a fresh machine lacks (Debian packages, the Python virtual environment) and
+# builds Baton into build/. Idempotent: a second run only rebuilds what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  build-essential cmake pkg-config git
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev nlohmann-json3-dev libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libpcre2-dev libyaml-cpp-dev libcli11-dev python3-venv
+)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -r python_client/requirements-dev.txt
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e python_client
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${BATON_CMAKE_ARGS:-}
+cmake --build build -j"$(nproc)"
