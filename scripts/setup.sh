@@ -8,7 +8,7 @@ APT_PACKAGES=(
   build-essential cmake pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev nlohmann-json3-dev libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libpcre2-dev libyaml-cpp-dev libcli11-dev python3-venv
+  libpcre2-dev libicu-dev libyaml-cpp-dev libcli11-dev python3-venv
 )
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -5,7 +5,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Baton: a disaggregated LLM serving runtime"};
   app.require_subcommand(1);
   int exit_code = 0;
+#ifdef BATON_WITH_ENGINE
   baton::cli::RegisterGenerateCommand(app, &exit_code);
+#endif
   baton::cli::RegisterTokenizeCommand(app, &exit_code);
   try {
     app.parse(argc, argv);

@@ -1,10 +1,207 @@
+// `baton generate`: offline generation in one process — prompt in, streamed text out.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
 #include "runtime/cli/commands.h"
+#include "runtime/cli/default_model.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/engine/engine.h"
+#include "runtime/engine/stop_matcher.h"
+#include "runtime/tokenizer/incremental_detokenizer.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace baton::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct GenerateOptions {
+  std::string model_dir;
+  std::string prompt;
+  std::string prompt_ids;
+  int max_tokens = 128;
+  std::optional<float> temperature;
+  std::optional<int> top_k;
+  std::optional<float> top_p;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool json = false;
+  int logprobs = 0;
+  std::string dump_logits;
+  std::string dtype = "f32";
+  int threads = 0;
+  size_t kv_cache_mib = 256;
+};
+
+absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text) {
+  std::vector<int32_t> ids;
+  for (std::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    int32_t id;
+    if (!absl::SimpleAtoi(part, &id)) {
+      return absl::InvalidArgumentError(absl::StrCat("--prompt-ids: '", part, "' is not an integer"));
+    }
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+absl::Status RunGenerate(const GenerateOptions& opts) {
+  if (opts.prompt.empty() == opts.prompt_ids.empty()) {
+    return absl::InvalidArgumentError("give exactly one of --prompt and --prompt-ids");
+  }
+  ASSIGN_OR_RETURN(const std::filesystem::path model_dir, ResolveModelDir(opts.model_dir));
+  ASSIGN_OR_RETURN(auto tokenizer,
+                   runtime::Tokenizer::FromFile(model_dir / "tokenizer.json"));
+
+  runtime::EngineConfig config{.model_dir = model_dir};
+  if (opts.dtype == "bf16") {
+    config.weight_dtype = DType::kBF16;
+  } else if (opts.dtype != "f32") {
+    return absl::InvalidArgumentError(absl::StrCat("--dtype: '", opts.dtype, "' (f32 or bf16)"));
+  }
+  config.num_threads = opts.threads > 0 ? opts.threads : 1;
+  config.kv_cache_bytes = opts.kv_cache_mib << 20;
+  config.max_num_seqs = 1;
+  ASSIGN_OR_RETURN(auto engine, runtime::Engine::Create(config));
+  const runtime::ModelConfig& model = engine->model_config();
+
+  std::vector<int32_t> prompt_ids;
+  if (!opts.prompt_ids.empty()) {
+    ASSIGN_OR_RETURN(prompt_ids, ParseIds(opts.prompt_ids));
+  } else {
+    prompt_ids = tokenizer->Encode(opts.prompt, /*add_special_tokens=*/true);
+  }
+
+  runtime::GenerationParams params;
+  params.sampling.temperature = opts.temperature.value_or(model.default_temperature.value_or(0.0f));
+  params.sampling.top_k = opts.top_k.value_or(model.default_top_k.value_or(0));
+  params.sampling.top_p = opts.top_p.value_or(model.default_top_p.value_or(1.0f));
+  params.seed = opts.seed;
+  params.max_tokens = opts.max_tokens;
+  params.stop_token_ids = opts.stop_token_ids;
+  params.ignore_eos = opts.ignore_eos;
+  params.num_logprobs = opts.logprobs;
+  params.return_logits = !opts.dump_logits.empty();
+  ASSIGN_OR_RETURN(const runtime::SeqId seq_id, engine->AddRequest(prompt_ids, params));
+
+  std::ofstream logits_file;
+  if (!opts.dump_logits.empty()) {
+    logits_file.open(opts.dump_logits, std::ios::binary | std::ios::trunc);
+    if (!logits_file) return absl::InvalidArgumentError("--dump-logits: cannot write " + opts.dump_logits);
+  }
+
+  runtime::IncrementalDetokenizer detokenizer(*tokenizer);
+  runtime::StopMatcher stop_matcher(opts.stop);
+  std::vector<int32_t> output_ids;
+  runtime::FinishReason finish_reason = runtime::FinishReason::kNone;
+  const Clock::time_point start = Clock::now();
+  std::optional<Clock::time_point> first_token_at;
+  while (finish_reason == runtime::FinishReason::kNone && engine->HasWork()) {
+    ASSIGN_OR_RETURN(std::vector<runtime::TokenOutput> outputs, engine->Step());
+    for (const runtime::TokenOutput& out : outputs) {
+      if (out.seq_id != seq_id) continue;
+      if (!first_token_at) first_token_at = Clock::now();
+      output_ids.push_back(out.token_id);
+      finish_reason = out.finish_reason;
+      if (logits_file.is_open()) {
+        logits_file.write(reinterpret_cast<const char*>(out.logits.data()),
+                          static_cast<std::streamsize>(out.logits.size() * sizeof(float)));
+      }
+      std::string text = stop_matcher.Feed(detokenizer.Append(out.token_id));
+      if (finish_reason != runtime::FinishReason::kNone && !stop_matcher.stopped()) {
+        text += stop_matcher.Feed(detokenizer.Flush());
+        if (!stop_matcher.stopped()) text += stop_matcher.Flush();
+      }
+      if (stop_matcher.stopped()) {
+        // The engine still holds a sequence that it did not finish itself.
+        if (finish_reason == runtime::FinishReason::kNone) RETURN_IF_ERROR(engine->Cancel(seq_id));
+        finish_reason = runtime::FinishReason::kStop;
+      }
+      if (opts.json) {
+        nlohmann::json line = {{"token_id", out.token_id}, {"text", text}};
+        if (opts.logprobs > 0) {
+          nlohmann::json top = nlohmann::json::array();
+          for (const auto& lp : out.logprobs) top.push_back({{"token_id", lp.token_id}, {"logprob", lp.logprob}});
+          line["logprobs"] = std::move(top);
+        }
+        std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      } else {
+        std::cout << text;
+      }
+      std::cout.flush();
+    }
+  }
+  const Clock::time_point end = Clock::now();
+  const double prefill_s = Seconds(first_token_at.value_or(end) - start);
+  const double decode_s = Seconds(end - first_token_at.value_or(end));
+  const int num_decoded = std::max<int>(0, static_cast<int>(output_ids.size()) - 1);
+  const double prefill_tps = prefill_s > 0 ? prompt_ids.size() / prefill_s : 0;
+  const double decode_tps = decode_s > 0 ? num_decoded / decode_s : 0;
+  const char* reason = finish_reason == runtime::FinishReason::kStop ? "stop" : "length";
+  if (opts.json) {
+    nlohmann::json last = {{"prompt_token_ids", prompt_ids},
+                           {"finish_reason", reason},
+                           {"num_generated_tokens", output_ids.size()},
+                           {"prefill_seconds", prefill_s},
+                           {"decode_seconds", decode_s},
+                           {"prefill_tokens_per_second", prefill_tps},
+                           {"decode_tokens_per_second", decode_tps}};
+    std::cout << last.dump() << std::endl;
+  } else {
+    std::cout << std::endl;
+    std::fprintf(stderr, "prefill: %zu tokens, %.1f tokens/s; decode: %d tokens, %.1f tokens/s (%s)\n",
+                 prompt_ids.size(), prefill_tps, num_decoded, decode_tps, reason);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
-  CLI::App* cmd = app.add_subcommand("generate", "Offline generation in one process");
-  cmd->callback([exit_code] { *exit_code = 1; });
+  auto opts = std::make_shared<GenerateOptions>();
+  CLI::App* cmd = app.add_subcommand("generate", "Offline generation in one process: prompt in, text out");
+  cmd->add_option("--model", opts->model_dir,
+                  "Hugging Face checkpoint directory (default: the embedded tiny model)");
+  cmd->add_option("--prompt", opts->prompt, "Prompt text");
+  cmd->add_option("--prompt-ids", opts->prompt_ids, "Prompt as comma-separated token ids");
+  cmd->add_option("--max-tokens", opts->max_tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--temperature", opts->temperature, "0 = greedy (default: generation_config or 0)");
+  cmd->add_option("--top-k", opts->top_k, "Keep the k most likely tokens (0 = off)");
+  cmd->add_option("--top-p", opts->top_p, "Nucleus sampling mass in (0, 1]");
+  cmd->add_option("--seed", opts->seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("--stop", opts->stop, "Stop string (repeatable)");
+  cmd->add_option("--stop-token-id", opts->stop_token_ids, "Stop token id (repeatable)");
+  cmd->add_flag("--ignore-eos", opts->ignore_eos, "Generate max-tokens tokens regardless of EOS");
+  cmd->add_flag("--json", opts->json, "One JSON object per token, and a summary line");
+  cmd->add_option("--logprobs", opts->logprobs, "Top log-probabilities per token (with --json)")
+      ->check(CLI::Range(0, 20));
+  cmd->add_option("--dump-logits", opts->dump_logits,
+                  "Write each step's logits as raw float32 [num_tokens, vocab] to this file");
+  cmd->add_option("--dtype", opts->dtype, "Weight dtype for matmuls: f32 or bf16")->capture_default_str();
+  cmd->add_option("--threads", opts->threads, "CPU threads (default 1)");
+  cmd->add_option("--kv-cache-mib", opts->kv_cache_mib, "KV cache budget in MiB")->capture_default_str();
+  cmd->callback([opts, exit_code] {
+    const absl::Status status = RunGenerate(*opts);
+    if (!status.ok()) {
+      std::fprintf(stderr, "baton generate: %s\n", std::string(status.message()).c_str());
+      *exit_code = status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+  });
 }
 
 }  // namespace baton::cli

@@ -1,0 +1,147 @@
+// baton_engine_bench: prefill and decode throughput of the CPU engine on one checkpoint, and decode's
+// weight traffic against the memory bandwidth measured in the same run.
+//
+//   build/bin/baton_engine_bench --model build/models/small --dtype bf16 --threads 2
+//
+// Prints one JSON object: prefill tokens/s (one prompt of --prompt-len tokens), decode tokens/s summed
+// over batches of 1, 8 and 32 sequences, read bandwidth (GB/s, same thread count), and for batch 1 the
+// bytes each decoded token must read (weights + KV) over that bandwidth: the share of the roofline.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "nlohmann/json.hpp"
+#include "runtime/common/thread_pool.h"
+#include "runtime/engine/engine.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using baton::runtime::Engine;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Best of a few passes summing a buffer far larger than the caches, split over the pool's threads.
+double ReadBandwidthGBs(baton::ThreadPool& pool) {
+  const size_t n = size_t{1} << 28;  // 1 GiB of floats
+  std::vector<float> buffer(n, 1.0f);
+  std::vector<double> sums(pool.num_threads());
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    const auto start = Clock::now();
+    pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t begin, int64_t end, int t) {
+      float acc[16] = {};
+      for (int64_t i = begin; i + 16 <= end; i += 16) {
+        for (int j = 0; j < 16; ++j) acc[j] += buffer[i + j];
+      }
+      sums[t] = std::accumulate(acc, acc + 16, 0.0);
+    });
+    best = std::max(best, n * sizeof(float) / Seconds(Clock::now() - start) / 1e9);
+  }
+  return best;
+}
+
+std::vector<int32_t> RandomPrompt(int len, int vocab, std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
+  std::vector<int32_t> ids(len);
+  for (auto& id : ids) id = dist(rng);
+  return ids;
+}
+
+baton::runtime::GenerationParams Greedy(int max_tokens) {
+  baton::runtime::GenerationParams params;
+  params.max_tokens = max_tokens;
+  params.ignore_eos = true;
+  return params;
+}
+
+// Tokens/s of one prompt's prefill (best of `repeats`).
+double PrefillTokensPerSecond(Engine& engine, int prompt_len, int repeats, std::mt19937& rng) {
+  double best = 0;
+  for (int r = 0; r < repeats; ++r) {
+    auto prompt = RandomPrompt(prompt_len, engine.model_config().vocab_size, rng);
+    (void)*engine.AddRequest(prompt, Greedy(1));
+    const auto start = Clock::now();
+    while (engine.HasWork()) (void)*engine.Step();
+    best = std::max(best, prompt_len / Seconds(Clock::now() - start));
+  }
+  return best;
+}
+
+// Decode tokens/s summed over `batch` sequences, timed once all of them are decoding.
+double DecodeTokensPerSecond(Engine& engine, int batch, int context_len, int num_steps,
+                             std::mt19937& rng) {
+  for (int i = 0; i < batch; ++i) {
+    (void)*engine.AddRequest(RandomPrompt(context_len, engine.model_config().vocab_size, rng),
+                             Greedy(num_steps + 1));
+  }
+  int num_started = 0;
+  while (num_started < batch) num_started += static_cast<int>(engine.Step()->size());
+  int64_t num_tokens = 0;
+  const auto start = Clock::now();
+  while (engine.HasWork()) num_tokens += static_cast<int64_t>(engine.Step()->size());
+  return num_tokens / Seconds(Clock::now() - start);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Prefill/decode throughput of the CPU engine"};
+  std::string model_dir, dtype = "f32";
+  int threads = 1, prompt_len = 512, context_len = 128, decode_steps = 32;
+  std::vector<int> batches = {1, 8, 32};
+  app.add_option("--model", model_dir, "Checkpoint directory")->required();
+  app.add_option("--dtype", dtype, "f32 or bf16");
+  app.add_option("--threads", threads, "Threads");
+  app.add_option("--prompt-len", prompt_len, "Prefill prompt length");
+  app.add_option("--context-len", context_len, "Prompt length before decode");
+  app.add_option("--decode-steps", decode_steps, "Decode steps timed per batch");
+  app.add_option("--batches", batches, "Decode batch sizes");
+  CLI11_PARSE(app, argc, argv);
+
+  baton::runtime::EngineConfig config{.model_dir = model_dir,
+                                      .weight_dtype = dtype == "bf16" ? baton::DType::kBF16
+                                                                      : baton::DType::kF32,
+                                      .num_threads = threads,
+                                      .kv_cache_bytes = size_t{1} << 30,
+                                      .max_num_seqs = 64,
+                                      .max_model_len = 2048};
+  auto engine = Engine::Create(config);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "baton_engine_bench: %s\n", std::string(engine.status().message()).c_str());
+    return 1;
+  }
+  const auto& model = (*engine)->model_config();
+  std::mt19937 rng(42);
+  (void)PrefillTokensPerSecond(**engine, 32, 1, rng);  // warm-up: page in the weights
+
+  nlohmann::json result = {{"model", model_dir}, {"dtype", dtype}, {"threads", threads}};
+  result["prefill_tokens_per_s"] = PrefillTokensPerSecond(**engine, prompt_len, 3, rng);
+  for (int batch : batches) {
+    result["decode_tokens_per_s"][std::to_string(batch)] =
+        DecodeTokensPerSecond(**engine, batch, context_len, decode_steps, rng);
+  }
+  // Bytes a batch-1 decode step must read: every matmul weight once, the embedding row, and the
+  // KV cache of its context (f32).
+  const double weight_elem_bytes = dtype == "bf16" ? 2 : 4;
+  const double h = model.hidden_size, kv = model.num_kv_heads * model.head_dim,
+               inter = model.intermediate_size;
+  const double per_layer = h * (model.num_heads * model.head_dim) * 2 + h * kv * 2 + 3 * h * inter;
+  const double matmul_bytes = (model.num_layers * per_layer + model.vocab_size * h) * weight_elem_bytes;
+  const double kv_bytes = 2.0 * model.num_layers * kv * (context_len + decode_steps / 2) * 4;
+  baton::ThreadPool pool(threads);
+  const double bandwidth = ReadBandwidthGBs(pool);
+  const double bytes_per_token = matmul_bytes + kv_bytes;
+  const double decode1 = result["decode_tokens_per_s"].value("1", 0.0);
+  result["read_bandwidth_GBs"] = bandwidth;
+  result["decode_bytes_per_token"] = bytes_per_token;
+  result["decode1_roofline_tokens_per_s"] = bandwidth * 1e9 / bytes_per_token;
+  result["decode1_share_of_roofline"] = decode1 * bytes_per_token / (bandwidth * 1e9);
+  std::printf("%s\n", result.dump().c_str());
+  return 0;
+}

@@ -1,0 +1,57 @@
+// Sequence: the engine-side state of one request. A plain struct; derived values are methods.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "baton/kernels/sampling.h"
+#include "runtime/kv_cache/block_table.h"
+
+namespace baton::runtime {
+
+using SeqId = int64_t;
+
+// kWaiting: queued for prefill. kRunning: in the continuous batch. kHoldingKv: a prefill-role
+// sequence that produced its first token and keeps its KV blocks for a decode worker to pull.
+// kAwaitingKv: a decode-role sequence whose blocks are allocated and being filled by a transfer.
+enum class SeqStatus { kWaiting, kRunning, kHoldingKv, kAwaitingKv };
+
+enum class FinishReason { kNone, kLength, kStop, kCancelled };
+
+// What a caller asks the engine to generate.
+struct GenerationParams {
+  kernels::SamplingOptions sampling;
+  uint64_t seed = 0;
+  int max_tokens = 16;                  // >= 1
+  std::vector<int32_t> stop_token_ids;  // the model's EOS ids are added unless ignore_eos
+  bool ignore_eos = false;
+  int num_logprobs = 0;                 // top log-probabilities returned per token
+  bool return_logits = false;           // full logits per token (tests, parity checks)
+  bool hold_kv_after_prefill = false;   // prefill role: stop after the first token, keep the KV
+};
+
+struct Sequence {
+  Sequence(SeqId id, std::vector<int32_t> prompt, GenerationParams params, int block_size)
+      : id(id), token_ids(std::move(prompt)), num_prompt_tokens(static_cast<int>(token_ids.size())),
+        params(std::move(params)), rng(this->params.seed), block_table(block_size) {}
+
+  SeqId id;
+  std::vector<int32_t> token_ids;  // prompt, then generated tokens
+  int num_prompt_tokens;
+  GenerationParams params;
+  kernels::SamplerRng rng;
+  BlockTable block_table;
+  int num_computed_tokens = 0;  // tokens whose K/V is in the cache
+  SeqStatus status = SeqStatus::kWaiting;
+  FinishReason finish_reason = FinishReason::kNone;
+  int64_t first_scheduled_us = 0;  // when its prefill first entered a step (Unix micros)
+
+  int num_tokens() const { return static_cast<int>(token_ids.size()); }
+  int num_generated_tokens() const { return num_tokens() - num_prompt_tokens; }
+  // Tokens still to be fed through the model before the next token can be sampled.
+  int num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
+  int32_t last_token() const { return token_ids.back(); }
+};
+
+}  // namespace baton::runtime

@@ -1,0 +1,219 @@
+#include "runtime/engine/engine.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "runtime/common/status_macros.h"
+
+namespace baton::runtime {
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
+  if (config.block_size <= 0 || config.num_threads <= 0 || config.max_num_seqs <= 0) {
+    return absl::InvalidArgumentError(
+        "engine: block_size, num_threads and max_num_seqs must be positive");
+  }
+  auto pool = std::make_unique<ThreadPool>(config.num_threads);
+  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                   LlamaModel::Load(config.model_dir, config.weight_dtype, pool.get()));
+  const int model_len = model->config().max_position_embeddings;
+  const int max_model_len = config.max_model_len > 0 ? std::min(config.max_model_len, model_len)
+                                                     : model_len;
+  const KvPoolShape shape = model->KvShape(config.block_size);
+  const int num_blocks = KvPool::NumBlocksForBudget(shape, config.kv_cache_bytes);
+  if (num_blocks < NumBlocksFor(max_model_len, config.block_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "engine: a KV budget of ", config.kv_cache_bytes, " bytes holds ", num_blocks,
+        " blocks, fewer than one sequence of max_model_len ", max_model_len, " needs (",
+        NumBlocksFor(max_model_len, config.block_size), " blocks of ", shape.BlockBytes(), " bytes)"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<KvPool> kv_pool, KvPool::Create(shape, num_blocks, KvPoolOptions{.shm_name = config.kv_shm_name}));
+  EngineConfig effective = config;
+  effective.max_num_batched_tokens = std::max(config.max_num_batched_tokens, max_model_len);
+  return std::unique_ptr<Engine>(new Engine(effective, std::move(pool), std::move(model),
+                                            std::move(kv_pool), max_model_len));
+}
+
+Engine::Engine(const EngineConfig& config, std::unique_ptr<ThreadPool> pool,
+               std::unique_ptr<LlamaModel> model, std::unique_ptr<KvPool> kv_pool,
+               int max_model_len)
+    : pool_(std::move(pool)),
+      model_(std::move(model)),
+      kv_pool_(std::move(kv_pool)),
+      max_model_len_(max_model_len),
+      allocator_(kv_pool_->num_blocks()),
+      scheduler_(StepSchedulerConfig{.max_num_seqs = config.max_num_seqs,
+                                     .max_num_batched_tokens = config.max_num_batched_tokens},
+                 &allocator_),
+      runner_(model_.get(), kv_pool_.get()) {}
+
+absl::Status Engine::ValidateRequest(SeqId seq_id, const std::vector<int32_t>& prompt_token_ids,
+                                     const GenerationParams& params) const {
+  const int vocab_size = model_->config().vocab_size;
+  if (prompt_token_ids.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", seq_id, ": empty prompt"));
+  }
+  for (int32_t id : prompt_token_ids) {
+    if (id < 0 || id >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", seq_id, ": prompt token id ", id,
+                                                     " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+  }
+  if (params.max_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", seq_id, ": max_tokens ", params.max_tokens, " must be >= 1"));
+  }
+  const int64_t total = static_cast<int64_t>(prompt_token_ids.size()) + params.max_tokens;
+  if (total > max_model_len_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", seq_id, ": prompt length ", prompt_token_ids.size(), " + max_tokens ",
+        params.max_tokens, " exceeds max_model_len ", max_model_len_));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SeqId> Engine::AddRequest(std::vector<int32_t> prompt_token_ids,
+                                         GenerationParams params) {
+  const SeqId seq_id = next_seq_id_;
+  RETURN_IF_ERROR(ValidateRequest(seq_id, prompt_token_ids, params));
+  if (!params.ignore_eos) {
+    for (int32_t eos : model_->config().eos_token_ids) params.stop_token_ids.push_back(eos);
+  }
+  ++next_seq_id_;
+  auto seq = std::make_unique<Sequence>(seq_id, std::move(prompt_token_ids), std::move(params),
+                                        kv_pool_->shape().block_size);
+  scheduler_.Add(seq.get());
+  seqs_.emplace(seq_id, std::move(seq));
+  return seq_id;
+}
+
+Sequence* Engine::Find(SeqId seq_id) const {
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+absl::StatusOr<Engine::HeldKv> Engine::GetHeldKv(SeqId seq_id) const {
+  const Sequence* seq = Find(seq_id);
+  if (seq == nullptr || seq->status != SeqStatus::kHoldingKv) {
+    return absl::FailedPreconditionError(absl::StrCat("request ", seq_id, " holds no KV"));
+  }
+  return HeldKv{.blocks = seq->block_table.blocks(), .num_tokens = seq->num_computed_tokens};
+}
+
+absl::Status Engine::ReleaseKv(SeqId seq_id) {
+  const Sequence* seq = Find(seq_id);
+  if (seq == nullptr || seq->status != SeqStatus::kHoldingKv) {
+    return absl::FailedPreconditionError(absl::StrCat("request ", seq_id, " holds no KV"));
+  }
+  return Cancel(seq_id);
+}
+
+bool Engine::CanAdmitPrefilled(int num_prompt_tokens) const {
+  // Room for the prompt's KV and the next token's, so the first decode step cannot preempt.
+  return allocator_.CanAllocate(NumBlocksFor(num_prompt_tokens + 1, kv_pool_->shape().block_size));
+}
+
+absl::StatusOr<SeqId> Engine::AdmitPrefilled(std::vector<int32_t> prompt_token_ids,
+                                             std::vector<int32_t> generated_token_ids,
+                                             GenerationParams params) {
+  const SeqId seq_id = next_seq_id_;
+  RETURN_IF_ERROR(ValidateRequest(seq_id, prompt_token_ids, params));
+  if (generated_token_ids.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", seq_id, ": a prefilled request needs its first token"));
+  }
+  const int num_prompt_tokens = static_cast<int>(prompt_token_ids.size());
+  const int num_blocks = NumBlocksFor(num_prompt_tokens, kv_pool_->shape().block_size);
+  if (!CanAdmitPrefilled(num_prompt_tokens)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "request ", seq_id, ": ", num_blocks, " KV blocks needed, ", allocator_.num_blocks_free(), " free"));
+  }
+  if (!params.ignore_eos) {
+    for (int32_t eos : model_->config().eos_token_ids) params.stop_token_ids.push_back(eos);
+  }
+  ++next_seq_id_;
+  auto seq = std::make_unique<Sequence>(seq_id, std::move(prompt_token_ids), std::move(params),
+                                        kv_pool_->shape().block_size);
+  // The sampler continues where the prefill worker's left off: SampleToken draws one uniform per
+  // non-greedy token.
+  if (seq->params.sampling.temperature > 0) {
+    for (size_t i = 0; i < generated_token_ids.size(); ++i) seq->rng.NextUniform();
+  }
+  seq->token_ids.insert(seq->token_ids.end(), generated_token_ids.begin(), generated_token_ids.end());
+  seq->block_table.AddBlocks(*allocator_.Allocate(num_blocks));
+  seq->block_table.AppendTokens(num_prompt_tokens);
+  seq->num_computed_tokens = num_prompt_tokens;
+  seq->status = SeqStatus::kAwaitingKv;
+  seqs_.emplace(seq_id, std::move(seq));
+  return seq_id;
+}
+
+absl::StatusOr<std::vector<BlockId>> Engine::BlocksOf(SeqId seq_id) const {
+  const Sequence* seq = Find(seq_id);
+  if (seq == nullptr) return absl::NotFoundError(absl::StrCat("request ", seq_id, " is not in the engine"));
+  return seq->block_table.blocks();
+}
+
+absl::Status Engine::StartDecoding(SeqId seq_id) {
+  Sequence* seq = Find(seq_id);
+  if (seq == nullptr || seq->status != SeqStatus::kAwaitingKv) {
+    return absl::FailedPreconditionError(absl::StrCat("request ", seq_id, " is not awaiting its KV"));
+  }
+  scheduler_.AddRunning(seq);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Cancel(SeqId seq_id) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", seq_id, " is not in the engine"));
+  }
+  scheduler_.Remove(it->second.get());
+  seqs_.erase(it);
+  return absl::OkStatus();
+}
+
+FinishReason Engine::CheckFinished(const Sequence& seq, int32_t token) const {
+  const auto& stops = seq.params.stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return FinishReason::kStop;
+  if (seq.num_generated_tokens() >= seq.params.max_tokens) return FinishReason::kLength;
+  if (seq.num_tokens() >= max_model_len_) return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
+absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
+  std::vector<TokenOutput> outputs;
+  const ScheduledStep step = scheduler_.Schedule();
+  if (step.empty()) return outputs;
+  const int64_t now_us = absl::ToUnixMicros(absl::Now());
+  for (Sequence* seq : step.seqs) {
+    if (seq->first_scheduled_us == 0) seq->first_scheduled_us = now_us;
+  }
+  RETURN_IF_ERROR(runner_.Run(step, &logits_));
+  const int vocab_size = model_->config().vocab_size;
+  for (size_t i = 0; i < step.seqs.size(); ++i) {
+    Sequence& seq = *step.seqs[i];
+    const std::span<const float> row(logits_.data() + i * vocab_size, vocab_size);
+    ASSIGN_OR_RETURN(const int32_t token, kernels::SampleToken(row, seq.params.sampling, seq.rng));
+    seq.token_ids.push_back(token);
+    TokenOutput& out = outputs.emplace_back();
+    out.seq_id = seq.id;
+    out.token_id = token;
+    if (seq.params.num_logprobs > 0) out.logprobs = kernels::TopLogprobs(row, seq.params.num_logprobs);
+    if (seq.params.return_logits) out.logits.assign(row.begin(), row.end());
+    out.finish_reason = CheckFinished(seq, token);
+    if (seq.num_generated_tokens() == 1) out.prefill_start_us = seq.first_scheduled_us;
+  }
+  for (const TokenOutput& out : outputs) {
+    auto it = seqs_.find(out.seq_id);
+    if (out.finish_reason != FinishReason::kNone) {
+      scheduler_.Remove(it->second.get());
+      seqs_.erase(it);
+    } else if (it->second->params.hold_kv_after_prefill) {
+      scheduler_.Park(it->second.get());
+    }
+  }
+  return outputs;
+}
+
+}  // namespace baton::runtime

@@ -1,0 +1,112 @@
+// Engine: one serving instance's model, KV cache and continuous batch, driven one step at a time.
+//
+// Lifecycle: Create() loads the model and sizes the KV pool from a memory budget; AddRequest() queues
+// a prompt; each Step() runs one forward pass and returns the token sampled for every sequence that
+// produced one; a sequence leaves the batch (and frees its blocks) as soon as it finishes or is
+// cancelled. Not thread-safe: a single engine thread owns it (see engine_loop for the threaded form).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "runtime/batch/sequence.h"
+#include "runtime/common/thread_pool.h"
+#include "runtime/engine/model_runner.h"
+#include "runtime/engine/step_scheduler.h"
+#include "runtime/kv_cache/block_allocator.h"
+#include "runtime/kv_cache/kv_pool.h"
+#include "runtime/model/llama_model.h"
+
+namespace baton::runtime {
+
+struct EngineConfig {
+  std::filesystem::path model_dir;
+  DType weight_dtype = DType::kF32;     // matmul weights: kF32 or kBF16
+  int num_threads = 1;
+  int block_size = 16;                  // tokens per KV block
+  size_t kv_cache_bytes = 256ull << 20; // KV pool budget
+  int max_num_seqs = 64;
+  int max_num_batched_tokens = 2048;    // raised to max_model_len if smaller
+  int max_model_len = 0;                // 0: the model's max_position_embeddings
+  std::string kv_shm_name;              // non-empty: the KV pool lives in this shm segment
+};
+
+struct TokenOutput {
+  SeqId seq_id;
+  int32_t token_id;
+  std::vector<kernels::TokenLogprob> logprobs;  // top num_logprobs, when asked
+  std::vector<float> logits;                    // [vocab_size], when return_logits
+  FinishReason finish_reason = FinishReason::kNone;  // kNone while the sequence goes on
+  int64_t prefill_start_us = 0;  // on a sequence's first token: when its prefill entered a step
+};
+
+class Engine {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config);
+
+  const ModelConfig& model_config() const { return model_->config(); }
+  int max_model_len() const { return max_model_len_; }
+  const BlockAllocator& allocator() const { return allocator_; }
+
+  // InvalidArgument if the prompt is empty, holds an id outside the vocabulary, or prompt +
+  // max_tokens exceeds max_model_len; the message names the request.
+  absl::StatusOr<SeqId> AddRequest(std::vector<int32_t> prompt_token_ids, GenerationParams params);
+  // Frees the sequence's blocks and queue slot at once. NotFound for an unknown or finished id.
+  absl::Status Cancel(SeqId seq_id);
+
+  // Prefill role. A sequence added with hold_kv_after_prefill stops after its first token (unless that
+  // token finishes it) and keeps its KV blocks until ReleaseKv; HeldKv names them.
+  struct HeldKv {
+    std::vector<BlockId> blocks;  // in token order
+    int num_tokens = 0;           // tokens whose K/V the blocks hold
+  };
+  absl::StatusOr<HeldKv> GetHeldKv(SeqId seq_id) const;
+  absl::Status ReleaseKv(SeqId seq_id);
+
+  // Decode role. AdmitPrefilled takes a request whose prompt KV is computed elsewhere and allocates
+  // the blocks that will receive it (generated_token_ids: the tokens sampled so far, at least one).
+  // ResourceExhausted when the blocks are not free now: callers ask CanAdmitPrefilled first and wait.
+  // After the transfer has filled the blocks, StartDecoding puts the sequence in the batch.
+  bool CanAdmitPrefilled(int num_prompt_tokens) const;
+  absl::StatusOr<SeqId> AdmitPrefilled(std::vector<int32_t> prompt_token_ids,
+                                       std::vector<int32_t> generated_token_ids,
+                                       GenerationParams params);
+  absl::StatusOr<std::vector<BlockId>> BlocksOf(SeqId seq_id) const;
+  absl::Status StartDecoding(SeqId seq_id);
+
+  const KvPool& kv_pool() const { return *kv_pool_; }
+  int num_waiting() const { return scheduler_.num_waiting(); }
+  int num_running() const { return scheduler_.num_running(); }
+  int num_sequences() const { return static_cast<int>(seqs_.size()); }
+
+  bool HasWork() const { return scheduler_.HasWork(); }
+  // Runs one step. An error here is an engine failure (kernel or model), not a per-request one.
+  absl::StatusOr<std::vector<TokenOutput>> Step();
+
+ private:
+  Engine(const EngineConfig& config, std::unique_ptr<ThreadPool> pool,
+         std::unique_ptr<LlamaModel> model, std::unique_ptr<KvPool> kv_pool, int max_model_len);
+
+  FinishReason CheckFinished(const Sequence& seq, int32_t token) const;
+  absl::Status ValidateRequest(SeqId seq_id, const std::vector<int32_t>& prompt_token_ids,
+                               const GenerationParams& params) const;
+  Sequence* Find(SeqId seq_id) const;
+
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<KvPool> kv_pool_;
+  int max_model_len_;
+  BlockAllocator allocator_;
+  StepScheduler scheduler_;
+  ModelRunner runner_;
+  absl::flat_hash_map<SeqId, std::unique_ptr<Sequence>> seqs_;
+  SeqId next_seq_id_ = 0;
+  std::vector<float> logits_;  // [num_seqs, vocab_size] of the last step
+};
+
+}  // namespace baton::runtime

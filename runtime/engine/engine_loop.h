@@ -1,0 +1,80 @@
+// EngineLoop: runs an Engine on a thread of its own, the only thread that touches it.
+//
+// Other threads hand it work with Call() (run a function on the engine thread between two steps
+// and wait for its result) and get a request's tokens through the TokenSink they subscribed for the
+// sequence. The loop steps while the engine has work and otherwise sleeps until new work or the
+// next tick (ticks run the periodic hooks: lease expiry, admissions that wait for free blocks).
+// If a step fails, every subscribed sequence receives the error and is cancelled; the loop goes on.
+#pragma once
+
+#include <functional>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "runtime/engine/engine.h"
+
+namespace baton::runtime {
+
+// Receives a sequence's outputs on the engine thread; must not block.
+using TokenSink = std::function<void(absl::StatusOr<TokenOutput>)>;
+
+class EngineLoop {
+ public:
+  explicit EngineLoop(std::unique_ptr<Engine> engine, absl::Duration tick = absl::Milliseconds(5));
+  ~EngineLoop();  // stops the thread; pending Call()s are not run
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
+
+  // Runs fn(engine) on the engine thread and returns its result. Not from the engine thread.
+  template <typename Fn>
+  auto Call(Fn fn) -> decltype(fn(std::declval<Engine&>())) {
+    using Result = decltype(fn(std::declval<Engine&>()));
+    auto task = std::make_shared<std::packaged_task<Result(Engine&)>>(std::move(fn));
+    std::future<Result> result = task->get_future();
+    Post([task](Engine& engine) { (*task)(engine); });
+    return result.get();
+  }
+
+  // Runs fn(engine) on the engine thread, later; returns at once.
+  void Post(std::function<void(Engine&)> fn);
+
+  // Engine-thread only (inside Call/Post/hooks): route a sequence's outputs to sink until it
+  // finishes or Unsubscribe.
+  void Subscribe(SeqId seq_id, TokenSink sink);
+  void Unsubscribe(SeqId seq_id);
+
+  // Runs on the engine thread before every step and on every tick.
+  void AddHook(std::function<void(Engine&)> hook);
+
+  // A snapshot taken after every step, readable from any thread.
+  struct Stats {
+    int num_blocks_total = 0;
+    int num_blocks_used = 0;
+    int num_waiting = 0;
+    int num_running = 0;
+    int num_sequences = 0;
+  };
+  Stats stats() const;
+
+ private:
+  void Run();
+  void UpdateStats();
+
+  std::unique_ptr<Engine> engine_;
+  const absl::Duration tick_;
+  mutable absl::Mutex mu_;
+  std::vector<std::function<void(Engine&)>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  // Engine thread only.
+  absl::flat_hash_map<SeqId, TokenSink> sinks_;
+  std::vector<std::function<void(Engine&)>> hooks_;
+  std::thread thread_;
+};
+
+}  // namespace baton::runtime

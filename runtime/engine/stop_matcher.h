@@ -1,0 +1,30 @@
+// StopMatcher: finds stop strings in streamed text without ever emitting a part of one.
+//
+// Feed() takes newly decoded text and returns the part that is safe to emit: text that cannot be the
+// beginning of a stop string is released, a possible prefix is held back until the next chunk
+// decides it. Once a stop string is complete, stopped() is true and the text before it is returned;
+// the stop string itself is never emitted (OpenAI semantics).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace baton::runtime {
+
+class StopMatcher {
+ public:
+  explicit StopMatcher(std::vector<std::string> stop_strings);
+
+  std::string Feed(std::string_view text);
+  // The held-back text, at the end of a generation that did not stop on a string.
+  std::string Flush();
+  bool stopped() const { return stopped_; }
+
+ private:
+  std::vector<std::string> stop_strings_;  // non-empty strings only
+  std::string pending_;
+  bool stopped_ = false;
+};
+
+}  // namespace baton::runtime

@@ -1,0 +1,24 @@
+#include "runtime/kv_cache/block_table.h"
+
+#include <utility>
+
+#include "runtime/common/check.h"
+
+namespace baton::runtime {
+
+void BlockTable::AppendTokens(int num_new_tokens) {
+  BATON_CHECK(num_new_tokens >= 0 && NumBlocksToAppend(num_new_tokens) <= 0);
+  num_tokens_ += num_new_tokens;
+}
+
+int32_t BlockTable::SlotOf(int pos) const {
+  BATON_DCHECK(pos >= 0 && pos / block_size_ < static_cast<int>(blocks_.size()));
+  return blocks_[pos / block_size_] * block_size_ + pos % block_size_;
+}
+
+std::vector<BlockId> BlockTable::TakeBlocks() {
+  num_tokens_ = 0;
+  return std::exchange(blocks_, {});
+}
+
+}  // namespace baton::runtime

@@ -1,0 +1,204 @@
+// The engine end to end on a small checkpoint written by the test: batching, preemption, cancellation,
+// the prefill -> decode hand-off, and request validation.
+#include "runtime/engine/engine.h"
+
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/safetensors_writer.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
+
+namespace baton::runtime {
+namespace {
+
+using ::absl_testing::IsOk;
+using ::absl_testing::StatusIs;
+using ::testing::HasSubstr;
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::TinyModelSpec spec;
+    spec.hidden_size = 32;
+    spec.num_layers = 2;
+    spec.num_heads = 4;
+    spec.num_kv_heads = 2;
+    spec.intermediate_size = 48;
+    spec.vocab_size = 96;
+    ASSERT_THAT(testing::WriteTinyModel(dir_.path(), spec), IsOk());
+  }
+
+  std::unique_ptr<Engine> MakeEngine(size_t kv_cache_bytes = 1 << 20, int block_size = 4) {
+    EngineConfig config{.model_dir = dir_.path(),
+                        .num_threads = 2,
+                        .block_size = block_size,
+                        .kv_cache_bytes = kv_cache_bytes,
+                        .max_num_seqs = 16,
+                        .max_num_batched_tokens = 64,
+                        .max_model_len = 128};
+    auto engine = Engine::Create(config);
+    EXPECT_THAT(engine, IsOk());
+    return engine.ok() ? std::move(*engine) : nullptr;
+  }
+
+  static std::vector<int32_t> Prompt(int len, int salt) {
+    std::vector<int32_t> ids(len);
+    for (int i = 0; i < len; ++i) ids[i] = (i * 37 + salt * 11 + 5) % 96;
+    return ids;
+  }
+
+  static GenerationParams Greedy(int max_tokens) {
+    GenerationParams params;
+    params.max_tokens = max_tokens;
+    params.ignore_eos = true;
+    return params;
+  }
+
+  // Runs the engine until idle; returns each sequence's tokens.
+  static std::map<SeqId, std::vector<int32_t>> RunToCompletion(Engine& engine) {
+    std::map<SeqId, std::vector<int32_t>> tokens;
+    while (engine.HasWork()) {
+      auto outputs = engine.Step();
+      EXPECT_THAT(outputs, IsOk());
+      if (!outputs.ok()) break;
+      for (const auto& out : *outputs) tokens[out.seq_id].push_back(out.token_id);
+    }
+    return tokens;
+  }
+
+  testing::ScopedTempDir dir_;
+};
+
+TEST_F(EngineTest, EachPromptGeneratesTheSameTokensAloneAndInABatchOfEight) {
+  const std::vector<int> lengths = {1, 3, 17, 5, 30, 9, 2, 12};
+  std::vector<std::vector<int32_t>> alone;
+  for (int i = 0; i < 8; ++i) {
+    auto engine = MakeEngine();
+    auto seq = engine->AddRequest(Prompt(lengths[i], i), Greedy(12));
+    ASSERT_THAT(seq, IsOk());
+    alone.push_back(RunToCompletion(*engine)[*seq]);
+    ASSERT_EQ(alone.back().size(), 12u);
+  }
+  auto engine = MakeEngine();
+  std::vector<SeqId> ids;
+  for (int i = 0; i < 8; ++i) ids.push_back(*engine->AddRequest(Prompt(lengths[i], i), Greedy(12)));
+  auto batched = RunToCompletion(*engine);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(batched[ids[i]], alone[i]) << "prompt " << i;
+  EXPECT_EQ(engine->allocator().num_blocks_used(), 0);
+}
+
+TEST_F(EngineTest, PreemptionUnderATightKvBudgetKeepsOutputsIdentical) {
+  auto roomy = MakeEngine();
+  // 2 layers * 2 * 4 slots * 2 heads * 8 dims * 4 bytes = 1 KiB per block; 40 blocks = 160 slots.
+  auto tight = MakeEngine(/*kv_cache_bytes=*/40 * 1024);
+  std::vector<SeqId> roomy_ids, tight_ids;
+  for (int i = 0; i < 6; ++i) {
+    roomy_ids.push_back(*roomy->AddRequest(Prompt(10 + i, i), Greedy(20)));
+    tight_ids.push_back(*tight->AddRequest(Prompt(10 + i, i), Greedy(20)));
+  }
+  auto expected = RunToCompletion(*roomy);
+  auto actual = RunToCompletion(*tight);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(actual[tight_ids[i]], expected[roomy_ids[i]]) << i;
+  EXPECT_EQ(tight->allocator().num_blocks_used(), 0);
+}
+
+TEST_F(EngineTest, SameSeedSameTokensAndDifferentSeedsDiffer) {
+  GenerationParams params = Greedy(24);
+  params.sampling = kernels::SamplingOptions{.temperature = 1.5f, .top_k = 40, .top_p = 0.95f};
+  std::vector<std::vector<int32_t>> runs;
+  for (uint64_t seed : {7u, 7u, 8u}) {
+    auto engine = MakeEngine();
+    params.seed = seed;
+    const SeqId id = *engine->AddRequest(Prompt(6, 1), params);
+    runs.push_back(RunToCompletion(*engine)[id]);
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+  EXPECT_NE(runs[0], runs[2]);
+}
+
+TEST_F(EngineTest, CancelFreesBlocksAtOnceWhereverTheRequestIs) {
+  auto engine = MakeEngine();
+  const SeqId queued = *engine->AddRequest(Prompt(8, 0), Greedy(50));
+  ASSERT_THAT(engine->Cancel(queued), IsOk());
+  const SeqId running = *engine->AddRequest(Prompt(8, 1), Greedy(50));
+  ASSERT_THAT(engine->Step(), IsOk());
+  ASSERT_THAT(engine->Step(), IsOk());
+  EXPECT_GT(engine->allocator().num_blocks_used(), 0);
+  ASSERT_THAT(engine->Cancel(running), IsOk());
+  EXPECT_EQ(engine->allocator().num_blocks_used(), 0);
+  EXPECT_FALSE(engine->HasWork());
+  EXPECT_THAT(engine->Cancel(running), StatusIs(absl::StatusCode::kNotFound, HasSubstr("request")));
+}
+
+TEST_F(EngineTest, PrefillHandOffToAnotherEngineContinuesTheSameSequence) {
+  auto whole = MakeEngine();
+  auto prefill = MakeEngine();
+  auto decode = MakeEngine(/*kv_cache_bytes=*/1 << 20);
+  for (float temperature : {0.0f, 1.0f}) {
+    GenerationParams params = Greedy(16);
+    params.sampling.temperature = temperature;
+    params.seed = 3;
+    const std::vector<int32_t> prompt = Prompt(23, 4);
+    const SeqId whole_id = *whole->AddRequest(prompt, params);
+    const std::vector<int32_t> expected = RunToCompletion(*whole)[whole_id];
+
+    GenerationParams prefill_params = params;
+    prefill_params.hold_kv_after_prefill = true;
+    const SeqId p_id = *prefill->AddRequest(prompt, prefill_params);
+    auto first = RunToCompletion(*prefill)[p_id];
+    ASSERT_EQ(first.size(), 1u);
+    auto held = prefill->GetHeldKv(p_id);
+    ASSERT_THAT(held, IsOk());
+    EXPECT_EQ(held->num_tokens, 23);
+
+    ASSERT_TRUE(decode->CanAdmitPrefilled(23));
+    auto d_id = decode->AdmitPrefilled(prompt, first, params);
+    ASSERT_THAT(d_id, IsOk());
+    auto dst = decode->BlocksOf(*d_id);
+    ASSERT_THAT(dst, IsOk());
+    ASSERT_EQ(dst->size(), held->blocks.size());
+    for (size_t b = 0; b < dst->size(); ++b) {
+      std::memcpy(decode->kv_pool().BlockData((*dst)[b]), prefill->kv_pool().BlockData(held->blocks[b]),
+                  prefill->kv_pool().BlockBytes());
+    }
+    ASSERT_THAT(prefill->ReleaseKv(p_id), IsOk());
+    EXPECT_EQ(prefill->allocator().num_blocks_used(), 0);
+    ASSERT_THAT(decode->StartDecoding(*d_id), IsOk());
+    std::vector<int32_t> actual = first;
+    const std::vector<int32_t> decoded = RunToCompletion(*decode)[*d_id];
+    actual.insert(actual.end(), decoded.begin(), decoded.end());
+    EXPECT_EQ(actual, expected) << "temperature " << temperature;
+    EXPECT_EQ(decode->allocator().num_blocks_used(), 0);
+  }
+}
+
+TEST_F(EngineTest, BadRequestsAreInvalidArgumentsNamingTheProblem) {
+  auto engine = MakeEngine();
+  EXPECT_THAT(engine->AddRequest({}, Greedy(4)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("empty prompt")));
+  EXPECT_THAT(engine->AddRequest({1, 96}, Greedy(4)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("token id 96")));
+  EXPECT_THAT(engine->AddRequest({1, 2}, Greedy(0)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_tokens 0")));
+  EXPECT_THAT(engine->AddRequest(Prompt(120, 0), Greedy(9)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exceeds max_model_len 128")));
+  EXPECT_FALSE(engine->HasWork());
+}
+
+TEST_F(EngineTest, KvBudgetTooSmallForOneSequenceIsAnError) {
+  EngineConfig config{.model_dir = dir_.path(), .kv_cache_bytes = 1024, .max_model_len = 128};
+  EXPECT_THAT(Engine::Create(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("KV budget")));
+}
+
+TEST_F(EngineTest, MissingModelDirectoryIsAnErrorNotACrash) {
+  EngineConfig config{.model_dir = dir_.path() / "nope"};
+  EXPECT_FALSE(Engine::Create(config).ok());
+}
+
+}  // namespace
+}  // namespace baton::runtime

@@ -1,0 +1,60 @@
+#include "runtime/kv_cache/block_table.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/kv_cache/kv_pool.h"
+
+namespace baton::runtime {
+namespace {
+
+TEST(BlockTableTest, GrowsBlockByBlockAndMapsSlots) {
+  BlockTable table(/*block_size=*/4);
+  EXPECT_EQ(table.NumBlocksToAppend(1), 1);
+  EXPECT_EQ(table.NumBlocksToAppend(9), 3);
+  table.AddBlocks({7, 2, 5});
+  table.AppendTokens(9);
+  EXPECT_EQ(table.num_tokens(), 9);
+  EXPECT_EQ(table.NumBlocksToAppend(3), 0);
+  EXPECT_EQ(table.NumBlocksToAppend(4), 1);
+  EXPECT_EQ(table.SlotOf(0), 7 * 4 + 0);
+  EXPECT_EQ(table.SlotOf(5), 2 * 4 + 1);
+  EXPECT_EQ(table.SlotOf(8), 5 * 4 + 0);
+  EXPECT_THAT(table.TakeBlocks(), ::testing::ElementsAre(7, 2, 5));
+  EXPECT_EQ(table.num_tokens(), 0);
+  EXPECT_TRUE(table.blocks().empty());
+}
+
+TEST(BlockTableTest, NumBlocksForRoundsUp) {
+  EXPECT_EQ(NumBlocksFor(0, 16), 0);
+  EXPECT_EQ(NumBlocksFor(1, 16), 1);
+  EXPECT_EQ(NumBlocksFor(16, 16), 1);
+  EXPECT_EQ(NumBlocksFor(17, 16), 2);
+}
+
+TEST(KvPoolTest, LayerViewsTileEachBlockWithoutOverlap) {
+  const KvPoolShape shape{.num_layers = 3, .num_kv_heads = 2, .head_dim = 4, .block_size = 5};
+  auto pool = KvPool::Create(shape, /*num_blocks=*/6);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  const int64_t side = 5 * 2 * 4;
+  EXPECT_EQ((*pool)->BlockBytes(), static_cast<size_t>(3 * 2 * side * 4));
+  for (int layer = 0; layer < 3; ++layer) {
+    const auto view = (*pool)->LayerView(layer);
+    EXPECT_EQ(view.block_stride, 3 * 2 * side);
+    EXPECT_EQ(view.v - view.k, side);
+    // Layer l of block b sits inside block b's byte range.
+    for (BlockId b : {0, 5}) {
+      const auto* k_begin = reinterpret_cast<std::byte*>(view.k + b * view.block_stride);
+      EXPECT_GE(k_begin, (*pool)->BlockData(b));
+      EXPECT_LT(k_begin, (*pool)->BlockData(b) + (*pool)->BlockBytes());
+    }
+  }
+  EXPECT_EQ(KvPool::NumBlocksForBudget(shape, (*pool)->BlockBytes() * 10 + 7), 10);
+}
+
+TEST(KvPoolTest, RejectsInvalidShape) {
+  auto pool = KvPool::Create(KvPoolShape{.num_layers = 0, .num_kv_heads = 1, .head_dim = 1}, 1);
+  EXPECT_EQ(pool.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace baton::runtime
