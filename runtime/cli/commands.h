@@ -8,5 +8,8 @@ namespace baton::cli {
 
 void RegisterGenerateCommand(CLI::App& app, int* exit_code);
 void RegisterTokenizeCommand(CLI::App& app, int* exit_code);
+void RegisterServeCommand(CLI::App& app, int* exit_code);
+void RegisterSchedulerCommand(CLI::App& app, int* exit_code);
+void RegisterWorkerCommand(CLI::App& app, int* exit_code);
 
 }  // namespace baton::cli

@@ -13,8 +13,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "baton/v1/inference.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
 #include "runtime/cli/commands.h"
+#include "runtime/rpc/status_conversion.h"
 #include "runtime/cli/default_model.h"
+#include "runtime/cli/signals.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/stop_matcher.h"
@@ -28,6 +32,8 @@ using Clock = std::chrono::steady_clock;
 
 struct GenerateOptions {
   std::string model_dir;
+  std::string server;  // host:port of a scheduler; empty = run the model in this process
+  int timeout_s = 600;
   std::string prompt;
   std::string prompt_ids;
   int max_tokens = 128;
@@ -48,7 +54,7 @@ struct GenerateOptions {
 
 absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text) {
   std::vector<int32_t> ids;
-  for (std::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     int32_t id;
     if (!absl::SimpleAtoi(part, &id)) {
       return absl::InvalidArgumentError(absl::StrCat("--prompt-ids: '", part, "' is not an integer"));
@@ -60,10 +66,62 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text) {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-absl::Status RunGenerate(const GenerateOptions& opts) {
-  if (opts.prompt.empty() == opts.prompt_ids.empty()) {
-    return absl::InvalidArgumentError("give exactly one of --prompt and --prompt-ids");
+// Prints a generation as it streams, the same way for the in-process engine and a server: text (or
+// one JSON object per token with --json), then the timings.
+class GenerationPrinter {
+ public:
+  explicit GenerationPrinter(const GenerateOptions& opts) : opts_(opts), start_(Clock::now()) {}
+
+  void Token(int32_t token_id, const std::string& text,
+             const std::vector<kernels::TokenLogprob>& logprobs) {
+    if (!first_token_at_) first_token_at_ = Clock::now();
+    ++num_tokens_;
+    if (opts_.json) {
+      nlohmann::json line = {{"token_id", token_id}, {"text", text}};
+      if (opts_.logprobs > 0) {
+        nlohmann::json top = nlohmann::json::array();
+        for (const auto& lp : logprobs) top.push_back({{"token_id", lp.token_id}, {"logprob", lp.logprob}});
+        line["logprobs"] = std::move(top);
+      }
+      std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    } else {
+      std::cout << text;
+    }
+    std::cout.flush();
   }
+
+  void Finish(const std::vector<int32_t>& prompt_ids, bool stopped) {
+    const Clock::time_point end = Clock::now();
+    const double prefill_s = Seconds(first_token_at_.value_or(end) - start_);
+    const double decode_s = Seconds(end - first_token_at_.value_or(end));
+    const int num_decoded = std::max(0, num_tokens_ - 1);
+    const double prefill_tps = prefill_s > 0 ? prompt_ids.size() / prefill_s : 0;
+    const double decode_tps = decode_s > 0 ? num_decoded / decode_s : 0;
+    const char* reason = stopped ? "stop" : "length";
+    if (opts_.json) {
+      nlohmann::json last = {{"prompt_token_ids", prompt_ids},
+                             {"finish_reason", reason},
+                             {"num_generated_tokens", num_tokens_},
+                             {"prefill_seconds", prefill_s},
+                             {"decode_seconds", decode_s},
+                             {"prefill_tokens_per_second", prefill_tps},
+                             {"decode_tokens_per_second", decode_tps}};
+      std::cout << last.dump() << std::endl;
+    } else {
+      std::cout << std::endl;
+      std::fprintf(stderr, "prefill: %zu tokens, %.1f tokens/s; decode: %d tokens, %.1f tokens/s (%s)\n",
+                   prompt_ids.size(), prefill_tps, num_decoded, decode_tps, reason);
+    }
+  }
+
+ private:
+  const GenerateOptions& opts_;
+  const Clock::time_point start_;
+  std::optional<Clock::time_point> first_token_at_;
+  int num_tokens_ = 0;
+};
+
+absl::Status RunLocal(const GenerateOptions& opts) {
   ASSIGN_OR_RETURN(const std::filesystem::path model_dir, ResolveModelDir(opts.model_dir));
   ASSIGN_OR_RETURN(auto tokenizer,
                    runtime::Tokenizer::FromFile(model_dir / "tokenizer.json"));
@@ -78,7 +136,6 @@ absl::Status RunGenerate(const GenerateOptions& opts) {
   config.kv_cache_bytes = opts.kv_cache_mib << 20;
   config.max_num_seqs = 1;
   ASSIGN_OR_RETURN(auto engine, runtime::Engine::Create(config));
-  const runtime::ModelConfig& model = engine->model_config();
 
   std::vector<int32_t> prompt_ids;
   if (!opts.prompt_ids.empty()) {
@@ -88,9 +145,10 @@ absl::Status RunGenerate(const GenerateOptions& opts) {
   }
 
   runtime::GenerationParams params;
-  params.sampling.temperature = opts.temperature.value_or(model.default_temperature.value_or(0.0f));
-  params.sampling.top_k = opts.top_k.value_or(model.default_top_k.value_or(0));
-  params.sampling.top_p = opts.top_p.value_or(model.default_top_p.value_or(1.0f));
+  // Greedy unless asked otherwise, in-process and through a server alike.
+  params.sampling.temperature = opts.temperature.value_or(0.0f);
+  params.sampling.top_k = opts.top_k.value_or(0);
+  params.sampling.top_p = opts.top_p.value_or(1.0f);
   params.seed = opts.seed;
   params.max_tokens = opts.max_tokens;
   params.stop_token_ids = opts.stop_token_ids;
@@ -105,24 +163,20 @@ absl::Status RunGenerate(const GenerateOptions& opts) {
     if (!logits_file) return absl::InvalidArgumentError("--dump-logits: cannot write " + opts.dump_logits);
   }
 
-  runtime::IncrementalDetokenizer detokenizer(*tokenizer);
+  GenerationPrinter printer(opts);
+  runtime::IncrementalDetokenizer detokenizer(*tokenizer, /*skip_special_tokens=*/true, prompt_ids);
   runtime::StopMatcher stop_matcher(opts.stop);
-  std::vector<int32_t> output_ids;
   runtime::FinishReason finish_reason = runtime::FinishReason::kNone;
-  const Clock::time_point start = Clock::now();
-  std::optional<Clock::time_point> first_token_at;
   while (finish_reason == runtime::FinishReason::kNone && engine->HasWork()) {
     ASSIGN_OR_RETURN(std::vector<runtime::TokenOutput> outputs, engine->Step());
     for (const runtime::TokenOutput& out : outputs) {
       if (out.seq_id != seq_id) continue;
-      if (!first_token_at) first_token_at = Clock::now();
-      output_ids.push_back(out.token_id);
       finish_reason = out.finish_reason;
       if (logits_file.is_open()) {
         logits_file.write(reinterpret_cast<const char*>(out.logits.data()),
                           static_cast<std::streamsize>(out.logits.size() * sizeof(float)));
       }
-      std::string text = stop_matcher.Feed(detokenizer.Append(out.token_id));
+      std::string text = stop_matcher.Feed(detokenizer.Step(out.token_id));
       if (finish_reason != runtime::FinishReason::kNone && !stop_matcher.stopped()) {
         text += stop_matcher.Feed(detokenizer.Flush());
         if (!stop_matcher.stopped()) text += stop_matcher.Flush();
@@ -132,42 +186,68 @@ absl::Status RunGenerate(const GenerateOptions& opts) {
         if (finish_reason == runtime::FinishReason::kNone) RETURN_IF_ERROR(engine->Cancel(seq_id));
         finish_reason = runtime::FinishReason::kStop;
       }
-      if (opts.json) {
-        nlohmann::json line = {{"token_id", out.token_id}, {"text", text}};
-        if (opts.logprobs > 0) {
-          nlohmann::json top = nlohmann::json::array();
-          for (const auto& lp : out.logprobs) top.push_back({{"token_id", lp.token_id}, {"logprob", lp.logprob}});
-          line["logprobs"] = std::move(top);
-        }
-        std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-      } else {
-        std::cout << text;
-      }
-      std::cout.flush();
+      printer.Token(out.token_id, text, out.logprobs);
     }
   }
-  const Clock::time_point end = Clock::now();
-  const double prefill_s = Seconds(first_token_at.value_or(end) - start);
-  const double decode_s = Seconds(end - first_token_at.value_or(end));
-  const int num_decoded = std::max<int>(0, static_cast<int>(output_ids.size()) - 1);
-  const double prefill_tps = prefill_s > 0 ? prompt_ids.size() / prefill_s : 0;
-  const double decode_tps = decode_s > 0 ? num_decoded / decode_s : 0;
-  const char* reason = finish_reason == runtime::FinishReason::kStop ? "stop" : "length";
-  if (opts.json) {
-    nlohmann::json last = {{"prompt_token_ids", prompt_ids},
-                           {"finish_reason", reason},
-                           {"num_generated_tokens", output_ids.size()},
-                           {"prefill_seconds", prefill_s},
-                           {"decode_seconds", decode_s},
-                           {"prefill_tokens_per_second", prefill_tps},
-                           {"decode_tokens_per_second", decode_tps}};
-    std::cout << last.dump() << std::endl;
-  } else {
-    std::cout << std::endl;
-    std::fprintf(stderr, "prefill: %zu tokens, %.1f tokens/s; decode: %d tokens, %.1f tokens/s (%s)\n",
-                 prompt_ids.size(), prefill_tps, num_decoded, decode_tps, reason);
-  }
+  printer.Finish(prompt_ids, finish_reason == runtime::FinishReason::kStop);
   return absl::OkStatus();
+}
+
+// The same request through a scheduler's gRPC API.
+absl::Status RunRemote(const GenerateOptions& opts) {
+  if (!opts.dump_logits.empty()) return absl::InvalidArgumentError("--dump-logits needs a local model");
+  auto stub = v1::InferenceService::NewStub(
+      grpc::CreateChannel(opts.server, grpc::InsecureChannelCredentials()));
+  v1::GenerateRequest request;
+  if (!opts.prompt_ids.empty()) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> ids, ParseIds(opts.prompt_ids));
+    request.mutable_token_ids()->mutable_ids()->Assign(ids.begin(), ids.end());
+  } else {
+    request.set_text(opts.prompt);
+  }
+  // Unset sampling fields take the server's defaults, as the local path takes the model's.
+  request.mutable_sampling()->set_temperature(opts.temperature.value_or(0.0f));
+  request.mutable_sampling()->set_top_k(opts.top_k.value_or(0));
+  request.mutable_sampling()->set_top_p(opts.top_p.value_or(1.0f));
+  request.mutable_sampling()->set_seed(opts.seed);
+  request.mutable_stop()->set_max_tokens(opts.max_tokens);
+  for (const std::string& stop : opts.stop) request.mutable_stop()->add_stop(stop);
+  for (int32_t id : opts.stop_token_ids) request.mutable_stop()->add_stop_token_ids(id);
+  request.mutable_stop()->set_ignore_eos(opts.ignore_eos);
+  request.set_logprobs(opts.logprobs);
+
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(opts.timeout_s));
+  GenerationPrinter printer(opts);
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader = stub->Generate(&context, request);
+  v1::GenerateResponse response;
+  std::vector<int32_t> prompt_ids;
+  bool stopped = false;
+  while (reader->Read(&response)) {
+    // Text completed by a response belongs to its last token.
+    for (int i = 0; i < response.token_ids_size(); ++i) {
+      std::vector<kernels::TokenLogprob> logprobs;
+      if (i < response.logprobs_size()) {
+        for (const auto& lp : response.logprobs(i).top()) logprobs.push_back({lp.token_id(), lp.logprob()});
+      }
+      printer.Token(response.token_ids(i), i + 1 == response.token_ids_size() ? response.text() : "",
+                    logprobs);
+    }
+    if (response.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      prompt_ids.assign(response.prompt_token_ids().begin(), response.prompt_token_ids().end());
+      stopped = response.finish_reason() == v1::FINISH_REASON_STOP;
+    }
+  }
+  RETURN_IF_ERROR(rpc::FromGrpcStatus(reader->Finish()));
+  printer.Finish(prompt_ids, stopped);
+  return absl::OkStatus();
+}
+
+absl::Status RunGenerate(const GenerateOptions& opts) {
+  if (opts.prompt.empty() == opts.prompt_ids.empty()) {
+    return absl::InvalidArgumentError("give exactly one of --prompt and --prompt-ids");
+  }
+  return opts.server.empty() ? RunLocal(opts) : RunRemote(opts);
 }
 
 }  // namespace
@@ -177,10 +257,13 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("generate", "Offline generation in one process: prompt in, text out");
   cmd->add_option("--model", opts->model_dir,
                   "Hugging Face checkpoint directory (default: the embedded tiny model)");
+  cmd->add_option("--server", opts->server, "host:port of a Baton scheduler (default: run in-process)");
+  cmd->add_option("--timeout", opts->timeout_s, "Seconds before a --server request gives up")
+      ->capture_default_str();
   cmd->add_option("--prompt", opts->prompt, "Prompt text");
   cmd->add_option("--prompt-ids", opts->prompt_ids, "Prompt as comma-separated token ids");
   cmd->add_option("--max-tokens", opts->max_tokens, "Tokens to generate")->capture_default_str();
-  cmd->add_option("--temperature", opts->temperature, "0 = greedy (default: generation_config or 0)");
+  cmd->add_option("--temperature", opts->temperature, "0 = greedy (the default)");
   cmd->add_option("--top-k", opts->top_k, "Keep the k most likely tokens (0 = off)");
   cmd->add_option("--top-p", opts->top_p, "Nucleus sampling mass in (0, 1]");
   cmd->add_option("--seed", opts->seed, "Sampling seed")->capture_default_str();
@@ -198,8 +281,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->callback([opts, exit_code] {
     const absl::Status status = RunGenerate(*opts);
     if (!status.ok()) {
-      std::fprintf(stderr, "baton generate: %s\n", std::string(status.message()).c_str());
-      *exit_code = status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+      *exit_code = ReportStatus("baton generate", status);
     }
   });
 }

@@ -1,0 +1,48 @@
+// `baton scheduler`: the global scheduler of a deployment.
+#include "absl/strings/str_cat.h"
+#include "runtime/cli/commands.h"
+#include "runtime/cli/signals.h"
+#include "runtime/common/status_macros.h"
+#include "scheduler/config/deployment_config.h"
+#include "scheduler/service/scheduler_server.h"
+
+namespace baton::cli {
+namespace {
+
+runtime::WorkerRole ToWorkerRole(scheduler::InstanceRole role) {
+  switch (role) {
+    case scheduler::InstanceRole::kPrefill: return runtime::WorkerRole::kPrefill;
+    case scheduler::InstanceRole::kDecode: return runtime::WorkerRole::kDecode;
+    case scheduler::InstanceRole::kColocated: return runtime::WorkerRole::kColocated;
+  }
+  return runtime::WorkerRole::kColocated;
+}
+
+absl::Status RunScheduler(const std::string& config_path) {
+  ASSIGN_OR_RETURN(scheduler::DeploymentConfig config, scheduler::LoadDeploymentConfig(config_path));
+  scheduler::SchedulerOptions options{
+      .model_dir = config.model_dir,
+      .weight_dtype = config.weight_dtype,
+      .host = config.host,
+      .port = config.scheduler_port,
+      .disaggregated = config.mode == scheduler::DeploymentMode::kDisaggregated};
+  for (scheduler::InstanceRole role : scheduler::Roles(config.mode)) {
+    options.expected_workers.emplace_back(ToWorkerRole(role),
+                                          scheduler::Phase(config, role).num_instances);
+  }
+  return scheduler::RunSchedulerServer(options, StopFlag());
+}
+
+}  // namespace
+
+void RegisterSchedulerCommand(CLI::App& app, int* exit_code) {
+  auto config = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("scheduler", "The global scheduler: public API and routing");
+  cmd->add_option("--config", *config, "Deployment config (YAML or JSON)")->required();
+  cmd->callback([=] {
+    InstallStopSignalHandlers();
+    *exit_code = ReportStatus("baton scheduler", RunScheduler(*config));
+  });
+}
+
+}  // namespace baton::cli

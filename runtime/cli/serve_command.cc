@@ -1,0 +1,282 @@
+// `baton serve`: the launcher. It builds the effective deployment config (a file, or the embedded
+// default), writes it to a temporary file, starts `baton scheduler` and one `baton worker` per
+// instance as supervised children of this same binary, waits until the scheduler's Health says
+// SERVING, then waits for SIGINT/SIGTERM and stops everything.
+//
+// Exit codes: 0 after SIGINT/SIGTERM (also during start-up); 1 when a child dies during start-up, the
+// scheduler dies later, or start-up times out; 2 for a bad config or flag. A worker that dies after
+// start-up is logged to stderr and not restarted: the scheduler reports it through Health.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "baton/v1/inference.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "runtime/cli/commands.h"
+#include "runtime/cli/default_model.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/process/await_ready.h"
+#include "runtime/process/process_supervisor.h"
+#include "runtime/process/signals.h"
+#include "runtime/rpc/status_conversion.h"
+#include "scheduler/config/deployment_config.h"
+
+namespace baton::cli {
+namespace {
+
+using runtime::ChildExit;
+using runtime::ProcessSupervisor;
+using scheduler::DeploymentConfig;
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+constexpr absl::Duration kHealthRpcDeadline = absl::Seconds(1);
+constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
+constexpr char kSchedulerName[] = "scheduler";
+
+struct ServeOptions {
+  std::string model_dir;    // empty: the config's, or the embedded default model
+  std::string config_path;  // empty: DefaultDeployment
+  int port = 0;             // 0: the config's scheduler port
+  int http_port = -1;       // -1: the config's
+  double startup_timeout_s = 300;
+  double stop_grace_s = 10;
+};
+
+absl::StatusOr<DeploymentConfig> BuildConfig(const ServeOptions& opts) {
+  DeploymentConfig config;
+  if (!opts.config_path.empty()) {
+    ASSIGN_OR_RETURN(config, scheduler::LoadDeploymentConfig(opts.config_path));
+    if (!opts.model_dir.empty()) config.model_dir = opts.model_dir;
+  } else {
+    ASSIGN_OR_RETURN(const std::filesystem::path model_dir, ResolveModelDir(opts.model_dir));
+    config = scheduler::DefaultDeployment(model_dir);
+  }
+  if (opts.port != 0) RETURN_IF_ERROR(scheduler::SetSchedulerPort(config, opts.port));
+  if (opts.http_port >= 0) config.http_port = opts.http_port;
+  config.model_dir = std::filesystem::absolute(config.model_dir).lexically_normal();
+  if (!config.model_dir.has_filename()) config.model_dir = config.model_dir.parent_path();
+  RETURN_IF_ERROR(scheduler::ValidateDeploymentConfig(config));
+  if (!std::filesystem::is_directory(config.model_dir)) {
+    return absl::NotFoundError(
+        absl::StrCat("model: ", config.model_dir.string(), " is not a directory"));
+  }
+  return config;
+}
+
+// The effective config, on disk for as long as the launcher runs.
+class TempConfigFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<TempConfigFile>> Write(const std::string& text) {
+    std::string path = (std::filesystem::temp_directory_path() / "baton-serve-XXXXXX.yaml").string();
+    const int fd = mkstemps(path.data(), /*suffixlen=*/5);
+    if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", path));
+    const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    const int error = errno;
+    ::close(fd);
+    auto file = std::unique_ptr<TempConfigFile>(new TempConfigFile(path));
+    if (!written) return absl::ErrnoToStatus(error, absl::StrCat("cannot write ", path));
+    return file;
+  }
+  ~TempConfigFile() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  explicit TempConfigFile(std::filesystem::path path) : path_(std::move(path)) {}
+  std::filesystem::path path_;
+};
+
+// Where the launcher reaches the scheduler: a wildcard bind address is reached over loopback.
+std::string HealthTarget(const DeploymentConfig& config) {
+  std::string host = config.host;
+  if (host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "::" || host == "[::]") host = "::1";
+  if (absl::StrContains(host, ':') && !absl::StartsWith(host, "[")) host = absl::StrCat("[", host, "]");
+  return absl::StrCat(host, ":", config.scheduler_port);
+}
+
+// Calls the scheduler's Health; OK only for STATUS_SERVING.
+class HealthProbe {
+ public:
+  explicit HealthProbe(const std::string& target) {
+    grpc::ChannelArguments args;
+    // Reconnect promptly while the scheduler comes up, instead of gRPC's default back-off (up to 2 min).
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+    stub_ = v1::InferenceService::NewStub(
+        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+  }
+
+  absl::Status Check() {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kHealthRpcDeadline));
+    v1::HealthResponse response;
+    const absl::Status rpc = rpc::FromGrpcStatus(stub_->Health(&context, v1::HealthRequest(), &response));
+    if (!rpc.ok()) return absl::UnavailableError(absl::StrCat("Health: ", rpc.ToString()));
+    if (response.status() == v1::HealthResponse::STATUS_SERVING) return absl::OkStatus();
+    std::string message =
+        absl::StrCat("Health: ", v1::HealthResponse::Status_Name(response.status()));
+    if (response.problems_size() > 0) {
+      absl::StrAppend(&message, " (", absl::StrJoin(response.problems(), "; "), ")");
+    }
+    return absl::UnavailableError(message);
+  }
+
+ private:
+  std::unique_ptr<v1::InferenceService::Stub> stub_;
+};
+
+std::vector<runtime::ChildSpec> ChildSpecs(const DeploymentConfig& config,
+                                           const std::filesystem::path& config_path) {
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::vector<runtime::ChildSpec> specs;
+  specs.push_back({.name = kSchedulerName,
+                   .argv = {exe, "scheduler", "--config", config_path.string()}});
+  for (const scheduler::WorkerInstance& worker : scheduler::WorkerInstances(config)) {
+    specs.push_back({.name = scheduler::WorkerName(worker.role, worker.instance_idx),
+                     .argv = {exe, "worker", "--config", config_path.string(), "--role",
+                              std::string(scheduler::InstanceRoleName(worker.role)), "--instance",
+                              std::to_string(worker.instance_idx)}});
+  }
+  return specs;
+}
+
+// "disaggregated: 2 prefill (tp 2, pp 1, cuda) + 1 decode (tp 1, pp 1, cpu); OpenAI HTTP on port 8000"
+std::string Summary(const DeploymentConfig& config) {
+  std::vector<std::string> phases;
+  for (scheduler::InstanceRole role : scheduler::Roles(config.mode)) {
+    const scheduler::PhaseConfig& phase = scheduler::Phase(config, role);
+    phases.push_back(absl::StrCat(phase.num_instances, " ", scheduler::InstanceRoleName(role),
+                                  " (tp ", phase.tp, ", pp ", phase.pp, ", ",
+                                  phase.on_cpu() ? "cpu" : "cuda", ")"));
+  }
+  return absl::StrCat(scheduler::DeploymentModeName(config.mode), ": ",
+                      absl::StrJoin(phases, " + "), "; ",
+                      config.http_port == 0 ? std::string("no HTTP")
+                                            : absl::StrCat("OpenAI HTTP on port ", config.http_port));
+}
+
+void StopEverything(ProcessSupervisor& supervisor, absl::Duration grace) {
+  for (const ChildExit& exit : supervisor.StopAll(grace)) {
+    if (exit.signal == SIGKILL) {
+      std::fprintf(stderr, "baton: %s did not stop within %s and was killed\n", exit.name.c_str(),
+                   absl::FormatDuration(grace).c_str());
+    }
+  }
+}
+
+// Runs the deployment; returns the process exit code.
+int RunServe(const ServeOptions& opts) {
+  // Before any thread exists, so that only the waits below ever see SIGINT/SIGTERM.
+  const sigset_t stop_signals = runtime::MakeSignalSet({SIGINT, SIGTERM});
+  runtime::BlockSignals(stop_signals);
+
+  absl::StatusOr<DeploymentConfig> config = BuildConfig(opts);
+  if (!config.ok()) {
+    std::fprintf(stderr, "baton serve: %s\n", std::string(config.status().message()).c_str());
+    const absl::StatusCode code = config.status().code();
+    return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound
+               ? kExitUsage
+               : kExitFailure;
+  }
+  absl::StatusOr<std::unique_ptr<TempConfigFile>> config_file =
+      TempConfigFile::Write(scheduler::ToYaml(*config));
+  absl::StatusOr<std::unique_ptr<ProcessSupervisor>> supervisor = ProcessSupervisor::Create();
+  for (const absl::Status& status : {config_file.status(), supervisor.status()}) {
+    if (!status.ok()) {
+      std::fprintf(stderr, "baton serve: %s\n", std::string(status.message()).c_str());
+      return kExitFailure;
+    }
+  }
+  std::fprintf(stderr, "baton: effective config in %s\n", (*config_file)->path().c_str());
+  const absl::Duration grace = absl::Seconds(opts.stop_grace_s);
+
+  for (const runtime::ChildSpec& spec : ChildSpecs(*config, (*config_file)->path())) {
+    absl::StatusOr<pid_t> pid = (*supervisor)->Start(spec);
+    if (!pid.ok()) {
+      std::fprintf(stderr, "baton serve: %s; stopping every process\n",
+                   std::string(pid.status().message()).c_str());
+      StopEverything(**supervisor, grace);
+      return kExitFailure;
+    }
+    std::fprintf(stderr, "baton: started %s (pid %d)\n", spec.name.c_str(), *pid);
+  }
+
+  HealthProbe probe(HealthTarget(*config));
+  const absl::Status ready =
+      runtime::AwaitReady(**supervisor, [&] { return probe.Check(); },
+                          {.timeout = absl::Seconds(opts.startup_timeout_s),
+                           .poll_interval = kPollInterval,
+                           .interrupt_signals = &stop_signals});
+  if (absl::IsCancelled(ready)) {
+    std::fprintf(stderr, "baton: %s during start-up; stopping\n", std::string(ready.message()).c_str());
+    StopEverything(**supervisor, grace);
+    return 0;
+  }
+  if (!ready.ok()) {
+    std::fprintf(stderr, "baton serve: %s; stopping every process\n",
+                 std::string(ready.message()).c_str());
+    StopEverything(**supervisor, grace);
+    return kExitFailure;
+  }
+  std::printf("baton: serving %s on %s:%d (%s)\n", config->model_dir.filename().c_str(),
+              config->host.c_str(), config->scheduler_port, Summary(*config).c_str());
+  std::fflush(stdout);
+
+  while (true) {
+    if (const int signal = runtime::WaitForSignal(stop_signals, kPollInterval); signal > 0) {
+      std::fprintf(stderr, "baton: %s received; stopping\n", runtime::SignalName(signal).c_str());
+      StopEverything(**supervisor, grace);
+      return 0;
+    }
+    while (std::optional<ChildExit> exit = (*supervisor)->WaitForExit(absl::ZeroDuration())) {
+      std::fprintf(stderr, "baton: %s\n", exit->Describe().c_str());
+      if (exit->name == kSchedulerName) {
+        std::fprintf(stderr, "baton: the scheduler is gone; stopping every process\n");
+        StopEverything(**supervisor, grace);
+        return kExitFailure;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void RegisterServeCommand(CLI::App& app, int* exit_code) {
+  auto opts = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "Start the scheduler and every worker of a deployment, and supervise them");
+  cmd->add_option("--model", opts->model_dir,
+                  "Model directory (default: the config's, or the embedded tiny model)");
+  cmd->add_option("--config", opts->config_path,
+                  "Deployment config, YAML or JSON (default: 1 prefill + 1 decode worker on the CPU)");
+  cmd->add_option("--port", opts->port,
+                  "Scheduler gRPC port; worker ports move along (default: the config's, 50051)")
+      ->check(CLI::Range(1, 65535));
+  cmd->add_option("--http-port", opts->http_port, "OpenAI-compatible HTTP port, 0 to disable")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--startup-timeout", opts->startup_timeout_s,
+                  "Seconds to wait for the scheduler to report SERVING")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--stop-grace", opts->stop_grace_s,
+                  "Seconds between SIGTERM and SIGKILL when stopping the children")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([opts, exit_code] { *exit_code = RunServe(*opts); });
+}
+
+}  // namespace baton::cli

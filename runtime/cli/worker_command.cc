@@ -1,0 +1,73 @@
+// `baton worker`: one prefill, decode or colocated instance of a deployment.
+#include <csignal>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/cli/commands.h"
+#include "runtime/cli/signals.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/rpc/worker_server.h"
+#include "scheduler/config/deployment_config.h"
+
+namespace baton::cli {
+namespace {
+
+runtime::WorkerRole ToWorkerRole(scheduler::InstanceRole role) {
+  switch (role) {
+    case scheduler::InstanceRole::kPrefill: return runtime::WorkerRole::kPrefill;
+    case scheduler::InstanceRole::kDecode: return runtime::WorkerRole::kDecode;
+    case scheduler::InstanceRole::kColocated: return runtime::WorkerRole::kColocated;
+  }
+  return runtime::WorkerRole::kColocated;
+}
+
+absl::Status RunWorker(const std::string& config_path, const std::string& role_name, int instance) {
+  ASSIGN_OR_RETURN(scheduler::DeploymentConfig config, scheduler::LoadDeploymentConfig(config_path));
+  ASSIGN_OR_RETURN(scheduler::InstanceRole role, scheduler::ParseInstanceRole(role_name));
+  const std::vector<scheduler::InstanceRole> roles = scheduler::Roles(config.mode);
+  if (std::find(roles.begin(), roles.end(), role) == roles.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("--role ", role_name, ": not a role of a ",
+                                                   scheduler::DeploymentModeName(config.mode),
+                                                   " deployment"));
+  }
+  const scheduler::PhaseConfig& phase = scheduler::Phase(config, role);
+  if (instance < 0 || instance >= phase.num_instances) {
+    return absl::InvalidArgumentError(absl::StrCat("--instance ", instance, ": the ", role_name,
+                                                   " phase has ", phase.num_instances, " instances"));
+  }
+  if (!phase.on_cpu()) {
+    return absl::UnimplementedError("CUDA workers are not served yet; use devices: cpu");
+  }
+  runtime::WorkerOptions options{
+      .role = ToWorkerRole(role),
+      .instance_idx = instance,
+      .host = config.host,
+      .port = phase.base_port + instance,
+      .scheduler_address = absl::StrCat(config.host, ":", config.scheduler_port),
+      .engine = runtime::EngineConfig{.model_dir = config.model_dir,
+                                      .weight_dtype = config.weight_dtype,
+                                      .num_threads = phase.num_threads,
+                                      .block_size = config.block_size,
+                                      .kv_cache_bytes = phase.kv_cache_bytes,
+                                      .max_num_seqs = phase.max_num_seqs,
+                                      .max_num_batched_tokens = phase.max_num_batched_tokens}};
+  return rpc::RunWorkerServer(options, StopFlag());
+}
+
+}  // namespace
+
+void RegisterWorkerCommand(CLI::App& app, int* exit_code) {
+  auto config = std::make_shared<std::string>();
+  auto role = std::make_shared<std::string>();
+  auto instance = std::make_shared<int>(0);
+  CLI::App* cmd = app.add_subcommand("worker", "One prefill, decode or colocated instance");
+  cmd->add_option("--config", *config, "Deployment config (YAML or JSON)")->required();
+  cmd->add_option("--role", *role, "prefill, decode or colocated")->required();
+  cmd->add_option("--instance", *instance, "Instance index within the role")->capture_default_str();
+  cmd->callback([=] {
+    InstallStopSignalHandlers();
+    *exit_code = ReportStatus("baton worker", RunWorker(*config, *role, *instance));
+  });
+}
+
+}  // namespace baton::cli

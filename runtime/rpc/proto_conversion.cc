@@ -1,0 +1,113 @@
+#include "runtime/rpc/proto_conversion.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "runtime/common/status_macros.h"
+
+namespace baton::rpc {
+
+int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
+
+absl::StatusOr<runtime::GenerationParams> GenerationParamsFromProto(const v1::SamplingParams& sampling,
+                                                                    const v1::StopConditions& stop,
+                                                                    int32_t logprobs, uint64_t seed) {
+  runtime::GenerationParams params;
+  if (!std::isfinite(sampling.temperature()) || sampling.temperature() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.temperature ", sampling.temperature(), " must be >= 0"));
+  }
+  if (sampling.top_k() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.top_k ", sampling.top_k(), " must be >= 0"));
+  }
+  const float top_p = sampling.top_p() == 0 ? 1.0f : sampling.top_p();
+  if (!(top_p > 0 && top_p <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.top_p ", sampling.top_p(), " must be in (0, 1]"));
+  }
+  if (logprobs < 0 || logprobs > 20) {
+    return absl::InvalidArgumentError(absl::StrCat("logprobs ", logprobs, " must be in [0, 20]"));
+  }
+  if (stop.has_max_tokens() && stop.max_tokens() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stop.max_tokens ", stop.max_tokens(), " must be >= 1"));
+  }
+  params.sampling = kernels::SamplingOptions{
+      .temperature = sampling.temperature(), .top_k = sampling.top_k(), .top_p = top_p};
+  params.seed = sampling.has_seed() ? sampling.seed() : seed;
+  params.max_tokens = stop.has_max_tokens() ? stop.max_tokens() : 0;
+  params.stop_token_ids.assign(stop.stop_token_ids().begin(), stop.stop_token_ids().end());
+  params.ignore_eos = stop.ignore_eos();
+  params.num_logprobs = logprobs;
+  return params;
+}
+
+void ToProto(const runtime::GenerationParams& params, v1::SamplingParams* sampling,
+             v1::StopConditions* stop) {
+  sampling->set_temperature(params.sampling.temperature);
+  sampling->set_top_k(params.sampling.top_k);
+  sampling->set_top_p(params.sampling.top_p);
+  sampling->set_seed(params.seed);
+  stop->set_max_tokens(params.max_tokens);
+  for (int32_t id : params.stop_token_ids) stop->add_stop_token_ids(id);
+  stop->set_ignore_eos(params.ignore_eos);
+}
+
+absl::StatusOr<InferenceRequest> FromProto(const v1::GenerateRequest& request) {
+  InferenceRequest out;
+  out.request_id = request.request_id();
+  out.model = request.model();
+  switch (request.prompt_case()) {
+    case v1::GenerateRequest::kText:
+      if (request.text().empty()) return absl::InvalidArgumentError("prompt: text is empty");
+      out.prompt_text = request.text();
+      break;
+    case v1::GenerateRequest::kTokenIds:
+      if (request.token_ids().ids().empty()) {
+        return absl::InvalidArgumentError("prompt: token_ids is empty");
+      }
+      out.prompt_ids.emplace(request.token_ids().ids().begin(), request.token_ids().ids().end());
+      break;
+    default:
+      return absl::InvalidArgumentError("prompt: set text or token_ids");
+  }
+  ASSIGN_OR_RETURN(out.params, GenerationParamsFromProto(request.sampling(), request.stop(),
+                                                         request.logprobs(), /*seed=*/0));
+  out.max_tokens_given = request.stop().has_max_tokens();
+  for (const std::string& stop : request.stop().stop()) {
+    if (stop.empty()) return absl::InvalidArgumentError("stop: empty stop string");
+    out.stop_strings.push_back(stop);
+  }
+  return out;
+}
+
+v1::FinishReason ToProto(runtime::FinishReason reason) {
+  switch (reason) {
+    case runtime::FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
+    case runtime::FinishReason::kStop: return v1::FINISH_REASON_STOP;
+    case runtime::FinishReason::kCancelled: return v1::FINISH_REASON_CANCELLED;
+    case runtime::FinishReason::kNone: break;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+runtime::FinishReason FromProto(v1::FinishReason reason) {
+  switch (reason) {
+    case v1::FINISH_REASON_LENGTH: return runtime::FinishReason::kLength;
+    case v1::FINISH_REASON_STOP: return runtime::FinishReason::kStop;
+    case v1::FINISH_REASON_CANCELLED: return runtime::FinishReason::kCancelled;
+    default: break;
+  }
+  return runtime::FinishReason::kNone;
+}
+
+void ToProto(const std::vector<kernels::TokenLogprob>& logprobs, v1::TokenLogprobs* out) {
+  for (const auto& lp : logprobs) {
+    auto* top = out->add_top();
+    top->set_token_id(lp.token_id);
+    top->set_logprob(lp.logprob);
+  }
+}
+
+}  // namespace baton::rpc

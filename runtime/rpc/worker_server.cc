@@ -1,0 +1,101 @@
+#include "runtime/rpc/worker_server.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "baton/v1/worker.grpc.pb.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/rpc/status_conversion.h"
+#include "runtime/rpc/worker_service.h"
+#include "runtime/worker/worker.h"
+
+namespace baton::rpc {
+namespace {
+
+std::string NewIncarnationId() {
+  std::random_device device;
+  return absl::StrFormat("%016x%08x", (uint64_t{device()} << 32) | device(), getpid());
+}
+
+v1::WorkerRole ToProto(runtime::WorkerRole role) {
+  switch (role) {
+    case runtime::WorkerRole::kPrefill: return v1::WORKER_ROLE_PREFILL;
+    case runtime::WorkerRole::kDecode: return v1::WORKER_ROLE_DECODE;
+    case runtime::WorkerRole::kColocated: return v1::WORKER_ROLE_COLOCATED;
+  }
+  return v1::WORKER_ROLE_UNSPECIFIED;
+}
+
+absl::Status Register(v1::WorkerRegistryService::Stub& registry, const v1::RegisterRequest& request) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  v1::RegisterResponse response;
+  return FromGrpcStatus(registry.Register(&context, request, &response));
+}
+
+}  // namespace
+
+absl::Status RunWorkerServer(const runtime::WorkerOptions& options, const std::atomic<bool>* stop,
+                             absl::Duration heartbeat_interval) {
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Worker> worker, runtime::Worker::Create(options));
+  WorkerServiceImpl service(worker.get());
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(absl::StrCat(options.host, ":", options.port),
+                           grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("worker: cannot listen on ", options.host, ":", options.port));
+  }
+  const std::string address = absl::StrCat(options.host, ":", port);
+  std::fprintf(stderr, "baton worker: %s %d serving on %s (pid %d)\n",
+               runtime::WorkerRoleName(options.role), options.instance_idx, address.c_str(), getpid());
+
+  std::unique_ptr<v1::WorkerRegistryService::Stub> registry;
+  v1::RegisterRequest registration;
+  if (!options.scheduler_address.empty()) {
+    registry = v1::WorkerRegistryService::NewStub(
+        grpc::CreateChannel(options.scheduler_address, grpc::InsecureChannelCredentials()));
+    registration.set_role(ToProto(options.role));
+    registration.set_instance_idx(options.instance_idx);
+    registration.set_incarnation_id(NewIncarnationId());
+    registration.set_address(address);
+    registration.set_pid(getpid());
+    registration.set_num_kv_blocks(worker->num_kv_blocks());
+    registration.set_block_size(options.engine.block_size);
+  }
+  bool registered = false;
+  while (!stop->load()) {
+    if (registry != nullptr) {
+      if (!registered) {
+        registered = Register(*registry, registration).ok();
+      } else {
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+        v1::HeartbeatRequest heartbeat;
+        heartbeat.set_incarnation_id(registration.incarnation_id());
+        ToProto(worker->Stats(), heartbeat.mutable_stats());
+        v1::HeartbeatResponse response;
+        if (registry->Heartbeat(&context, heartbeat, &response).ok() && !response.known()) {
+          registered = false;
+        }
+      }
+    }
+    absl::SleepFor(heartbeat_interval);
+  }
+  worker->Drain();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return absl::OkStatus();
+}
+
+}  // namespace baton::rpc

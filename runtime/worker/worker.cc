@@ -1,0 +1,274 @@
+#include "runtime/worker/worker.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/transfer/kv_server.h"
+#include "runtime/transfer/kv_segment_names.h"
+#include "runtime/transfer/transport_factory.h"
+
+namespace baton::runtime {
+namespace {
+
+int64_t NowUs() { return absl::ToUnixMicros(absl::Now()); }
+
+// How often a blocked call looks at its is_cancelled probe.
+constexpr absl::Duration kPollInterval = absl::Milliseconds(20);
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options) {
+  EngineConfig engine_config = options.engine;
+  if (options.role == WorkerRole::kPrefill) engine_config.kv_shm_name = NewKvSegmentName();
+  if (options.role == WorkerRole::kDecode) engine_config.max_num_batched_tokens = 1;
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(engine_config));
+  const KvPool& pool = engine->kv_pool();
+  ModelConfig model_config = engine->model_config();
+  const int max_model_len = engine->max_model_len();
+  const int num_kv_blocks = engine->allocator().num_blocks();
+  auto worker = std::unique_ptr<Worker>(
+      new Worker(options, std::make_unique<EngineLoop>(std::move(engine)), std::move(model_config),
+                 max_model_len, num_kv_blocks));
+  if (options.role == WorkerRole::kPrefill) {
+    ASSIGN_OR_RETURN(worker->kv_server_,
+                     KvServer::Start(pool, KvServerOptions{.host = options.host, .port = options.kv_port}));
+    worker->kv_source_ = LocalKvSource(pool, worker->kv_server_->address());
+    Worker* raw = worker.get();
+    worker->loop_->AddHook([raw](Engine& engine) { raw->ExpireLeases(engine); });
+  }
+  return worker;
+}
+
+Worker::Worker(const WorkerOptions& options, std::unique_ptr<EngineLoop> loop,
+               ModelConfig model_config, int max_model_len, int num_kv_blocks)
+    : options_(options),
+      model_config_(std::move(model_config)),
+      max_model_len_(max_model_len),
+      num_kv_blocks_(num_kv_blocks),
+      transport_(MakeKvTransport()),
+      loop_(std::move(loop)) {}
+
+Worker::~Worker() {
+  // The KV server reads the engine's pool: stop it before the engine goes.
+  if (kv_server_) kv_server_->Stop();
+  loop_.reset();
+}
+
+void Worker::ExpireLeases(Engine& engine) {
+  for (const auto& [request_id, seq_id] : requests_.TakeExpiredLeases(absl::Now())) {
+    (void)engine.ReleaseKv(seq_id);
+    loop_->Unsubscribe(seq_id);
+  }
+}
+
+void Worker::Abandon(const std::string& request_id) {
+  std::optional<WorkerRequest> request = requests_.Remove(request_id);
+  if (!request || !request->seq_id) return;
+  const SeqId seq_id = *request->seq_id;
+  loop_->Post([this, seq_id](Engine& engine) {
+    (void)engine.Cancel(seq_id);
+    loop_->Unsubscribe(seq_id);
+  });
+}
+
+absl::StatusOr<TokenOutput> Worker::NextOutput(TokenChannel& channel, absl::Time deadline,
+                                               const std::function<bool()>& is_cancelled) {
+  while (true) {
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return absl::DeadlineExceededError("deadline passed while generating");
+    if (is_cancelled()) return absl::CancelledError("cancelled by the caller");
+    std::optional<absl::StatusOr<TokenOutput>> item = channel.Pop(std::min(deadline, now + kPollInterval));
+    if (!item) continue;
+    if (item->ok() && (*item)->finish_reason == FinishReason::kCancelled) {
+      return absl::CancelledError("cancelled");
+    }
+    return std::move(*item);
+  }
+}
+
+absl::StatusOr<PrefillResult> Worker::Prefill(const std::string& request_id,
+                                              std::vector<int32_t> prompt, GenerationParams params,
+                                              absl::Duration lease, absl::Time deadline,
+                                              const std::function<bool()>& is_cancelled) {
+  if (options_.role != WorkerRole::kPrefill) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", WorkerRoleName(options_.role), " ", options_.instance_idx,
+                     " does not prefill for hand-off"));
+  }
+  if (draining_) return absl::UnavailableError("worker is draining");
+  ASSIGN_OR_RETURN(WorkerRequest request, requests_.Add(request_id));
+  std::shared_ptr<TokenChannel> channel = request.channel;
+  params.hold_kv_after_prefill = true;
+  const int64_t num_prompt_tokens = static_cast<int64_t>(prompt.size());
+  absl::StatusOr<SeqId> seq_id = loop_->Call([&](Engine& engine) -> absl::StatusOr<SeqId> {
+    absl::StatusOr<SeqId> id = engine.AddRequest(std::move(prompt), params);
+    if (id.ok()) loop_->Subscribe(*id, [channel](absl::StatusOr<TokenOutput> out) { channel->Push(std::move(out)); });
+    return id;
+  });
+  if (!seq_id.ok()) {
+    requests_.Remove(request_id);
+    return seq_id.status();
+  }
+  requests_.SetSeqId(request_id, *seq_id);
+  prefill_tokens_outstanding_ += num_prompt_tokens;
+  absl::StatusOr<TokenOutput> first = NextOutput(*channel, deadline, is_cancelled);
+  prefill_tokens_outstanding_ -= num_prompt_tokens;
+  if (!first.ok()) {
+    Abandon(request_id);
+    return first.status();
+  }
+  PrefillResult result{.first_token = std::move(*first), .prefill_end_us = NowUs()};
+  if (result.first_token.finish_reason != FinishReason::kNone) {
+    requests_.Remove(request_id);  // the engine already freed everything
+    return result;
+  }
+  // Held: describe the blocks, and start the lease.
+  const SeqId id = *seq_id;
+  absl::StatusOr<Engine::HeldKv> held =
+      loop_->Call([id](Engine& engine) { return engine.GetHeldKv(id); });
+  if (!held.ok()) {
+    Abandon(request_id);
+    return held.status();
+  }
+  requests_.SetLease(request_id, absl::Now() + lease);
+  result.kv = KvPullSpec{.source = kv_source_,
+                         .shape = KvPoolShape{.num_layers = model_config_.num_layers,
+                                              .num_kv_heads = model_config_.num_kv_heads,
+                                              .head_dim = model_config_.head_dim,
+                                              .block_size = options_.engine.block_size},
+                         .src_blocks = std::move(held->blocks),
+                         .num_tokens = held->num_tokens};
+  return result;
+}
+
+absl::Status Worker::Release(const std::string& request_id) {
+  std::optional<WorkerRequest> request = requests_.Remove(request_id);
+  if (!request || !request->seq_id) {
+    return absl::NotFoundError(absl::StrCat("request ", request_id, " holds no KV here"));
+  }
+  const SeqId seq_id = *request->seq_id;
+  return loop_->Call([this, seq_id](Engine& engine) {
+    loop_->Unsubscribe(seq_id);
+    return engine.ReleaseKv(seq_id);
+  });
+}
+
+absl::Status Worker::Decode(const std::string& request_id, std::vector<int32_t> prompt,
+                            std::vector<int32_t> generated, GenerationParams params,
+                            const std::optional<KvPullSpec>& kv, absl::Time deadline,
+                            const std::function<bool()>& is_cancelled,
+                            const std::function<bool(const DecodeEvent&)>& emit) {
+  const bool handed_off = kv.has_value();
+  if (handed_off != (options_.role == WorkerRole::kDecode) ||
+      options_.role == WorkerRole::kPrefill) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", WorkerRoleName(options_.role), " ", options_.instance_idx, " cannot decode a ",
+        handed_off ? "handed-off" : "fresh", " request"));
+  }
+  if (draining_) return absl::UnavailableError("worker is draining");
+  ASSIGN_OR_RETURN(WorkerRequest request, requests_.Add(request_id));
+  std::shared_ptr<TokenChannel> channel = request.channel;
+  auto sink = [channel](absl::StatusOr<TokenOutput> out) { channel->Push(std::move(out)); };
+
+  if (!handed_off) {
+    absl::StatusOr<SeqId> seq_id = loop_->Call([&](Engine& engine) -> absl::StatusOr<SeqId> {
+      absl::StatusOr<SeqId> id = engine.AddRequest(std::move(prompt), params);
+      if (id.ok()) loop_->Subscribe(*id, sink);
+      return id;
+    });
+    if (!seq_id.ok()) {
+      requests_.Remove(request_id);
+      return seq_id.status();
+    }
+    requests_.SetSeqId(request_id, *seq_id);
+  } else {
+    // Backpressure: wait until the engine has room for the KV, then take the blocks.
+    const int num_prompt_tokens = static_cast<int>(prompt.size());
+    std::optional<SeqId> seq_id;
+    while (!seq_id) {
+      absl::StatusOr<std::optional<SeqId>> admitted =
+          loop_->Call([&](Engine& engine) -> absl::StatusOr<std::optional<SeqId>> {
+            if (!engine.CanAdmitPrefilled(num_prompt_tokens)) return std::nullopt;
+            ASSIGN_OR_RETURN(SeqId id, engine.AdmitPrefilled(prompt, generated, params));
+            return std::optional<SeqId>(id);
+          });
+      if (!admitted.ok()) {
+        requests_.Remove(request_id);
+        return admitted.status();
+      }
+      seq_id = *admitted;
+      if (seq_id) break;
+      if (absl::Now() >= deadline || is_cancelled() || *request.cancelled) {
+        requests_.Remove(request_id);
+        return absl::Now() >= deadline ? absl::DeadlineExceededError("no KV room before the deadline")
+                                       : absl::CancelledError("cancelled while waiting for KV room");
+      }
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    requests_.SetSeqId(request_id, *seq_id);
+    const SeqId id = *seq_id;
+    absl::StatusOr<std::vector<BlockId>> dst = loop_->Call([id](Engine& engine) { return engine.BlocksOf(id); });
+    KvTransferReport report{.start_us = NowUs()};
+    absl::Status pulled = dst.status();
+    if (pulled.ok()) {
+      // The blocks are allocated to a sequence the engine does not schedule yet: the transfer is
+      // their only writer.
+      const KvPool* pool = loop_->Call([](Engine& engine) { return &engine.kv_pool(); });
+      pulled = transport_->Pull(*kv, *pool, *dst, deadline);
+      report.num_bytes = static_cast<int64_t>(dst->size() * pool->BlockBytes());
+    }
+    report.end_us = NowUs();
+    if (!pulled.ok()) {
+      Abandon(request_id);
+      return pulled;
+    }
+    if (!emit(DecodeEvent{.kv_transferred = report})) {
+      Abandon(request_id);
+      return absl::CancelledError("receiver gone");
+    }
+    absl::Status started = loop_->Call([&](Engine& engine) {
+      loop_->Subscribe(id, sink);
+      return engine.StartDecoding(id);
+    });
+    if (!started.ok()) {
+      Abandon(request_id);
+      return started;
+    }
+  }
+
+  while (true) {
+    absl::StatusOr<TokenOutput> out = NextOutput(*channel, deadline, is_cancelled);
+    if (!out.ok()) {
+      Abandon(request_id);
+      return out.status();
+    }
+    const bool finished = out->finish_reason != FinishReason::kNone;
+    if (finished) requests_.Remove(request_id);
+    if (!emit(DecodeEvent{.token = std::move(*out)})) {
+      if (!finished) Abandon(request_id);
+      return absl::CancelledError("receiver gone");
+    }
+    if (finished) return absl::OkStatus();
+  }
+}
+
+bool Worker::Cancel(const std::string& request_id) {
+  std::optional<WorkerRequest> request = requests_.Find(request_id);
+  if (!request) return false;
+  // Wake the call serving the request; it cleans up.
+  *request->cancelled = true;
+  request->channel->Push(TokenOutput{.finish_reason = FinishReason::kCancelled});
+  // A prefill request holding KV has no waiting call: free it here.
+  if (request->kv_lease_deadline) (void)Release(request_id);
+  return true;
+}
+
+WorkerStatsSnapshot Worker::Stats() const {
+  return WorkerStatsSnapshot{.engine = loop_->stats(),
+                             .num_prefill_tokens_outstanding = prefill_tokens_outstanding_.load(),
+                             .num_requests_holding_kv = requests_.NumHoldingKv()};
+}
+
+}  // namespace baton::runtime

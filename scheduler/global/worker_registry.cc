@@ -1,0 +1,171 @@
+#include "scheduler/global/worker_registry.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace baton::scheduler {
+
+std::string WorkerName(WorkerRole role, int instance_idx) {
+  return absl::StrCat(runtime::WorkerRoleName(role), " worker ", instance_idx);
+}
+
+WorkerRegistry::WorkerRegistry(std::vector<std::pair<WorkerRole, int>> expected,
+                               absl::Duration liveness_timeout)
+    : expected_(std::move(expected)), liveness_timeout_(liveness_timeout) {}
+
+void WorkerRegistry::Register(WorkerEntry entry, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  // A new incarnation of the same instance replaces the old one.
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    const WorkerEntry& old = it->second;
+    if (old.role == entry.role && old.instance_idx == entry.instance_idx &&
+        old.incarnation_id != entry.incarnation_id) {
+      workers_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  entry.last_seen = now;
+  entry.alive = true;
+  std::string id = entry.incarnation_id;
+  auto [it, inserted] = workers_.try_emplace(id, std::move(entry));
+  if (!inserted) {
+    it->second.last_seen = now;
+    it->second.alive = true;
+  }
+}
+
+bool WorkerRegistry::Heartbeat(const std::string& incarnation_id, const WorkerLoad& load,
+                               absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(incarnation_id);
+  if (it == workers_.end() || !it->second.alive) return false;
+  it->second.reported = load;
+  it->second.last_seen = now;
+  return true;
+}
+
+void WorkerRegistry::MarkDead(const std::string& incarnation_id, const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(incarnation_id);
+  if (it == workers_.end() || !it->second.alive) return;
+  it->second.alive = false;
+  it->second.death = why;
+}
+
+std::vector<std::string> WorkerRegistry::Sweep(absl::Time now) {
+  std::vector<std::string> died;
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, worker] : workers_) {
+    if (worker.alive && now - worker.last_seen > liveness_timeout_) {
+      worker.alive = false;
+      worker.death = absl::StrCat("no heartbeat for ", absl::FormatDuration(now - worker.last_seen));
+      died.push_back(absl::StrCat(WorkerName(worker.role, worker.instance_idx), " (pid ", worker.pid,
+                                  "): ", worker.death));
+    }
+  }
+  return died;
+}
+
+std::optional<WorkerRef> WorkerRegistry::PickLeast(WorkerRole role,
+                                                   int64_t WorkerEntry::*load) const {
+  const WorkerEntry* best = nullptr;
+  for (const auto& [id, worker] : workers_) {
+    if (!worker.alive || worker.role != role) continue;
+    if (best == nullptr || worker.*load < best->*load ||
+        (worker.*load == best->*load && worker.instance_idx < best->instance_idx)) {
+      best = &worker;
+    }
+  }
+  if (best == nullptr) return std::nullopt;
+  return WorkerRef{best->incarnation_id, best->address, best->role, best->instance_idx};
+}
+
+std::optional<WorkerRef> WorkerRegistry::PickPrefill() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return PickLeast(WorkerRole::kPrefill, &WorkerEntry::outstanding_prefill_tokens);
+}
+
+std::optional<WorkerRef> WorkerRegistry::PickDecode(int num_tokens) const {
+  absl::ReaderMutexLock lock(&mu_);
+  const WorkerEntry* best = nullptr;
+  bool best_has_room = false;
+  for (const auto& [id, worker] : workers_) {
+    if (!worker.alive || worker.role != WorkerRole::kDecode) continue;
+    const int needed = (num_tokens + 1 + worker.block_size - 1) / worker.block_size;
+    const bool has_room =
+        worker.reported.num_kv_blocks_total - worker.reported.num_kv_blocks_used >= needed;
+    const auto key = [](const WorkerEntry& w) { return std::pair(w.num_active_requests, w.instance_idx); };
+    if (best == nullptr || (has_room && !best_has_room) ||
+        (has_room == best_has_room && key(worker) < key(*best))) {
+      best = &worker;
+      best_has_room = has_room;
+    }
+  }
+  if (best == nullptr) return std::nullopt;
+  return WorkerRef{best->incarnation_id, best->address, best->role, best->instance_idx};
+}
+
+std::optional<WorkerRef> WorkerRegistry::PickColocated() const {
+  absl::ReaderMutexLock lock(&mu_);
+  const WorkerEntry* best = nullptr;
+  for (const auto& [id, worker] : workers_) {
+    if (!worker.alive || worker.role != WorkerRole::kColocated) continue;
+    if (best == nullptr || std::pair(worker.num_active_requests, worker.instance_idx) <
+                               std::pair(best->num_active_requests, best->instance_idx)) {
+      best = &worker;
+    }
+  }
+  if (best == nullptr) return std::nullopt;
+  return WorkerRef{best->incarnation_id, best->address, best->role, best->instance_idx};
+}
+
+void WorkerRegistry::AddPrefillLoad(const std::string& incarnation_id, int64_t num_tokens) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = workers_.find(incarnation_id); it != workers_.end()) {
+    it->second.outstanding_prefill_tokens += num_tokens;
+  }
+}
+
+void WorkerRegistry::AddActive(const std::string& incarnation_id, int delta) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = workers_.find(incarnation_id); it != workers_.end()) {
+    it->second.num_active_requests += delta;
+  }
+}
+
+WorkerRegistry::Health WorkerRegistry::CheckHealth() const {
+  Health health{.all_phases_served = true, .all_expected_alive = true};
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [role, count] : expected_) {
+    int num_alive = 0;
+    for (int idx = 0; idx < count; ++idx) {
+      const WorkerEntry* entry = nullptr;
+      for (const auto& [id, worker] : workers_) {
+        if (worker.role == role && worker.instance_idx == idx) entry = &worker;
+      }
+      if (entry == nullptr) {
+        health.problems.push_back(absl::StrCat(WorkerName(role, idx), " has not registered"));
+      } else if (!entry->alive) {
+        health.problems.push_back(absl::StrCat(WorkerName(role, idx), " (pid ", entry->pid,
+                                               ") is down: ", entry->death));
+      } else {
+        ++num_alive;
+      }
+    }
+    if (num_alive < count) health.all_expected_alive = false;
+    if (num_alive == 0) health.all_phases_served = false;
+  }
+  return health;
+}
+
+std::vector<WorkerEntry> WorkerRegistry::Snapshot() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<WorkerEntry> entries;
+  for (const auto& [id, worker] : workers_) entries.push_back(worker);
+  return entries;
+}
+
+}  // namespace baton::scheduler

@@ -1,0 +1,103 @@
+// WorkerRegistry: the scheduler's view of its worker instances — who is registered and alive, their
+// load — and the routing policies that pick an instance for each phase.
+//
+// Pure logic, no RPC types. Workers register (a new incarnation replaces an older one of the same
+// role and index) and heartbeat; an instance not heard from within the liveness timeout, or reported
+// unreachable by a failed call, is dead and gets no new requests. The scheduler's own accounting
+// (Acquire/Release of prefill tokens and decode slots) tracks load between heartbeats.
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "runtime/worker/worker_role.h"
+
+namespace baton::scheduler {
+
+using runtime::WorkerRole;
+
+struct WorkerLoad {
+  int num_kv_blocks_total = 0;
+  int num_kv_blocks_used = 0;
+  int num_requests_waiting = 0;
+  int num_requests_running = 0;
+};
+
+struct WorkerEntry {
+  WorkerRole role = WorkerRole::kColocated;
+  int instance_idx = 0;
+  std::string incarnation_id;
+  std::string address;  // host:port of its WorkerService
+  int pid = 0;
+  int block_size = 16;
+  WorkerLoad reported;  // from the last heartbeat
+  absl::Time last_seen;
+  bool alive = true;
+  std::string death;    // why it is dead
+  // The scheduler's own accounting of what it sent.
+  int64_t outstanding_prefill_tokens = 0;
+  int num_active_requests = 0;
+};
+
+// What a routing decision hands back: enough to call the instance.
+struct WorkerRef {
+  std::string incarnation_id;
+  std::string address;
+  WorkerRole role;
+  int instance_idx;
+};
+
+class WorkerRegistry {
+ public:
+  // expected: the instances the deployment should have, as {role, count}.
+  WorkerRegistry(std::vector<std::pair<WorkerRole, int>> expected, absl::Duration liveness_timeout);
+
+  void Register(WorkerEntry entry, absl::Time now);
+  // False if the incarnation is unknown (the worker must register again).
+  bool Heartbeat(const std::string& incarnation_id, const WorkerLoad& load, absl::Time now);
+  // A call to the worker failed as if it were down.
+  void MarkDead(const std::string& incarnation_id, const std::string& why);
+  // Marks silent workers dead; returns their names.
+  std::vector<std::string> Sweep(absl::Time now);
+
+  // Prefill: the live instance with the fewest outstanding prefill tokens.
+  std::optional<WorkerRef> PickPrefill() const;
+  // Decode: a live instance whose last report shows room for num_blocks more KV blocks, the one with
+  // the fewest active requests; when none shows room, the least loaded live one (it queues the
+  // request until it has room: pull-based backpressure).
+  std::optional<WorkerRef> PickDecode(int num_tokens) const;
+  // Colocated: the live instance with the fewest active requests.
+  std::optional<WorkerRef> PickColocated() const;
+
+  void AddPrefillLoad(const std::string& incarnation_id, int64_t num_tokens);
+  void AddActive(const std::string& incarnation_id, int delta);
+
+  // Problems for Health: missing or dead instances. all_phases_served: every phase has a live one.
+  struct Health {
+    bool all_phases_served = false;
+    bool all_expected_alive = false;
+    std::vector<std::string> problems;
+  };
+  Health CheckHealth() const;
+  std::vector<WorkerEntry> Snapshot() const;
+
+ private:
+  std::optional<WorkerRef> PickLeast(WorkerRole role, int64_t WorkerEntry::*load) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const std::vector<std::pair<WorkerRole, int>> expected_;
+  const absl::Duration liveness_timeout_;
+  mutable absl::Mutex mu_;
+  // By incarnation id; dead incarnations stay for Health until replaced.
+  absl::flat_hash_map<std::string, WorkerEntry> workers_ ABSL_GUARDED_BY(mu_);
+};
+
+std::string WorkerName(WorkerRole role, int instance_idx);
+
+}  // namespace baton::scheduler

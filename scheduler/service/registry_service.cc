@@ -1,0 +1,57 @@
+#include "scheduler/service/registry_service.h"
+
+#include <cstdio>
+
+#include "absl/time/clock.h"
+
+namespace baton::scheduler {
+namespace {
+
+std::optional<WorkerRole> FromProto(v1::WorkerRole role) {
+  switch (role) {
+    case v1::WORKER_ROLE_PREFILL: return WorkerRole::kPrefill;
+    case v1::WORKER_ROLE_DECODE: return WorkerRole::kDecode;
+    case v1::WORKER_ROLE_COLOCATED: return WorkerRole::kColocated;
+    default: return std::nullopt;
+  }
+}
+
+WorkerLoad FromProto(const v1::WorkerStats& stats) {
+  return WorkerLoad{.num_kv_blocks_total = stats.num_kv_blocks_total(),
+                    .num_kv_blocks_used = stats.num_kv_blocks_used(),
+                    .num_requests_waiting = stats.num_requests_waiting(),
+                    .num_requests_running = stats.num_requests_running()};
+}
+
+}  // namespace
+
+grpc::Status RegistryServiceImpl::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
+                                           v1::RegisterResponse*) {
+  const std::optional<WorkerRole> role = FromProto(request->role());
+  if (!role) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "register: role is unset");
+  if (request->incarnation_id().empty() || request->address().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "register: incarnation_id and address are required");
+  }
+  WorkerEntry entry{.role = *role,
+                    .instance_idx = request->instance_idx(),
+                    .incarnation_id = request->incarnation_id(),
+                    .address = request->address(),
+                    .pid = request->pid(),
+                    .block_size = request->block_size() > 0 ? request->block_size() : 16};
+  entry.reported.num_kv_blocks_total = request->num_kv_blocks();
+  registry_->Register(std::move(entry), absl::Now());
+  std::fprintf(stderr, "baton scheduler: %s registered at %s (pid %d)\n",
+               WorkerName(*role, request->instance_idx()).c_str(), request->address().c_str(),
+               request->pid());
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                                            v1::HeartbeatResponse* response) {
+  response->set_known(
+      registry_->Heartbeat(request->incarnation_id(), FromProto(request->stats()), absl::Now()));
+  return grpc::Status::OK;
+}
+
+}  // namespace baton::scheduler

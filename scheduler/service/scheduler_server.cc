@@ -1,0 +1,52 @@
+#include "scheduler/service/scheduler_server.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "runtime/common/status_macros.h"
+#include "scheduler/service/inference_service.h"
+#include "scheduler/service/registry_service.h"
+
+namespace baton::scheduler {
+
+absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atomic<bool>* stop) {
+  ServedModel model;
+  ASSIGN_OR_RETURN(model.config, runtime::LoadModelConfig(options.model_dir));
+  ASSIGN_OR_RETURN(model.tokenizer, runtime::Tokenizer::FromFile(options.model_dir / "tokenizer.json"));
+  model.name = std::filesystem::weakly_canonical(options.model_dir).filename().string();
+  model.max_model_len = options.max_model_len > 0
+                            ? std::min(options.max_model_len, model.config.max_position_embeddings)
+                            : model.config.max_position_embeddings;
+  model.dtype = std::string(DTypeName(options.weight_dtype));
+
+  WorkerRegistry registry(options.expected_workers, options.liveness_timeout);
+  InferenceServiceImpl inference(&model, &registry, options.disaggregated, options.kv_lease);
+  RegistryServiceImpl registry_service(&registry);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(absl::StrCat(options.host, ":", options.port),
+                           grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&inference);
+  builder.RegisterService(&registry_service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("scheduler: cannot listen on ", options.host, ":", options.port));
+  }
+  std::fprintf(stderr, "baton scheduler: serving %s on %s:%d\n", model.name.c_str(),
+               options.host.c_str(), port);
+  while (!stop->load()) {
+    for (const std::string& died : registry.Sweep(absl::Now())) {
+      std::fprintf(stderr, "baton scheduler: %s\n", died.c_str());
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return absl::OkStatus();
+}
+
+}  // namespace baton::scheduler

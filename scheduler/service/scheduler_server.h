@@ -1,0 +1,33 @@
+// RunSchedulerServer: the body of a `baton scheduler` process. Loads the model's config and
+// tokenizer, serves InferenceService (public, with server reflection) and WorkerRegistryService on
+// host:port, and sweeps silent workers. Returns when *stop becomes true, or on a start-up error.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "runtime/common/dtype.h"
+#include "scheduler/global/worker_registry.h"
+
+namespace baton::scheduler {
+
+struct SchedulerOptions {
+  std::filesystem::path model_dir;
+  DType weight_dtype = DType::kF32;
+  std::string host = "127.0.0.1";
+  int port = 50051;
+  bool disaggregated = true;
+  std::vector<std::pair<WorkerRole, int>> expected_workers;  // {role, instances}
+  int max_model_len = 0;                              // 0: the model's
+  absl::Duration liveness_timeout = absl::Seconds(1);  // silent this long => dead
+  absl::Duration kv_lease = absl::Seconds(30);
+};
+
+absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atomic<bool>* stop);
+
+}  // namespace baton::scheduler
