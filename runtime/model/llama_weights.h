@@ -1,0 +1,99 @@
+// LlamaWeights: the named weights of a LLaMA-family model (Llama 2/3, Mistral, Qwen2), checked
+// against its ModelConfig and laid out in the dtypes the CPU forward pass reads.
+//
+// Hugging Face names and the shapes required (hd = head_dim):
+//   model.embed_tokens.weight                      [vocab_size, hidden_size]
+//   model.layers.{i}.input_layernorm.weight        [hidden_size]
+//   model.layers.{i}.self_attn.q_proj.weight       [num_heads * hd, hidden_size]
+//   model.layers.{i}.self_attn.{k,v}_proj.weight   [num_kv_heads * hd, hidden_size]
+//   model.layers.{i}.self_attn.o_proj.weight       [hidden_size, num_heads * hd]
+//   model.layers.{i}.self_attn.{q,k,v}_proj.bias   [rows of the weight], only when attention_bias
+//   model.layers.{i}.post_attention_layernorm.weight  [hidden_size]
+//   model.layers.{i}.mlp.{gate,up}_proj.weight     [intermediate_size, hidden_size]
+//   model.layers.{i}.mlp.down_proj.weight          [hidden_size, intermediate_size]
+//   model.norm.weight                              [hidden_size]
+//   lm_head.weight                                 [vocab_size, hidden_size]; not read when
+//                                                  tie_word_embeddings (lm_head reuses the table)
+// Tensors of other names (rotary_emb.inv_freq buffers, ...) are ignored.
+//
+// Dtypes after loading:
+//   - norms and biases: always f32;
+//   - matmul weights (q, k, v, o, gate, up, down, lm_head): matmul_dtype (kF32 or kBF16);
+//   - embed_tokens: as stored if f32 or bf16, f16 converted to f32.
+// A weight already stored in its target dtype is zero-copy: Weight::data points into the
+// checkpoint's memory map (unless the file places it misaligned for its element size, then it is
+// copied). Otherwise it is converted (round to nearest even) into aligned storage owned by
+// LlamaWeights. With tied embeddings, lm_head.data == embed_tokens.data when the table's dtype is
+// matmul_dtype, else lm_head is a converted copy of the table.
+//
+// Errors: those of Checkpoint::Open, and of Checkpoint::Get for each tensor (kNotFound naming a
+// missing tensor and the directory; kInvalidArgument for a wrong shape, naming the tensor, both
+// shapes and the file); kInvalidArgument for a matmul_dtype other than kF32/kBF16.
+//
+// Immutable after loading; share freely between threads that only read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/common/dtype.h"
+#include "runtime/common/thread_pool.h"
+#include "runtime/model/checkpoint.h"
+#include "runtime/model/model_config.h"
+
+namespace baton::runtime {
+
+struct Weight {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;  // row-major; empty for an absent optional weight
+  const void* data = nullptr;  // [shape] elements of dtype; nullptr for an absent optional weight
+
+  int64_t numel() const;  // 0 for an absent weight
+  size_t num_bytes() const { return static_cast<size_t>(numel()) * DTypeBytes(dtype); }
+};
+
+struct LayerWeights {
+  Weight input_norm;           // [hidden] f32
+  Weight q_proj;               // [num_heads * head_dim, hidden] matmul dtype
+  Weight k_proj;               // [num_kv_heads * head_dim, hidden] matmul dtype
+  Weight v_proj;               // [num_kv_heads * head_dim, hidden] matmul dtype
+  Weight o_proj;               // [hidden, num_heads * head_dim] matmul dtype
+  Weight q_bias;               // [num_heads * head_dim] f32, or absent (data == nullptr)
+  Weight k_bias;               // [num_kv_heads * head_dim] f32, or absent
+  Weight v_bias;               // [num_kv_heads * head_dim] f32, or absent
+  Weight post_attention_norm;  // [hidden] f32
+  Weight gate_proj;            // [intermediate, hidden] matmul dtype
+  Weight up_proj;              // [intermediate, hidden] matmul dtype
+  Weight down_proj;            // [hidden, intermediate] matmul dtype
+};
+
+struct FreeDeleter {
+  void operator()(void* ptr) const { std::free(ptr); }
+};
+// 64-byte aligned storage from std::aligned_alloc.
+using OwnedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
+
+struct LlamaWeights {
+  Weight embed_tokens;               // [vocab_size, hidden] f32 or bf16
+  Weight final_norm;                 // [hidden] f32
+  Weight lm_head;                    // [vocab_size, hidden] matmul dtype
+  std::vector<LayerWeights> layers;  // [num_layers]
+
+  // Storage the Weight::data pointers refer to: the memory maps and the converted copies.
+  std::unique_ptr<const Checkpoint> checkpoint;
+  std::vector<OwnedBuffer> owned;
+  size_t num_owned_bytes = 0;  // sum of the converted copies' sizes
+};
+
+// Loads model_dir's safetensors for `config` (from LoadModelConfig on the same directory).
+// Conversions run on `pool`, or on a temporary pool of the machine's cores when nullptr.
+absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
+    const std::filesystem::path& model_dir, const ModelConfig& config, DType matmul_dtype,
+    ThreadPool* pool = nullptr);
+
+}  // namespace baton::runtime
