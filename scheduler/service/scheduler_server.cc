@@ -23,7 +23,8 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
   model.dtype = std::string(DTypeName(options.weight_dtype));
 
   WorkerRegistry registry(options.expected_workers, options.liveness_timeout);
-  InferenceServiceImpl inference(&model, &registry, options.disaggregated, options.kv_lease);
+  RequestDriver driver(&model, &registry, options.disaggregated, options.kv_lease);
+  InferenceServiceImpl inference(&driver);
   RegistryServiceImpl registry_service(&registry);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
