@@ -1,0 +1,94 @@
+// KvServer: serves a prefill instance's KV pool to decode instances over TCP (tcp_wire.h protocol).
+//
+// Runs on the prefill worker next to its pool. A listener thread accepts connections; each
+// connection gets its own thread that answers "send me these block runs" requests by sending the
+// blocks straight from the pool (sendmsg, one iovec per run; no staging copy). The server only
+// reads the pool: keeping the requested blocks allocated and unwritten until the decode side
+// reports back is the caller's contract (kv_transport.h, lifecycle step 4). No authentication: bind
+// it to an internal interface.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/kv_cache/kv_pool.h"
+#include "runtime/transfer/socket_io.h"
+#include "runtime/transfer/tcp_wire.h"
+
+namespace baton::runtime {
+
+struct KvServerOptions {
+  // Address to listen on. Default loopback; "0.0.0.0" (or "::") to serve other hosts.
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0: pick a free port (see KvServer::port())
+  // A connection that makes no progress for this long (idle between requests, or stalled while a
+  // request or response is in flight) is closed. Default 30 s.
+  absl::Duration io_timeout = absl::Seconds(30);
+  // Connections beyond this many are accepted and closed at once (the client sees Unavailable).
+  int max_connections = 64;
+};
+
+class KvServer {
+ public:
+  // Listens and starts the listener thread. `pool` must outlive the server. InvalidArgument for a
+  // bad host, Unavailable if the port is taken, Internal if a thread or eventfd cannot be had.
+  static absl::StatusOr<std::unique_ptr<KvServer>> Start(const KvPool& pool,
+                                                         const KvServerOptions& options);
+
+  // Calls Stop().
+  ~KvServer();
+  KvServer(const KvServer&) = delete;
+  KvServer& operator=(const KvServer&) = delete;
+
+  // Stops accepting, cuts every connection short (a client mid-response sees Unavailable), and
+  // joins every thread: when it returns, nothing of the server touches the pool. Idempotent; not to
+  // be called concurrently with itself.
+  void Stop();
+
+  int port() const { return port_; }
+  // "host:port" for clients to dial: the listen host, or this machine's hostname when listening on
+  // every interface.
+  std::string address() const;
+  // Requests answered with an OK header so far, on all connections (counted before the payload is
+  // sent, so it includes responses cut short by a dying client).
+  int64_t num_requests_served() const { return num_requests_served_.load(); }
+
+ private:
+  struct Connection {
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+
+  KvServer(const KvPool& pool, const KvServerOptions& options, UniqueFd listen_fd, UniqueFd stop_fd,
+           int port)
+      : pool_(pool),
+        options_(options),
+        listen_fd_(std::move(listen_fd)),
+        stop_fd_(std::move(stop_fd)),
+        port_(port) {}
+
+  void AcceptLoop();  // the listener thread
+  void ServeConnection(UniqueFd fd);
+  // Answers one request whose header is already read. Returns false to close the connection.
+  bool ServeRequest(int fd, const KvWireRequest& request);
+  bool SendError(int fd, const absl::Status& status);
+  void ReapFinishedConnections();
+
+  const KvPool& pool_;
+  const KvServerOptions options_;
+  UniqueFd listen_fd_;
+  UniqueFd stop_fd_;  // eventfd, readable once Stop() begins: wakes every wait
+  int port_;
+  std::thread listener_;
+  std::list<std::unique_ptr<Connection>> connections_;  // listener thread only (then Stop())
+  std::atomic<int64_t> num_requests_served_{0};
+  bool stopped_ = false;
+};
+
+}  // namespace baton::runtime

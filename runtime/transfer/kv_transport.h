@@ -1,0 +1,96 @@
+// KvTransport: moves a request's KV blocks from a prefill instance's pool into a decode instance's
+// pool.
+//
+// Lifecycle (after vLLM's KV connector, split into a scheduler side and a worker side):
+//  1. Prefill worker: when a request's prefill finishes, the worker keeps the request's blocks
+//     (one reference held for the migration) and reports a KvPullSpec (its KvSource, the block
+//     ids in token order, num_tokens, its pool shape) to the scheduler with the first token. It
+//     must neither write nor free those blocks until step 4.
+//  2. Scheduler side: picks a decode instance that can allocate ceil(num_tokens / block_size)
+//     blocks (pull = backpressure: a full decode instance is simply not asked) and forwards the
+//     spec.
+//  3. Decode worker: allocates destination blocks, then calls Pull() on a transfer thread (Pull
+//     blocks the caller until the bytes have landed or it fails; never call it on the engine
+//     thread). On OK the destination blocks hold the source bytes and the request joins the
+//     decode batch. On error the destination blocks hold unspecified bytes: the decode worker
+//     releases them and reports the status to the scheduler.
+//  4. Scheduler side: on the decode worker's report (OK or not) it tells the prefill worker to
+//     release the source blocks; this is the only point where they are freed. On Unavailable
+//     from the prefill side the request is re-prefilled elsewhere; on DeadlineExceeded it may
+//     retry once or abort the request. A prefill worker also drops a migration reference that
+//     no one claimed within its lease (set by the scheduler), so a dead decode worker or
+//     scheduler cannot leak its blocks.
+//  When Pull returns (for any status) the transport no longer touches `dst`: a pull that timed
+//  out leaves no copy running. The source side may still be sending bytes of a cancelled TCP pull;
+//  that is harmless because it only reads its pool, and is why step 4 waits for the decode
+//  worker's report.
+//
+// Errors (absl::Status codes): InvalidArgument for a malformed spec (shape mismatch, block count
+// not ceil(num_tokens / block_size), out-of-range or duplicate destination block ids, out-of-range
+// source block ids); Unavailable when the source is unreachable or dies (segment gone, owner
+// process gone, connection refused or closed); DeadlineExceeded when `deadline` passes (every wait
+// is bounded by it, a pull never hangs); Internal for a protocol violation.
+//
+// Shapes: source and destination pools must have the same KvPoolShape. Re-slicing blocks by head or
+// layer between instances with different TP/PP is out of scope for the host transports (CPU workers
+// run one rank per instance); a mismatch is InvalidArgument.
+//
+// Copies are coalesced: a run of consecutive source ids that maps onto consecutive destination ids
+// is one contiguous byte range on both sides, moved as one memcpy (shm) or one message segment
+// (TCP).
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "runtime/kv_cache/kv_pool.h"
+
+namespace baton::runtime {
+
+// How a prefill instance's pool can be reached. Built by the prefill worker (transport_factory.h,
+// LocalKvSource) and carried by the scheduler unchanged.
+struct KvSource {
+  std::string hostname;     // gethostname() of the source host
+  std::string boot_id;      // /proc/sys/kernel/random/boot_id of the source host; "" if unknown
+  std::string shm_name;     // the pool's shared-memory segment ("/baton-kv-<pid>-<n>"); "" if none
+  std::string tcp_address;  // "host:port" of the source's KvServer; "" if none
+};
+
+struct KvPullSpec {
+  KvSource source;
+  KvPoolShape shape;                // the source pool's shape; must equal the destination's
+  std::vector<BlockId> src_blocks;  // [ceil(num_tokens / block_size)] source block ids, token order
+  int num_tokens = 0;  // tokens of KV held by src_blocks (the last block may be partial)
+};
+
+class KvTransport {
+ public:
+  virtual ~KvTransport() = default;
+
+  // Copies the source's blocks spec.src_blocks[i] into dst's block dst_blocks[i], for every i
+  // (whole blocks: slots past num_tokens in the last block are copied too). Blocks of `dst` not in
+  // dst_blocks are never written. Thread-safe: concurrent pulls into disjoint destination blocks
+  // are allowed. Returns the codes listed at the top of this file.
+  virtual absl::Status Pull(const KvPullSpec& spec, const KvPool& dst,
+                            std::span<const BlockId> dst_blocks, absl::Time deadline) = 0;
+
+  // A short name for logs and metrics: "shm", "tcp", ...
+  virtual std::string_view name() const = 0;
+};
+
+// The checks every transport makes before touching anything, against the destination only (source
+// block ids are range-checked by the transport, which knows the source pool): InvalidArgument for a
+// shape mismatch, num_tokens < 0, src_blocks.size() != ceil(num_tokens / block_size),
+// dst_blocks.size() != src_blocks.size(), a negative source id, and destination ids out of range or
+// repeated.
+absl::Status ValidatePull(const KvPullSpec& spec, const KvPool& dst,
+                          std::span<const BlockId> dst_blocks);
+
+// "layers 12, kv heads 4, head_dim 64, block_size 16", for error messages.
+std::string ShapeString(const KvPoolShape& shape);
+
+}  // namespace baton::runtime

@@ -1,0 +1,83 @@
+#include "runtime/transfer/transport_factory.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace baton::runtime {
+namespace {
+
+HostIdentity ReadHostIdentity() {
+  HostIdentity identity;
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) == 0) identity.hostname = name;
+  std::ifstream boot_id("/proc/sys/kernel/random/boot_id");
+  std::string line;
+  if (boot_id && std::getline(boot_id, line)) {
+    identity.boot_id = std::string(absl::StripAsciiWhitespace(line));
+  }
+  return identity;
+}
+
+}  // namespace
+
+const HostIdentity& LocalHostIdentity() {
+  static const HostIdentity* const identity = new HostIdentity(ReadHostIdentity());
+  return *identity;
+}
+
+KvSource LocalKvSource(const KvPool& pool, std::string tcp_address) {
+  const HostIdentity& local = LocalHostIdentity();
+  return KvSource{.hostname = local.hostname,
+                  .boot_id = local.boot_id,
+                  .shm_name = pool.shm_name(),
+                  .tcp_address = std::move(tcp_address)};
+}
+
+bool IsSameHost(const KvSource& source, const HostIdentity& local) {
+  return !source.hostname.empty() && !source.boot_id.empty() && source.hostname == local.hostname &&
+         source.boot_id == local.boot_id;
+}
+
+std::string_view KvTransportKindName(KvTransportKind kind) {
+  switch (kind) {
+    case KvTransportKind::kShm:
+      return "shm";
+    case KvTransportKind::kTcp:
+      return "tcp";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<KvTransportKind> AutoKvTransport::Select(const KvSource& source) {
+  absl::Status shm_failure = absl::OkStatus();
+  if (!source.shm_name.empty() && IsSameHost(source, local_)) {
+    absl::StatusOr<std::shared_ptr<const KvPoolMapping>> mapping =
+        shm_.LiveMapping(source.shm_name);
+    if (mapping.ok()) return KvTransportKind::kShm;
+    shm_failure = mapping.status();
+  }
+  if (!source.tcp_address.empty()) return KvTransportKind::kTcp;
+  if (!shm_failure.ok()) return shm_failure;
+  return absl::InvalidArgumentError(
+      absl::StrCat("KV source (host \"", source.hostname, "\", shm \"", source.shm_name,
+                   "\") names no TCP address and no shared-memory segment on this host"));
+}
+
+absl::Status AutoKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
+                                   std::span<const BlockId> dst_blocks, absl::Time deadline) {
+  if (absl::Status status = ValidatePull(spec, dst, dst_blocks); !status.ok()) return status;
+  if (spec.src_blocks.empty()) return absl::OkStatus();
+  absl::StatusOr<KvTransportKind> kind = Select(spec.source);
+  if (!kind.ok()) return kind.status();
+  KvTransport& transport = *kind == KvTransportKind::kShm ? static_cast<KvTransport&>(shm_) : tcp_;
+  return transport.Pull(spec, dst, dst_blocks, deadline);
+}
+
+std::unique_ptr<KvTransport> MakeKvTransport() { return std::make_unique<AutoKvTransport>(); }
+
+}  // namespace baton::runtime
