@@ -25,6 +25,7 @@ absl::Status RunScheduler(const std::string& config_path) {
       .weight_dtype = config.weight_dtype,
       .host = config.host,
       .port = config.scheduler_port,
+      .http_port = config.http_port,
       .disaggregated = config.mode == scheduler::DeploymentMode::kDisaggregated};
   for (scheduler::InstanceRole role : scheduler::Roles(config.mode)) {
     options.expected_workers.emplace_back(ToWorkerRole(role),

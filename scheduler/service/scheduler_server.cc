@@ -8,6 +8,7 @@
 #include "grpcpp/grpcpp.h"
 #include "runtime/common/status_macros.h"
 #include "scheduler/service/inference_service.h"
+#include "scheduler/service/openai_http.h"
 #include "scheduler/service/registry_service.h"
 
 namespace baton::scheduler {
@@ -38,8 +39,13 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
     return absl::UnavailableError(
         absl::StrCat("scheduler: cannot listen on ", options.host, ":", options.port));
   }
-  std::fprintf(stderr, "baton scheduler: serving %s on %s:%d\n", model.name.c_str(),
-               options.host.c_str(), port);
+  std::unique_ptr<OpenAiHttpServer> http;
+  if (options.http_port > 0) {
+    ASSIGN_OR_RETURN(http, OpenAiHttpServer::Start(&driver, options.host, options.http_port));
+  }
+  std::fprintf(stderr, "baton scheduler: serving %s on %s:%d (gRPC)%s\n", model.name.c_str(),
+               options.host.c_str(), port,
+               http ? absl::StrCat(" and ", options.host, ":", http->port(), " (OpenAI HTTP)").c_str() : "");
   while (!stop->load()) {
     for (const std::string& died : registry.Sweep(absl::Now())) {
       std::fprintf(stderr, "baton scheduler: %s\n", died.c_str());

@@ -21,6 +21,7 @@ struct SchedulerOptions {
   DType weight_dtype = DType::kF32;
   std::string host = "127.0.0.1";
   int port = 50051;
+  int http_port = 0;  // OpenAI-compatible HTTP; 0 = off
   bool disaggregated = true;
   std::vector<std::pair<WorkerRole, int>> expected_workers;  // {role, instances}
   int max_model_len = 0;                              // 0: the model's
