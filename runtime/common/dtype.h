@@ -21,6 +21,10 @@ constexpr std::string_view DTypeName(DType dtype) {
   return "?";
 }
 
+// The scalar conversions below need C++20 and _Float16, which nvcc's C++17 front end lacks; CUDA
+// translation units (which include this header for DType only) convert with kernels/simt/device.h.
+#if !defined(__CUDACC__)
+
 // bf16 is the top half of an f32; rounding to nearest even, NaN kept quiet.
 inline uint16_t F32ToBf16(float value) {
   uint32_t bits = std::bit_cast<uint32_t>(value);
@@ -36,5 +40,7 @@ inline float Bf16ToF32(uint16_t value) {
 // IEEE half through the compiler's _Float16 (GCC >= 12 on x86-64), which rounds correctly.
 inline float F16ToF32(uint16_t value) { return static_cast<float>(std::bit_cast<_Float16>(value)); }
 inline uint16_t F32ToF16(float value) { return std::bit_cast<uint16_t>(static_cast<_Float16>(value)); }
+
+#endif  // !defined(__CUDACC__)
 
 }  // namespace baton

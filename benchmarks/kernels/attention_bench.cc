@@ -1,0 +1,127 @@
+// Attention kernels on the CPU. Decode: GB/s of K/V read (memory-bound). Prefill: GFLOP/s of the
+// causal QK^T and PV products (compute-bound).
+//   PagedDecode args: {batch, context_len, threads, huge pages}; Prefill args: {seq_len, threads}.
+//   Shapes: Llama-3-8B-like heads (32 query heads, 8 kv heads, head_dim 128), block_size 16.
+#include <sys/mman.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "baton/kernels/paged_attention.h"
+#include "baton/kernels/prefill_attention.h"
+#include "benchmark/benchmark.h"
+#include "tests/testing/random_tensor.h"
+
+namespace baton::kernels {
+namespace {
+
+constexpr int kHeads = 32;
+constexpr int kKvHeads = 8;
+constexpr int kHeadDim = 128;
+constexpr int kBlockSize = 16;
+
+// A KV pool as the runtime would allocate it: 2 MiB aligned, with transparent huge pages requested
+// when state.range(3) is 1 (the pool is read at a 4 KiB stride per head, so 4 KiB pages cost a TLB
+// miss per row).
+struct Pool {
+  float* data = nullptr;
+  explicit Pool(size_t elems, bool huge_pages, uint64_t seed) {
+    const size_t bytes = (elems * sizeof(float) + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+    data = static_cast<float*>(std::aligned_alloc(2u << 20, bytes));
+    if (huge_pages) madvise(data, bytes, MADV_HUGEPAGE);
+    const std::vector<float> values = testing::RandomVector(elems, seed);
+    std::memcpy(data, values.data(), elems * sizeof(float));
+  }
+  ~Pool() { std::free(data); }
+};
+
+void BM_PagedDecode(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0));
+  const int len = static_cast<int>(state.range(1));
+  const int threads = static_cast<int>(state.range(2));
+  const int blocks_per_seq = (len + kBlockSize - 1) / kBlockSize;
+  const int num_blocks = batch * blocks_per_seq;
+  const int64_t block_stride = int64_t{kBlockSize} * kKvHeads * kHeadDim;
+  const bool huge_pages = state.range(3) == 1;
+  Pool k(num_blocks * block_stride, huge_pages, 1);
+  Pool v(num_blocks * block_stride, huge_pages, 2);
+  std::vector<int32_t> tables(size_t(batch) * blocks_per_seq);
+  std::iota(tables.begin(), tables.end(), 0);
+  std::vector<int32_t> lens(batch, len);
+  const std::vector<float> q = testing::RandomVector(size_t(batch) * kHeads * kHeadDim, 3);
+  std::vector<float> out(q.size());
+  auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+  const PagedAttentionParams params{
+      .out = out.data(),
+      .q = q.data(),
+      .cache = {.k = k.data,
+                .v = v.data,
+                .block_stride = block_stride,
+                .block_size = kBlockSize,
+                .num_kv_heads = kKvHeads,
+                .head_dim = kHeadDim,
+                .num_blocks = num_blocks},
+      .block_tables = tables.data(),
+      .context_lens = lens.data(),
+      .num_seqs = batch,
+      .num_heads = kHeads,
+      .max_blocks_per_seq = blocks_per_seq,
+      .q_stride = kHeads * kHeadDim,
+      .scale = 1.0f / std::sqrt(float(kHeadDim))};
+  for (auto _ : state) {
+    if (!PagedAttentionDecodeCpu(params, pool.get()).ok()) state.SkipWithError("failed");
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double kv_bytes = 2.0 * 4 * batch * len * kKvHeads * kHeadDim;
+  state.counters["GB/s"] =
+      benchmark::Counter(kv_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_PagedDecode)
+    ->Args({1, 1024, 1, 0})->Args({1, 1024, 2, 0})->Args({16, 1024, 1, 0})
+    ->Args({16, 1024, 1, 1})->Args({16, 1024, 2, 1})->Args({64, 256, 2, 1})
+    ->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void BM_Prefill(benchmark::State& state) {
+  const int len = static_cast<int>(state.range(0));
+  const int threads = static_cast<int>(state.range(1));
+  const std::vector<float> q = testing::RandomVector(size_t(len) * kHeads * kHeadDim, 1);
+  const std::vector<float> k = testing::RandomVector(size_t(len) * kKvHeads * kHeadDim, 2);
+  const std::vector<float> v = testing::RandomVector(size_t(len) * kKvHeads * kHeadDim, 3);
+  std::vector<float> out(q.size());
+  const std::vector<int32_t> starts = {0, len};
+  auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+  const PrefillAttentionParams params{.out = out.data(),
+                                      .q = q.data(),
+                                      .k = k.data(),
+                                      .v = v.data(),
+                                      .q_start = starts.data(),
+                                      .kv_start = starts.data(),
+                                      .num_seqs = 1,
+                                      .num_heads = kHeads,
+                                      .num_kv_heads = kKvHeads,
+                                      .head_dim = kHeadDim,
+                                      .q_stride = kHeads * kHeadDim,
+                                      .kv_stride = kKvHeads * kHeadDim,
+                                      .scale = 1.0f / std::sqrt(float(kHeadDim)),
+                                      .max_q_len = len};
+  for (auto _ : state) {
+    if (!PrefillAttentionCpu(params, pool.get()).ok()) state.SkipWithError("failed");
+    benchmark::DoNotOptimize(out.data());
+  }
+  // Causal: about len^2 / 2 (query, key) pairs per head, 2 products of head_dim MACs each.
+  const double flops = 4.0 * kHeads * kHeadDim * (double(len) * (len + 1) / 2);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Prefill)
+    ->Args({512, 1})->Args({512, 2})->Args({2048, 2})
+    ->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace baton::kernels
+
+BENCHMARK_MAIN();

@@ -1,0 +1,95 @@
+// MatmulCpu throughput: GB/s of weights streamed (decode GEMV, m = 1) and GFLOP/s (prefill GEMM,
+// m = 512), for f32 and bf16 weights on 1 and 2 threads, next to plain OpenBLAS calls (its own
+// threading) for comparison.
+//   Args: {m, n, k, threads}
+#include <cblas.h>
+
+#include <memory>
+#include <vector>
+
+#include "baton/kernels/matmul.h"
+#include "benchmark/benchmark.h"
+#include "tests/testing/random_tensor.h"
+
+namespace baton::kernels {
+namespace {
+
+void SetCounters(benchmark::State& state, int m, int n, int k, size_t weight_bytes) {
+  const double bytes = double(weight_bytes) * n * k + 4.0 * m * (k + n);
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2e-9 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_MatmulCpu(benchmark::State& state, DType dtype) {
+  const int m = static_cast<int>(state.range(0));
+  const int n = static_cast<int>(state.range(1));
+  const int k = static_cast<int>(state.range(2));
+  const int threads = static_cast<int>(state.range(3));
+  const std::vector<float> in = testing::RandomVector(size_t(m) * k, 1);
+  const std::vector<float> w32 =
+      dtype == DType::kF32 ? testing::RandomVector(size_t(n) * k, 2) : std::vector<float>();
+  const std::vector<uint16_t> w16 =
+      dtype == DType::kBF16 ? testing::RandomBf16(size_t(n) * k, 2) : std::vector<uint16_t>();
+  std::vector<float> out(size_t(m) * n);
+  auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+  const MatmulParams params{.out = out.data(),
+                            .in = in.data(),
+                            .weight = dtype == DType::kF32 ? static_cast<const void*>(w32.data())
+                                                           : static_cast<const void*>(w16.data()),
+                            .weight_dtype = dtype,
+                            .bias = nullptr,
+                            .m = m,
+                            .n = n,
+                            .k = k};
+  for (auto _ : state) {
+    if (!MatmulCpu(params, pool.get()).ok()) state.SkipWithError("MatmulCpu failed");
+    benchmark::DoNotOptimize(out.data());
+  }
+  SetCounters(state, m, n, k, DTypeBytes(dtype));
+}
+
+// OpenBLAS alone, with its own threads: sgemm, or sgemv for m == 1.
+void BM_OpenBlas(benchmark::State& state) {
+  const int m = static_cast<int>(state.range(0));
+  const int n = static_cast<int>(state.range(1));
+  const int k = static_cast<int>(state.range(2));
+  openblas_set_num_threads(static_cast<int>(state.range(3)));
+  const std::vector<float> in = testing::RandomVector(size_t(m) * k, 1);
+  const std::vector<float> w = testing::RandomVector(size_t(n) * k, 2);
+  std::vector<float> out(size_t(m) * n);
+  for (auto _ : state) {
+    if (m == 1) {
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w.data(), k, in.data(), 1, 0.0f,
+                  out.data(), 1);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, in.data(), k, w.data(),
+                  k, 0.0f, out.data(), n);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  openblas_set_num_threads(1);  // what MatmulCpu expects
+  SetCounters(state, m, n, k, 4);
+}
+
+void Shapes(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    b->Args({1, 2048, 768, threads});
+    b->Args({1, 32000, 768, threads});
+    b->Args({1, 4096, 4096, threads});
+    b->Args({4, 2048, 768, threads});
+    b->Args({512, 2048, 768, threads});
+    b->Args({512, 768, 2048, threads});
+  }
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK_CAPTURE(BM_MatmulCpu, f32, DType::kF32)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MatmulCpu, bf16, DType::kBF16)->Apply(Shapes);
+BENCHMARK(BM_OpenBlas)->Apply(Shapes);
+
+}  // namespace
+}  // namespace baton::kernels
+
+BENCHMARK_MAIN();

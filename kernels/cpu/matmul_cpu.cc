@@ -1,0 +1,197 @@
+// MatmulCpu: picks a kernel by weight dtype and m.
+//   f32, m <= kGemvMaxRows: an AVX-512 dot-product kernel (memory-bound GEMV), columns split over
+//     the pool.
+//   f32, larger m: OpenBLAS sgemm, columns split over the pool, OpenBLAS itself single-threaded.
+//   bf16: activations rounded to bf16 once, then the AVX512_BF16 kernel (matmul_bf16_avx512.cc)
+//     or, on CPUs without it, a portable loop with the same rounding of the activations.
+#include <cblas.h>
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include "baton/kernels/matmul.h"
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/vec_math.h"
+#include "runtime/common/status_macros.h"
+
+namespace baton::kernels {
+
+namespace {
+
+constexpr int kGemvMaxRows = 4;
+constexpr int kColumnBlock = 16;  // columns per parallel chunk
+
+// OpenBLAS would start its own threads on top of our pool; the pool provides the parallelism.
+void MakeOpenBlasSingleThreaded() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+// Calls fn(n_begin, n_end) over column ranges that are multiples of kColumnBlock.
+template <typename Fn>
+void ForColumnRanges(ThreadPool* pool, int n, int64_t work_per_column, Fn&& fn) {
+  const int64_t num_chunks = (n + kColumnBlock - 1) / kColumnBlock;
+  internal::ParallelChunks(pool, num_chunks, work_per_column * kColumnBlock,
+                           [&](int64_t begin, int64_t end, int) {
+                             fn(static_cast<int>(begin * kColumnBlock),
+                                static_cast<int>(std::min<int64_t>(n, end * kColumnBlock)));
+                           });
+}
+
+#if defined(__AVX512F__)
+// out[r, c] = in[r, :] . w[c, :] (+ bias[c]) for r < MA, c < NW.
+template <int MA, int NW>
+void GemvTileF32(const float* in, const float* w, int k, const float* bias, float* out,
+                 int64_t out_stride) {
+  static_assert(MA * NW <= 16);
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  int l = 0;
+  for (; l + 16 <= k; l += 16) {
+    __m512 wv[NW];
+    for (int c = 0; c < NW; ++c) wv[c] = _mm512_loadu_ps(w + int64_t{c} * k + l);
+    // The next tile's rows at the same offset, a tile ahead of the loads.
+    for (int c = 0; c < NW; ++c) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + int64_t{c + NW} * k + l), _MM_HINT_T0);
+    }
+    for (int r = 0; r < MA; ++r) {
+      const __m512 av = _mm512_loadu_ps(in + int64_t{r} * k + l);
+      for (int c = 0; c < NW; ++c) acc[r * NW + c] = _mm512_fmadd_ps(av, wv[c], acc[r * NW + c]);
+    }
+  }
+  if (l < k) {
+    const __mmask16 mask = internal::TailMask(k - l);
+    __m512 wv[NW];
+    for (int c = 0; c < NW; ++c) wv[c] = _mm512_maskz_loadu_ps(mask, w + int64_t{c} * k + l);
+    for (int r = 0; r < MA; ++r) {
+      const __m512 av = _mm512_maskz_loadu_ps(mask, in + int64_t{r} * k + l);
+      for (int c = 0; c < NW; ++c) acc[r * NW + c] = _mm512_fmadd_ps(av, wv[c], acc[r * NW + c]);
+    }
+  }
+  alignas(64) float sums[16];
+  _mm512_store_ps(sums, internal::Reduce16(acc));
+  for (int r = 0; r < MA; ++r) {
+    for (int c = 0; c < NW; ++c) {
+      out[r * out_stride + c] = sums[r * NW + c] + (bias != nullptr ? bias[c] : 0.0f);
+    }
+  }
+}
+
+template <int MA>
+void GemvRowsF32(const MatmulParams& p, int row, int n_begin, int n_end) {
+  const float* w = static_cast<const float*>(p.weight);
+  const float* in = p.in + int64_t{row} * p.k;
+  float* out = p.out + int64_t{row} * p.n;
+  auto bias_at = [&](int j) { return p.bias != nullptr ? p.bias + j : nullptr; };
+  constexpr int kCols = MA == 1 ? 8 : 4;
+  int j = n_begin;
+  for (; j + kCols <= n_end; j += kCols) {
+    GemvTileF32<MA, kCols>(in, w + int64_t{j} * p.k, p.k, bias_at(j), out + j, p.n);
+  }
+  for (; j < n_end; ++j) GemvTileF32<MA, 1>(in, w + int64_t{j} * p.k, p.k, bias_at(j), out + j, p.n);
+}
+
+void GemvF32(const MatmulParams& p, int n_begin, int n_end) {
+  int i = 0;
+  for (; i + 4 <= p.m; i += 4) GemvRowsF32<4>(p, i, n_begin, n_end);
+  switch (p.m - i) {
+    case 3: GemvRowsF32<3>(p, i, n_begin, n_end); break;
+    case 2: GemvRowsF32<2>(p, i, n_begin, n_end); break;
+    case 1: GemvRowsF32<1>(p, i, n_begin, n_end); break;
+    default: break;
+  }
+}
+#endif  // __AVX512F__
+
+void SgemmColumns(const MatmulParams& p, int n_begin, int n_end) {
+  const float* w = static_cast<const float*>(p.weight);
+  float* out = p.out + n_begin;
+  const int cols = n_end - n_begin;
+  if (p.bias != nullptr) {
+    for (int i = 0; i < p.m; ++i) {
+      std::copy(p.bias + n_begin, p.bias + n_end, out + int64_t{i} * p.n);
+    }
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p.m, cols, p.k, 1.0f, p.in, p.k,
+              w + int64_t{n_begin} * p.k, p.k, p.bias != nullptr ? 1.0f : 0.0f, out, p.n);
+}
+
+void MatmulF32(const MatmulParams& p, ThreadPool* pool) {
+  const int64_t work_per_column = int64_t{p.m} * p.k;
+#if defined(__AVX512F__)
+  if (p.m <= kGemvMaxRows) {
+    ForColumnRanges(pool, p.n, work_per_column, [&](int n0, int n1) { GemvF32(p, n0, n1); });
+    return;
+  }
+#endif
+  MakeOpenBlasSingleThreaded();
+  ForColumnRanges(pool, p.n, work_per_column, [&](int n0, int n1) { SgemmColumns(p, n0, n1); });
+}
+
+// Columns [n_begin, n_end) of the portable bf16 path.
+void MatmulBf16PortableColumns(const MatmulParams& p, const float* rounded_in, int n_begin,
+                               int n_end) {
+  const uint16_t* w = static_cast<const uint16_t*>(p.weight);
+  std::vector<float> w_row(p.k);
+  for (int j = n_begin; j < n_end; ++j) {
+    for (int l = 0; l < p.k; ++l) w_row[l] = Bf16ToF32(w[int64_t{j} * p.k + l]);
+    const float b = p.bias != nullptr ? p.bias[j] : 0.0f;
+    for (int i = 0; i < p.m; ++i) {
+      p.out[int64_t{i} * p.n + j] = internal::Dot(rounded_in + int64_t{i} * p.k, w_row.data(), p.k) + b;
+    }
+  }
+}
+
+void MatmulBf16(const MatmulParams& p, ThreadPool* pool) {
+  static const bool has_bf16 = internal::CpuHasAvx512Bf16();
+  const int64_t work_per_column = int64_t{p.m} * p.k;
+  if (has_bf16) {
+    // [m, k_pad] bf16 activations, zero-padded to a multiple of 32 for whole-vector loads.
+    const int64_t k_pad = (p.k + 31) / 32 * 32;
+    // Reused across calls on this thread; the pool's threads reach it through `a`, not by name.
+    thread_local std::vector<uint16_t> buffer;
+    buffer.assign(p.m * k_pad, 0);
+    uint16_t* a = buffer.data();
+    internal::ParallelChunks(pool, p.m, p.k, [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i) {
+        for (int l = 0; l < p.k; ++l) a[i * k_pad + l] = F32ToBf16(p.in[i * p.k + l]);
+      }
+    });
+    const uint16_t* w = static_cast<const uint16_t*>(p.weight);
+    ForColumnRanges(pool, p.n, work_per_column, [&](int n0, int n1) {
+      internal::MatmulBf16Avx512(a, k_pad, w, p.bias, p.out, p.n, p.m, n0, n1, p.k);
+    });
+    return;
+  }
+  internal::MatmulBf16Portable(p, pool);
+}
+
+}  // namespace
+
+namespace internal {
+
+void MatmulBf16Portable(const MatmulParams& p, ThreadPool* pool) {
+  thread_local std::vector<float> buffer;
+  buffer.resize(int64_t{p.m} * p.k);
+  float* rounded = buffer.data();
+  for (int64_t i = 0; i < int64_t{p.m} * p.k; ++i) rounded[i] = Bf16ToF32(F32ToBf16(p.in[i]));
+  ForColumnRanges(pool, p.n, int64_t{p.m} * p.k,
+                  [&](int n0, int n1) { MatmulBf16PortableColumns(p, rounded, n0, n1); });
+}
+
+}  // namespace internal
+
+absl::Status MatmulCpu(const MatmulParams& p, ThreadPool* pool) {
+  RETURN_IF_ERROR(Validate(p));
+  if (p.m == 0) return absl::OkStatus();
+  if (p.weight_dtype == DType::kF32) {
+    MatmulF32(p, pool);
+  } else {
+    MatmulBf16(p, pool);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace baton::kernels

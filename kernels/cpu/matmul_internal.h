@@ -1,0 +1,25 @@
+// Internal pieces of MatmulCpu, split by the instruction set they are compiled for. All compute
+// out[i, j] (+)= in[i, :] . w[j, :] for i < m, j in [n_begin, n_end); w is [n, k] row-major.
+#pragma once
+
+#include <cstdint>
+
+#include "baton/kernels/matmul.h"
+#include "runtime/common/thread_pool.h"
+
+namespace baton::kernels::internal {
+
+// True when the CPU executes AVX512_BF16 (and AVX512BW/VL) instructions.
+bool CpuHasAvx512Bf16();
+
+// bf16 x bf16 with f32 accumulation through _mm512_dpbf16_ps. `a` is [m, a_stride] bf16 with
+// a_stride >= k a multiple of 32 and zeros in [k, a_stride). Call only if CpuHasAvx512Bf16().
+// out[i, j] = dot + (bias ? bias[j] : 0), out is [m, out_stride].
+void MatmulBf16Avx512(const uint16_t* a, int64_t a_stride, const uint16_t* w, const float* bias,
+                      float* out, int64_t out_stride, int m, int n_begin, int n_end, int k);
+
+// The bf16 path for CPUs without AVX512_BF16 (exposed so tests cover it on any CPU): activations
+// rounded to bf16, each weight row widened to f32, f32 dot products. `p` must be valid, bf16.
+void MatmulBf16Portable(const MatmulParams& p, ThreadPool* pool);
+
+}  // namespace baton::kernels::internal

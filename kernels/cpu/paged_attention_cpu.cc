@@ -1,0 +1,239 @@
+// Decode attention over the paged KV cache on the CPU.
+//
+// A work item is (sequence, kv head): the query heads that share the kv head read each key and
+// value row from memory once. The context is walked in tiles of kKeyTile keys with an online
+// softmax: scores for the tile (16 keys at a time, reduced with a 16x16 transpose-add), the
+// running max/sum update, then P.V into f32 accumulators with up to 4 heads x 64 dims in
+// registers. The next tile's rows are prefetched: a row is head_dim floats, but consecutive slots
+// of one head are num_kv_heads * head_dim apart, too far for the hardware prefetchers.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "baton/kernels/paged_attention.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/vec_math.h"
+#include "runtime/common/status_macros.h"
+
+namespace baton::kernels {
+
+namespace {
+
+constexpr int kKeyTile = 64;
+
+struct Scratch {
+  std::vector<const float*> k_rows;  // [context_len]: key row of token j for this kv head
+  std::vector<const float*> v_rows;  // [context_len]
+  std::vector<float> q;              // [group, head_dim], pre-multiplied by scale
+  std::vector<float> p;              // [group, kKeyTile]: scores, then probabilities, of a tile
+  std::vector<float> acc;            // [group, head_dim]: unnormalized outputs
+  std::vector<float> m;              // [group]: running max
+  std::vector<float> l;              // [group]: running sum
+  std::vector<float*> acc_rows;      // [group]: &acc[g * head_dim]
+};
+
+// Prefetches rows [begin, end) of `rows`, each `bytes` long, into L2.
+void PrefetchRows(const std::vector<const float*>& rows, int begin, int end, int bytes) {
+#if defined(__AVX512F__)
+  for (int j = begin; j < end; ++j) {
+    const char* row = reinterpret_cast<const char*>(rows[j]);
+    for (int offset = 0; offset < bytes; offset += 64) _mm_prefetch(row + offset, _MM_HINT_T1);
+  }
+#else
+  (void)rows, (void)begin, (void)end, (void)bytes;
+#endif
+}
+
+// p[g, j - tile] = q[g, :] . k_rows[j][:] for j in [tile, tile + len).
+void Scores(const Scratch& sc, float* p, int group, int tile, int len, int head_dim) {
+#if defined(__AVX512F__)
+  const int num_vecs = (head_dim + 15) / 16;
+  const __mmask16 last_mask = internal::TailMask(head_dim - 16 * (num_vecs - 1));
+  for (int j0 = 0; j0 < len; j0 += 16) {
+    const int num_keys = std::min(16, len - j0);
+    for (int g = 0; g < group; ++g) {
+      const float* q = sc.q.data() + g * head_dim;
+      __m512 acc[16];
+      for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+      for (int j = 0; j < num_keys; ++j) {
+        const float* k = sc.k_rows[tile + j0 + j];
+        int c = 0;
+        for (; c + 1 < num_vecs; ++c) {
+          acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * c), _mm512_loadu_ps(k + 16 * c), acc[j]);
+        }
+        acc[j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(last_mask, q + 16 * c),
+                                 _mm512_maskz_loadu_ps(last_mask, k + 16 * c), acc[j]);
+      }
+      _mm512_mask_storeu_ps(p + g * kKeyTile + j0, internal::TailMask(num_keys),
+                            internal::Reduce16(acc));
+    }
+  }
+#else
+  for (int g = 0; g < group; ++g) {
+    for (int j = 0; j < len; ++j) {
+      p[g * kKeyTile + j] = internal::Dot(sc.q.data() + g * head_dim, sc.k_rows[tile + j], head_dim);
+    }
+  }
+#endif
+}
+
+#if defined(__AVX512F__)
+// acc[g0 .. g0+GA][d0 .. d0+16*NV) += sum_j p[g, j] v_rows[tile + j][d] (last vector masked).
+template <int GA, int NV>
+void PvBlock(const Scratch& sc, const float* p, float* const* out, int g0, int d0, int tile,
+             int len, int head_dim) {
+  __mmask16 masks[NV];
+  for (int c = 0; c < NV; ++c) masks[c] = internal::TailMask(std::min(16, head_dim - d0 - 16 * c));
+  __m512 acc[GA][NV];
+  for (int a = 0; a < GA; ++a) {
+    for (int c = 0; c < NV; ++c) acc[a][c] = _mm512_maskz_loadu_ps(masks[c], out[g0 + a] + d0 + 16 * c);
+  }
+  for (int j = 0; j < len; ++j) {
+    const float* v = sc.v_rows[tile + j] + d0;
+    __m512 vv[NV];
+    for (int c = 0; c < NV; ++c) vv[c] = _mm512_maskz_loadu_ps(masks[c], v + 16 * c);
+    for (int a = 0; a < GA; ++a) {
+      const __m512 pa = _mm512_set1_ps(p[(g0 + a) * kKeyTile + j]);
+      for (int c = 0; c < NV; ++c) acc[a][c] = _mm512_fmadd_ps(pa, vv[c], acc[a][c]);
+    }
+  }
+  for (int a = 0; a < GA; ++a) {
+    for (int c = 0; c < NV; ++c) _mm512_mask_storeu_ps(out[g0 + a] + d0 + 16 * c, masks[c], acc[a][c]);
+  }
+}
+
+template <int GA>
+void PvHeads(const Scratch& sc, const float* p, float* const* out, int g0, int tile, int len,
+             int head_dim) {
+  int d0 = 0;
+  for (; d0 + 64 <= head_dim; d0 += 64) PvBlock<GA, 4>(sc, p, out, g0, d0, tile, len, head_dim);
+  switch ((head_dim - d0 + 15) / 16) {
+    case 3: PvBlock<GA, 3>(sc, p, out, g0, d0, tile, len, head_dim); break;
+    case 2: PvBlock<GA, 2>(sc, p, out, g0, d0, tile, len, head_dim); break;
+    case 1: PvBlock<GA, 1>(sc, p, out, g0, d0, tile, len, head_dim); break;
+    default: break;
+  }
+}
+#endif
+
+// acc[g][:] += p[g, :len] . V[tile, tile + len) for every head g of the group.
+void WeightedValues(const Scratch& sc, const float* p, float* const* acc, int group, int tile,
+                    int len, int head_dim) {
+#if defined(__AVX512F__)
+  int g0 = 0;
+  for (; g0 + 4 <= group; g0 += 4) PvHeads<4>(sc, p, acc, g0, tile, len, head_dim);
+  switch (group - g0) {
+    case 3: PvHeads<3>(sc, p, acc, g0, tile, len, head_dim); break;
+    case 2: PvHeads<2>(sc, p, acc, g0, tile, len, head_dim); break;
+    case 1: PvHeads<1>(sc, p, acc, g0, tile, len, head_dim); break;
+    default: break;
+  }
+#else
+  for (int g = 0; g < group; ++g) {
+    for (int j = 0; j < len; ++j) {
+      internal::Axpy(acc[g], sc.v_rows[tile + j], p[g * kKeyTile + j], head_dim);
+    }
+  }
+#endif
+}
+
+void RunItem(const PagedAttentionParams& params, int seq, int kv_head, Scratch& sc) {
+  const PagedKvView& cache = params.cache;
+  const int head_dim = cache.head_dim;
+  const int group = params.num_heads / cache.num_kv_heads;
+  const int len = params.context_lens[seq];
+  const int32_t* table = params.block_tables + int64_t{seq} * params.max_blocks_per_seq;
+
+  sc.k_rows.resize(len);
+  sc.v_rows.resize(len);
+  for (int j = 0; j < len; ++j) {
+    const int64_t slot_idx = int64_t{table[j / cache.block_size]} * cache.block_size +
+                             j % cache.block_size;
+    const int64_t offset = KvOffset(cache, slot_idx, kv_head);
+    sc.k_rows[j] = cache.k + offset;
+    sc.v_rows[j] = cache.v + offset;
+  }
+  sc.q.resize(static_cast<size_t>(group) * head_dim);
+  for (int g = 0; g < group; ++g) {
+    const int head = kv_head * group + g;
+    const float* q = params.q + int64_t{seq} * params.q_stride + int64_t{head} * head_dim;
+    for (int d = 0; d < head_dim; ++d) sc.q[g * head_dim + d] = q[d] * params.scale;
+  }
+  sc.p.resize(static_cast<size_t>(group) * kKeyTile);
+  sc.acc.assign(static_cast<size_t>(group) * head_dim, 0.0f);
+  sc.m.assign(group, -INFINITY);
+  sc.l.assign(group, 0.0f);
+  sc.acc_rows.resize(group);
+  for (int g = 0; g < group; ++g) sc.acc_rows[g] = sc.acc.data() + g * head_dim;
+
+  const int row_bytes = head_dim * static_cast<int>(sizeof(float));
+  PrefetchRows(sc.k_rows, 0, std::min(len, kKeyTile), row_bytes);
+  for (int tile = 0; tile < len; tile += kKeyTile) {
+    const int n = std::min(kKeyTile, len - tile);
+    const int next_end = std::min(len, tile + n + kKeyTile);
+    PrefetchRows(sc.v_rows, tile, tile + n, row_bytes);
+    Scores(sc, sc.p.data(), group, tile, n, head_dim);
+    PrefetchRows(sc.k_rows, tile + n, next_end, row_bytes);
+    for (int g = 0; g < group; ++g) {
+      float* p = sc.p.data() + g * kKeyTile;
+      const float m_new = std::max(sc.m[g], internal::Max(p, n));
+      const float alpha = std::exp(sc.m[g] - m_new);  // 0 on the first tile
+      sc.l[g] = sc.l[g] * alpha + internal::ExpShiftSum(p, n, m_new);
+      sc.m[g] = m_new;
+      if (alpha != 1.0f) internal::Scale(sc.acc_rows[g], alpha, head_dim);
+    }
+    WeightedValues(sc, sc.p.data(), sc.acc_rows.data(), group, tile, n, head_dim);
+  }
+  for (int g = 0; g < group; ++g) {
+    const int head = kv_head * group + g;
+    float* out = params.out + (int64_t{seq} * params.num_heads + head) * head_dim;
+    const float inv_l = 1.0f / sc.l[g];
+    for (int d = 0; d < head_dim; ++d) out[d] = sc.acc_rows[g][d] * inv_l;
+  }
+}
+
+absl::Status CheckTables(const PagedAttentionParams& p) {
+  const PagedKvView& cache = p.cache;
+  const int64_t capacity = int64_t{p.max_blocks_per_seq} * cache.block_size;
+  for (int s = 0; s < p.num_seqs; ++s) {
+    const int len = p.context_lens[s];
+    if (len < 1 || len > capacity) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("PagedAttentionDecode: sequence ", s, " has context_len ", len,
+                       " outside [1, ", capacity, "]"));
+    }
+    if (cache.num_blocks == 0) continue;
+    const int num_blocks_used = (len + cache.block_size - 1) / cache.block_size;
+    for (int b = 0; b < num_blocks_used; ++b) {
+      const int32_t block_id = p.block_tables[int64_t{s} * p.max_blocks_per_seq + b];
+      if (block_id < 0 || block_id >= cache.num_blocks) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("PagedAttentionDecode: sequence ", s, " block table entry ", b, " = ",
+                         block_id, " is outside [0, ", cache.num_blocks, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status PagedAttentionDecodeCpu(const PagedAttentionParams& p, ThreadPool* pool) {
+  RETURN_IF_ERROR(Validate(p));
+  RETURN_IF_ERROR(CheckTables(p));
+  const int num_kv_heads = p.cache.num_kv_heads;
+  // Longest contexts first, so the threads finish together.
+  std::vector<int> seq_order(p.num_seqs);
+  for (int s = 0; s < p.num_seqs; ++s) seq_order[s] = s;
+  std::stable_sort(seq_order.begin(), seq_order.end(),
+                   [&](int a, int b) { return p.context_lens[a] > p.context_lens[b]; });
+  std::vector<Scratch> scratch(internal::NumThreads(pool));
+  internal::ParallelItems(pool, int64_t{p.num_seqs} * num_kv_heads, [&](int64_t i, int thread_idx) {
+    RunItem(p, seq_order[i / num_kv_heads], static_cast<int>(i % num_kv_heads),
+            scratch[thread_idx]);
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace baton::kernels

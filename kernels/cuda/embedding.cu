@@ -1,0 +1,18 @@
+#include "kernels/cuda/embedding.h"
+
+#include "kernels/cuda/embedding.cuh"
+#include "runtime/common/cuda_check.h"
+#include "runtime/common/status_macros.h"
+
+namespace baton::kernels {
+
+absl::Status Embedding(const EmbeddingParams& params, cudaStream_t stream) {
+  RETURN_IF_ERROR(Validate(params));
+  if (params.num_tokens == 0) return absl::OkStatus();
+  const simt::LaunchShape s = cuda_detail::EmbeddingLaunchShape(params);
+  cuda_detail::EmbeddingKernel<<<dim3(s.grid_x), dim3(s.block_x), 0, stream>>>(params);
+  BATON_CUDA_CALL(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+}  // namespace baton::kernels

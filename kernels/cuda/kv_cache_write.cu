@@ -1,0 +1,18 @@
+#include "kernels/cuda/kv_cache_write.h"
+
+#include "kernels/cuda/kv_cache_write.cuh"
+#include "runtime/common/cuda_check.h"
+#include "runtime/common/status_macros.h"
+
+namespace baton::kernels {
+
+absl::Status KvWrite(const KvWriteParams& params, cudaStream_t stream) {
+  RETURN_IF_ERROR(Validate(params));
+  if (params.num_tokens == 0) return absl::OkStatus();
+  const simt::LaunchShape s = cuda_detail::KvWriteLaunchShape(params);
+  cuda_detail::KvWriteKernel<<<dim3(s.grid_x), dim3(s.block_x), 0, stream>>>(params);
+  BATON_CUDA_CALL(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+}  // namespace baton::kernels

@@ -1,0 +1,17 @@
+// CUDA SwiGLU (see baton/kernels/swiglu.h). Device pointers.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "absl/status/status.h"
+#include "baton/kernels/swiglu.h"
+
+namespace baton::kernels {
+
+// Every valid SwigluParams with num_tokens <= 65535 (grid y) is supported.
+bool SwigluSupported(const SwigluParams& params);
+
+// Validates (InvalidArgument also when unsupported), then enqueues on `stream`.
+absl::Status Swiglu(const SwigluParams& params, cudaStream_t stream);
+
+}  // namespace baton::kernels

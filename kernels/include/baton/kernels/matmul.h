@@ -1,0 +1,32 @@
+// Dense layer: out = in * weight^T (+ bias), weight in Hugging Face nn.Linear layout [n, k].
+#pragma once
+
+#include "absl/status/status.h"
+#include "runtime/common/dtype.h"
+#include "runtime/common/thread_pool.h"
+
+namespace baton::kernels {
+
+struct MatmulParams {
+  float* out;          // [m, n]; must not overlap the inputs
+  const float* in;     // [m, k]
+  const void* weight;  // [n, k] row-major in weight_dtype
+  DType weight_dtype;  // kF32 or kBF16
+  const float* bias;   // [n] or nullptr
+  int m;
+  int n;
+  int k;
+};
+
+// Checks pointers (in/out may be null only when m == 0), sizes and the weight dtype.
+absl::Status Validate(const MatmulParams& params);
+
+// Validates, then computes. f32 weights: OpenBLAS sgemm for large m, an AVX-512 GEMV for small m,
+// columns split over `pool` (which may be nullptr); OpenBLAS is set to one thread on first use.
+// bf16 weights: the activations are rounded to bf16 (nearest even) once per call and the products
+// and sums are f32, on every CPU: an AVX512_BF16 kernel when the CPU has it, a portable loop
+// otherwise. So a bf16 result equals the f32-weight result of (bf16(in), weight) up to f32
+// summation order.
+absl::Status MatmulCpu(const MatmulParams& params, ThreadPool* pool);
+
+}  // namespace baton::kernels

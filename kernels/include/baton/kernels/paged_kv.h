@@ -1,0 +1,62 @@
+// The paged KV cache as the kernels see it: a view over one layer's K and V blocks, and the op that
+// writes new tokens' K/V into their slots.
+//
+// A block holds `block_size` consecutive tokens (slots) of one sequence. Element (block b, slot s,
+// kv head h, dim d) of K is at
+//     k[b * block_stride + (s * num_kv_heads + h) * head_dim + d]
+// and likewise for V. The pool stores all layers of a block contiguously, so in general
+// block_stride > block_size * num_kv_heads * head_dim; the caller offsets `k`/`v` to the layer.
+// A slot index (as in KvWriteParams::slot_mapping) is block_id * block_size + slot.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "baton/kernels/host_device.h"
+#include "runtime/common/thread_pool.h"
+
+namespace baton::kernels {
+
+// A non-owning view; valid on host and device (plain pointers and integers).
+struct PagedKvView {
+  float* k;              // [num_blocks, block_stride] holding [block_size, num_kv_heads, head_dim]
+  float* v;              // [num_blocks, block_stride] holding [block_size, num_kv_heads, head_dim]
+  int64_t block_stride;  // elements between the starts of consecutive blocks
+  int block_size;        // tokens (slots) per block, >= 1
+  int num_kv_heads;
+  int head_dim;
+  // Blocks in the pool. 0 means "unknown": block ids and slots are then not range-checked.
+  int num_blocks = 0;
+};
+
+// Checks the view's geometry: non-null pointers, positive sizes, and
+// block_stride >= block_size * num_kv_heads * head_dim.
+absl::Status Validate(const PagedKvView& view);
+
+// Offset (in elements) of (slot index, kv head) inside k or v; the caller adds the dim.
+BATON_HOST_DEVICE inline int64_t KvOffset(const PagedKvView& view, int64_t slot_idx, int kv_head) {
+  const int64_t block_id = slot_idx / view.block_size;
+  const int64_t slot = slot_idx % view.block_size;
+  return block_id * view.block_stride + (slot * view.num_kv_heads + kv_head) * view.head_dim;
+}
+
+struct KvWriteParams {
+  PagedKvView cache;
+  const float* k;               // [num_tokens, kv_stride], first num_kv_heads*head_dim used
+  const float* v;               // [num_tokens, kv_stride], first num_kv_heads*head_dim used
+  const int32_t* slot_mapping;  // [num_tokens] = block_id * block_size + slot; < 0 skips the token
+  int num_tokens;
+  int kv_stride;  // elements between consecutive tokens of k and v, >= num_kv_heads*head_dim
+};
+
+// Checks the cache view, pointers (which may be null only when num_tokens == 0) and strides.
+// Does not read slot_mapping (it may live on a device).
+absl::Status Validate(const KvWriteParams& params);
+
+// Copies token t's K and V heads into slot slot_mapping[t]. Validates first; then, if
+// cache.num_blocks > 0, returns InvalidArgument naming the first token whose slot is out of range
+// (before writing anything). Tokens with a negative slot are skipped (padding). Two tokens must not
+// map to the same slot. `pool` may be nullptr (runs on the calling thread).
+absl::Status KvWriteCpu(const KvWriteParams& params, ThreadPool* pool);
+
+}  // namespace baton::kernels

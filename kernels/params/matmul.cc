@@ -1,0 +1,31 @@
+#include "baton/kernels/matmul.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/params/check_args.h"
+#include "runtime/common/status_macros.h"
+
+namespace baton::kernels {
+
+using internal::CheckAtLeast;
+using internal::CheckPointer;
+
+absl::Status Validate(const MatmulParams& params) {
+  constexpr absl::string_view kOp = "Matmul";
+  RETURN_IF_ERROR(CheckAtLeast(kOp, "m", params.m, 0));
+  RETURN_IF_ERROR(CheckAtLeast(kOp, "n", params.n, 1));
+  RETURN_IF_ERROR(CheckAtLeast(kOp, "k", params.k, 1));
+  const bool empty = params.m == 0;
+  RETURN_IF_ERROR(CheckPointer(kOp, "out", params.out, empty));
+  RETURN_IF_ERROR(CheckPointer(kOp, "in", params.in, empty));
+  RETURN_IF_ERROR(CheckPointer(kOp, "weight", params.weight));
+  if (params.weight_dtype != DType::kF32 && params.weight_dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kOp, ": weight_dtype ", std::string(DTypeName(params.weight_dtype)),
+        " is not supported (f32, bf16)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace baton::kernels

@@ -1,0 +1,29 @@
+#include "baton/kernels/rms_norm.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/params/check_args.h"
+#include "runtime/common/status_macros.h"
+
+namespace baton::kernels {
+
+using internal::CheckAtLeast;
+using internal::CheckPointer;
+
+absl::Status Validate(const RmsNormParams& params) {
+  constexpr absl::string_view kOp = "RmsNorm";
+  RETURN_IF_ERROR(CheckAtLeast(kOp, "num_tokens", params.num_tokens, 0));
+  RETURN_IF_ERROR(CheckAtLeast(kOp, "hidden", params.hidden, 1));
+  const bool empty = params.num_tokens == 0;
+  RETURN_IF_ERROR(CheckPointer(kOp, "out", params.out, empty));
+  RETURN_IF_ERROR(CheckPointer(kOp, "in", params.in, empty));
+  RETURN_IF_ERROR(CheckPointer(kOp, "weight", params.weight));
+  if (!(params.eps >= 0) || std::isinf(params.eps)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": eps = ", params.eps, " must be finite and >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace baton::kernels

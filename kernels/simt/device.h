@@ -1,0 +1,114 @@
+// The vocabulary CUDA kernel bodies (kernels/cuda/*.cuh) are written in, so that one body compiles
+// under nvcc (the real kernel) and under a host compiler (run by the SIMT emulation, simt.h):
+//   BATON_GLOBAL / BATON_DEVICE         __global__ / __device__ __forceinline__
+//   threadIdx, blockIdx, blockDim, gridDim, __syncthreads(), __syncwarp(),
+//   __shfl_xor_sync(), __shfl_sync()    as in CUDA (full-warp masks only)
+//   BATON_SHARED_ARRAY(type, name, n)   __shared__ type name[n]
+//   BATON_DYNAMIC_SHARED(type, name)    extern __shared__ memory viewed as type* name
+//   rsqrtf(), atomicAdd(float*)         as in CUDA
+// Kernel bodies use only these, plain C++17 and <cmath> functions available on both sides.
+#pragma once
+
+#include "kernels/simt/launch_shape.h"
+
+#if defined(__CUDACC__)
+
+#define BATON_GLOBAL __global__
+#define BATON_DEVICE __device__ __forceinline__
+#define BATON_SHARED_ARRAY(type, name, count) __shared__ type name[count]
+#define BATON_DYNAMIC_SHARED(type, name)                               \
+  extern __shared__ __align__(16) unsigned char baton_dynamic_smem_[]; \
+  type* name = reinterpret_cast<type*>(baton_dynamic_smem_)
+
+#else  // host compiler: the SIMT emulation
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "kernels/simt/simt.h"
+
+#define BATON_GLOBAL inline
+#define BATON_DEVICE inline
+#define threadIdx (::baton::simt::internal::Current().thread_idx)
+#define blockIdx (::baton::simt::internal::Current().block_idx)
+#define blockDim (::baton::simt::internal::Current().block_dim)
+#define gridDim (::baton::simt::internal::Current().grid_dim)
+#define BATON_SHARED_ARRAY(type, name, count) \
+  type* name = static_cast<type*>(            \
+      ::baton::simt::internal::SharedArena(sizeof(type) * (count), alignof(type)))
+#define BATON_DYNAMIC_SHARED(type, name) \
+  type* name = static_cast<type*>(::baton::simt::internal::DynamicShared())
+
+namespace baton::simt::internal {
+inline void CheckFullMask(unsigned mask, int width) {
+  if (mask != 0xffffffffu || width != kWarpSize) {
+    std::fprintf(stderr, "simt: only full-warp masks and width are emulated\n");
+    std::abort();
+  }
+}
+}  // namespace baton::simt::internal
+
+inline void __syncthreads() { ::baton::simt::internal::SyncThreads(); }
+
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  ::baton::simt::internal::CheckFullMask(mask, ::baton::simt::kWarpSize);
+  ::baton::simt::internal::SyncWarp();
+}
+
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = ::baton::simt::kWarpSize) {
+  ::baton::simt::internal::CheckFullMask(mask, width);
+  const int lane = ::baton::simt::internal::Current().linear_idx % ::baton::simt::kWarpSize;
+  return ::baton::simt::internal::Shuffle(var, lane ^ lane_mask);
+}
+
+template <typename T>
+T __shfl_sync(unsigned mask, T var, int src_lane, int width = ::baton::simt::kWarpSize) {
+  ::baton::simt::internal::CheckFullMask(mask, width);
+  return ::baton::simt::internal::Shuffle(var, src_lane % ::baton::simt::kWarpSize);
+}
+
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+
+// Fibers never preempt each other, so a plain read-modify-write is atomic here.
+inline float atomicAdd(float* address, float value) {
+  const float old = *address;
+  *address = old + value;
+  return old;
+}
+
+#endif  // __CUDACC__
+
+#include <cstdint>
+#include <cstring>
+
+namespace baton::simt {
+
+// The f32 whose bits are `bits`.
+BATON_DEVICE float BitsToFloat(uint32_t bits) {
+#if defined(__CUDACC__)
+  return __uint_as_float(bits);
+#else
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+#endif
+}
+
+BATON_DEVICE float Bf16BitsToFloat(uint16_t bits) { return BitsToFloat(uint32_t{bits} << 16); }
+
+// IEEE binary16 to f32, exact (subnormals, inf and NaN included).
+BATON_DEVICE float HalfBitsToFloat(uint16_t bits) {
+  const uint32_t sign = (uint32_t{bits} & 0x8000u) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1fu;
+  const uint32_t mantissa = bits & 0x3ffu;
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24
+    const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+    return sign != 0 ? -magnitude : magnitude;
+  }
+  if (exponent == 31) return BitsToFloat(sign | 0x7f800000u | (mantissa << 13));
+  return BitsToFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+}  // namespace baton::simt

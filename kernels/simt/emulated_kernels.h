@@ -1,0 +1,27 @@
+// The CUDA kernels run by the SIMT emulation on host memory: same Validate() and launch shape as
+// the real launchers (kernels/cuda/*.h), same kernel bodies (kernels/cuda/*.cuh). For tests only:
+// they are slow (every CUDA thread is a fiber).
+#pragma once
+
+#include "absl/status/status.h"
+#include "baton/kernels/embedding.h"
+#include "baton/kernels/paged_attention.h"
+#include "baton/kernels/paged_kv.h"
+#include "baton/kernels/prefill_attention.h"
+#include "baton/kernels/rms_norm.h"
+#include "baton/kernels/rope.h"
+#include "baton/kernels/swiglu.h"
+
+namespace baton::kernels {
+
+// Each validates like its CUDA launcher (InvalidArgument), then runs the kernel over host
+// pointers. Internal if the emulation detects a barrier deadlock.
+absl::Status RmsNormEmulated(const RmsNormParams& params);
+absl::Status EmbeddingEmulated(const EmbeddingParams& params);
+absl::Status RopeEmulated(const RopeParams& params);
+absl::Status KvWriteEmulated(const KvWriteParams& params);
+absl::Status SwigluEmulated(const SwigluParams& params);
+absl::Status PagedAttentionDecodeEmulated(const PagedAttentionParams& params);
+absl::Status PrefillAttentionEmulated(const PrefillAttentionParams& params);
+
+}  // namespace baton::kernels

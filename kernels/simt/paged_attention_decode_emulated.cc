@@ -1,0 +1,20 @@
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/paged_attention_decode.cuh"
+#include "kernels/simt/emulated_kernels.h"
+#include "runtime/common/status_macros.h"
+
+namespace baton::kernels {
+
+absl::Status PagedAttentionDecodeEmulated(const PagedAttentionParams& params) {
+  RETURN_IF_ERROR(Validate(params));
+  if (params.cache.head_dim > cuda_detail::kDecodeMaxHeadDim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PagedAttentionDecode: head_dim ", params.cache.head_dim, " > ",
+                     cuda_detail::kDecodeMaxHeadDim));
+  }
+  if (params.num_seqs == 0) return absl::OkStatus();
+  return simt::Launch(cuda_detail::PagedAttentionDecodeLaunchShape(params),
+                      [&] { cuda_detail::PagedAttentionDecodeKernel(params); });
+}
+
+}  // namespace baton::kernels

@@ -1,0 +1,261 @@
+#include "kernels/simt/simt.h"
+
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace baton::simt {
+
+namespace {
+
+constexpr size_t kStackBytes = 256 * 1024;
+constexpr unsigned char kPoisonByte = 0xFF;
+constexpr uint64_t kPoisonBits = ~uint64_t{0};
+
+struct Fiber {
+  ucontext_t context;
+  internal::ThreadState state;
+  const uint64_t* wait_generation = nullptr;  // non-null while blocked at a barrier
+  uint64_t wait_value = 0;                    // blocked until *wait_generation != wait_value
+  bool at_warp_barrier = false;
+  bool done = false;
+};
+
+struct Barrier {
+  int num_live = 0;
+  int num_arrived = 0;
+  uint64_t generation = 0;
+
+  // Returns true if this arrival completed the barrier.
+  bool Arrive() {
+    if (++num_arrived < num_live) return false;
+    num_arrived = 0;
+    ++generation;
+    return true;
+  }
+  void Leave() {
+    --num_live;
+    if (num_arrived > 0 && num_arrived == num_live) {
+      num_arrived = 0;
+      ++generation;
+    }
+  }
+};
+
+struct Warp {
+  Barrier barrier;
+  uint64_t exchange[kWarpSize];
+  bool live[kWarpSize];
+};
+
+struct Block {
+  std::vector<Fiber> fibers;
+  std::vector<Warp> warps;
+  Barrier barrier;
+  std::vector<unsigned char> static_shared;
+  std::vector<unsigned char> dynamic_shared;
+  ucontext_t scheduler;
+  Fiber* current = nullptr;
+  const std::function<void()>* body = nullptr;
+};
+
+thread_local Block* g_block = nullptr;
+
+[[noreturn]] void Die(const char* what) {
+  std::fprintf(stderr, "simt: %s\n", what);
+  std::abort();
+}
+
+Block& CurrentBlock() {
+  if (g_block == nullptr || g_block->current == nullptr) Die("called outside a Launch() body");
+  return *g_block;
+}
+
+void Yield(Block& block) { swapcontext(&block.current->context, &block.scheduler); }
+
+// Blocks the current fiber on `barrier` unless this arrival completes it.
+void Wait(Block& block, Barrier& barrier, bool warp) {
+  Fiber& fiber = *block.current;
+  const uint64_t generation = barrier.generation;
+  if (barrier.Arrive()) return;
+  fiber.wait_generation = &barrier.generation;
+  fiber.wait_value = generation;
+  fiber.at_warp_barrier = warp;
+  Yield(block);
+  fiber.wait_generation = nullptr;
+}
+
+Warp& CurrentWarp(Block& block) {
+  return block.warps[block.current->state.linear_idx / kWarpSize];
+}
+
+void FiberMain() {
+  Block& block = *g_block;
+  (*block.body)();
+  Fiber& fiber = *block.current;
+  fiber.done = true;
+  block.barrier.Leave();
+  Warp& warp = CurrentWarp(block);
+  const int lane = fiber.state.linear_idx % kWarpSize;
+  warp.live[lane] = false;
+  warp.exchange[lane] = kPoisonBits;
+  warp.barrier.Leave();
+  // Returning resumes uc_link, the scheduler.
+}
+
+unsigned Volume(unsigned x, unsigned y, unsigned z) { return x * y * z; }
+
+// Kept out of line: getcontext() returns twice, which must not happen in a frame with live loop
+// variables (-Wclobbered).
+[[gnu::noinline]] void InitFiberContext(Fiber& fiber, char* stack, ucontext_t* link) {
+  getcontext(&fiber.context);
+  fiber.context.uc_stack.ss_sp = stack;
+  fiber.context.uc_stack.ss_size = kStackBytes;
+  fiber.context.uc_link = link;
+  makecontext(&fiber.context, FiberMain, 0);
+}
+
+}  // namespace
+
+namespace internal {
+
+ThreadState& Current() { return CurrentBlock().current->state; }
+
+void SyncThreads() {
+  Block& block = CurrentBlock();
+  Wait(block, block.barrier, /*warp=*/false);
+}
+
+void SyncWarp() {
+  Block& block = CurrentBlock();
+  Wait(block, CurrentWarp(block).barrier, /*warp=*/true);
+}
+
+uint64_t WarpExchange(uint64_t bits, int src_lane) {
+  Block& block = CurrentBlock();
+  Warp& warp = CurrentWarp(block);
+  const int lane = block.current->state.linear_idx % kWarpSize;
+  warp.exchange[lane] = bits;
+  Wait(block, warp.barrier, /*warp=*/true);
+  const uint64_t out = (src_lane >= 0 && src_lane < kWarpSize && warp.live[src_lane])
+                           ? warp.exchange[src_lane]
+                           : kPoisonBits;
+  Wait(block, warp.barrier, /*warp=*/true);  // nobody overwrites a slot before all have read
+  return out;
+}
+
+void* SharedArena(size_t bytes, size_t align) {
+  Block& block = CurrentBlock();
+  ThreadState& state = block.current->state;
+  const size_t offset = (state.shared_cursor + align - 1) / align * align;
+  if (offset + bytes > block.static_shared.size()) {
+    Die("static shared memory beyond kMaxStaticSharedBytes");
+  }
+  state.shared_cursor = offset + bytes;
+  return block.static_shared.data() + offset;
+}
+
+void* DynamicShared() {
+  Block& block = CurrentBlock();
+  return block.dynamic_shared.data();
+}
+
+}  // namespace internal
+
+absl::Status Launch(const LaunchShape& shape, const std::function<void()>& body) {
+  const unsigned num_threads = Volume(shape.block_x, shape.block_y, shape.block_z);
+  const unsigned num_blocks = Volume(shape.grid_x, shape.grid_y, shape.grid_z);
+  if (num_threads == 0 || num_threads > kMaxThreadsPerBlock) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("simt: ", num_threads, " threads per block (need 1..", kMaxThreadsPerBlock,
+                     ")"));
+  }
+  if (num_blocks == 0) return absl::OkStatus();
+  if (g_block != nullptr) return absl::FailedPreconditionError("simt: nested Launch()");
+
+  Block block;
+  block.body = &body;
+  block.fibers.resize(num_threads);
+  const int num_warps = static_cast<int>((num_threads + kWarpSize - 1) / kWarpSize);
+  block.warps.resize(num_warps);
+  block.static_shared.resize(kMaxStaticSharedBytes);
+  block.dynamic_shared.resize(std::max<size_t>(shape.dynamic_shared_bytes, 16));
+  std::vector<std::unique_ptr<char[]>> stacks(num_threads);
+  for (auto& stack : stacks) stack.reset(new char[kStackBytes]);
+  g_block = &block;
+  struct ResetOnExit {
+    ~ResetOnExit() { g_block = nullptr; }
+  } reset_on_exit;
+
+  const Dim3 grid_dim{shape.grid_x, shape.grid_y, shape.grid_z};
+  const Dim3 block_dim{shape.block_x, shape.block_y, shape.block_z};
+  for (unsigned b = 0; b < num_blocks; ++b) {
+    const Dim3 block_idx{b % shape.grid_x, (b / shape.grid_x) % shape.grid_y,
+                         b / (shape.grid_x * shape.grid_y)};
+    std::fill(block.static_shared.begin(), block.static_shared.end(), kPoisonByte);
+    std::fill(block.dynamic_shared.begin(), block.dynamic_shared.end(), kPoisonByte);
+    block.barrier = Barrier{.num_live = static_cast<int>(num_threads)};
+    for (int w = 0; w < num_warps; ++w) {
+      Warp& warp = block.warps[w];
+      const int lanes = std::min<int>(kWarpSize, static_cast<int>(num_threads) - w * kWarpSize);
+      warp.barrier = Barrier{.num_live = lanes};
+      for (int lane = 0; lane < kWarpSize; ++lane) {
+        warp.live[lane] = lane < lanes;
+        warp.exchange[lane] = kPoisonBits;
+      }
+    }
+    for (unsigned t = 0; t < num_threads; ++t) {
+      Fiber& fiber = block.fibers[t];
+      fiber.state = internal::ThreadState{
+          .thread_idx = {t % shape.block_x, (t / shape.block_x) % shape.block_y,
+                         t / (shape.block_x * shape.block_y)},
+          .block_idx = block_idx,
+          .block_dim = block_dim,
+          .grid_dim = grid_dim,
+          .linear_idx = static_cast<int>(t),
+          .shared_cursor = 0};
+      fiber.wait_generation = nullptr;
+      fiber.at_warp_barrier = false;
+      fiber.done = false;
+      InitFiberContext(fiber, stacks[t].get(), &block.scheduler);
+    }
+    unsigned num_done = 0;
+    while (num_done < num_threads) {
+      bool progressed = false;
+      num_done = 0;
+      for (Fiber& fiber : block.fibers) {
+        if (fiber.done) {
+          ++num_done;
+          continue;
+        }
+        if (fiber.wait_generation != nullptr && *fiber.wait_generation == fiber.wait_value) {
+          continue;
+        }
+        block.current = &fiber;
+        swapcontext(&block.scheduler, &fiber.context);
+        block.current = nullptr;
+        progressed = true;
+      }
+      if (!progressed && num_done < num_threads) {
+        int at_block = 0;
+        int at_warp = 0;
+        for (const Fiber& fiber : block.fibers) {
+          if (!fiber.done) ++(fiber.at_warp_barrier ? at_warp : at_block);
+        }
+        return absl::InternalError(absl::StrCat(
+            "simt: deadlock in block (", block_idx.x, ",", block_idx.y, ",", block_idx.z, "): ",
+            at_block, " threads wait at __syncthreads, ", at_warp,
+            " at a warp barrier, ", num_done, " have exited"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace baton::simt

@@ -1,0 +1,156 @@
+#include "baton/kernels/kv_cache_write.h"
+
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/reference/reference_ops.h"
+#include "kernels/simt/emulated_kernels.h"
+#include "tests/testing/device_runners.h"
+#include "tests/testing/kernel_backend.h"
+#include "tests/testing/paged_kv_cache.h"
+#include "tests/testing/random_tensor.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/tolerance.h"
+
+namespace baton::kernels {
+namespace {
+
+using absl_testing::IsOk;
+using absl_testing::StatusIs;
+using testing::AllClose;
+using testing::TestPagedKvCache;
+using ::testing::HasSubstr;
+
+struct WriteCase {
+  int num_tokens;
+  int block_size;
+  int num_kv_heads;
+  int head_dim;
+};
+
+// New tokens for an existing cache: token t goes to a distinct slot of the cache's sequences
+// (overwriting), every fifth token is padding (slot -1).
+struct WriteProblem {
+  WriteCase c;
+  TestPagedKvCache cache;
+  int kv_stride;
+  std::vector<float> k;
+  std::vector<float> v;
+  std::vector<int32_t> slot_mapping;
+
+  WriteProblem(const WriteCase& wc, uint64_t seed)
+      : c(wc),
+        cache({wc.num_tokens + 5, 3}, wc.block_size, wc.num_kv_heads, wc.head_dim, seed, seed + 1),
+        kv_stride(wc.num_kv_heads * wc.head_dim + 2),
+        k(testing::RandomVector(size_t(wc.num_tokens) * kv_stride, seed + 2)),
+        v(testing::RandomVector(size_t(wc.num_tokens) * kv_stride, seed + 3)) {
+    for (int t = 0; t < c.num_tokens; ++t) {
+      slot_mapping.push_back(t % 5 == 4 ? -1 : static_cast<int32_t>(cache.SlotIndex(0, t + 2)));
+    }
+  }
+  KvWriteParams Params() {
+    return {.cache = cache.view(),
+            .k = k.data(),
+            .v = v.data(),
+            .slot_mapping = slot_mapping.data(),
+            .num_tokens = c.num_tokens,
+            .kv_stride = kv_stride};
+  }
+};
+
+// (a) fast CPU vs reference: the whole pools (NaN padding included) must be identical.
+class KvWriteCpuTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(KvWriteCpuTest, MatchesReference) {
+  const auto [num_tokens, block_size, num_kv_heads] = GetParam();
+  WriteProblem fast({num_tokens, block_size, num_kv_heads, 24}, 3);
+  WriteProblem ref({num_tokens, block_size, num_kv_heads, 24}, 3);
+  ThreadPool pool(2);
+  ASSERT_THAT(KvWriteCpu(fast.Params(), &pool), IsOk());
+  reference::KvWrite(ref.Params());
+  EXPECT_TRUE(AllClose(fast.cache.k_pool(), ref.cache.k_pool(), {0, 0}));
+  EXPECT_TRUE(AllClose(fast.cache.v_pool(), ref.cache.v_pool(), {0, 0}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, KvWriteCpuTest,
+                         ::testing::Combine(::testing::Values(1, 12, 17, 300),
+                                            ::testing::Values(1, 16), ::testing::Values(1, 8)));
+
+// (c) what was written reads back at its slot; padding tokens and other slots are untouched.
+TEST(KvWriteCpuTest, WrittenTokensReadBackAndPaddingIsSkipped) {
+  WriteProblem problem({23, 16, 2, 8}, 5);
+  const std::vector<float> k_before = problem.cache.k_pool();
+  ASSERT_THAT(KvWriteCpu(problem.Params(), nullptr), IsOk());
+  const PagedKvView view = problem.cache.view();
+  const int row = 2 * 8;
+  for (int t = 0; t < 23; ++t) {
+    if (problem.slot_mapping[t] < 0) continue;
+    const int64_t offset = KvOffset(view, problem.slot_mapping[t], 0);
+    for (int i = 0; i < row; ++i) {
+      ASSERT_EQ(view.k[offset + i], problem.k[t * problem.kv_stride + i]) << "token " << t;
+      ASSERT_EQ(view.v[offset + i], problem.v[t * problem.kv_stride + i]) << "token " << t;
+    }
+  }
+  // Token 4 was padding: its would-be slot (sequence 0, position 6) keeps the old value.
+  const int64_t untouched = KvOffset(view, problem.cache.SlotIndex(0, 6), 0) +
+                            (view.k - problem.cache.k_pool().data());
+  EXPECT_EQ(problem.cache.k_pool()[untouched], k_before[untouched]);
+}
+
+TEST(KvWriteCpuTest, RejectsOutOfRangeSlotsBeforeWriting) {
+  WriteProblem problem({6, 16, 2, 8}, 7);
+  const std::vector<float> k_before = problem.cache.k_pool();
+  problem.slot_mapping[3] = problem.cache.view().num_blocks * 16;
+  EXPECT_THAT(KvWriteCpu(problem.Params(), nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("token 3")));
+  EXPECT_TRUE(AllClose(problem.cache.k_pool(), k_before, {0, 0}));
+  KvWriteParams p = problem.Params();
+  p.kv_stride = 3;
+  EXPECT_THAT(KvWriteCpu(p, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("kv_stride")));
+  p = problem.Params();
+  p.cache.v = nullptr;
+  EXPECT_THAT(KvWriteCpu(p, nullptr), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// (b) the CUDA kernel (emulated, or on a GPU) vs the CPU twin.
+using Backend = testing::KernelBackend<KvWriteParams>;
+class KvWriteKernelTest : public ::testing::TestWithParam<std::tuple<Backend, int, int>> {};
+
+TEST_P(KvWriteKernelTest, MatchesCpu) {
+  const auto [backend, num_tokens, block_size] = GetParam();
+  if (!backend.available()) GTEST_SKIP() << "no CUDA device";
+  WriteProblem expected({num_tokens, block_size, 2, 40}, 11);
+  WriteProblem actual({num_tokens, block_size, 2, 40}, 11);
+  ASSERT_THAT(KvWriteCpu(expected.Params(), nullptr), IsOk());
+  ASSERT_THAT(backend.run(actual.Params()), IsOk());
+  EXPECT_TRUE(AllClose(actual.cache.k_pool(), expected.cache.k_pool(), {0, 0}));
+  EXPECT_TRUE(AllClose(actual.cache.v_pool(), expected.cache.v_pool(), {0, 0}));
+}
+
+std::string KernelTestName(const ::testing::TestParamInfo<std::tuple<Backend, int, int>>& info) {
+  return std::string(std::get<0>(info.param).name) + "_t" +
+         std::to_string(std::get<1>(info.param)) + "_bs" + std::to_string(std::get<2>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Emulated, KvWriteKernelTest,
+    ::testing::Combine(::testing::Values(Backend{"emulated", &KvWriteEmulated,
+                                                 &testing::AlwaysAvailable}),
+                       ::testing::Values(1, 12, 17), ::testing::Values(1, 16)),
+    KernelTestName);
+#if BATON_HAS_CUDA
+INSTANTIATE_TEST_SUITE_P(
+    Cuda, KvWriteKernelTest,
+    ::testing::Combine(::testing::Values(Backend{"cuda", &testing::KvWriteOnDevice,
+                                                 &testing::CudaDeviceAvailable}),
+                       ::testing::Values(1, 17, 300), ::testing::Values(1, 16)),
+    KernelTestName);
+#endif
+
+}  // namespace
+}  // namespace baton::kernels

@@ -1,0 +1,150 @@
+#include "baton/kernels/matmul.h"
+
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/reference/reference_ops.h"
+#include "tests/testing/random_tensor.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/tolerance.h"
+
+namespace baton::kernels {
+namespace {
+
+using absl_testing::IsOk;
+using absl_testing::StatusIs;
+using testing::AllClose;
+using testing::ScaledForSum;
+using testing::ToleranceFor;
+using ::testing::HasSubstr;
+
+struct MatmulProblem {
+  int m;
+  int n;
+  int k;
+  DType dtype;
+  std::vector<float> in;
+  std::vector<float> weight32;
+  std::vector<uint16_t> weight16;
+  std::vector<float> bias;
+  std::vector<float> out;
+
+  MatmulProblem(int m_, int n_, int k_, DType dt, bool with_bias, uint64_t seed)
+      : m(m_), n(n_), k(k_), dtype(dt), in(testing::RandomVector(size_t(m_) * k_, seed)),
+        out(size_t(m_) * n_, NAN) {
+    if (dt == DType::kF32) {
+      weight32 = testing::RandomVector(size_t(n_) * k_, seed + 1);
+    } else {
+      weight16 = testing::RandomBf16(size_t(n_) * k_, seed + 1);
+    }
+    if (with_bias) bias = testing::RandomVector(n_, seed + 2);
+  }
+  MatmulParams Params(float* out_ptr, const float* in_ptr = nullptr) const {
+    return {.out = out_ptr,
+            .in = in_ptr != nullptr ? in_ptr : in.data(),
+            .weight = dtype == DType::kF32 ? static_cast<const void*>(weight32.data())
+                                           : static_cast<const void*>(weight16.data()),
+            .weight_dtype = dtype,
+            .bias = bias.empty() ? nullptr : bias.data(),
+            .m = m,
+            .n = n,
+            .k = k};
+  }
+};
+
+// Terms are products of two uniform[-1, 1] values (mean |x*w| = 1/4); f32 sums of k of them.
+testing::Tolerance SumTolerance(int k) { return ScaledForSum(ToleranceFor(DType::kF32), k, 0.25); }
+
+// One instance per (dtype, m): m picks the kernel (GEMV up to 4 rows, GEMM above); the inner
+// loops sweep odd n and k (vector tails), bias and threading.
+class MatmulCpuTest : public ::testing::TestWithParam<std::tuple<DType, int>> {};
+
+TEST_P(MatmulCpuTest, MatchesReference) {
+  const auto [dtype, m] = GetParam();
+  ThreadPool pool(2);
+  for (int n : {1, 7, 33, 256}) {
+    for (int k : {1, 15, 64, 300}) {
+      for (bool with_bias : {false, true}) {
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k << " bias " << with_bias
+                                          << " pool " << (p != nullptr));
+          MatmulProblem problem(m, n, k, dtype, with_bias, 100 + m + n + k);
+          ASSERT_THAT(MatmulCpu(problem.Params(problem.out.data()), p), IsOk());
+          // The spec for bf16 weights rounds the activations to bf16; then the math is f32.
+          const std::vector<float> in =
+              dtype == DType::kBF16 ? testing::RoundToBf16(problem.in) : problem.in;
+          std::vector<float> expected(problem.out.size());
+          reference::Matmul(problem.Params(expected.data(), in.data()));
+          EXPECT_TRUE(AllClose(problem.out, expected, SumTolerance(k)));
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MatmulCpuTest,
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
+                                            ::testing::Values(1, 2, 3, 4, 5, 17, 64)));
+
+TEST(MatmulCpuTest, Bf16ResultIsCloseToTheUnroundedProduct) {
+  MatmulProblem problem(9, 70, 768, DType::kBF16, true, 5);
+  ASSERT_THAT(MatmulCpu(problem.Params(problem.out.data()), nullptr), IsOk());
+  std::vector<float> exact(problem.out.size());
+  reference::Matmul(problem.Params(exact.data()));
+  // Rounding an activation to bf16 is a relative error uniform in about [-2^-9, 2^-9] (standard
+  // deviation 2^-9 / sqrt(3)); over k terms of RMS size 1/3 the sum moves by
+  // 2^-9 / sqrt(3) * sqrt(k) / 3 = 0.0104 (one standard deviation). Allow six.
+  EXPECT_TRUE(AllClose(problem.out, exact, {.atol = 6 * 0.0104, .rtol = 0}));
+}
+
+TEST(MatmulCpuTest, PortableBf16PathMatchesTheFastOne) {
+  for (int m : {1, 6}) {
+    MatmulProblem problem(m, 45, 100, DType::kBF16, true, 8);
+    std::vector<float> portable(problem.out.size());
+    ThreadPool pool(2);
+    ASSERT_THAT(MatmulCpu(problem.Params(problem.out.data()), &pool), IsOk());
+    internal::MatmulBf16Portable(problem.Params(portable.data()), &pool);
+    EXPECT_TRUE(AllClose(portable, problem.out, SumTolerance(100))) << "m = " << m;
+  }
+}
+
+// (c) a row of the output depends on its row of the input only: m rows at once equals m calls of
+// one row, up to summation order (GEMV and GEMM kernels differ).
+TEST(MatmulCpuTest, BatchedRowsMatchSingleRows) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    MatmulProblem problem(37, 130, 257, dtype, true, 12);
+    ThreadPool pool(2);
+    ASSERT_THAT(MatmulCpu(problem.Params(problem.out.data()), &pool), IsOk());
+    std::vector<float> row(130);
+    for (int i = 0; i < 37; ++i) {
+      MatmulParams p = problem.Params(row.data(), problem.in.data() + i * 257);
+      p.m = 1;
+      ASSERT_THAT(MatmulCpu(p, &pool), IsOk());
+      const std::vector<float> batched(problem.out.begin() + i * 130,
+                                       problem.out.begin() + (i + 1) * 130);
+      EXPECT_TRUE(AllClose(row, batched, SumTolerance(257))) << "row " << i;
+    }
+  }
+}
+
+TEST(MatmulCpuTest, RejectsBadParams) {
+  MatmulProblem problem(2, 3, 4, DType::kF32, false, 1);
+  MatmulParams p = problem.Params(problem.out.data());
+  p.weight_dtype = DType::kF16;
+  EXPECT_THAT(MatmulCpu(p, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("f16")));
+  p = problem.Params(problem.out.data());
+  p.k = 0;
+  EXPECT_THAT(MatmulCpu(p, nullptr), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("k")));
+  p = problem.Params(nullptr);
+  p.m = 0;
+  EXPECT_THAT(MatmulCpu(p, nullptr), IsOk());
+}
+
+}  // namespace
+}  // namespace baton::kernels

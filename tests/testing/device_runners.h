@@ -1,0 +1,32 @@
+// Runs the CUDA kernels on host buffers, for tests: each *OnDevice function copies every buffer the
+// params point at (sizes derived from the params) to the GPU, launches the real kernel on a fresh
+// stream, waits, copies the outputs back into the host buffers, and frees everything. Built only
+// when BATON_HAS_CUDA (baton_testing_cuda); reference these only from `#if BATON_HAS_CUDA`
+// instantiation lists.
+#pragma once
+
+#include "absl/status/status.h"
+#include "baton/kernels/embedding.h"
+#include "baton/kernels/paged_attention.h"
+#include "baton/kernels/paged_kv.h"
+#include "baton/kernels/prefill_attention.h"
+#include "baton/kernels/rms_norm.h"
+#include "baton/kernels/rope.h"
+#include "baton/kernels/swiglu.h"
+
+namespace baton::testing {
+
+// Visible CUDA devices; 0 when there is none or no driver.
+int CudaDeviceCount();
+inline bool CudaDeviceAvailable() { return CudaDeviceCount() > 0; }
+
+// Paged-cache ops need cache.num_blocks > 0 (to size the pool copy).
+absl::Status RmsNormOnDevice(const kernels::RmsNormParams& host_params);
+absl::Status EmbeddingOnDevice(const kernels::EmbeddingParams& host_params);
+absl::Status RopeOnDevice(const kernels::RopeParams& host_params);
+absl::Status KvWriteOnDevice(const kernels::KvWriteParams& host_params);
+absl::Status SwigluOnDevice(const kernels::SwigluParams& host_params);
+absl::Status PagedAttentionDecodeOnDevice(const kernels::PagedAttentionParams& host_params);
+absl::Status PrefillAttentionOnDevice(const kernels::PrefillAttentionParams& host_params);
+
+}  // namespace baton::testing
