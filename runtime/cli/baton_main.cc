@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   baton::cli::RegisterSchedulerCommand(app, &exit_code);
   baton::cli::RegisterWorkerCommand(app, &exit_code);
   baton::cli::RegisterGenerateCommand(app, &exit_code);
+  baton::cli::RegisterBenchCommand(app, &exit_code);
 #endif
   baton::cli::RegisterTokenizeCommand(app, &exit_code);
   try {

@@ -11,5 +11,6 @@ void RegisterTokenizeCommand(CLI::App& app, int* exit_code);
 void RegisterServeCommand(CLI::App& app, int* exit_code);
 void RegisterSchedulerCommand(CLI::App& app, int* exit_code);
 void RegisterWorkerCommand(CLI::App& app, int* exit_code);
+void RegisterBenchCommand(CLI::App& app, int* exit_code);
 
 }  // namespace baton::cli

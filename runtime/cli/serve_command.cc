@@ -22,6 +22,7 @@
 #include "baton/v1/inference.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "runtime/cli/commands.h"
+#include "runtime/transfer/kv_segment_names.h"
 #include "runtime/cli/default_model.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/process/await_ready.h"
@@ -110,11 +111,12 @@ std::string HealthTarget(const DeploymentConfig& config) {
 // Calls the scheduler's Health; OK only for STATUS_SERVING.
 class HealthProbe {
  public:
-  explicit HealthProbe(const std::string& target) {
+  explicit HealthProbe(const std::string& target) : target_(target) {
     grpc::ChannelArguments args;
-    // Reconnect promptly while the scheduler comes up, instead of gRPC's default back-off (up to 2 min).
+    // Reconnect promptly while the scheduler comes up, instead of gRPC's default back-off (1 s
+    // growing to 2 min). GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is left alone: it is also the connect
+    // timeout, and a short one aborts handshakes with a busy scheduler.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
     stub_ = v1::InferenceService::NewStub(
         grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
@@ -123,8 +125,16 @@ class HealthProbe {
   absl::Status Check() {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + kHealthRpcDeadline));
+    // Wait for the connection rather than fail fast: a waiting call is what drives the channel's
+    // connection attempt forward (without one, gRPC notices a completed connect only on its 5 s
+    // backup poll).
+    context.set_wait_for_ready(true);
     v1::HealthResponse response;
     const absl::Status rpc = rpc::FromGrpcStatus(stub_->Health(&context, v1::HealthRequest(), &response));
+    if (absl::IsDeadlineExceeded(rpc)) {
+      return absl::UnavailableError(absl::StrCat("Health: no answer from ", target_, " within ",
+                                                 absl::FormatDuration(kHealthRpcDeadline)));
+    }
     if (!rpc.ok()) return absl::UnavailableError(absl::StrCat("Health: ", rpc.ToString()));
     if (response.status() == v1::HealthResponse::STATUS_SERVING) return absl::OkStatus();
     std::string message =
@@ -136,6 +146,7 @@ class HealthProbe {
   }
 
  private:
+  const std::string target_;
   std::unique_ptr<v1::InferenceService::Stub> stub_;
 };
 
@@ -176,6 +187,8 @@ void StopEverything(ProcessSupervisor& supervisor, absl::Duration grace) {
                    absl::FormatDuration(grace).c_str());
     }
   }
+  // A worker that was killed could not unlink its shared KV pool: no segment outlives the deployment.
+  (void)runtime::RemoveOrphanedKvSegments();
 }
 
 // Runs the deployment; returns the process exit code.
@@ -184,6 +197,7 @@ int RunServe(const ServeOptions& opts) {
   const sigset_t stop_signals = runtime::MakeSignalSet({SIGINT, SIGTERM});
   runtime::BlockSignals(stop_signals);
 
+  (void)runtime::RemoveOrphanedKvSegments();  // left by a deployment that was SIGKILLed
   absl::StatusOr<DeploymentConfig> config = BuildConfig(opts);
   if (!config.ok()) {
     std::fprintf(stderr, "baton serve: %s\n", std::string(config.status().message()).c_str());
@@ -215,12 +229,16 @@ int RunServe(const ServeOptions& opts) {
     std::fprintf(stderr, "baton: started %s (pid %d)\n", spec.name.c_str(), *pid);
   }
 
-  HealthProbe probe(HealthTarget(*config));
-  const absl::Status ready =
-      runtime::AwaitReady(**supervisor, [&] { return probe.Check(); },
-                          {.timeout = absl::Seconds(opts.startup_timeout_s),
-                           .poll_interval = kPollInterval,
-                           .interrupt_signals = &stop_signals});
+  absl::Status ready;
+  {
+    // The channel lives only during start-up: an idle connection held open would slow the
+    // scheduler's shutdown later.
+    HealthProbe probe(HealthTarget(*config));
+    ready = runtime::AwaitReady(**supervisor, [&] { return probe.Check(); },
+                                {.timeout = absl::Seconds(opts.startup_timeout_s),
+                                 .poll_interval = kPollInterval,
+                                 .interrupt_signals = &stop_signals});
+  }
   if (absl::IsCancelled(ready)) {
     std::fprintf(stderr, "baton: %s during start-up; stopping\n", std::string(ready.message()).c_str());
     StopEverything(**supervisor, grace);
@@ -244,6 +262,7 @@ int RunServe(const ServeOptions& opts) {
     }
     while (std::optional<ChildExit> exit = (*supervisor)->WaitForExit(absl::ZeroDuration())) {
       std::fprintf(stderr, "baton: %s\n", exit->Describe().c_str());
+      (void)runtime::RemoveStaleKvSegments(exit->pid);
       if (exit->name == kSchedulerName) {
         std::fprintf(stderr, "baton: the scheduler is gone; stopping every process\n");
         StopEverything(**supervisor, grace);

@@ -1,0 +1,116 @@
+"""AsyncClient: the asyncio Baton client (grpc.aio), the same surface as baton.Client.
+
+    async with baton.AsyncClient("127.0.0.1:50051") as client:
+        async for chunk in client.generate(prompt="Hello", max_tokens=16):
+            print(chunk.text, end="", flush=True)
+        result = await client.complete(token_ids=[0, 6330, 310], max_tokens=8)
+
+Create and use it inside one running event loop (grpc.aio binds the channel to it). Every call carries
+a deadline (the client's `timeout` or the call's own); failed calls raise BatonError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Iterable
+
+import grpc
+import grpc.aio
+
+from baton.client import DEFAULT_TIMEOUT_S
+from baton.errors import BatonError
+from baton.messages import (Chunk, Completion, Health, ModelInfo, build_request, chunk_from_proto,
+                            health_from_proto, model_info_from_proto)
+from baton.v1 import inference_pb2 as pb
+from baton.v1 import inference_pb2_grpc as pb_grpc
+
+
+class AsyncGenerateStream:
+    """The chunks of one Generate call (`async for`); the last one has finish_reason set. Iterating
+    raises BatonError when the call fails (CANCELLED after cancel()); cancelling the task that
+    iterates cancels the call too. Leaving an `async with` block cancels a call still running."""
+
+    def __init__(self, call: grpc.aio.UnaryStreamCall):
+        self._call = call
+        self._cancelled_by_client = False
+
+    def __aiter__(self) -> "AsyncGenerateStream":
+        return self
+
+    async def __anext__(self) -> Chunk:
+        try:
+            response = await self._call.read()
+        except asyncio.CancelledError:
+            if not self._cancelled_by_client:
+                raise  # the task itself is being cancelled
+            raise BatonError(grpc.StatusCode.CANCELLED, "cancelled by the client") from None
+        except grpc.RpcError as error:
+            raise BatonError.from_rpc_error(error) from None
+        if response is grpc.aio.EOF:
+            raise StopAsyncIteration
+        return chunk_from_proto(response)
+
+    def cancel(self) -> None:
+        """Cancels the call; a no-op once it has finished."""
+        if not self._call.done():
+            self._cancelled_by_client = True
+            self._call.cancel()
+
+    async def __aenter__(self) -> "AsyncGenerateStream":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.cancel()
+
+
+class AsyncClient:
+    def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT_S,
+                 channel_options: Iterable[tuple[str, object]] = ()):
+        """address: "host:port" of a Baton scheduler. timeout: seconds, the default deadline of every
+        call (a Generate call's deadline covers the whole stream)."""
+        self.address = address
+        self.timeout = timeout
+        self._channel = grpc.aio.insecure_channel(address, options=list(channel_options))
+        self._stub = pb_grpc.InferenceServiceStub(self._channel)
+
+    def generate(self, prompt: str | None = None, token_ids: Iterable[int] | None = None,
+                 max_tokens: int | None = None, temperature: float = 0.0, top_k: int = 0,
+                 top_p: float = 1.0, seed: int | None = None, stop: str | Iterable[str] = (),
+                 stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int = 0,
+                 *, request_id: str | None = None, model: str | None = None,
+                 timeout: float | None = None) -> AsyncGenerateStream:
+        """Starts one generation; see baton.Client.generate for the arguments."""
+        request = build_request(prompt, token_ids, max_tokens, temperature, top_k, top_p, seed, stop,
+                                stop_token_ids, ignore_eos, logprobs, request_id, model)
+        return AsyncGenerateStream(self._stub.Generate(request, timeout=self._timeout(timeout)))
+
+    async def complete(self, *args, **kwargs) -> Completion:
+        """generate(...) run to its end; the same arguments."""
+        async with self.generate(*args, **kwargs) as stream:
+            return Completion.from_chunks([chunk async for chunk in stream])
+
+    async def health(self, timeout: float | None = None) -> Health:
+        return health_from_proto(await self._unary(self._stub.Health, pb.HealthRequest(), timeout))
+
+    async def model_info(self, timeout: float | None = None) -> ModelInfo:
+        return model_info_from_proto(
+            await self._unary(self._stub.GetModelInfo, pb.GetModelInfoRequest(), timeout))
+
+    async def close(self) -> None:
+        """Closes the channel; calls still running are cancelled."""
+        await self._channel.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    def _timeout(self, timeout: float | None) -> float:
+        return self.timeout if timeout is None else timeout
+
+    async def _unary(self, method, request, timeout: float | None):
+        try:
+            return await method(request, timeout=self._timeout(timeout))
+        except grpc.RpcError as error:
+            raise BatonError.from_rpc_error(error) from None

@@ -1,0 +1,110 @@
+"""Client: the synchronous Baton client over one gRPC channel (grpcio).
+
+    with baton.Client("127.0.0.1:50051") as client:
+        for chunk in client.generate(prompt="Hello", max_tokens=16):
+            print(chunk.text, end="", flush=True)
+        result = client.complete(token_ids=[0, 6330, 310], max_tokens=8)
+
+Every call carries a deadline: the client's `timeout` (seconds), or the call's own `timeout=`. Failed
+calls raise BatonError (baton.errors) with the server's status code. Thread-safe: one Client may serve
+many threads, as its grpc channel does.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import grpc
+
+from baton.errors import BatonError
+from baton.messages import (Chunk, Completion, Health, ModelInfo, build_request, chunk_from_proto,
+                            health_from_proto, model_info_from_proto)
+from baton.v1 import inference_pb2 as pb
+from baton.v1 import inference_pb2_grpc as pb_grpc
+
+DEFAULT_TIMEOUT_S = 600.0
+
+
+class GenerateStream(Iterator[Chunk]):
+    """The chunks of one Generate call, in order; the last one has finish_reason set. Iterating raises
+    BatonError when the call fails (CANCELLED after cancel()). Leaving a `with` block, or dropping the
+    stream, cancels a call that is still running, which frees the request's resources on the server."""
+
+    def __init__(self, call):
+        self._call = call
+
+    def __iter__(self) -> "GenerateStream":
+        return self
+
+    def __next__(self) -> Chunk:
+        try:
+            response = next(self._call)
+        except grpc.RpcError as error:
+            raise BatonError.from_rpc_error(error) from None
+        return chunk_from_proto(response)
+
+    def cancel(self) -> None:
+        """Cancels the call (from any thread); a no-op once it has finished."""
+        self._call.cancel()
+
+    def __enter__(self) -> "GenerateStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cancel()
+
+
+class Client:
+    def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT_S,
+                 channel_options: Iterable[tuple[str, object]] = ()):
+        """address: "host:port" of a Baton scheduler. timeout: seconds, the default deadline of every
+        call (a Generate call's deadline covers the whole stream)."""
+        self.address = address
+        self.timeout = timeout
+        self._channel = grpc.insecure_channel(address, options=list(channel_options))
+        self._stub = pb_grpc.InferenceServiceStub(self._channel)
+
+    def generate(self, prompt: str | None = None, token_ids: Iterable[int] | None = None,
+                 max_tokens: int | None = None, temperature: float = 0.0, top_k: int = 0,
+                 top_p: float = 1.0, seed: int | None = None, stop: str | Iterable[str] = (),
+                 stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int = 0,
+                 *, request_id: str | None = None, model: str | None = None,
+                 timeout: float | None = None) -> GenerateStream:
+        """Starts one generation and returns its stream of Chunks. Exactly one of prompt (text) and
+        token_ids (ValueError otherwise). Greedy by default (temperature 0). max_tokens None: up to
+        the model's context. seed None: drawn by the server. logprobs: top log-probabilities per
+        token, 0..20. request_id None: assigned by the server. model None: the served model."""
+        request = build_request(prompt, token_ids, max_tokens, temperature, top_k, top_p, seed, stop,
+                                stop_token_ids, ignore_eos, logprobs, request_id, model)
+        return GenerateStream(self._stub.Generate(request, timeout=self._timeout(timeout)))
+
+    def complete(self, *args, **kwargs) -> Completion:
+        """generate(...) run to its end; the same arguments. Raises BatonError if the call fails."""
+        with self.generate(*args, **kwargs) as stream:
+            return Completion.from_chunks(list(stream))
+
+    def health(self, timeout: float | None = None) -> Health:
+        return health_from_proto(self._unary(self._stub.Health, pb.HealthRequest(), timeout))
+
+    def model_info(self, timeout: float | None = None) -> ModelInfo:
+        return model_info_from_proto(
+            self._unary(self._stub.GetModelInfo, pb.GetModelInfoRequest(), timeout))
+
+    def close(self) -> None:
+        """Closes the channel; calls still running are cancelled."""
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _timeout(self, timeout: float | None) -> float:
+        return self.timeout if timeout is None else timeout
+
+    def _unary(self, method, request, timeout: float | None):
+        try:
+            return method(request, timeout=self._timeout(timeout))
+        except grpc.RpcError as error:
+            raise BatonError.from_rpc_error(error) from None

@@ -1,0 +1,169 @@
+"""Plain Python values for Baton's public API, and their conversion to and from the generated protos.
+
+Everything here only converts: the server validates requests (and answers INVALID_ARGUMENT for
+anything malformed), so the client passes values through unchecked, except for the shape of the
+call itself (exactly one of prompt and token_ids).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from baton.v1 import inference_pb2 as pb
+
+_FINISH_REASONS = {
+    pb.FINISH_REASON_LENGTH: "length",
+    pb.FINISH_REASON_STOP: "stop",
+    pb.FINISH_REASON_CANCELLED: "cancelled",
+}
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    token_id: int
+    logprob: float
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Server-side timestamps, microseconds since the Unix epoch; 0 when a phase did not happen (or
+    was reported on another chunk)."""
+
+    arrival_us: int = 0
+    prefill_start_us: int = 0
+    prefill_end_us: int = 0
+    kv_transfer_start_us: int = 0
+    kv_transfer_end_us: int = 0
+    token_emit_us: tuple[int, ...] = ()  # [num tokens of the chunk (or of the whole result)]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One streamed response: the tokens the server produced since the previous chunk."""
+
+    request_id: str
+    text: str  # text completed by these tokens (never a broken UTF-8 sequence)
+    token_ids: tuple[int, ...]
+    logprobs: tuple[tuple[TokenLogprob, ...], ...]  # [len(token_ids)][k] when logprobs=k > 0, else ()
+    finish_reason: str | None  # "length" | "stop" | "cancelled" on the last chunk, else None
+    timing: Timing
+    # Set on the last chunk only.
+    prompt_token_ids: tuple[int, ...] = ()
+    num_prompt_tokens: int = 0
+    num_generated_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A whole generation: the chunks of one request joined."""
+
+    request_id: str
+    text: str
+    token_ids: tuple[int, ...]
+    logprobs: tuple[tuple[TokenLogprob, ...], ...]
+    finish_reason: str | None
+    timing: Timing  # phase timestamps from whichever chunk carried them; token_emit_us of all tokens
+    prompt_token_ids: tuple[int, ...]
+    num_prompt_tokens: int
+    num_generated_tokens: int
+    num_chunks: int = 0
+
+    @classmethod
+    def from_chunks(cls, chunks: Sequence[Chunk]) -> "Completion":
+        last = chunks[-1] if chunks else None
+        phases = {}
+        for name in ("arrival_us", "prefill_start_us", "prefill_end_us", "kv_transfer_start_us",
+                     "kv_transfer_end_us"):
+            phases[name] = next((getattr(c.timing, name) for c in chunks if getattr(c.timing, name)), 0)
+        return cls(
+            request_id=last.request_id if last else "",
+            text="".join(c.text for c in chunks),
+            token_ids=tuple(t for c in chunks for t in c.token_ids),
+            logprobs=tuple(lp for c in chunks for lp in c.logprobs),
+            finish_reason=last.finish_reason if last else None,
+            timing=Timing(**phases, token_emit_us=tuple(t for c in chunks for t in c.timing.token_emit_us)),
+            prompt_token_ids=last.prompt_token_ids if last else (),
+            num_prompt_tokens=last.num_prompt_tokens if last else 0,
+            num_generated_tokens=last.num_generated_tokens if last else 0,
+            num_chunks=len(chunks),
+        )
+
+
+@dataclass(frozen=True)
+class Health:
+    status: str  # "SERVING" | "DEGRADED" | "NOT_SERVING" | "UNSPECIFIED"
+    problems: tuple[str, ...] = field(default=())
+
+    @property
+    def serving(self) -> bool:
+        return self.status == "SERVING"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    model: str
+    architecture: str
+    max_model_len: int
+    vocab_size: int
+    dtype: str
+    bos_token_id: int
+    eos_token_ids: tuple[int, ...]
+
+
+def build_request(prompt: str | None = None, token_ids: Iterable[int] | None = None,
+                  max_tokens: int | None = None, temperature: float = 0.0, top_k: int = 0,
+                  top_p: float = 1.0, seed: int | None = None, stop: str | Iterable[str] = (),
+                  stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int = 0,
+                  request_id: str | None = None, model: str | None = None) -> pb.GenerateRequest:
+    """A GenerateRequest. Exactly one of prompt and token_ids (ValueError otherwise); an empty prompt
+    is sent as given, for the server to reject. max_tokens/seed None: unset (the server's default)."""
+    if (prompt is None) == (token_ids is None):
+        raise ValueError("give exactly one of prompt and token_ids")
+    request = pb.GenerateRequest(request_id=request_id or "", model=model or "", logprobs=logprobs)
+    if prompt is not None:
+        request.text = prompt
+    else:
+        request.token_ids.SetInParent()
+        request.token_ids.ids.extend(token_ids)
+    request.sampling.temperature = temperature
+    request.sampling.top_k = top_k
+    request.sampling.top_p = top_p
+    if seed is not None:
+        request.sampling.seed = seed
+    if max_tokens is not None:
+        request.stop.max_tokens = max_tokens
+    request.stop.stop.extend([stop] if isinstance(stop, str) else stop)
+    request.stop.stop_token_ids.extend(stop_token_ids)
+    request.stop.ignore_eos = ignore_eos
+    return request
+
+
+def chunk_from_proto(response: pb.GenerateResponse) -> Chunk:
+    t = response.timing
+    return Chunk(
+        request_id=response.request_id,
+        text=response.text,
+        token_ids=tuple(response.token_ids),
+        logprobs=tuple(tuple(TokenLogprob(lp.token_id, lp.logprob) for lp in entry.top)
+                       for entry in response.logprobs),
+        finish_reason=_FINISH_REASONS.get(response.finish_reason),
+        timing=Timing(arrival_us=t.arrival_us, prefill_start_us=t.prefill_start_us,
+                      prefill_end_us=t.prefill_end_us, kv_transfer_start_us=t.kv_transfer_start_us,
+                      kv_transfer_end_us=t.kv_transfer_end_us, token_emit_us=tuple(t.token_emit_us)),
+        prompt_token_ids=tuple(response.prompt_token_ids),
+        num_prompt_tokens=response.num_prompt_tokens,
+        num_generated_tokens=response.num_generated_tokens,
+    )
+
+
+def health_from_proto(response: pb.HealthResponse) -> Health:
+    name = pb.HealthResponse.Status.Name(response.status).removeprefix("STATUS_")
+    return Health(status=name, problems=tuple(response.problems))
+
+
+def model_info_from_proto(response: pb.GetModelInfoResponse) -> ModelInfo:
+    return ModelInfo(model=response.model, architecture=response.architecture,
+                     max_model_len=response.max_model_len, vocab_size=response.vocab_size,
+                     dtype=response.dtype, bos_token_id=response.bos_token_id,
+                     eos_token_ids=tuple(response.eos_token_ids))

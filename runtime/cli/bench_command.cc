@@ -1,0 +1,375 @@
+// `baton bench`: the open-loop load generator (benchmarks/bench/). One run at a fixed rate:
+//   baton bench --server 127.0.0.1:50051 --workload chatbot --rate 2 --num-requests 200 \
+//       --slo-ttft 1000 --slo-tpot 100 --output run.jsonl
+// and the goodput search, a series of such runs (benchmarks/bench/goodput_search.h):
+//   baton bench goodput --server 127.0.0.1:50051 --workload chatbot --slo-ttft 1000 --slo-tpot 100 \
+//       --output-dir results/disagg
+// The summary goes to stdout, notes and the progress bar to stderr. Ctrl-C stops the run: requests
+// in flight are cancelled, what was recorded is written, and the exit code is 130.
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "benchmarks/bench/bench_session.h"
+#include "benchmarks/bench/goodput_search.h"
+#include "benchmarks/bench/record_io.h"
+#include "nlohmann/json.hpp"
+#include "runtime/cli/commands.h"
+#include "runtime/cli/default_model.h"
+#include "runtime/cli/signals.h"
+#include "runtime/common/status_macros.h"
+
+namespace baton::cli {
+namespace {
+
+using bench::BenchConfig;
+using bench::BenchSession;
+
+constexpr int kExitInterrupted = 130;
+
+// Flags shared by `bench` and `bench goodput`.
+struct CommonOptions {
+  std::string server;
+  std::string openai_url;
+  std::string model_name;
+  std::string model_dir;
+  std::string tokenizer;
+  std::string workload = "chatbot";
+  std::string workload_dir = BATON_SOURCE_DIR "/benchmarks/workloads";
+  std::string corpus = bench::kDefaultCorpusDir;
+  std::string random_input_len = "128";
+  std::string random_output_len = "128";
+  std::string arrival;  // empty: poisson, or gamma when --burstiness is given
+  std::optional<double> burstiness;
+  uint64_t seed = 0;
+  std::optional<double> slo_ttft_ms;
+  std::optional<double> slo_tpot_ms;
+  int max_concurrency = 512;
+  int max_model_len = 0;
+  double request_timeout_s = 600;
+  std::string prompt_format = "ids";
+  std::string label;
+  bool no_progress = false;
+};
+
+struct RunOptions {
+  CommonOptions common;
+  std::optional<double> rate;
+  int num_requests = 100;
+  std::optional<int> num_warmup;
+  std::string output;
+  std::string summary_json;
+};
+
+struct GoodputOptions {
+  CommonOptions common;
+  double target_attainment = 0.9;
+  double initial_rate = 1.0;
+  double max_rate = 1e4;
+  double min_duration_s = 60;
+  int min_requests = 100;
+  double warmup_fraction = 0.1;
+  double tolerance = 0.05;
+  int max_runs = 16;
+  std::string output_dir;
+};
+
+void AddCommonOptions(CLI::App* cmd, CommonOptions& o) {
+  cmd->add_option("--server", o.server, "HOST:PORT of Baton's gRPC API");
+  cmd->add_option("--openai-url", o.openai_url,
+                  "Base URL of an OpenAI-compatible server (http://HOST:PORT; /v1/completions, SSE)");
+  cmd->add_option("--model-name", o.model_name,
+                  "OpenAI request's model (default: the server's first in /v1/models)");
+  cmd->add_option("--model", o.model_dir,
+                  "Served model's directory, for its tokenizer.json (default: the embedded tiny model)");
+  cmd->add_option("--tokenizer", o.tokenizer, "The served model's tokenizer.json (overrides --model)");
+  cmd->add_option("--workload", o.workload,
+                  "chatbot | code | summarization | random | trace:FILE")
+      ->capture_default_str();
+  cmd->add_option("--workload-dir", o.workload_dir, "Where the workload files are")
+      ->capture_default_str();
+  cmd->add_option("--corpus", o.corpus, "Text file or directory that prompts are cut from")
+      ->capture_default_str();
+  cmd->add_option("--random-input-len", o.random_input_len, "random workload: N or MIN:MAX tokens")
+      ->capture_default_str();
+  cmd->add_option("--random-output-len", o.random_output_len, "random workload: N or MIN:MAX tokens")
+      ->capture_default_str();
+  cmd->add_option("--arrival", o.arrival,
+                  "poisson | gamma | constant (default poisson, gamma with --burstiness)");
+  cmd->add_option("--burstiness", o.burstiness,
+                  "Gamma shape of the inter-arrival gaps: 1 = Poisson, < 1 burstier");
+  cmd->add_option("--seed", o.seed, "Seed of lengths, prompts and arrivals")->capture_default_str();
+  cmd->add_option("--slo-ttft", o.slo_ttft_ms, "TTFT objective in milliseconds");
+  cmd->add_option("--slo-tpot", o.slo_tpot_ms, "TPOT objective in milliseconds");
+  cmd->add_option("--max-concurrency", o.max_concurrency,
+                  "Requests in flight at once; reaching it is reported")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", o.max_model_len,
+                  "The served model's context (default: what the server reports)");
+  cmd->add_option("--request-timeout", o.request_timeout_s, "Seconds before a request gives up")
+      ->capture_default_str();
+  cmd->add_option("--prompt-format", o.prompt_format,
+                  "ids (exact lengths) | text (decoded prompts, re-tokenized by the server)")
+      ->capture_default_str();
+  cmd->add_option("--label", o.label, "Name of the deployment in summaries and plots");
+  cmd->add_flag("--no-progress", o.no_progress, "No progress bar");
+}
+
+absl::StatusOr<BenchConfig> MakeConfig(const CommonOptions& o) {
+  BenchConfig config;
+  config.server = o.server;
+  config.openai_url = o.openai_url;
+  config.model_name = o.model_name;
+  if (!o.tokenizer.empty()) {
+    config.tokenizer_json = o.tokenizer;
+  } else {
+    ASSIGN_OR_RETURN(const std::filesystem::path model_dir, ResolveModelDir(o.model_dir));
+    config.tokenizer_json = model_dir / "tokenizer.json";
+  }
+  config.workload = o.workload;
+  config.workload_dir = o.workload_dir;
+  config.corpus = o.corpus;
+  ASSIGN_OR_RETURN(config.random_input_len, bench::ParseLengthRange(o.random_input_len));
+  ASSIGN_OR_RETURN(config.random_output_len, bench::ParseLengthRange(o.random_output_len));
+  if (!o.arrival.empty()) {
+    ASSIGN_OR_RETURN(config.arrival_kind, bench::ParseArrivalKind(o.arrival));
+  } else if (o.burstiness) {
+    config.arrival_kind = bench::ArrivalKind::kGamma;
+  }
+  if (o.burstiness) {
+    if (config.arrival_kind != bench::ArrivalKind::kGamma) {
+      return absl::InvalidArgumentError("--burstiness applies to --arrival gamma");
+    }
+    config.burstiness = *o.burstiness;
+  }
+  config.seed = o.seed;
+  if (o.slo_ttft_ms.has_value() != o.slo_tpot_ms.has_value()) {
+    return absl::InvalidArgumentError("give both --slo-ttft and --slo-tpot");
+  }
+  if (o.slo_ttft_ms) {
+    if (!(*o.slo_ttft_ms > 0) || !(*o.slo_tpot_ms > 0)) {
+      return absl::InvalidArgumentError("--slo-ttft and --slo-tpot must be > 0 (milliseconds)");
+    }
+    config.slo = bench::Slo{.ttft_s = *o.slo_ttft_ms / 1e3, .tpot_s = *o.slo_tpot_ms / 1e3};
+  }
+  config.max_concurrency = o.max_concurrency;
+  config.max_model_len = o.max_model_len;
+  if (!(o.request_timeout_s > 0)) return absl::InvalidArgumentError("--request-timeout must be > 0");
+  config.request_timeout = absl::Seconds(o.request_timeout_s);
+  if (o.prompt_format != "ids" && o.prompt_format != "text") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--prompt-format '", o.prompt_format, "': expected ids or text"));
+  }
+  config.prompt_as_text = o.prompt_format == "text";
+  config.label = !o.label.empty() ? o.label : !o.server.empty() ? o.server : o.openai_url;
+  return config;
+}
+
+absl::StatusOr<std::unique_ptr<BenchSession>> OpenSession(const CommonOptions& o) {
+  ASSIGN_OR_RETURN(const BenchConfig config, MakeConfig(o));
+  ASSIGN_OR_RETURN(std::unique_ptr<BenchSession> session, BenchSession::Create(config));
+  for (const std::string& note : session->notes()) std::fprintf(stderr, "baton bench: %s\n", note.c_str());
+  return session;
+}
+
+// Returns the exit code.
+int RunBench(const RunOptions& opts) {
+  InstallStopSignalHandlers();
+  const std::atomic<bool>* stop = StopFlag();
+  absl::StatusOr<std::unique_ptr<BenchSession>> session = OpenSession(opts.common);
+  if (!session.ok()) return ReportStatus("baton bench", session.status());
+  if (opts.num_requests < 1) {
+    return ReportStatus("baton bench", absl::InvalidArgumentError("--num-requests must be >= 1"));
+  }
+  // Default warm-up: the first 10% of the requests.
+  const int num_warmup = opts.num_warmup.value_or(opts.num_requests / 10);
+  absl::StatusOr<bench::RunOutcome> outcome =
+      (*session)->Run({.rate_per_s = opts.rate,
+                       .num_requests = opts.num_requests,
+                       .num_warmup = num_warmup,
+                       .stop = stop,
+                       .show_progress = !opts.common.no_progress});
+  if (!outcome.ok()) return ReportStatus("baton bench", outcome.status());
+  std::fputs(bench::FormatSummary(outcome->summary).c_str(), stdout);
+  std::fflush(stdout);
+  absl::Status written = absl::OkStatus();
+  if (!opts.output.empty()) {
+    written = bench::WriteRecordsJsonl(opts.output, outcome->result.records);
+    if (written.ok()) std::fprintf(stderr, "baton bench: records in %s\n", opts.output.c_str());
+  }
+  if (written.ok() && !opts.summary_json.empty()) {
+    written = bench::WriteJsonFile(opts.summary_json, bench::SummaryToJson(outcome->summary));
+  }
+  if (!written.ok()) return ReportStatus("baton bench", written);
+  if (outcome->summary.dispatch.interrupted) return kExitInterrupted;
+  return outcome->summary.num_completed > 0 ? 0 : 1;
+}
+
+nlohmann::json GoodputJson(const GoodputOptions& opts, const BenchSession& session,
+                           const bench::GoodputResult& result,
+                           const std::vector<nlohmann::json>& runs) {
+  const BenchConfig& config = session.config();
+  return {{"label", config.label},
+          {"workload", config.workload},
+          {"slo", {{"ttft_s", config.slo->ttft_s}, {"tpot_s", config.slo->tpot_s}}},
+          {"target_attainment", opts.target_attainment},
+          {"goodput_per_s", result.goodput_per_s},
+          {"bracketed", result.bracketed},
+          {"converged", result.converged},
+          {"rule",
+           {{"min_duration_s", opts.min_duration_s},
+            {"min_requests", opts.min_requests},
+            {"warmup_fraction", opts.warmup_fraction},
+            {"rel_tolerance", opts.tolerance}}},
+          {"seed", config.seed},
+          {"notes", session.notes()},
+          {"runs", runs}};
+}
+
+int RunGoodput(const GoodputOptions& opts) {
+  InstallStopSignalHandlers();
+  const std::atomic<bool>* stop = StopFlag();
+  if (!opts.common.slo_ttft_ms) {
+    return ReportStatus("baton bench goodput",
+                        absl::InvalidArgumentError("--slo-ttft and --slo-tpot are required"));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(opts.output_dir, ec);
+  if (ec) {
+    return ReportStatus("baton bench goodput",
+                        absl::InternalError(absl::StrCat("cannot create ", opts.output_dir)));
+  }
+  absl::StatusOr<std::unique_ptr<BenchSession>> session = OpenSession(opts.common);
+  if (!session.ok()) return ReportStatus("baton bench goodput", session.status());
+  const bench::SteadyStateRule rule{.min_duration_s = opts.min_duration_s,
+                                    .min_requests = opts.min_requests,
+                                    .warmup_fraction = opts.warmup_fraction};
+  std::fprintf(stderr,
+               "baton bench goodput: each run sends max(%d, rate x %g s) measured requests after "
+               "%g%% more as warm-up; target %g%% attainment\n",
+               rule.min_requests, rule.min_duration_s, rule.warmup_fraction * 100,
+               opts.target_attainment * 100);
+  std::vector<nlohmann::json> runs;
+  bool interrupted = false;
+  const auto attainment_at = [&](double rate) -> absl::StatusOr<double> {
+    const bench::RunLength length = bench::RunLengthForRate(rate, rule);
+    std::fprintf(stderr, "baton bench goodput: run %d at %.4g req/s (%d requests)\n",
+                 static_cast<int>(runs.size()) + 1, rate, length.num_requests);
+    ASSIGN_OR_RETURN(bench::RunOutcome outcome,
+                     (*session)->Run({.rate_per_s = rate,
+                                      .num_requests = length.num_requests,
+                                      .num_warmup = length.num_warmup,
+                                      .stop = stop,
+                                      .show_progress = !opts.common.no_progress}));
+    const std::string file = absl::StrFormat("run-%02d-rate-%.4g.jsonl", static_cast<int>(runs.size()) + 1, rate);
+    RETURN_IF_ERROR(bench::WriteRecordsJsonl(std::filesystem::path(opts.output_dir) / file,
+                                             outcome.result.records));
+    runs.push_back({{"rate_per_s", rate},
+                    {"attainment", outcome.summary.attainment},
+                    {"records", file},
+                    {"summary", bench::SummaryToJson(outcome.summary)}});
+    std::fprintf(stderr, "baton bench goodput: %.4g req/s -> %.1f%% attainment\n", rate,
+                 outcome.summary.attainment * 100);
+    if (outcome.summary.dispatch.interrupted) {
+      interrupted = true;
+      return absl::CancelledError("interrupted");
+    }
+    if (outcome.summary.num_completed == 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "no request completed at ", rate, " req/s: ",
+          outcome.summary.errors.empty() ? "" : outcome.summary.errors.front()));
+    }
+    return outcome.summary.attainment;
+  };
+  absl::StatusOr<bench::GoodputResult> result =
+      bench::SearchGoodput(attainment_at, {.initial_rate = opts.initial_rate,
+                                           .target_attainment = opts.target_attainment,
+                                           .rel_tolerance = opts.tolerance,
+                                           .max_rate = opts.max_rate,
+                                           .max_runs = opts.max_runs});
+  bench::GoodputResult partial;
+  for (const nlohmann::json& run : runs) {
+    partial.runs.push_back({run["rate_per_s"].get<double>(), run["attainment"].get<double>()});
+  }
+  const bench::GoodputResult& final_result = result.ok() ? *result : partial;
+  const std::filesystem::path json_path = std::filesystem::path(opts.output_dir) / "goodput.json";
+  nlohmann::json json = GoodputJson(opts, **session, final_result, runs);
+  if (!result.ok()) json["error"] = std::string(result.status().message());
+  if (const absl::Status status = bench::WriteJsonFile(json_path, json); !status.ok()) {
+    return ReportStatus("baton bench goodput", status);
+  }
+  if (interrupted) {
+    std::fprintf(stderr, "baton bench goodput: interrupted; runs so far in %s\n", json_path.c_str());
+    return kExitInterrupted;
+  }
+  if (!result.ok()) return ReportStatus("baton bench goodput", result.status());
+  std::printf("goodput: %.4g req/s at %.0f%% attainment (TTFT <= %g ms, TPOT <= %g ms)%s%s\n",
+              result->goodput_per_s, opts.target_attainment * 100, *opts.common.slo_ttft_ms,
+              *opts.common.slo_tpot_ms, result->bracketed ? "" : " [not bracketed]",
+              result->converged ? "" : " [not converged]");
+  for (const bench::RatePoint& point : result->runs) {
+    std::printf("  %10.4g req/s  %5.1f%%\n", point.rate_per_s, point.attainment * 100);
+  }
+  std::printf("runs in %s\n", json_path.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void RegisterBenchCommand(CLI::App& app, int* exit_code) {
+  auto run = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Open-loop load generator: replays a workload against an endpoint, records latencies");
+  AddCommonOptions(cmd, run->common);
+  cmd->add_option("--rate", run->rate, "Mean requests per second (a trace: rescale it to this rate)");
+  cmd->add_option("--num-requests", run->num_requests, "Requests to send, warm-up included")
+      ->capture_default_str();
+  cmd->add_option("--warmup", run->num_warmup,
+                  "Leading requests left out of the figures (default: 10% of --num-requests)");
+  cmd->add_option("--output", run->output, "Per-request records, JSONL");
+  cmd->add_option("--summary-json", run->summary_json, "The summary as JSON");
+
+  auto goodput = std::make_shared<GoodputOptions>();
+  CLI::App* search = cmd->add_subcommand(
+      "goodput", "The highest rate meeting the SLOs for a target share of requests");
+  AddCommonOptions(search, goodput->common);
+  search->add_option("--attainment-target", goodput->target_attainment,
+                     "Share of requests that must meet both SLOs")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  search->add_option("--initial-rate", goodput->initial_rate, "First rate tried, req/s")
+      ->capture_default_str();
+  search->add_option("--max-rate", goodput->max_rate, "Stop doubling above this rate")
+      ->capture_default_str();
+  search->add_option("--min-duration", goodput->min_duration_s,
+                     "Seconds of arrivals per run at least (steady state)")
+      ->capture_default_str();
+  search->add_option("--min-requests", goodput->min_requests, "Measured requests per run at least")
+      ->capture_default_str();
+  search->add_option("--warmup-fraction", goodput->warmup_fraction,
+                     "Warm-up requests per run, as a share of the measured ones")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.99));
+  search->add_option("--tolerance", goodput->tolerance,
+                     "Stop bisecting when (high - low) / low is below this")
+      ->capture_default_str();
+  search->add_option("--max-runs", goodput->max_runs, "Runs at most")->capture_default_str();
+  search->add_option("--output-dir", goodput->output_dir,
+                     "Where goodput.json and each run's records go")
+      ->required();
+
+  cmd->callback([run, search, exit_code] {
+    if (search->parsed()) return;
+    *exit_code = RunBench(*run);
+  });
+  search->callback([goodput, exit_code] { *exit_code = RunGoodput(*goodput); });
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,666 @@
+#include "scheduler/config/deployment_config.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/common/check.h"
+#include "runtime/common/status_macros.h"
+#include "yaml-cpp/yaml.h"
+
+namespace baton::scheduler {
+namespace {
+
+constexpr int kMaxPort = 65535;
+constexpr int kMaxBlockSize = 1024;
+
+// ---------------------------------------------------------------------------------------------
+// Reading YAML nodes into typed fields. Each reader gets the node and its key path for messages.
+
+using FieldReader = std::function<absl::Status(const YAML::Node& value, const std::string& path)>;
+
+struct Field {
+  absl::string_view key;
+  FieldReader read;
+};
+
+std::string JoinPath(absl::string_view parent, absl::string_view key) {
+  return parent.empty() ? std::string(key) : absl::StrCat(parent, ".", key);
+}
+
+// yaml-cpp tags quoted scalars "!" and plain ones "?": a quoted "2" is a string, not a number.
+bool IsQuoted(const YAML::Node& node) { return node.Tag() == "!"; }
+
+std::string DescribeNode(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null: return "null";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Scalar:
+      return IsQuoted(node) ? absl::StrCat("the string \"", node.Scalar(), "\"")
+                            : absl::StrCat("'", node.Scalar(), "'");
+    case YAML::NodeType::Undefined: break;
+  }
+  return "nothing";
+}
+
+absl::Status TypeError(absl::string_view path, absl::string_view expected, const YAML::Node& node) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": expected ", expected, ", got ", DescribeNode(node)));
+}
+
+absl::Status ReadInt(const YAML::Node& node, const std::string& path, int* out) {
+  if (!node.IsScalar() || IsQuoted(node) || !absl::SimpleAtoi(node.Scalar(), out)) {
+    return TypeError(path, "an integer", node);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadDouble(const YAML::Node& node, const std::string& path, double* out) {
+  if (!node.IsScalar() || IsQuoted(node) || !absl::SimpleAtod(node.Scalar(), out)) {
+    return TypeError(path, "a number", node);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadBool(const YAML::Node& node, const std::string& path, bool* out) {
+  if (!node.IsScalar() || IsQuoted(node) || !YAML::convert<bool>::decode(node, *out)) {
+    return TypeError(path, "true or false", node);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadString(const YAML::Node& node, const std::string& path, std::string* out) {
+  if (!node.IsScalar()) return TypeError(path, "a string", node);
+  *out = node.Scalar();
+  return absl::OkStatus();
+}
+
+Field IntField(absl::string_view key, int* out) {
+  return {key, [out](const YAML::Node& v, const std::string& path) { return ReadInt(v, path, out); }};
+}
+Field DoubleField(absl::string_view key, double* out) {
+  return {key,
+          [out](const YAML::Node& v, const std::string& path) { return ReadDouble(v, path, out); }};
+}
+Field BoolField(absl::string_view key, bool* out) {
+  return {key, [out](const YAML::Node& v, const std::string& path) { return ReadBool(v, path, out); }};
+}
+
+// Reads a mapping: every key must be one of `fields`, at most once. A null node (an empty section,
+// "prefill:") keeps every default.
+absl::Status ReadMap(const YAML::Node& node, absl::string_view path, const std::vector<Field>& fields) {
+  if (node.IsNull()) return absl::OkStatus();
+  if (!node.IsMap()) return TypeError(path.empty() ? "top level" : path, "a mapping", node);
+  absl::flat_hash_set<std::string> seen;
+  for (const auto& entry : node) {
+    const YAML::Node& key_node = entry.first;
+    if (!key_node.IsScalar()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path.empty() ? "top level" : path, ": keys must be strings, got ",
+                       DescribeNode(key_node)));
+    }
+    const std::string& key = key_node.Scalar();
+    auto field = std::find_if(fields.begin(), fields.end(),
+                              [&](const Field& f) { return f.key == key; });
+    if (field == fields.end()) {
+      std::vector<absl::string_view> keys;
+      for (const Field& f : fields) keys.push_back(f.key);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown key '", key, "' ", path.empty() ? "at top level" : absl::StrCat("in ", path),
+          " (expected one of: ", absl::StrJoin(keys, ", "), ")"));
+    }
+    const std::string key_path = JoinPath(path, key);
+    if (!seen.insert(key).second) {
+      return absl::InvalidArgumentError(absl::StrCat(key_path, ": duplicate key"));
+    }
+    RETURN_IF_ERROR(field->read(entry.second, key_path));
+  }
+  return absl::OkStatus();
+}
+
+// devices: "cpu", or one list of CUDA device ids per instance.
+absl::Status ReadDevices(const YAML::Node& node, const std::string& path,
+                         std::vector<std::vector<int>>* out) {
+  constexpr absl::string_view kExpected = "'cpu' or a list of CUDA device-id lists";
+  if (node.IsScalar()) {
+    if (node.Scalar() != "cpu") return TypeError(path, kExpected, node);
+    out->clear();
+    return absl::OkStatus();
+  }
+  if (!node.IsSequence() || node.size() == 0) return TypeError(path, kExpected, node);
+  std::vector<std::vector<int>> devices;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node& instance = node[i];
+    const std::string instance_path = absl::StrCat(path, "[", i, "]");
+    if (!instance.IsSequence()) return TypeError(instance_path, "a list of CUDA device ids", instance);
+    std::vector<int>& ids = devices.emplace_back();
+    for (size_t j = 0; j < instance.size(); ++j) {
+      RETURN_IF_ERROR(ReadInt(instance[j], absl::StrCat(instance_path, "[", j, "]"),
+                              &ids.emplace_back()));
+    }
+  }
+  *out = std::move(devices);
+  return absl::OkStatus();
+}
+
+absl::Status ReadPhase(const YAML::Node& node, const std::string& path, PhaseConfig* phase,
+                       bool* base_port_set) {
+  const std::vector<Field> fields = {
+      IntField("instances", &phase->num_instances),
+      IntField("tp", &phase->tp),
+      IntField("pp", &phase->pp),
+      {"devices",
+       [phase](const YAML::Node& v, const std::string& p) {
+         return ReadDevices(v, p, &phase->cuda_device_ids);
+       }},
+      IntField("threads", &phase->num_threads),
+      {"kv_cache_bytes",
+       [phase](const YAML::Node& v, const std::string& p) -> absl::Status {
+         if (!v.IsScalar()) return TypeError(p, "a byte size such as 512MiB", v);
+         absl::StatusOr<uint64_t> bytes = ParseByteSize(v.Scalar());
+         if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat(p, ": ", bytes.status().message()));
+         phase->kv_cache_bytes = *bytes;
+         return absl::OkStatus();
+       }},
+      IntField("max_num_seqs", &phase->max_num_seqs),
+      IntField("max_num_batched_tokens", &phase->max_num_batched_tokens),
+      BoolField("chunked_prefill", &phase->chunked_prefill),
+      {"base_port",
+       [phase, base_port_set](const YAML::Node& v, const std::string& p) {
+         *base_port_set = true;
+         return ReadInt(v, p, &phase->base_port);
+       }},
+  };
+  return ReadMap(node, path, fields);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation.
+
+absl::Status Invalid(absl::string_view path, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", message));
+}
+
+absl::Status CheckAtLeast(absl::string_view path, int64_t value, int64_t min) {
+  if (value < min) return Invalid(path, absl::StrCat("must be >= ", min, ", got ", value));
+  return absl::OkStatus();
+}
+
+absl::Status CheckPort(absl::string_view path, int port) {
+  if (port < 1 || port > kMaxPort) {
+    return Invalid(path, absl::StrCat("must be in [1, ", kMaxPort, "], got ", port));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPositiveFinite(absl::string_view path, double value) {
+  if (!std::isfinite(value) || value <= 0) {
+    return Invalid(path, absl::StrCat("must be a finite number > 0, got ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePhase(InstanceRole role, const PhaseConfig& phase) {
+  const std::string name(InstanceRoleName(role));
+  RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "instances"), phase.num_instances, 1));
+  RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "tp"), phase.tp, 1));
+  RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "pp"), phase.pp, 1));
+  RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "threads"), phase.num_threads, 1));
+  if (phase.kv_cache_bytes == 0) return Invalid(JoinPath(name, "kv_cache_bytes"), "must be > 0");
+  RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "max_num_seqs"), phase.max_num_seqs, 1));
+  RETURN_IF_ERROR(
+      CheckAtLeast(JoinPath(name, "max_num_batched_tokens"), phase.max_num_batched_tokens, 1));
+  if (phase.chunked_prefill && role != InstanceRole::kColocated) {
+    return Invalid(JoinPath(name, "chunked_prefill"), "only valid for colocated instances");
+  }
+  const std::string base_port_path = JoinPath(name, "base_port");
+  RETURN_IF_ERROR(CheckPort(base_port_path, phase.base_port));
+  const int64_t last_port = int64_t{phase.base_port} + phase.num_instances - 1;
+  if (last_port > kMaxPort) {
+    return Invalid(base_port_path, absl::StrCat(phase.num_instances, " instances from port ",
+                                                phase.base_port, " reach port ", last_port,
+                                                " (> ", kMaxPort, ")"));
+  }
+  if (phase.on_cpu()) return absl::OkStatus();
+  const std::string devices_path = JoinPath(name, "devices");
+  if (static_cast<int64_t>(phase.cuda_device_ids.size()) != phase.num_instances) {
+    return Invalid(devices_path, absl::StrCat(phase.cuda_device_ids.size(), " device lists for ",
+                                              phase.num_instances,
+                                              " instances (give one list per instance, or cpu)"));
+  }
+  const int64_t num_ranks = int64_t{phase.tp} * phase.pp;
+  for (size_t i = 0; i < phase.cuda_device_ids.size(); ++i) {
+    const std::vector<int>& ids = phase.cuda_device_ids[i];
+    const std::string instance_path = absl::StrCat(devices_path, "[", i, "]");
+    if (static_cast<int64_t>(ids.size()) != num_ranks) {
+      return Invalid(instance_path, absl::StrCat(ids.size(), " device ids for tp * pp = ",
+                                                 num_ranks, " ranks"));
+    }
+    for (size_t j = 0; j < ids.size(); ++j) {
+      RETURN_IF_ERROR(CheckAtLeast(absl::StrCat(instance_path, "[", j, "]"), ids[j], 0));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// No CUDA device serves two ranks, no port two listeners.
+absl::Status CheckNoSharing(const DeploymentConfig& config) {
+  std::map<int, std::string> device_owner;
+  for (InstanceRole role : Roles(config.mode)) {
+    const PhaseConfig& phase = Phase(config, role);
+    for (size_t i = 0; i < phase.cuda_device_ids.size(); ++i) {
+      for (size_t j = 0; j < phase.cuda_device_ids[i].size(); ++j) {
+        const std::string path = absl::StrCat(InstanceRoleName(role), ".devices[", i, "][", j, "]");
+        const int id = phase.cuda_device_ids[i][j];
+        auto [it, inserted] = device_owner.emplace(id, path);
+        if (!inserted) {
+          return Invalid(path, absl::StrCat("CUDA device ", id, " is already used by ", it->second));
+        }
+      }
+    }
+  }
+  std::map<int, std::string> port_owner = {{config.scheduler_port, "scheduler_port"}};
+  if (config.http_port != 0) {
+    auto [it, inserted] = port_owner.emplace(config.http_port, "http_port");
+    if (!inserted) {
+      return Invalid("http_port", absl::StrCat("port ", config.http_port, " is already taken by ",
+                                               it->second));
+    }
+  }
+  for (const WorkerInstance& worker : WorkerInstances(config)) {
+    const std::string owner = WorkerName(worker.role, worker.instance_idx);
+    auto [it, inserted] = port_owner.emplace(worker.port, owner);
+    if (!inserted) {
+      return Invalid(JoinPath(InstanceRoleName(worker.role), "base_port"),
+                     absl::StrCat("port ", worker.port, " of ", owner, " is already taken by ",
+                                  it->second));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing.
+
+// Shortest text that reads back as the same double.
+std::string FormatDouble(double value) {
+  std::array<char, 64> buffer;
+  auto [end, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
+  BATON_CHECK(ec == std::errc());
+  return std::string(buffer.data(), end);
+}
+
+void EmitPhase(YAML::Emitter& out, InstanceRole role, const PhaseConfig& phase) {
+  out << YAML::Key << std::string(InstanceRoleName(role)) << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "instances" << YAML::Value << phase.num_instances;
+  out << YAML::Key << "tp" << YAML::Value << phase.tp;
+  out << YAML::Key << "pp" << YAML::Value << phase.pp;
+  out << YAML::Key << "devices" << YAML::Value;
+  if (phase.on_cpu()) {
+    out << "cpu";
+  } else {
+    out << YAML::Flow << YAML::BeginSeq;
+    for (const std::vector<int>& ids : phase.cuda_device_ids) {
+      out << YAML::Flow << YAML::BeginSeq;
+      for (int id : ids) out << id;
+      out << YAML::EndSeq;
+    }
+    out << YAML::EndSeq;
+  }
+  out << YAML::Key << "threads" << YAML::Value << phase.num_threads;
+  out << YAML::Key << "kv_cache_bytes" << YAML::Value << FormatByteSize(phase.kv_cache_bytes);
+  out << YAML::Key << "max_num_seqs" << YAML::Value << phase.max_num_seqs;
+  out << YAML::Key << "max_num_batched_tokens" << YAML::Value << phase.max_num_batched_tokens;
+  if (role == InstanceRole::kColocated) {
+    out << YAML::Key << "chunked_prefill" << YAML::Value << phase.chunked_prefill;
+  }
+  out << YAML::Key << "base_port" << YAML::Value << phase.base_port;
+  out << YAML::EndMap;
+}
+
+// After reading: a section of a phase the mode does not use is an error; absent base ports follow
+// the scheduler port, phase after phase.
+absl::Status ApplySectionRules(const std::array<bool, 3>& section_present,
+                               const std::array<bool, 3>& base_port_set, DeploymentConfig& config) {
+  const std::vector<InstanceRole> used = Roles(config.mode);
+  for (InstanceRole role : {InstanceRole::kPrefill, InstanceRole::kDecode, InstanceRole::kColocated}) {
+    if (section_present[static_cast<size_t>(role)] &&
+        std::find(used.begin(), used.end(), role) == used.end()) {
+      return Invalid(InstanceRoleName(role),
+                     absl::StrCat("section not used in ", DeploymentModeName(config.mode),
+                                  " mode (set mode, or remove the section)"));
+    }
+  }
+  int next_port = config.scheduler_port + 1;
+  for (InstanceRole role : used) {
+    PhaseConfig& phase = MutablePhase(config, role);
+    if (!base_port_set[static_cast<size_t>(role)]) phase.base_port = next_port;
+    next_port = phase.base_port + phase.num_instances;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
+  DeploymentConfig config;
+  std::array<bool, 3> section_present = {};
+  std::array<bool, 3> base_port_set = {};
+  auto section = [&](InstanceRole role) {
+    const auto idx = static_cast<size_t>(role);
+    return Field{InstanceRoleName(role), [&, role, idx](const YAML::Node& v, const std::string& p) {
+                   section_present[idx] = true;
+                   return ReadPhase(v, p, &MutablePhase(config, role), &base_port_set[idx]);
+                 }};
+  };
+  const std::vector<Field> fields = {
+      {"model",
+       [&](const YAML::Node& v, const std::string& p) -> absl::Status {
+         std::string model;
+         RETURN_IF_ERROR(ReadString(v, p, &model));
+         config.model_dir = model;
+         return absl::OkStatus();
+       }},
+      {"weight_dtype",
+       [&](const YAML::Node& v, const std::string& p) -> absl::Status {
+         std::string name;
+         RETURN_IF_ERROR(ReadString(v, p, &name));
+         if (name == "f32") {
+           config.weight_dtype = DType::kF32;
+         } else if (name == "bf16") {
+           config.weight_dtype = DType::kBF16;
+         } else {
+           return Invalid(p, absl::StrCat("'", name, "' is not supported (expected f32 or bf16)"));
+         }
+         return absl::OkStatus();
+       }},
+      {"host", [&](const YAML::Node& v, const std::string& p) { return ReadString(v, p, &config.host); }},
+      IntField("scheduler_port", &config.scheduler_port),
+      IntField("http_port", &config.http_port),
+      {"mode",
+       [&](const YAML::Node& v, const std::string& p) -> absl::Status {
+         std::string name;
+         RETURN_IF_ERROR(ReadString(v, p, &name));
+         if (name == "disaggregated") {
+           config.mode = DeploymentMode::kDisaggregated;
+         } else if (name == "colocated") {
+           config.mode = DeploymentMode::kColocated;
+         } else {
+           return Invalid(p, absl::StrCat("'", name, "' (expected disaggregated or colocated)"));
+         }
+         return absl::OkStatus();
+       }},
+      IntField("block_size", &config.block_size),
+      {"slo",
+       [&](const YAML::Node& v, const std::string& p) {
+         return ReadMap(v, p,
+                        {DoubleField("ttft_ms", &config.slo.ttft_ms),
+                         DoubleField("tpot_ms", &config.slo.tpot_ms),
+                         DoubleField("attainment", &config.slo.attainment)});
+       }},
+      section(InstanceRole::kPrefill),
+      section(InstanceRole::kDecode),
+      section(InstanceRole::kColocated),
+  };
+  RETURN_IF_ERROR(ReadMap(root, "", fields));
+  RETURN_IF_ERROR(ApplySectionRules(section_present, base_port_set, config));
+  RETURN_IF_ERROR(ValidateDeploymentConfig(config));
+  return config;
+}
+
+}  // namespace
+
+absl::string_view DeploymentModeName(DeploymentMode mode) {
+  switch (mode) {
+    case DeploymentMode::kDisaggregated: return "disaggregated";
+    case DeploymentMode::kColocated: return "colocated";
+  }
+  return "?";
+}
+
+absl::string_view InstanceRoleName(InstanceRole role) {
+  switch (role) {
+    case InstanceRole::kPrefill: return "prefill";
+    case InstanceRole::kDecode: return "decode";
+    case InstanceRole::kColocated: return "colocated";
+  }
+  return "?";
+}
+
+absl::StatusOr<InstanceRole> ParseInstanceRole(absl::string_view name) {
+  for (InstanceRole role : {InstanceRole::kPrefill, InstanceRole::kDecode, InstanceRole::kColocated}) {
+    if (name == InstanceRoleName(role)) return role;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("role '", name, "' (expected prefill, decode or colocated)"));
+}
+
+DeploymentConfig DefaultDeployment(const std::filesystem::path& model_dir) {
+  DeploymentConfig config;
+  config.model_dir = model_dir;
+  return config;
+}
+
+absl::StatusOr<DeploymentConfig> ParseDeploymentConfig(absl::string_view text) {
+  // yaml-cpp reports malformed documents (and nothing else we call) by throwing; the exception
+  // stops here.
+  try {
+    return ParseRoot(YAML::Load(std::string(text)));
+  } catch (const YAML::Exception& e) {
+    if (e.mark.is_null()) return absl::InvalidArgumentError(absl::StrCat("malformed YAML: ", e.msg));
+    return absl::InvalidArgumentError(absl::StrCat("malformed YAML at line ", e.mark.line + 1,
+                                                   ", column ", e.mark.column + 1, ": ", e.msg));
+  }
+}
+
+absl::StatusOr<DeploymentConfig> LoadDeploymentConfig(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return absl::NotFoundError(absl::StrCat("deployment config ", path.string(), ": no such file"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("deployment config ", path.string(), ": cannot read"));
+  }
+  absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(text.str());
+  if (!config.ok()) {
+    return absl::Status(config.status().code(),
+                        absl::StrCat(path.string(), ": ", config.status().message()));
+  }
+  if (config->model_dir.is_relative() && path.has_parent_path()) {
+    config->model_dir = (path.parent_path() / config->model_dir).lexically_normal();
+  }
+  return config;
+}
+
+absl::Status ValidateDeploymentConfig(const DeploymentConfig& config) {
+  if (config.model_dir.empty()) return Invalid("model", "required (a Hugging Face model directory)");
+  if (config.weight_dtype != DType::kF32 && config.weight_dtype != DType::kBF16) {
+    return Invalid("weight_dtype", absl::StrCat(std::string(DTypeName(config.weight_dtype)),
+                                                " is not supported (expected f32 or bf16)"));
+  }
+  if (config.host.empty()) return Invalid("host", "must not be empty");
+  if (std::any_of(config.host.begin(), config.host.end(),
+                  [](char c) { return absl::ascii_isspace(static_cast<unsigned char>(c)); })) {
+    return Invalid("host", absl::StrCat("'", config.host, "' contains whitespace"));
+  }
+  RETURN_IF_ERROR(CheckPort("scheduler_port", config.scheduler_port));
+  if (config.http_port != 0) {
+    if (config.http_port < 0 || config.http_port > kMaxPort) {
+      return Invalid("http_port", absl::StrCat("must be in [0, ", kMaxPort,
+                                               "] (0 disables HTTP), got ", config.http_port));
+    }
+  }
+  if (config.block_size < 1 || config.block_size > kMaxBlockSize ||
+      (config.block_size & (config.block_size - 1)) != 0) {
+    return Invalid("block_size", absl::StrCat("must be a power of two in [1, ", kMaxBlockSize,
+                                              "], got ", config.block_size));
+  }
+  RETURN_IF_ERROR(CheckPositiveFinite("slo.ttft_ms", config.slo.ttft_ms));
+  RETURN_IF_ERROR(CheckPositiveFinite("slo.tpot_ms", config.slo.tpot_ms));
+  if (!(config.slo.attainment > 0 && config.slo.attainment <= 1)) {
+    return Invalid("slo.attainment", absl::StrCat("must be in (0, 1], got ", config.slo.attainment));
+  }
+  for (InstanceRole role : Roles(config.mode)) {
+    RETURN_IF_ERROR(ValidatePhase(role, Phase(config, role)));
+  }
+  return CheckNoSharing(config);
+}
+
+std::string ToYaml(const DeploymentConfig& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "model" << YAML::Value << config.model_dir.string();
+  out << YAML::Key << "weight_dtype" << YAML::Value << std::string(DTypeName(config.weight_dtype));
+  out << YAML::Key << "host" << YAML::Value << config.host;
+  out << YAML::Key << "scheduler_port" << YAML::Value << config.scheduler_port;
+  out << YAML::Key << "http_port" << YAML::Value << config.http_port;
+  out << YAML::Key << "mode" << YAML::Value << std::string(DeploymentModeName(config.mode));
+  out << YAML::Key << "block_size" << YAML::Value << config.block_size;
+  out << YAML::Key << "slo" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "ttft_ms" << YAML::Value << FormatDouble(config.slo.ttft_ms);
+  out << YAML::Key << "tpot_ms" << YAML::Value << FormatDouble(config.slo.tpot_ms);
+  out << YAML::Key << "attainment" << YAML::Value << FormatDouble(config.slo.attainment);
+  out << YAML::EndMap;
+  for (InstanceRole role : Roles(config.mode)) EmitPhase(out, role, Phase(config, role));
+  out << YAML::EndMap;
+  BATON_CHECK(out.good());
+  return absl::StrCat(out.c_str(), "\n");
+}
+
+absl::Status SetSchedulerPort(DeploymentConfig& config, int port) {
+  RETURN_IF_ERROR(CheckPort("scheduler_port", port));
+  const int offset = port - config.scheduler_port;
+  for (InstanceRole role : Roles(config.mode)) {
+    const PhaseConfig& phase = Phase(config, role);
+    const int64_t first = int64_t{phase.base_port} + offset;
+    const int64_t last = first + phase.num_instances - 1;
+    if (first < 1 || last > kMaxPort) {
+      return Invalid(JoinPath(InstanceRoleName(role), "base_port"),
+                     absl::StrCat("moving the scheduler to port ", port, " would move ",
+                                  InstanceRoleName(role), " instances to ports ", first, "..",
+                                  last, ", outside [1, ", kMaxPort, "]"));
+    }
+  }
+  config.scheduler_port = port;
+  for (InstanceRole role : Roles(config.mode)) MutablePhase(config, role).base_port += offset;
+  return absl::OkStatus();
+}
+
+std::vector<InstanceRole> Roles(DeploymentMode mode) {
+  if (mode == DeploymentMode::kColocated) return {InstanceRole::kColocated};
+  return {InstanceRole::kPrefill, InstanceRole::kDecode};
+}
+
+const PhaseConfig& Phase(const DeploymentConfig& config, InstanceRole role) {
+  switch (role) {
+    case InstanceRole::kPrefill: return config.prefill;
+    case InstanceRole::kDecode: return config.decode;
+    case InstanceRole::kColocated: break;
+  }
+  return config.colocated;
+}
+
+PhaseConfig& MutablePhase(DeploymentConfig& config, InstanceRole role) {
+  switch (role) {
+    case InstanceRole::kPrefill: return config.prefill;
+    case InstanceRole::kDecode: return config.decode;
+    case InstanceRole::kColocated: break;
+  }
+  return config.colocated;
+}
+
+std::vector<WorkerInstance> WorkerInstances(const DeploymentConfig& config) {
+  std::vector<WorkerInstance> workers;
+  for (InstanceRole role : Roles(config.mode)) {
+    const PhaseConfig& phase = Phase(config, role);
+    for (int i = 0; i < phase.num_instances; ++i) {
+      workers.push_back({.role = role, .instance_idx = i, .port = phase.base_port + i});
+    }
+  }
+  return workers;
+}
+
+std::string WorkerName(InstanceRole role, int instance_idx) {
+  return absl::StrCat(InstanceRoleName(role), " worker ", instance_idx);
+}
+
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
+  const absl::string_view trimmed = absl::StripAsciiWhitespace(text);
+  size_t number_len = 0;
+  while (number_len < trimmed.size() &&
+         (absl::ascii_isdigit(static_cast<unsigned char>(trimmed[number_len])) ||
+          trimmed[number_len] == '.')) {
+    ++number_len;
+  }
+  const absl::string_view number = trimmed.substr(0, number_len);
+  const std::string unit =
+      absl::AsciiStrToLower(absl::StripAsciiWhitespace(trimmed.substr(number_len)));
+  static constexpr std::pair<absl::string_view, uint64_t> kUnits[] = {
+      {"", 1},
+      {"b", 1},
+      {"kib", 1ull << 10},
+      {"mib", 1ull << 20},
+      {"gib", 1ull << 30},
+      {"tib", 1ull << 40},
+      {"kb", 1000ull},
+      {"mb", 1000ull * 1000},
+      {"gb", 1000ull * 1000 * 1000},
+      {"tb", 1000ull * 1000 * 1000 * 1000},
+  };
+  const auto* unit_it = std::find_if(std::begin(kUnits), std::end(kUnits),
+                                     [&](const auto& u) { return u.first == unit; });
+  if (number.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a byte size (e.g. 512MiB)"));
+  }
+  if (unit_it == std::end(kUnits)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "': unknown unit (expected B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)"));
+  }
+  const uint64_t multiplier = unit_it->second;
+  constexpr uint64_t kMaxBytes = uint64_t{1} << 62;
+  if (absl::StrContains(number, '.')) {
+    double value;
+    if (!absl::SimpleAtod(number, &value)) {
+      return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a byte size (e.g. 512MiB)"));
+    }
+    const double bytes = value * static_cast<double>(multiplier);
+    if (!(bytes < static_cast<double>(kMaxBytes)) || bytes != std::floor(bytes)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text, "' is not a whole number of bytes below 2^62"));
+    }
+    return static_cast<uint64_t>(bytes);
+  }
+  uint64_t value;
+  if (!absl::SimpleAtoi(number, &value) || value > kMaxBytes / multiplier) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a byte size below 2^62"));
+  }
+  return value * multiplier;
+}
+
+std::string FormatByteSize(uint64_t num_bytes) {
+  static constexpr std::pair<absl::string_view, int> kUnits[] = {
+      {"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}};
+  if (num_bytes != 0) {
+    for (const auto& [name, shift] : kUnits) {
+      const uint64_t unit = uint64_t{1} << shift;
+      if (num_bytes % unit == 0) return absl::StrCat(num_bytes >> shift, name);
+    }
+  }
+  return absl::StrCat(num_bytes);
+}
+
+}  // namespace baton::scheduler

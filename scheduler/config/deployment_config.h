@@ -1,0 +1,158 @@
+// DeploymentConfig: the typed description of one Baton deployment — which model, which processes
+// (the scheduler and every prefill / decode / colocated worker instance), their parallelism, devices,
+// memory budgets, ports and the SLOs the scheduler admits requests against.
+//
+// Lifecycle: `baton serve` builds one (from a file, or DefaultDeployment), validates it, writes the
+// effective config with ToYaml to a file and hands that file to every child (`--config FILE`), which
+// reads it back with LoadDeploymentConfig. ParseDeploymentConfig(ToYaml(c)) == c for every valid c.
+//
+// File format (YAML; JSON is accepted too, being YAML's flow style). Every key is optional except
+// `model`; absent keys take the defaults below (those of DefaultDeployment):
+//
+//   model: /models/llama-3.2-1b     # Hugging Face directory; relative paths are relative to the file
+//   weight_dtype: f32               # f32 | bf16
+//   host: 127.0.0.1                 # address every process binds to (and the launcher polls)
+//   scheduler_port: 50051           # public gRPC API
+//   http_port: 8000                 # OpenAI-compatible HTTP; 0 disables it
+//   mode: disaggregated             # disaggregated (sections prefill, decode) | colocated (colocated)
+//   block_size: 16                  # tokens per KV block, a power of two in [1, 1024]
+//   slo: {ttft_ms: 1000, tpot_ms: 100, attainment: 0.9}
+//   prefill:                        # same keys for decode and colocated
+//     instances: 1
+//     tp: 1                         # tensor-parallel ranks per instance
+//     pp: 1                         # pipeline stages per instance
+//     devices: cpu                  # or CUDA ids, one list of tp*pp per instance: [[0, 1], [2, 3]]
+//     threads: 1                    # CPU compute threads per instance
+//     kv_cache_bytes: 256MiB        # integer bytes or a size: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB
+//     max_num_seqs: 64
+//     max_num_batched_tokens: 2048
+//     base_port: 50052              # instance i serves the worker API on base_port + i
+//     chunked_prefill: false        # colocated section only
+//
+// Default base ports pack the workers right after the scheduler: prefill (or colocated) starts at
+// scheduler_port + 1, decode right after the last prefill instance.
+//
+// Errors: every parse and validation failure is kInvalidArgument and its message starts with the key
+// path ("prefill.tp: must be >= 1", "unknown key 'decoder' at top level", "decode.devices[1][0]: ...").
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/common/dtype.h"
+
+namespace baton::scheduler {
+
+enum class DeploymentMode : uint8_t { kDisaggregated, kColocated };
+
+// The kind of a worker instance; also the `--role` of `baton worker`.
+enum class InstanceRole : uint8_t { kPrefill, kDecode, kColocated };
+
+absl::string_view DeploymentModeName(DeploymentMode mode);  // "disaggregated" | "colocated"
+absl::string_view InstanceRoleName(InstanceRole role);      // "prefill" | "decode" | "colocated"
+// InvalidArgument naming the accepted values for anything else.
+absl::StatusOr<InstanceRole> ParseInstanceRole(absl::string_view name);
+
+// One phase's instances: all instances of a phase are identical.
+struct PhaseConfig {
+  int num_instances = 1;  // yaml: instances
+  int tp = 1;
+  int pp = 1;
+  // Empty: every instance runs on the CPU backend. Otherwise [num_instances][tp * pp] CUDA device
+  // ids, rank order within an instance (stage-major: stage s, tp rank r at s * tp + r); no device
+  // appears twice in a deployment.
+  std::vector<std::vector<int>> cuda_device_ids;  // yaml: devices
+  int num_threads = 1;                   // yaml: threads; CPU compute threads per instance
+  uint64_t kv_cache_bytes = 256ull << 20;  // KV pool budget per instance
+  int max_num_seqs = 64;                 // sequences in one continuous batch
+  int max_num_batched_tokens = 2048;     // tokens in one forward pass
+  bool chunked_prefill = false;          // colocated only: split long prompts across steps
+  int base_port = 0;                     // instance i listens on base_port + i
+
+  bool on_cpu() const { return cuda_device_ids.empty(); }
+  bool operator==(const PhaseConfig&) const = default;
+};
+
+// Latency objectives; the scheduler admits requests so that `attainment` of them meet both.
+struct SloConfig {
+  double ttft_ms = 1000.0;  // time to first token, > 0
+  double tpot_ms = 100.0;   // time per output token after the first, > 0
+  double attainment = 0.9;  // target share of requests meeting both, in (0, 1]
+
+  bool operator==(const SloConfig&) const = default;
+};
+
+struct DeploymentConfig {
+  std::filesystem::path model_dir;  // yaml: model; required
+  DType weight_dtype = DType::kF32;  // kF32 or kBF16
+  std::string host = "127.0.0.1";
+  int scheduler_port = 50051;  // gRPC InferenceService
+  int http_port = 8000;        // OpenAI-compatible HTTP; 0: disabled
+  DeploymentMode mode = DeploymentMode::kDisaggregated;
+  int block_size = 16;  // tokens per KV block
+  SloConfig slo;
+  // Only the phases of `mode` are meaningful (Roles(mode)); the others keep their defaults and are
+  // neither validated nor written by ToYaml.
+  PhaseConfig prefill{.base_port = 50052};
+  PhaseConfig decode{.base_port = 50053};
+  PhaseConfig colocated{.base_port = 50052};
+
+  bool operator==(const DeploymentConfig&) const = default;
+};
+
+// One worker process of a deployment.
+struct WorkerInstance {
+  InstanceRole role;
+  int instance_idx;  // 0 .. num_instances - 1 within its role
+  int port;          // base_port + instance_idx
+
+  bool operator==(const WorkerInstance&) const = default;
+};
+
+// The embedded default: 1 prefill + 1 decode instance on the CPU, one thread each, localhost only.
+DeploymentConfig DefaultDeployment(const std::filesystem::path& model_dir);
+
+// Parses a YAML or JSON document and validates it (ValidateDeploymentConfig). A relative model path
+// is kept as written.
+absl::StatusOr<DeploymentConfig> ParseDeploymentConfig(absl::string_view text);
+
+// Reads and parses a file; a relative `model` is resolved against the file's directory. NotFound when
+// the file cannot be read; parse errors are InvalidArgument prefixed with the file's path.
+absl::StatusOr<DeploymentConfig> LoadDeploymentConfig(const std::filesystem::path& path);
+
+// Checks every field of the phases in use (see the file comment for the ranges), that the CUDA device
+// lists match instances and tp * pp, that no CUDA device and no port (scheduler, http, workers) is
+// used twice, and that chunked_prefill is set only in colocated mode.
+absl::Status ValidateDeploymentConfig(const DeploymentConfig& config);
+
+// The effective config as YAML, every key explicit, readable by ParseDeploymentConfig.
+// Pre-condition: ValidateDeploymentConfig(config) is OK.
+std::string ToYaml(const DeploymentConfig& config);
+
+// Moves the scheduler to `port` and every worker port by the same offset, so that a whole
+// deployment's gRPC ports move together (`baton serve --port`). The http port is left alone.
+// InvalidArgument when a port would leave [1, 65535].
+absl::Status SetSchedulerPort(DeploymentConfig& config, int port);
+
+// The phases in use: {kPrefill, kDecode} or {kColocated}.
+std::vector<InstanceRole> Roles(DeploymentMode mode);
+const PhaseConfig& Phase(const DeploymentConfig& config, InstanceRole role);
+PhaseConfig& MutablePhase(DeploymentConfig& config, InstanceRole role);
+// Every worker instance, in Roles() order then by instance index.
+std::vector<WorkerInstance> WorkerInstances(const DeploymentConfig& config);
+// "prefill worker 0": how logs and Health problems name an instance.
+std::string WorkerName(InstanceRole role, int instance_idx);
+
+// "512MiB", "2GiB", "1.5 GiB", "4096", "64KB": a byte count with an optional binary (KiB..TiB) or
+// decimal (KB..TB) unit; the result must be a whole number of bytes below 2^62. InvalidArgument
+// naming the text otherwise.
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
+// The largest binary unit that divides `num_bytes` exactly ("512MiB"), else the plain number.
+std::string FormatByteSize(uint64_t num_bytes);
+
+}  // namespace baton::scheduler

@@ -1,0 +1,697 @@
+"""Baton's serving path with real processes on loopback: `baton serve` starts a scheduler and its
+workers (serving_fixtures.py), the Python client (python_client/baton) drives them.
+
+  * parity: greedy output through 1 prefill + 1 decode, 2 prefill + 2 decode and a colocated
+    deployment (2 instances) is token-for-token the output of `baton generate --model DIR --json`
+    (in-process), through baton.Client, baton.AsyncClient, `baton generate --server` and
+    `python -m baton generate`;
+  * 64 concurrent streams of mixed prompt and output lengths each get exactly their solo greedy
+    tokens, under their own request id;
+  * cancellation while queued, while prefilling, after the first token and mid-decode leaves no KV
+    block, request or outstanding prefill token on any worker within 1 s (WorkerService.GetStats);
+  * malformed requests get INVALID_ARGUMENT (and the CLI exits 2), and the server still serves;
+  * a SIGKILLed decode or prefill worker: its in-flight requests end with UNAVAILABLE within a few
+    seconds, Health turns DEGRADED naming the worker, new requests succeed on the other instance
+    within 2 s;
+  * server reflection lists the public service.
+Every deployment is torn down with SIGTERM (then SIGKILL) and must leave no process and no
+/dev/shm/baton-kv-* segment behind. The tiny model keeps the whole file within a few minutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+import baton
+from serving_fixtures import (DeploymentFactory, LocalRun, generate_args, parse_generate_json,
+                              process_alive, wait_for_idle_workers, wait_until)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PARITY_MAX_TOKENS = 20
+CANCEL_CLEANUP_S = 1.0  # every worker idle this long after a cancellation
+STEP_SETTLE_S = 1.0  # longer than any engine step of these tests (a 500-token prefill on a busy CPU)
+FAILURE_DEADLINE_S = 5.0  # in-flight requests of a killed worker end within this
+RECOVERY_DEADLINE_S = 2.0  # a new request succeeds on the surviving instance within this
+
+PROMPTS = {
+    "short": "Hi",
+    "sentence": "The quick brown fox jumps over the lazy dog.",
+    "paragraph": ("In a hole in the ground there lived a hobbit. Not a nasty, dirty, wet hole, filled "
+                  "with the ends of worms and an oozy smell, nor yet a dry, bare, sandy hole with "
+                  "nothing in it to sit down on or to eat: it was a hobbit-hole, and that means comfort."),
+    "long": " ".join(f"Item {i}: the value of {i} squared is {i * i}." for i in range(40)),
+    "unicode": "Ünïcödé — 日本語のテキスト, emoji 🎉 and ñ.",
+}
+
+
+def random_ids(length: int, seed: int, vocab_size: int = 32000) -> list[int]:
+    # 0 and 1 are BOS and EOS; everything else is an ordinary token.
+    return [int(t) for t in np.random.default_rng(seed).integers(2, vocab_size, length)]
+
+
+IDS_PROMPT = random_ids(77, seed=77)
+
+
+# --- fixtures -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_model(build_dir: Path, make_checkpoint_module, tmp_path_factory) -> Path:
+    """$BATON_BUILD_DIR/models/tiny when complete (scripts/setup.sh makes it), else a fresh one."""
+    mc = make_checkpoint_module
+    existing = build_dir / "models" / "tiny"
+    if mc.is_complete(existing, mc.stamp("tiny", "f32", 0, 1, None)):
+        return existing
+    out = tmp_path_factory.mktemp("models") / "tiny"
+    mc.write_checkpoint(out, "tiny")
+    return out
+
+
+@pytest.fixture(scope="session")
+def local_greedy(baton_binary: Path, tiny_model: Path):
+    """local_greedy([dict(prompt=... | token_ids=..., max_tokens=N, ignore_eos=B), ...]) ->
+    [LocalRun]: `baton generate --model tiny --json`, two processes at a time, cached per request."""
+    cache: dict[str, LocalRun] = {}
+
+    def run_one(request: dict) -> LocalRun:
+        cmd = [str(baton_binary), "generate", "--model", str(tiny_model), "--json",
+               *generate_args(**request)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"{cmd[:6]} failed:\n{proc.stderr}"
+        return parse_generate_json(proc.stdout)
+
+    def run(requests: list[dict]) -> list[LocalRun]:
+        keys = [json.dumps(r, sort_keys=True) for r in requests]
+        todo = {k: r for k, r in zip(keys, requests) if k not in cache}
+        with ThreadPoolExecutor(2) as pool:
+            for key, result in zip(todo, pool.map(run_one, todo.values())):
+                cache[key] = result
+        return [cache[k] for k in keys]
+
+    return run
+
+
+@pytest.fixture(scope="class")
+def deployment(request, baton_binary, tiny_model, tmp_path_factory):
+    """The deployment the test class describes in DEPLOYMENT (DeploymentFactory.start's arguments);
+    stopped, and checked for leftovers, after the class's last test."""
+    spec = dict(request.cls.DEPLOYMENT)
+    factory = DeploymentFactory(baton_binary, tiny_model, tmp_path_factory.mktemp(spec["name"]))
+    yield factory.start(**spec)
+    problems = factory.stop_all()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.fixture
+def fresh_deployments(baton_binary, tiny_model, tmp_path):
+    """A DeploymentFactory whose deployments are stopped (and checked) after the test."""
+    factory = DeploymentFactory(baton_binary, tiny_model, tmp_path)
+    yield factory
+    problems = factory.stop_all()
+    assert not problems, "\n".join(problems)
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def parity_request(key: str) -> dict:
+    if key == "ids":
+        return {"token_ids": IDS_PROMPT, "max_tokens": PARITY_MAX_TOKENS}
+    return {"prompt": PROMPTS[key], "max_tokens": PARITY_MAX_TOKENS}
+
+
+PARITY_KEYS = [*PROMPTS, "ids"]
+
+
+def assert_matches_local(result: baton.Completion, local: LocalRun, what: str) -> None:
+    assert list(result.token_ids) == list(local.token_ids), f"{what}: tokens differ from local"
+    assert result.text == local.text, f"{what}: text differs from local"
+    assert result.finish_reason == local.finish_reason, what
+    assert list(result.prompt_token_ids) == list(local.prompt_ids), what
+    assert result.num_prompt_tokens == len(local.prompt_ids), what
+    assert result.num_generated_tokens == len(local.token_ids), what
+
+
+def check_parity_concurrently(deployment, local_greedy, keys: list[str], repeats: int) -> None:
+    """Sends every prompt `repeats` times at once and compares each result with the local run."""
+    requests = [parity_request(k) for k in keys]
+    expected = local_greedy(requests)
+    with deployment.client() as client, ThreadPoolExecutor(len(keys) * repeats) as pool:
+        futures = [(k, e, pool.submit(client.complete, **r))
+                   for _ in range(repeats) for k, r, e in zip(keys, requests, expected)]
+        for key, local, future in futures:
+            assert_matches_local(future.result(), local, f"{deployment.name}/{key}")
+
+
+def run_cli(*args, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "python_client"))
+    return subprocess.run([sys.executable, "-m", "baton", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@dataclass
+class StreamWatcher:
+    """Iterates a baton.GenerateStream on a thread, recording chunks, the error and when it ended."""
+
+    stream: baton.GenerateStream
+    chunks: list = field(default_factory=list)
+    error: baton.BatonError | None = None
+    ended_at: float | None = None
+
+    def __post_init__(self):
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            for chunk in self.stream:
+                self.chunks.append(chunk)
+        except baton.BatonError as error:
+            self.error = error
+        self.ended_at = time.monotonic()
+
+    def num_tokens(self) -> int:
+        return sum(len(c.token_ids) for c in self.chunks)
+
+    def join(self, timeout: float) -> bool:
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+
+def assert_idle_after_cancel(deployment, cancelled_at: float) -> None:
+    remaining = max(0.0, cancelled_at + CANCEL_CLEANUP_S - time.monotonic())
+    idle, stats = wait_for_idle_workers(deployment, remaining)
+    assert idle, f"workers still busy {CANCEL_CLEANUP_S} s after the cancellation: {stats}"
+    # A worker refreshes its stats between engine steps: during a step, GetStats shows the state
+    # before it. Once any step that was running has ended, the workers must still be idle (a
+    # request whose cancellation was lost would hold its KV for the 30 s lease, or keep decoding).
+    time.sleep(STEP_SETTLE_S)
+    idle, stats = wait_for_idle_workers(deployment, 0.0)
+    assert idle, f"workers busy again {STEP_SETTLE_S} s after they looked idle: {stats}"
+
+
+# --- the client alone ---------------------------------------------------------------------------
+
+
+def test_generate_needs_exactly_one_prompt():
+    with baton.Client("127.0.0.1:1", timeout=1) as client:  # never called
+        with pytest.raises(ValueError):
+            client.generate()
+        with pytest.raises(ValueError):
+            client.generate(prompt="a", token_ids=[1])
+
+
+def test_completion_joins_chunks():
+    timing = baton.Timing
+    chunks = [
+        baton.Chunk("r", "Hel", (5,), (), None, timing(arrival_us=1, prefill_start_us=2,
+                                                      prefill_end_us=3, token_emit_us=(3,))),
+        baton.Chunk("r", "lo", (6, 7), (), "length", timing(kv_transfer_start_us=4, kv_transfer_end_us=5,
+                                                          token_emit_us=(6, 7)),
+                    prompt_token_ids=(0, 9), num_prompt_tokens=2, num_generated_tokens=3),
+    ]
+    result = baton.Completion.from_chunks(chunks)
+    assert (result.text, result.token_ids, result.finish_reason) == ("Hello", (5, 6, 7), "length")
+    assert result.timing == timing(1, 2, 3, 4, 5, (3, 6, 7))
+    assert (result.prompt_token_ids, result.num_generated_tokens, result.num_chunks) == ((0, 9), 3, 2)
+
+
+# --- 1 prefill + 1 decode -----------------------------------------------------------------------
+
+
+@pytest.mark.engine
+class TestOnePrefillOneDecode:
+    DEPLOYMENT = {"name": "pd11", "num_prefill": 1, "num_decode": 1}
+
+    @pytest.mark.parametrize("key", PARITY_KEYS)
+    def test_greedy_matches_local(self, deployment, local_greedy, key):
+        request = parity_request(key)
+        [local] = local_greedy([request])
+        with deployment.client() as client:
+            result = client.complete(**request)
+        assert_matches_local(result, local, key)
+        t = result.timing
+        # One host clock: the phases follow each other, tokens are emitted in order.
+        assert 0 < t.arrival_us <= t.prefill_start_us <= t.prefill_end_us, t
+        if len(result.token_ids) > 1:
+            assert t.prefill_end_us <= t.kv_transfer_start_us <= t.kv_transfer_end_us, t
+        assert len(t.token_emit_us) == len(result.token_ids)
+        assert list(t.token_emit_us) == sorted(t.token_emit_us)
+
+    def test_async_client_matches_local(self, deployment, local_greedy):
+        requests = [parity_request(k) for k in ("sentence", "paragraph", "ids")]
+        expected = local_greedy(requests)
+
+        async def run():
+            async with baton.AsyncClient(deployment.address, timeout=60) as client:
+                assert (await client.health()).serving
+                return await asyncio.gather(*(client.complete(**r) for r in requests))
+
+        for result, local in zip(asyncio.run(run()), expected):
+            assert_matches_local(result, local, "AsyncClient")
+
+    @pytest.mark.parametrize("key", ["sentence", "long", "ids"])
+    def test_baton_generate_server_matches_local(self, deployment, local_greedy, run_baton, key):
+        request = parity_request(key)
+        [local] = local_greedy([request])
+        served = parse_generate_json(
+            run_baton("generate", "--server", deployment.address, "--json", *generate_args(**request)).stdout)
+        assert served.token_ids == local.token_ids
+        assert served.prompt_ids == local.prompt_ids
+        assert served.finish_reason == local.finish_reason
+
+    @pytest.mark.parametrize("key", ["paragraph", "unicode"])
+    def test_python_cli_matches_local(self, deployment, local_greedy, key):
+        request = parity_request(key)
+        [local] = local_greedy([request])
+        text = run_cli("generate", "--server", deployment.address, *generate_args(**request))
+        assert text.returncode == 0, text.stderr
+        assert text.stdout == local.text + "\n"
+        as_json = run_cli("generate", "--server", deployment.address, "--json", *generate_args(**request))
+        assert as_json.returncode == 0, as_json.stderr
+        served = parse_generate_json(as_json.stdout)
+        assert (served.token_ids, served.text, served.finish_reason) == (
+            local.token_ids, local.text, local.finish_reason)
+
+    def test_64_concurrent_streams(self, deployment, local_greedy):
+        # 16 prompts of 1..400 tokens, each sent 4 times with 1, 5, 12 and 24 output tokens.
+        prompt_lens = [1, 3, 7, 15, 16, 17, 31, 33, 64, 100, 127, 150, 200, 255, 300, 400]
+        prompts = [random_ids(n, seed=1000 + n) for n in prompt_lens]
+        max_tokens = [1, 5, 12, 24]
+        refs = local_greedy([{"token_ids": p, "max_tokens": max(max_tokens), "ignore_eos": True}
+                             for p in prompts])
+        cases = [(i, prompts[i % 16], refs[i % 16], max_tokens[(i // 16 + i) % 4]) for i in range(64)]
+
+        async def one(client, i, prompt, m):
+            # Even requests name themselves; the server names the odd ones.
+            request_id = f"concurrent-{i}" if i % 2 == 0 else None
+            return [c async for c in client.generate(token_ids=prompt, max_tokens=m, ignore_eos=True,
+                                                     request_id=request_id)]
+
+        async def run_all():
+            async with baton.AsyncClient(deployment.address, timeout=180) as client:
+                return await asyncio.gather(*(one(client, i, p, m) for i, p, _, m in cases),
+                                            return_exceptions=True)
+
+        results = asyncio.run(run_all())
+        errors = [(i, r) for i, r in enumerate(results) if isinstance(r, BaseException)]
+        assert not errors, errors[:3]
+        request_ids = []
+        for (i, prompt, ref, m), chunks in zip(cases, results):
+            ids = {c.request_id for c in chunks}
+            assert len(ids) == 1 and "" not in ids, (i, ids)
+            request_ids.append(ids.pop())
+            if i % 2 == 0:
+                assert request_ids[-1] == f"concurrent-{i}"
+            assert [c.finish_reason for c in chunks[:-1]] == [None] * (len(chunks) - 1)
+            result = baton.Completion.from_chunks(chunks)
+            assert list(result.token_ids) == list(ref.token_ids[:m]), f"request {i}: lost, extra or wrong tokens"
+            assert result.finish_reason == "length"
+            assert list(result.prompt_token_ids) == prompt
+            assert result.num_generated_tokens == m
+            assert len(result.timing.token_emit_us) == m
+        assert len(set(request_ids)) == len(request_ids), "a request id was used twice"
+        idle, stats = wait_for_idle_workers(deployment, 5.0)
+        assert idle, stats
+
+    @pytest.mark.parametrize("kwargs", [
+        pytest.param({"prompt": ""}, id="empty-prompt"),
+        pytest.param({"token_ids": []}, id="empty-token-ids"),
+        pytest.param({"token_ids": [5] * 2048}, id="prompt-fills-context"),
+        pytest.param({"token_ids": [5] * 3000}, id="prompt-over-context"),
+        pytest.param({"prompt": "word " * 3000}, id="text-over-context"),
+        pytest.param({"token_ids": [5] * 2000, "max_tokens": 100}, id="prompt-plus-max-tokens-over-context"),
+        pytest.param({"prompt": "hi", "max_tokens": 0}, id="max-tokens-0"),
+        pytest.param({"prompt": "hi", "max_tokens": -3}, id="max-tokens-negative"),
+        pytest.param({"prompt": "hi", "temperature": -0.5}, id="temperature-negative"),
+        pytest.param({"prompt": "hi", "temperature": float("nan")}, id="temperature-nan"),
+        pytest.param({"prompt": "hi", "top_p": 1.5}, id="top-p-over-1"),
+        pytest.param({"prompt": "hi", "top_p": -0.1}, id="top-p-negative"),
+        pytest.param({"prompt": "hi", "top_k": -1}, id="top-k-negative"),
+        pytest.param({"prompt": "hi", "logprobs": 21}, id="logprobs-21"),
+        pytest.param({"prompt": "hi", "logprobs": -1}, id="logprobs-negative"),
+        pytest.param({"prompt": "hi", "model": "no-such-model"}, id="unknown-model"),
+        pytest.param({"token_ids": [2, 32000]}, id="token-id-past-vocab"),
+        pytest.param({"token_ids": [2, -1]}, id="token-id-negative"),
+        pytest.param({"prompt": "hi", "stop": [""]}, id="empty-stop-string"),
+    ])
+    def test_bad_request_is_invalid_argument(self, deployment, kwargs):
+        with deployment.client(timeout=30) as client:
+            with pytest.raises(baton.BatonError) as caught:
+                client.complete(**kwargs)
+            assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT, caught.value
+            assert caught.value.details
+            # The server still serves.
+            result = client.complete(prompt="hello", max_tokens=3)
+            assert result.finish_reason in ("length", "stop") and result.num_generated_tokens >= 1
+
+    def test_served_model_name_and_top_p_zero_are_accepted(self, deployment):
+        with deployment.client() as client:
+            name = client.model_info().model
+            # top_p 0 means "unset" (1) in the proto.
+            assert client.complete(prompt="hi", max_tokens=2, model=name, top_p=0).num_generated_tokens == 2
+
+    def test_cli_exit_codes(self, deployment):
+        bad = run_cli("generate", "--server", deployment.address, "--prompt", "hi", "--max-tokens", "0")
+        assert bad.returncode == 2
+        assert bad.stdout == ""
+        assert bad.stderr.count("\n") == 1 and "INVALID_ARGUMENT" in bad.stderr, bad.stderr
+        for usage in [run_cli("generate", "--server", deployment.address),  # no prompt
+                      run_cli("generate", "--server", deployment.address, "--prompt-ids", "1,x")]:
+            assert usage.returncode == 2 and usage.stdout == "", usage.stderr
+        with socket.socket() as sock:  # a port nobody listens on
+            sock.bind(("127.0.0.1", 0))
+            closed_port = sock.getsockname()[1]
+        down = run_cli("generate", "--server", f"127.0.0.1:{closed_port}", "--prompt", "hi",
+                       "--timeout", "10")
+        assert down.returncode == 1
+        assert down.stderr.count("\n") == 1 and "UNAVAILABLE" in down.stderr, down.stderr
+        health = run_cli("health", "--server", deployment.address)
+        assert (health.returncode, health.stdout) == (0, "SERVING\n")
+        info = run_cli("model-info", "--server", deployment.address)
+        assert info.returncode == 0 and json.loads(info.stdout)["vocab_size"] == 32000
+
+    def test_health_and_model_info(self, deployment, tiny_model):
+        config = json.loads((tiny_model / "config.json").read_text())
+        with deployment.client() as client:
+            health = client.health()
+            assert (health.status, health.problems) == ("SERVING", ())
+            info = client.model_info()
+        assert info.model == tiny_model.name
+        assert info.architecture == config["architectures"][0]
+        assert info.max_model_len == config["max_position_embeddings"]
+        assert info.vocab_size == config["vocab_size"]
+        assert info.dtype == "f32"
+        assert info.bos_token_id == config["bos_token_id"]
+        assert list(info.eos_token_ids) == [config["eos_token_id"]]
+
+    def test_stop_strings_and_logprobs(self, deployment, local_greedy):
+        [local] = local_greedy([parity_request("paragraph")])
+        with deployment.client() as client:
+            full = client.complete(prompt=PROMPTS["paragraph"], max_tokens=PARITY_MAX_TOKENS, logprobs=3)
+            assert len(full.logprobs) == len(full.token_ids)
+            for token_id, top in zip(full.token_ids, full.logprobs):
+                assert len(top) == 3
+                assert top[0].token_id == token_id  # greedy takes the most likely token
+                assert [lp.logprob for lp in top] == sorted((lp.logprob for lp in top), reverse=True)
+            # Stop at a piece of text that the greedy output contains: it ends there, without it.
+            stop = local.text[len(local.text) // 2:][:3]
+            if stop.strip():
+                stopped = client.complete(prompt=PROMPTS["paragraph"], max_tokens=PARITY_MAX_TOKENS,
+                                          stop=[stop])
+                assert stopped.finish_reason == "stop"
+                assert stopped.text == local.text[:local.text.index(stop)]
+            ids = client.complete(prompt=PROMPTS["paragraph"], max_tokens=PARITY_MAX_TOKENS,
+                                  stop_token_ids=[local.token_ids[4]])
+            assert ids.finish_reason == "stop"
+            assert list(ids.token_ids) == list(local.token_ids[:local.token_ids.index(local.token_ids[4]) + 1])
+
+    def test_server_reflection_lists_the_public_api(self, deployment):
+        reflection = pytest.importorskip("grpc_reflection.v1alpha.proto_reflection_descriptor_database")
+        with grpc.insecure_channel(deployment.address) as channel:
+            database = reflection.ProtoReflectionDescriptorDatabase(channel)
+            assert "baton.v1.InferenceService" in database.get_services()
+            proto = database.FindFileContainingSymbol("baton.v1.InferenceService")
+            assert proto.name == "baton/v1/inference.proto"
+            assert [m.name for m in proto.service[0].method] == ["Generate", "Health", "GetModelInfo"]
+
+
+# --- 2 prefill + 2 decode, colocated ------------------------------------------------------------
+
+
+@pytest.mark.engine
+class TestTwoPrefillTwoDecode:
+    DEPLOYMENT = {"name": "pd22", "num_prefill": 2, "num_decode": 2}
+
+    def test_greedy_matches_local_sequentially(self, deployment, local_greedy):
+        expected = local_greedy([parity_request(k) for k in PARITY_KEYS])
+        with deployment.client() as client:
+            for key, local in zip(PARITY_KEYS, expected):
+                assert_matches_local(client.complete(**parity_request(key)), local, key)
+
+    def test_greedy_matches_local_concurrently(self, deployment, local_greedy):
+        # Concurrent requests spread over both instances of each phase.
+        check_parity_concurrently(deployment, local_greedy, PARITY_KEYS, repeats=2)
+
+    def test_baton_generate_server_matches_local(self, deployment, local_greedy, run_baton):
+        request = parity_request("paragraph")
+        [local] = local_greedy([request])
+        served = parse_generate_json(
+            run_baton("generate", "--server", deployment.address, "--json", *generate_args(**request)).stdout)
+        assert served.token_ids == local.token_ids
+
+
+@pytest.mark.engine
+class TestColocated:
+    DEPLOYMENT = {"name": "colocated2", "mode": "colocated", "num_colocated": 2}
+
+    def test_greedy_matches_local_sequentially(self, deployment, local_greedy):
+        expected = local_greedy([parity_request(k) for k in PARITY_KEYS])
+        with deployment.client() as client:
+            for key, local in zip(PARITY_KEYS, expected):
+                result = client.complete(**parity_request(key))
+                assert_matches_local(result, local, key)
+                assert result.timing.kv_transfer_start_us == 0  # nothing migrates
+                assert 0 < result.timing.prefill_start_us <= result.timing.prefill_end_us
+
+    def test_greedy_matches_local_concurrently(self, deployment, local_greedy):
+        check_parity_concurrently(deployment, local_greedy, PARITY_KEYS, repeats=2)
+
+    def test_baton_generate_server_matches_local(self, deployment, local_greedy, run_baton):
+        request = parity_request("long")
+        [local] = local_greedy([request])
+        served = parse_generate_json(
+            run_baton("generate", "--server", deployment.address, "--json", *generate_args(**request)).stdout)
+        assert served.token_ids == local.token_ids
+
+    def test_cancel_mid_decode_frees_everything(self, deployment):
+        with deployment.client() as client:
+            stream = client.generate(token_ids=random_ids(40, seed=5), max_tokens=1000, ignore_eos=True)
+            chunks = [next(stream) for _ in range(5)]
+            assert all(c.finish_reason is None for c in chunks)
+            stream.cancel()
+            cancelled_at = time.monotonic()
+            with pytest.raises(baton.BatonError) as caught:
+                list(stream)
+            assert caught.value.code == grpc.StatusCode.CANCELLED
+        assert_idle_after_cancel(deployment, cancelled_at)
+
+
+# --- cancellation -------------------------------------------------------------------------------
+
+
+@pytest.mark.engine
+class TestCancellation:
+    # One sequence per prefill step: requests behind a flood wait in the prefill worker's queue.
+    DEPLOYMENT = {"name": "cancel", "num_prefill": 1, "num_decode": 1, "prefill": {"max_num_seqs": 1}}
+
+    @pytest.fixture(autouse=True)
+    def starts_idle(self, deployment):
+        idle, stats = wait_for_idle_workers(deployment, 30.0)
+        assert idle, f"a previous test left work behind: {stats}"
+
+    def prefill_stats(self, deployment):
+        return deployment.worker_stats()["prefill worker 0"]
+
+    def test_cancel_while_queued(self, deployment):
+        flood_len, num_floods, target_len = 300, 4, 5
+        with deployment.client() as client:
+            floods = [StreamWatcher(client.generate(token_ids=random_ids(flood_len, seed=s), max_tokens=1))
+                      for s in range(num_floods)]
+            # The floods reach the worker first; the target queues behind them.
+            assert wait_until(lambda: self.prefill_stats(deployment).num_prefill_tokens_outstanding > 0, 10)
+            target = StreamWatcher(client.generate(token_ids=random_ids(target_len, seed=99), max_tokens=8))
+            queued = wait_until(
+                lambda: (s := self.prefill_stats(deployment)).num_requests_waiting >= 1
+                and s.num_prefill_tokens_outstanding >= flood_len + target_len  # a flood ahead
+                and s.num_prefill_tokens_outstanding % flood_len == target_len,  # the target in
+                10, interval=0.005)
+            assert queued and not target.chunks, "the target request never waited in the queue"
+            target.stream.cancel()
+            cancelled_at = time.monotonic()
+            for flood in floods:
+                flood.stream.cancel()
+            assert target.join(5) and target.error is not None
+            assert target.error.code == grpc.StatusCode.CANCELLED and not target.chunks
+            for flood in floods:
+                assert flood.join(5)
+        assert_idle_after_cancel(deployment, cancelled_at)
+
+    def test_cancel_while_prefilling(self, deployment):
+        prompt = random_ids(500, seed=500)
+        with deployment.client() as client:
+            target = StreamWatcher(client.generate(token_ids=prompt, max_tokens=8))
+            # Nothing else runs: once the worker counts the prompt, its prefill step is under way.
+            assert wait_until(lambda: self.prefill_stats(deployment).num_prefill_tokens_outstanding
+                              == len(prompt), 10, interval=0.002)
+            assert not target.chunks
+            target.stream.cancel()
+            cancelled_at = time.monotonic()
+            assert target.join(5)
+            assert target.error is not None and target.error.code == grpc.StatusCode.CANCELLED
+        assert_idle_after_cancel(deployment, cancelled_at)
+
+    @pytest.mark.parametrize("num_chunks", [1, 6], ids=["after-first-token", "mid-decode"])
+    def test_cancel_after_tokens(self, deployment, num_chunks):
+        with deployment.client() as client:
+            stream = client.generate(token_ids=random_ids(50, seed=50), max_tokens=1000, ignore_eos=True)
+            chunks = [next(stream) for _ in range(num_chunks)]
+            stream.cancel()
+            cancelled_at = time.monotonic()
+            assert all(c.finish_reason is None for c in chunks)
+            with pytest.raises(baton.BatonError) as caught:
+                list(stream)
+            assert caught.value.code == grpc.StatusCode.CANCELLED
+        assert_idle_after_cancel(deployment, cancelled_at)
+
+    def test_async_cancel_mid_decode(self, deployment):
+        async def run():
+            async with baton.AsyncClient(deployment.address, timeout=60) as client:
+                stream = client.generate(token_ids=random_ids(40, seed=40), max_tokens=1000, ignore_eos=True)
+                chunks = [await stream.__anext__() for _ in range(3)]
+                stream.cancel()
+                cancelled_at = time.monotonic()
+                with pytest.raises(baton.BatonError) as caught:
+                    await stream.__anext__()
+                assert caught.value.code == grpc.StatusCode.CANCELLED
+                # Cancelling the task that iterates a stream cancels its call as well.
+                consumer = asyncio.ensure_future(client.complete(token_ids=random_ids(40, seed=41),
+                                                                 max_tokens=1000, ignore_eos=True))
+                await asyncio.sleep(0.3)
+                consumer.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await consumer
+                return chunks, cancelled_at
+
+        chunks, _ = asyncio.run(run())
+        assert all(c.finish_reason is None for c in chunks)
+        assert_idle_after_cancel(deployment, time.monotonic())
+
+    def test_deadline_frees_everything(self, deployment):
+        with deployment.client() as client:
+            with pytest.raises(baton.BatonError) as caught:
+                client.complete(token_ids=random_ids(60, seed=60), max_tokens=1000, ignore_eos=True,
+                                timeout=0.5)
+            expired_at = time.monotonic()
+            assert caught.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert_idle_after_cancel(deployment, expired_at)
+
+    def test_client_disconnect_frees_everything(self, deployment):
+        # Closing the channel (a client going away) cancels its calls like an explicit cancel.
+        client = deployment.client()
+        stream = client.generate(token_ids=random_ids(30, seed=30), max_tokens=1000, ignore_eos=True)
+        next(stream), next(stream)
+        client.close()
+        closed_at = time.monotonic()
+        with pytest.raises(baton.BatonError):
+            list(stream)
+        assert_idle_after_cancel(deployment, closed_at)
+
+
+# --- worker failures ----------------------------------------------------------------------------
+
+
+def start_long_streams(client: baton.Client, count: int, prompt_len: int, max_tokens: int):
+    return [StreamWatcher(client.generate(token_ids=random_ids(prompt_len, seed=2000 + i),
+                                          max_tokens=max_tokens, ignore_eos=True))
+            for i in range(count)]
+
+
+def check_failed_over(deployment, victim: str, watchers, victims_expected: int, killed_at: float):
+    """The killed worker's requests end with UNAVAILABLE within FAILURE_DEADLINE_S and the others
+    keep going; Health names the victim; new requests succeed within RECOVERY_DEADLINE_S."""
+    with deployment.client(timeout=10) as client:
+        recovered_at = None
+        while time.monotonic() < killed_at + RECOVERY_DEADLINE_S and recovered_at is None:
+            try:
+                if client.complete(prompt="after the failure", max_tokens=3).num_generated_tokens == 3:
+                    recovered_at = time.monotonic()
+            except baton.BatonError:
+                time.sleep(0.05)
+        assert recovered_at is not None, f"no request succeeded within {RECOVERY_DEADLINE_S} s of the kill"
+        for _ in range(4):  # and they keep succeeding
+            assert client.complete(prompt="still serving", max_tokens=3).num_generated_tokens == 3
+
+        assert wait_until(lambda: sum(w.ended_at is not None for w in watchers) >= victims_expected,
+                          FAILURE_DEADLINE_S), "in-flight requests of the killed worker hang"
+        failed = [w for w in watchers if w.ended_at is not None]
+        assert len(failed) == victims_expected, [w.error for w in failed]
+        for w in failed:
+            assert w.error is not None and w.error.code == grpc.StatusCode.UNAVAILABLE, w.error
+            assert w.ended_at - killed_at < FAILURE_DEADLINE_S
+        survivors = [w for w in watchers if w.ended_at is None]
+        progress = [w.num_tokens() for w in survivors]
+        assert wait_until(lambda: all(w.num_tokens() > n for w, n in zip(survivors, progress)), 10), \
+            "requests on the surviving workers stalled"
+
+        health = client.health()
+        assert health.status in ("DEGRADED", "NOT_SERVING"), health
+        assert any(victim in problem for problem in health.problems), health
+        assert deployment.stderr.wait_for(rf"{victim} \(pid {deployment.pids[victim]}\).*signal 9", 5), \
+            deployment.log()
+        for w in survivors:
+            w.stream.cancel()
+            assert w.join(5)
+
+
+@pytest.mark.engine
+class TestWorkerFailure:
+    def test_decode_worker_killed(self, fresh_deployments):
+        deployment = fresh_deployments.start("decode-kill", num_prefill=1, num_decode=2)
+        with deployment.client(timeout=120) as client:
+            watchers = start_long_streams(client, count=6, prompt_len=20, max_tokens=1500)
+            assert wait_until(lambda: all(w.num_tokens() >= 3 for w in watchers), 60), \
+                [w.error for w in watchers]
+            running = {name: s.num_requests_running for name, s in deployment.worker_stats().items()}
+            assert running["decode worker 0"] + running["decode worker 1"] == 6, running
+            victim = max(("decode worker 0", "decode worker 1"), key=running.get)
+            deployment.kill(victim)
+            killed_at = time.monotonic()
+            check_failed_over(deployment, victim, watchers, running[victim], killed_at)
+            assert not process_alive(deployment.pids[victim])
+            # Without any decode worker, requests fail at once instead of hanging.
+            last = next(w for w in ("decode worker 0", "decode worker 1") if w != victim)
+            deployment.kill(last)
+            for _ in range(3):
+                started = time.monotonic()
+                with pytest.raises(baton.BatonError) as caught:
+                    client.complete(prompt="nobody decodes", max_tokens=3, timeout=30)
+                assert caught.value.code == grpc.StatusCode.UNAVAILABLE, caught.value
+                assert time.monotonic() - started < FAILURE_DEADLINE_S
+            health = client.health()
+            assert health.status == "NOT_SERVING", health
+            assert any(last in problem for problem in health.problems), health
+
+    def test_prefill_worker_killed(self, fresh_deployments):
+        deployment = fresh_deployments.start("prefill-kill", num_prefill=2, num_decode=1)
+        with deployment.client(timeout=120) as client:
+            # Two prompts at once, one per prefill worker (the fewest outstanding tokens); long
+            # enough to kill one mid-prefill, short enough for the other to be free again soon.
+            watchers = [StreamWatcher(client.generate(token_ids=random_ids(600, seed=3000 + i),
+                                                      max_tokens=400, ignore_eos=True))
+                        for i in range(2)]
+
+            def prefilling() -> dict[str, int]:
+                return {n: s.num_prefill_tokens_outstanding
+                        for n, s in deployment.worker_stats().items() if n.startswith("prefill")}
+
+            assert wait_until(lambda: all(v > 0 for v in prefilling().values()), 10, interval=0.005), \
+                prefilling()
+            assert not any(w.chunks for w in watchers), "the prefills ended before the kill"
+            deployment.kill("prefill worker 0")
+            killed_at = time.monotonic()
+            check_failed_over(deployment, "prefill worker 0", watchers, 1, killed_at)

@@ -1,0 +1,121 @@
+// fake_baton: the real `serve` subcommand next to stand-in `scheduler` and `worker` subcommands that
+// follow the launcher's contract (flags, config file, Health, SIGTERM) without a model, so that
+// serve_command_test can run the launcher end to end.
+//
+//   fake_baton scheduler --config FILE   serves InferenceService.Health on the config's host and
+//                                        scheduler port; SERVING unless FAKE_BATON_HEALTH=never
+//   fake_baton worker --config FILE --role R --instance N
+//                                        checks role and instance against the config; exits 3 at
+//                                        once when FAKE_BATON_FAIL_WORKER is "R-N"
+// Both run until SIGTERM (exit 0). A bad flag or config exits 2.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "baton/v1/inference.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "runtime/cli/commands.h"
+#include "runtime/process/signals.h"
+#include "scheduler/config/deployment_config.h"
+
+namespace {
+
+using baton::scheduler::DeploymentConfig;
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+void WaitForSigterm() {
+  const sigset_t signals = baton::runtime::MakeSignalSet({SIGTERM});
+  while (baton::runtime::WaitForSignal(signals, absl::Seconds(60)) == 0) {
+  }
+}
+
+class FakeInferenceService final : public baton::v1::InferenceService::Service {
+ public:
+  explicit FakeInferenceService(bool serving) : serving_(serving) {}
+  grpc::Status Health(grpc::ServerContext*, const baton::v1::HealthRequest*,
+                      baton::v1::HealthResponse* response) override {
+    if (serving_) {
+      response->set_status(baton::v1::HealthResponse::STATUS_SERVING);
+    } else {
+      response->set_status(baton::v1::HealthResponse::STATUS_NOT_SERVING);
+      response->add_problems("fake: never serving");
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  const bool serving_;
+};
+
+int RunScheduler(const std::string& config_path) {
+  absl::StatusOr<DeploymentConfig> config = baton::scheduler::LoadDeploymentConfig(config_path);
+  if (!config.ok()) {
+    std::fprintf(stderr, "fake scheduler: %s\n", config.status().ToString().c_str());
+    return 2;
+  }
+  // SIGTERM is blocked before gRPC starts its threads, then awaited synchronously.
+  baton::runtime::BlockSignals(baton::runtime::MakeSignalSet({SIGTERM}));
+  FakeInferenceService service(Env("FAKE_BATON_HEALTH") != "never");
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat(config->host, ":", config->scheduler_port),
+                           grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) {
+    std::fprintf(stderr, "fake scheduler: cannot listen on port %d\n", config->scheduler_port);
+    return 1;
+  }
+  WaitForSigterm();
+  server->Shutdown();
+  return 0;
+}
+
+int RunWorker(const std::string& config_path, const std::string& role_name, int instance) {
+  absl::StatusOr<DeploymentConfig> config = baton::scheduler::LoadDeploymentConfig(config_path);
+  absl::StatusOr<baton::scheduler::InstanceRole> role =
+      baton::scheduler::ParseInstanceRole(role_name);
+  if (!config.ok() || !role.ok() || instance < 0 ||
+      instance >= baton::scheduler::Phase(*config, *role).num_instances) {
+    std::fprintf(stderr, "fake worker: bad config, role or instance\n");
+    return 2;
+  }
+  baton::runtime::BlockSignals(baton::runtime::MakeSignalSet({SIGTERM}));
+  if (Env("FAKE_BATON_FAIL_WORKER") == absl::StrCat(role_name, "-", instance)) return 3;
+  WaitForSigterm();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"fake baton for the launcher's tests"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  baton::cli::RegisterServeCommand(app, &exit_code);
+
+  std::string config_path, role;
+  int instance = -1;
+  CLI::App* scheduler = app.add_subcommand("scheduler");
+  scheduler->add_option("--config", config_path)->required();
+  scheduler->callback([&] { exit_code = RunScheduler(config_path); });
+  CLI::App* worker = app.add_subcommand("worker");
+  worker->add_option("--config", config_path)->required();
+  worker->add_option("--role", role)->required();
+  worker->add_option("--instance", instance)->required();
+  worker->callback([&] { exit_code = RunWorker(config_path, role, instance); });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}

@@ -1,0 +1,274 @@
+// `baton serve` end to end, through fake_baton (the real serve subcommand, stand-in scheduler and
+// workers; see fake_baton_main.cc): start-up, readiness, failures, and that no child outlives it.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/common/check.h"
+#include "runtime/process/process_supervisor.h"
+#include "tests/testing/status_matchers.h"
+
+namespace baton::runtime {
+namespace {
+
+using ::absl_testing::IsOk;
+using ::testing::HasSubstr;
+using ::testing::ContainsRegex;
+
+constexpr absl::Duration kPatience = absl::Seconds(20);
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  BATON_CHECK(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  BATON_CHECK(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+bool ProcessGone(pid_t pid) { return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  return text.str();
+}
+
+class ServeCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / absl::StrCat("baton_serve_test_", getpid());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_ / "model");
+    unsetenv("FAKE_BATON_HEALTH");
+    unsetenv("FAKE_BATON_FAIL_WORKER");
+    absl::StatusOr<std::unique_ptr<ProcessSupervisor>> supervisor = ProcessSupervisor::Create();
+    ASSERT_THAT(supervisor, IsOk());
+    supervisor_ = *std::move(supervisor);
+  }
+  void TearDown() override {
+    supervisor_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::filesystem::path WriteConfig(const std::string& text) {
+    const std::filesystem::path path = dir_ / "deployment.yaml";
+    std::ofstream(path) << "model: " << (dir_ / "model").string() << "\n" << text;
+    return path;
+  }
+
+  // Starts `fake_baton serve <args>` with its output in files.
+  pid_t StartServe(std::vector<std::string> args) {
+    args.insert(args.begin(), {FAKE_BATON_PATH, "serve"});
+    absl::StatusOr<pid_t> pid = supervisor_->Start({.name = "launcher",
+                                                    .argv = args,
+                                                    .stdout_path = dir_ / "serve.out",
+                                                    .stderr_path = dir_ / "serve.err"});
+    BATON_CHECK(pid.ok());
+    return *pid;
+  }
+
+  // Polls `read` until `done` holds for its result; returns the last result.
+  template <typename Read, typename Done>
+  static auto PollUntil(Read read, Done done) {
+    const absl::Time deadline = absl::Now() + kPatience;
+    auto value = read();
+    while (!done(value) && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(20));
+      value = read();
+    }
+    return value;
+  }
+
+  // The launcher's first stdout line, once complete ("" if none within kPatience).
+  std::string WaitForServingLine() {
+    const std::string out = PollUntil([&] { return ReadFile(dir_ / "serve.out"); },
+                                      [](const std::string& s) { return s.find('\n') != s.npos; });
+    return out.substr(0, out.find('\n'));
+  }
+
+  std::string WaitForStderr(const std::string& text) {
+    return PollUntil([&] { return ReadFile(dir_ / "serve.err"); },
+                     [&](const std::string& s) { return s.find(text) != s.npos; });
+  }
+
+  // The pid of a child ("scheduler", "prefill worker 1") from the launcher's "started" line, or -1.
+  pid_t ChildPid(const std::string& name) {
+    const std::string line = absl::StrCat("baton: started ", name, " (pid ");
+    const std::string err = WaitForStderr(line);
+    const size_t at = err.find(line);
+    return at == std::string::npos ? -1 : std::stoi(err.substr(at + line.size()));
+  }
+
+  ChildExit WaitForLauncherExit() {
+    std::optional<ChildExit> exit = supervisor_->WaitForExit(kPatience);
+    BATON_CHECK(exit.has_value());
+    return *exit;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<ProcessSupervisor> supervisor_;
+};
+
+TEST_F(ServeCommandTest, ServesUntilSigintThenStopsEveryChild) {
+  const int port = FreePort();
+  const pid_t launcher = StartServe(
+      {"--config", WriteConfig("http_port: 0\nprefill: {instances: 2}\n").string(), "--port",
+       std::to_string(port)});
+  EXPECT_EQ(WaitForServingLine(),
+            absl::StrCat("baton: serving model on 127.0.0.1:", port,
+                         " (disaggregated: 2 prefill (tp 1, pp 1, cpu) + 1 decode (tp 1, pp 1, "
+                         "cpu); no HTTP)"));
+  std::vector<pid_t> children;
+  for (const char* name :
+       {"scheduler", "prefill worker 0", "prefill worker 1", "decode worker 0"}) {
+    children.push_back(ChildPid(name));
+    EXPECT_GT(children.back(), 0) << name;
+    EXPECT_FALSE(ProcessGone(children.back())) << name;
+  }
+  const std::string err = ReadFile(dir_ / "serve.err");
+  const size_t at = err.find("effective config in ");
+  ASSERT_NE(at, std::string::npos);
+  const std::filesystem::path config_file = err.substr(at + 20, err.find('\n', at) - at - 20);
+  EXPECT_TRUE(std::filesystem::exists(config_file));
+
+  ASSERT_EQ(kill(launcher, SIGINT), 0);
+  const ChildExit exit = WaitForLauncherExit();
+  EXPECT_EQ(exit.exit_code, 0) << ReadFile(dir_ / "serve.err");
+  EXPECT_THAT(ReadFile(dir_ / "serve.err"), HasSubstr("baton: SIGINT received; stopping"));
+  for (pid_t child : children) EXPECT_TRUE(ProcessGone(child)) << "child " << child << " survived";
+  EXPECT_FALSE(std::filesystem::exists(config_file)) << "the temporary config is removed";
+}
+
+TEST_F(ServeCommandTest, AWorkerDyingDuringStartUpStopsEverythingWithAClearError) {
+  setenv("FAKE_BATON_HEALTH", "never", 1);
+  setenv("FAKE_BATON_FAIL_WORKER", "decode-0", 1);
+  StartServe({"--model", (dir_ / "model").string(), "--port", std::to_string(FreePort()),
+              "--http-port", "0"});
+  const ChildExit exit = WaitForLauncherExit();
+  const std::string err = ReadFile(dir_ / "serve.err");
+  EXPECT_EQ(exit.exit_code, 1) << err;
+  EXPECT_THAT(err, ContainsRegex("baton serve: decode worker 0 \\(pid [0-9]+\\) exited with code 3 "
+                                 "during start-up; stopping every process\n"));
+  EXPECT_TRUE(ProcessGone(ChildPid("scheduler")));
+  EXPECT_TRUE(ProcessGone(ChildPid("prefill worker 0")));
+  EXPECT_EQ(ReadFile(dir_ / "serve.out"), "") << "never announced serving";
+}
+
+TEST_F(ServeCommandTest, StartUpTimesOutWithTheLastHealthAnswer) {
+  setenv("FAKE_BATON_HEALTH", "never", 1);
+  StartServe({"--config", WriteConfig("http_port: 0\n").string(), "--port",
+              std::to_string(FreePort()), "--startup-timeout", "2"});
+  const ChildExit exit = WaitForLauncherExit();
+  const std::string err = ReadFile(dir_ / "serve.err");
+  EXPECT_EQ(exit.exit_code, 1) << err;
+  EXPECT_THAT(err, HasSubstr("not ready after 2s; last check: Health: STATUS_NOT_SERVING "
+                             "(fake: never serving); stopping every process"));
+  EXPECT_TRUE(ProcessGone(ChildPid("scheduler")));
+  EXPECT_TRUE(ProcessGone(ChildPid("decode worker 0")));
+}
+
+TEST_F(ServeCommandTest, SigtermDuringStartUpStopsEverythingAndExitsZero) {
+  setenv("FAKE_BATON_HEALTH", "never", 1);
+  const pid_t launcher = StartServe({"--config", WriteConfig("http_port: 0\n").string(), "--port",
+                                     std::to_string(FreePort())});
+  const pid_t scheduler = ChildPid("scheduler");
+  ASSERT_GT(scheduler, 0);
+  ASSERT_EQ(kill(launcher, SIGTERM), 0);
+  const ChildExit exit = WaitForLauncherExit();
+  EXPECT_EQ(exit.exit_code, 0) << ReadFile(dir_ / "serve.err");
+  EXPECT_THAT(ReadFile(dir_ / "serve.err"),
+              HasSubstr("baton: interrupted by SIGTERM during start-up; stopping"));
+  EXPECT_TRUE(ProcessGone(scheduler));
+}
+
+TEST_F(ServeCommandTest, AWorkerKilledAfterStartUpIsLoggedAndServingGoesOn) {
+  const pid_t launcher = StartServe({"--model", (dir_ / "model").string(), "--port",
+                                     std::to_string(FreePort()), "--http-port", "0"});
+  ASSERT_THAT(WaitForServingLine(), HasSubstr("baton: serving model"));
+  const pid_t prefill = ChildPid("prefill worker 0");
+  ASSERT_EQ(kill(prefill, SIGKILL), 0);
+  const std::string expected =
+      absl::StrCat("baton: prefill worker 0 (pid ", prefill, ") was killed by signal 9 (SIGKILL)\n");
+  EXPECT_THAT(WaitForStderr(expected), HasSubstr(expected));
+  EXPECT_EQ(supervisor_->num_running(), 1) << "the launcher keeps running";
+  EXPECT_FALSE(ProcessGone(ChildPid("decode worker 0"))) << "the other workers keep serving";
+  ASSERT_EQ(kill(launcher, SIGTERM), 0);
+  EXPECT_EQ(WaitForLauncherExit().exit_code, 0);
+  EXPECT_TRUE(ProcessGone(ChildPid("decode worker 0")));
+}
+
+TEST_F(ServeCommandTest, TheSchedulerDyingStopsTheDeployment) {
+  StartServe({"--model", (dir_ / "model").string(), "--port", std::to_string(FreePort()),
+              "--http-port", "0"});
+  ASSERT_THAT(WaitForServingLine(), HasSubstr("baton: serving model"));
+  ASSERT_EQ(kill(ChildPid("scheduler"), SIGKILL), 0);
+  const ChildExit exit = WaitForLauncherExit();
+  const std::string err = ReadFile(dir_ / "serve.err");
+  EXPECT_EQ(exit.exit_code, 1) << err;
+  EXPECT_THAT(err, HasSubstr("the scheduler is gone; stopping every process"));
+  EXPECT_TRUE(ProcessGone(ChildPid("prefill worker 0")));
+  EXPECT_TRUE(ProcessGone(ChildPid("decode worker 0")));
+}
+
+TEST_F(ServeCommandTest, BadConfigurationExitsTwoNamingTheProblem) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--config", WriteConfig("prefill: {tp: 0}\n").string()},
+       "deployment.yaml: prefill.tp: must be >= 1, got 0"},
+      {{"--config", (dir_ / "missing.yaml").string()}, "missing.yaml: no such file"},
+      {{"--model", (dir_ / "no-such-model").string()}, "no-such-model is not a directory"},
+      {{"--model", (dir_ / "model").string(), "--port", "65535"},
+       "prefill.base_port: moving the scheduler to port 65535"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    StartServe(c.args);
+    const ChildExit exit = WaitForLauncherExit();
+    EXPECT_EQ(exit.exit_code, 2);
+    EXPECT_THAT(ReadFile(dir_ / "serve.err"), HasSubstr(c.message));
+  }
+}
+
+TEST_F(ServeCommandTest, NoChildOutlivesAKilledLauncher) {
+  // Orphans are reparented to this process, so their end can be waited for.
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  const pid_t launcher = StartServe({"--model", (dir_ / "model").string(), "--port",
+                                     std::to_string(FreePort()), "--http-port", "0"});
+  ASSERT_THAT(WaitForServingLine(), HasSubstr("baton: serving model"));
+  std::vector<pid_t> children;
+  for (const char* name : {"scheduler", "prefill worker 0", "decode worker 0"}) children.push_back(ChildPid(name));
+  ASSERT_EQ(kill(launcher, SIGKILL), 0);
+  EXPECT_EQ(WaitForLauncherExit().signal, SIGKILL);
+  for (pid_t child : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child " << child;
+  }
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+}  // namespace
+}  // namespace baton::runtime

@@ -1,0 +1,407 @@
+#include "scheduler/config/deployment_config.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace baton::scheduler {
+namespace {
+
+using ::absl_testing::IsOk;
+using ::absl_testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+// A YAML config that sets every key away from its default.
+constexpr char kFullYaml[] = R"(
+model: /models/llama
+weight_dtype: bf16
+host: 10.0.0.7
+scheduler_port: 6000
+http_port: 6100
+mode: disaggregated
+block_size: 32
+slo:
+  ttft_ms: 250.5
+  tpot_ms: 40
+  attainment: 0.99
+prefill:
+  instances: 2
+  tp: 2
+  pp: 1
+  devices: [[0, 1], [2, 3]]
+  threads: 4
+  kv_cache_bytes: 2GiB
+  max_num_seqs: 8
+  max_num_batched_tokens: 4096
+  base_port: 6010
+decode:
+  instances: 1
+  tp: 1
+  pp: 2
+  devices: [[4, 5]]
+  threads: 2
+  kv_cache_bytes: 1536MiB
+  max_num_seqs: 128
+  max_num_batched_tokens: 512
+  base_port: 6020
+)";
+
+// The same deployment in JSON (with tabs, which JSON allows).
+constexpr char kFullJson[] = R"({
+	"model": "/models/llama", "weight_dtype": "bf16", "host": "10.0.0.7",
+	"scheduler_port": 6000, "http_port": 6100, "mode": "disaggregated", "block_size": 32,
+	"slo": {"ttft_ms": 250.5, "tpot_ms": 40, "attainment": 0.99},
+	"prefill": {"instances": 2, "tp": 2, "pp": 1, "devices": [[0, 1], [2, 3]], "threads": 4,
+	            "kv_cache_bytes": "2GiB", "max_num_seqs": 8, "max_num_batched_tokens": 4096,
+	            "base_port": 6010},
+	"decode": {"instances": 1, "tp": 1, "pp": 2, "devices": [[4, 5]], "threads": 2,
+	           "kv_cache_bytes": 1610612736, "max_num_seqs": 128, "max_num_batched_tokens": 512,
+	           "base_port": 6020}
+})";
+
+TEST(DeploymentConfigTest, DefaultDeploymentIsOnePrefillOneDecodeOnLocalCpu) {
+  const DeploymentConfig config = DefaultDeployment("/models/tiny");
+  EXPECT_THAT(ValidateDeploymentConfig(config), IsOk());
+  EXPECT_EQ(config.model_dir, "/models/tiny");
+  EXPECT_EQ(config.weight_dtype, DType::kF32);
+  EXPECT_EQ(config.host, "127.0.0.1");
+  EXPECT_EQ(config.scheduler_port, 50051);
+  EXPECT_EQ(config.http_port, 8000);
+  EXPECT_EQ(config.mode, DeploymentMode::kDisaggregated);
+  EXPECT_EQ(config.block_size, 16);
+  EXPECT_EQ(config.slo, (SloConfig{.ttft_ms = 1000, .tpot_ms = 100, .attainment = 0.9}));
+  for (InstanceRole role : {InstanceRole::kPrefill, InstanceRole::kDecode}) {
+    const PhaseConfig& phase = Phase(config, role);
+    EXPECT_EQ(phase.num_instances, 1);
+    EXPECT_EQ(phase.tp, 1);
+    EXPECT_EQ(phase.pp, 1);
+    EXPECT_TRUE(phase.on_cpu());
+    EXPECT_EQ(phase.num_threads, 1);
+    EXPECT_EQ(phase.kv_cache_bytes, 256u << 20);
+    EXPECT_FALSE(phase.chunked_prefill);
+  }
+  EXPECT_THAT(WorkerInstances(config),
+              ElementsAre(WorkerInstance{InstanceRole::kPrefill, 0, 50052},
+                          WorkerInstance{InstanceRole::kDecode, 0, 50053}));
+}
+
+TEST(DeploymentConfigTest, ModelAloneParsesToTheDefaultDeployment) {
+  EXPECT_EQ(ParseDeploymentConfig("model: /models/tiny\n").value(), DefaultDeployment("/models/tiny"));
+  EXPECT_EQ(ParseDeploymentConfig("model: /models/tiny\nprefill:\ndecode: {}\n").value(),
+            DefaultDeployment("/models/tiny"));
+}
+
+TEST(DeploymentConfigTest, ParsesEveryKey) {
+  absl::StatusOr<DeploymentConfig> parsed = ParseDeploymentConfig(kFullYaml);
+  ASSERT_THAT(parsed, IsOk());
+  const DeploymentConfig& c = *parsed;
+  EXPECT_EQ(c.model_dir, "/models/llama");
+  EXPECT_EQ(c.weight_dtype, DType::kBF16);
+  EXPECT_EQ(c.host, "10.0.0.7");
+  EXPECT_EQ(c.scheduler_port, 6000);
+  EXPECT_EQ(c.http_port, 6100);
+  EXPECT_EQ(c.block_size, 32);
+  EXPECT_EQ(c.slo, (SloConfig{.ttft_ms = 250.5, .tpot_ms = 40, .attainment = 0.99}));
+  EXPECT_EQ(c.prefill, (PhaseConfig{.num_instances = 2,
+                                    .tp = 2,
+                                    .pp = 1,
+                                    .cuda_device_ids = {{0, 1}, {2, 3}},
+                                    .num_threads = 4,
+                                    .kv_cache_bytes = 2ull << 30,
+                                    .max_num_seqs = 8,
+                                    .max_num_batched_tokens = 4096,
+                                    .base_port = 6010}));
+  EXPECT_EQ(c.decode, (PhaseConfig{.num_instances = 1,
+                                   .tp = 1,
+                                   .pp = 2,
+                                   .cuda_device_ids = {{4, 5}},
+                                   .num_threads = 2,
+                                   .kv_cache_bytes = 1536ull << 20,
+                                   .max_num_seqs = 128,
+                                   .max_num_batched_tokens = 512,
+                                   .base_port = 6020}));
+  EXPECT_THAT(WorkerInstances(c),
+              ElementsAre(WorkerInstance{InstanceRole::kPrefill, 0, 6010},
+                          WorkerInstance{InstanceRole::kPrefill, 1, 6011},
+                          WorkerInstance{InstanceRole::kDecode, 0, 6020}));
+}
+
+TEST(DeploymentConfigTest, JsonAndYamlGiveTheSameConfig) {
+  absl::StatusOr<DeploymentConfig> from_json = ParseDeploymentConfig(kFullJson);
+  ASSERT_THAT(from_json, IsOk());
+  EXPECT_EQ(*from_json, ParseDeploymentConfig(kFullYaml).value());
+}
+
+TEST(DeploymentConfigTest, ColocatedModeReadsTheColocatedSection) {
+  absl::StatusOr<DeploymentConfig> c = ParseDeploymentConfig(
+      "model: m\nmode: colocated\ncolocated: {instances: 3, chunked_prefill: true}\n");
+  ASSERT_THAT(c, IsOk());
+  EXPECT_EQ(c->mode, DeploymentMode::kColocated);
+  EXPECT_EQ(c->colocated.num_instances, 3);
+  EXPECT_TRUE(c->colocated.chunked_prefill);
+  EXPECT_THAT(WorkerInstances(*c),
+              ElementsAre(WorkerInstance{InstanceRole::kColocated, 0, 50052},
+                          WorkerInstance{InstanceRole::kColocated, 1, 50053},
+                          WorkerInstance{InstanceRole::kColocated, 2, 50054}));
+}
+
+TEST(DeploymentConfigTest, DefaultWorkerPortsFollowTheSchedulerPhaseAfterPhase) {
+  struct Case {
+    std::string yaml;
+    int prefill_base_port;
+    int decode_base_port;
+  };
+  const std::vector<Case> cases = {
+      {"model: m\nscheduler_port: 6000\n", 6001, 6002},
+      {"model: m\nscheduler_port: 6000\nprefill: {instances: 3}\n", 6001, 6004},
+      {"model: m\nprefill: {base_port: 7000, instances: 2}\n", 7000, 7002},
+      {"model: m\ndecode: {base_port: 7000}\n", 50052, 7000},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.yaml);
+    absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig(c.yaml);
+    ASSERT_THAT(config, IsOk());
+    EXPECT_EQ(config->prefill.base_port, c.prefill_base_port);
+    EXPECT_EQ(config->decode.base_port, c.decode_base_port);
+  }
+}
+
+TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
+  struct Case {
+    std::string yaml;
+    std::string message_prefix;
+  };
+  const std::vector<Case> cases = {
+      // Structure and types.
+      {"", "model: required"},
+      {"{}", "model: required"},
+      {"- 1\n- 2\n", "top level: expected a mapping, got a list"},
+      {"model: [m\n", "malformed YAML at line 2"},
+      {"model: m\ndecoder: {}\n", "unknown key 'decoder' at top level (expected one of: model,"},
+      {"model: m\nprefill: {tpp: 2}\n", "unknown key 'tpp' in prefill (expected one of: instances,"},
+      {"model: m\nslo: {ttft: 2}\n", "unknown key 'ttft' in slo"},
+      {"model: m\nmode: colocated\ncolocated: {x: 1}\n", "unknown key 'x' in colocated"},
+      {"model: m\nmodel: n\n", "model: duplicate key"},
+      {"model: m\nprefill: {tp: 1, tp: 2}\n", "prefill.tp: duplicate key"},
+      {"model: [a, b]\n", "model: expected a string, got a list"},
+      {"model: m\nslo: 3\n", "slo: expected a mapping, got '3'"},
+      {"model: m\nprefill: [1]\n", "prefill: expected a mapping, got a list"},
+      {"model: m\nprefill: {tp: two}\n", "prefill.tp: expected an integer, got 'two'"},
+      {"model: m\nprefill: {tp: 1.5}\n", "prefill.tp: expected an integer, got '1.5'"},
+      {"model: m\nprefill: {tp: ~}\n", "prefill.tp: expected an integer, got null"},
+      {R"({"model": "m", "prefill": {"tp": "2"}})",
+       "prefill.tp: expected an integer, got the string \"2\""},
+      {"model: m\nslo: {tpot_ms: fast}\n", "slo.tpot_ms: expected a number, got 'fast'"},
+      {"model: m\nmode: colocated\ncolocated: {chunked_prefill: maybe}\n",
+       "colocated.chunked_prefill: expected true or false, got 'maybe'"},
+      {"model: m\nweight_dtype: f16\n", "weight_dtype: 'f16' is not supported (expected f32 or bf16)"},
+      {"model: m\nmode: hybrid\n", "mode: 'hybrid' (expected disaggregated or colocated)"},
+      {"model: m\ncolocated: {}\n", "colocated: section not used in disaggregated mode"},
+      {"model: m\nmode: colocated\ndecode: {}\n", "decode: section not used in colocated mode"},
+      // Top-level values.
+      {"model: m\nhost: ''\n", "host: must not be empty"},
+      {"model: m\nhost: 'a b'\n", "host: 'a b' contains whitespace"},
+      {"model: m\nscheduler_port: 0\n", "scheduler_port: must be in [1, 65535], got 0"},
+      {"model: m\nscheduler_port: 70000\n", "scheduler_port: must be in [1, 65535], got 70000"},
+      {"model: m\nhttp_port: -1\n", "http_port: must be in [0, 65535] (0 disables HTTP), got -1"},
+      {"model: m\nblock_size: 12\n", "block_size: must be a power of two in [1, 1024], got 12"},
+      {"model: m\nblock_size: 2048\n", "block_size: must be a power of two in [1, 1024], got 2048"},
+      {"model: m\nslo: {ttft_ms: 0}\n", "slo.ttft_ms: must be a finite number > 0, got 0"},
+      {"model: m\nslo: {tpot_ms: -5}\n", "slo.tpot_ms: must be a finite number > 0, got -5"},
+      {"model: m\nslo: {tpot_ms: .inf}\n", "slo.tpot_ms: expected a number, got '.inf'"},
+      {"model: m\nslo: {attainment: 1.5}\n", "slo.attainment: must be in (0, 1], got 1.5"},
+      {"model: m\nslo: {attainment: 0}\n", "slo.attainment: must be in (0, 1], got 0"},
+      // Phases.
+      {"model: m\nprefill: {instances: 0}\n", "prefill.instances: must be >= 1, got 0"},
+      {"model: m\nprefill: {tp: 0}\n", "prefill.tp: must be >= 1, got 0"},
+      {"model: m\ndecode: {pp: -1}\n", "decode.pp: must be >= 1, got -1"},
+      {"model: m\nprefill: {threads: 0}\n", "prefill.threads: must be >= 1, got 0"},
+      {"model: m\nprefill: {kv_cache_bytes: 0}\n", "prefill.kv_cache_bytes: must be > 0"},
+      {"model: m\nprefill: {kv_cache_bytes: 512XB}\n", "prefill.kv_cache_bytes: '512XB': unknown unit"},
+      {"model: m\nprefill: {kv_cache_bytes: [1]}\n",
+       "prefill.kv_cache_bytes: expected a byte size such as 512MiB, got a list"},
+      {"model: m\ndecode: {max_num_seqs: 0}\n", "decode.max_num_seqs: must be >= 1, got 0"},
+      {"model: m\ndecode: {max_num_batched_tokens: 0}\n",
+       "decode.max_num_batched_tokens: must be >= 1, got 0"},
+      {"model: m\nprefill: {chunked_prefill: true}\n",
+       "prefill.chunked_prefill: only valid for colocated instances"},
+      {"model: m\nprefill: {base_port: 65535, instances: 2}\n",
+       "prefill.base_port: 2 instances from port 65535 reach port 65536 (> 65535)"},
+      {"model: m\nprefill: {base_port: 0}\n", "prefill.base_port: must be in [1, 65535], got 0"},
+      // Devices.
+      {"model: m\nprefill: {devices: gpu}\n",
+       "prefill.devices: expected 'cpu' or a list of CUDA device-id lists, got 'gpu'"},
+      {"model: m\nprefill: {devices: []}\n",
+       "prefill.devices: expected 'cpu' or a list of CUDA device-id lists, got a list"},
+      {"model: m\nprefill: {devices: [0, 1]}\n",
+       "prefill.devices[0]: expected a list of CUDA device ids, got '0'"},
+      {"model: m\nprefill: {devices: [[0, x]]}\n", "prefill.devices[0][1]: expected an integer, got 'x'"},
+      {"model: m\nprefill: {instances: 2, devices: [[0]]}\n",
+       "prefill.devices: 1 device lists for 2 instances"},
+      {"model: m\nprefill: {tp: 2, devices: [[0]]}\n",
+       "prefill.devices[0]: 1 device ids for tp * pp = 2 ranks"},
+      {"model: m\nprefill: {devices: [[-1]]}\n", "prefill.devices[0][0]: must be >= 0, got -1"},
+      {"model: m\nprefill: {tp: 2, devices: [[0, 1]]}\ndecode: {devices: [[1]]}\n",
+       "decode.devices[0][0]: CUDA device 1 is already used by prefill.devices[0][1]"},
+      {"model: m\nprefill: {tp: 2, devices: [[0, 0]]}\n",
+       "prefill.devices[0][1]: CUDA device 0 is already used by prefill.devices[0][0]"},
+      // Ports shared between listeners.
+      {"model: m\nhttp_port: 50051\n", "http_port: port 50051 is already taken by scheduler_port"},
+      {"model: m\ndecode: {base_port: 50052}\n",
+       "decode.base_port: port 50052 of decode worker 0 is already taken by prefill worker 0"},
+      {"model: m\nprefill: {base_port: 7999, instances: 2}\n",
+       "prefill.base_port: port 8000 of prefill worker 1 is already taken by http_port"},
+      {"model: m\ndecode: {base_port: 50051}\n",
+       "decode.base_port: port 50051 of decode worker 0 is already taken by scheduler_port"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.yaml);
+    EXPECT_THAT(ParseDeploymentConfig(c.yaml),
+                StatusIs(absl::StatusCode::kInvalidArgument, StartsWith(c.message_prefix)));
+  }
+}
+
+TEST(DeploymentConfigTest, ByteSizes) {
+  struct Case {
+    std::string text;
+    uint64_t num_bytes;
+  };
+  const std::vector<Case> good = {
+      {"4096", 4096},          {"512MiB", 512ull << 20}, {"2GiB", 2ull << 30},
+      {"2 GiB", 2ull << 30},   {"1.5GiB", 3ull << 29},   {"64KB", 64000},
+      {"3mb", 3000000},        {"1TiB", 1ull << 40},     {"10B", 10},
+      {" 7KiB ", 7ull << 10},  {"0", 0},
+  };
+  for (const Case& c : good) {
+    SCOPED_TRACE(c.text);
+    absl::StatusOr<uint64_t> parsed = ParseByteSize(c.text);
+    ASSERT_THAT(parsed, IsOk());
+    EXPECT_EQ(*parsed, c.num_bytes);
+  }
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "is not a byte size"},        {"GiB", "is not a byte size"},
+      {"-1GiB", "is not a byte size"},   {"12XB", "unknown unit"},
+      {"0.3B", "not a whole number"},    {"1.2.3MiB", "is not a byte size"},
+      {"99999999TiB", "below 2^62"},     {"1e3", "unknown unit"},
+  };
+  for (const auto& [text, message] : bad) {
+    SCOPED_TRACE(text);
+    EXPECT_THAT(ParseByteSize(text), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message)));
+  }
+  EXPECT_EQ(FormatByteSize(512ull << 20), "512MiB");
+  EXPECT_EQ(FormatByteSize(3ull << 29), "1536MiB");
+  EXPECT_EQ(FormatByteSize(2ull << 40), "2TiB");
+  EXPECT_EQ(FormatByteSize(1000), "1000");
+  EXPECT_EQ(FormatByteSize(0), "0");
+}
+
+TEST(DeploymentConfigTest, ToYamlRoundTrips) {
+  DeploymentConfig colocated = DefaultDeployment("/path with spaces/m: odd");
+  colocated.mode = DeploymentMode::kColocated;
+  colocated.colocated = {.num_instances = 2, .chunked_prefill = true, .base_port = 9000};
+  colocated.slo = {.ttft_ms = 0.1, .tpot_ms = 1.0 / 3.0, .attainment = 1};
+  colocated.http_port = 0;
+  DeploymentConfig odd_bytes = DefaultDeployment("m");
+  odd_bytes.prefill.kv_cache_bytes = 123456789;
+  const std::vector<DeploymentConfig> configs = {
+      DefaultDeployment("/models/tiny"), ParseDeploymentConfig(kFullYaml).value(), colocated,
+      odd_bytes};
+  for (const DeploymentConfig& config : configs) {
+    const std::string yaml = ToYaml(config);
+    SCOPED_TRACE(yaml);
+    absl::StatusOr<DeploymentConfig> parsed = ParseDeploymentConfig(yaml);
+    ASSERT_THAT(parsed, IsOk());
+    EXPECT_EQ(*parsed, config);
+  }
+}
+
+TEST(DeploymentConfigTest, ToYamlWritesOnlyThePhasesInUse) {
+  const std::string yaml = ToYaml(DefaultDeployment("/m"));
+  EXPECT_THAT(yaml, HasSubstr("prefill:"));
+  EXPECT_THAT(yaml, HasSubstr("decode:"));
+  EXPECT_THAT(yaml, Not(HasSubstr("colocated:")));
+  EXPECT_THAT(yaml, Not(HasSubstr("chunked_prefill")));
+  EXPECT_THAT(yaml, HasSubstr("kv_cache_bytes: 256MiB"));
+}
+
+TEST(DeploymentConfigTest, SetSchedulerPortMovesTheWorkersAlong) {
+  DeploymentConfig config = DefaultDeployment("/m");
+  ASSERT_THAT(SetSchedulerPort(config, 6000), IsOk());
+  EXPECT_EQ(config.scheduler_port, 6000);
+  EXPECT_EQ(config.prefill.base_port, 6001);
+  EXPECT_EQ(config.decode.base_port, 6002);
+  EXPECT_EQ(config.http_port, 8000);
+  EXPECT_THAT(ValidateDeploymentConfig(config), IsOk());
+
+  EXPECT_THAT(SetSchedulerPort(config, 65535),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       StartsWith("prefill.base_port: moving the scheduler to port 65535")));
+  EXPECT_THAT(SetSchedulerPort(config, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("scheduler_port:")));
+  EXPECT_EQ(config.scheduler_port, 6000) << "a failed move changes nothing";
+  EXPECT_EQ(config.decode.base_port, 6002);
+}
+
+TEST(DeploymentConfigTest, InstanceRoleNamesRoundTrip) {
+  for (InstanceRole role : {InstanceRole::kPrefill, InstanceRole::kDecode, InstanceRole::kColocated}) {
+    EXPECT_THAT(ParseInstanceRole(InstanceRoleName(role)), absl_testing::IsOkAndHolds(role));
+  }
+  EXPECT_THAT(ParseInstanceRole("decoder"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("role 'decoder'")));
+  EXPECT_EQ(WorkerName(InstanceRole::kDecode, 1), "decode worker 1");
+}
+
+class LoadDeploymentConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("baton_config_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_ / "configs");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path Write(const std::string& name, const std::string& text) {
+    const std::filesystem::path path = dir_ / "configs" / name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(LoadDeploymentConfigTest, RelativeModelIsResolvedAgainstTheFile) {
+  absl::StatusOr<DeploymentConfig> config =
+      LoadDeploymentConfig(Write("a.yaml", "model: ../models/tiny\n"));
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->model_dir, dir_ / "models" / "tiny");
+
+  config = LoadDeploymentConfig(Write("b.json", R"({"model": "/abs/model"})"));
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->model_dir, "/abs/model");
+}
+
+TEST_F(LoadDeploymentConfigTest, ErrorsNameTheFile) {
+  const std::filesystem::path bad = Write("bad.yaml", "model: m\nprefill: {tp: 0}\n");
+  EXPECT_THAT(LoadDeploymentConfig(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       bad.string() + ": prefill.tp: must be >= 1, got 0"));
+  EXPECT_THAT(LoadDeploymentConfig(dir_ / "missing.yaml"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("missing.yaml")));
+  EXPECT_THAT(LoadDeploymentConfig(dir_), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(LoadDeploymentConfigTest, WrittenEffectiveConfigLoadsBack) {
+  DeploymentConfig config = ParseDeploymentConfig(kFullYaml).value();
+  EXPECT_EQ(LoadDeploymentConfig(Write("effective.yaml", ToYaml(config))).value(), config);
+}
+
+}  // namespace
+}  // namespace baton::scheduler
