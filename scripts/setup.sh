@@ -8,7 +8,7 @@ APT_PACKAGES=(
   build-essential cmake pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev nlohmann-json3-dev libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libpcre2-dev libicu-dev libyaml-cpp-dev libcli11-dev python3-venv
+  libpcre2-dev libicu-dev libyaml-cpp-dev libcli11-dev libcpp-httplib-dev python3-venv
 )
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -31,3 +31,8 @@ fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${BATON_CMAKE_ARGS:-}
 cmake --build build -j"$(nproc)"
+
+# The embedded default model (a generated `tiny` Llama checkpoint), made once.
+if [ ! -f build/models/tiny/config.json ]; then
+  .venv/bin/python scripts/make_checkpoint.py --shape tiny --out build/models/tiny
+fi
