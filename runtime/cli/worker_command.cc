@@ -50,7 +50,8 @@ absl::Status RunWorker(const std::string& config_path, const std::string& role_n
                                       .block_size = config.block_size,
                                       .kv_cache_bytes = phase.kv_cache_bytes,
                                       .max_num_seqs = phase.max_num_seqs,
-                                      .max_num_batched_tokens = phase.max_num_batched_tokens}};
+                                      .max_num_batched_tokens = phase.max_num_batched_tokens,
+                                      .chunked_prefill = phase.chunked_prefill}};
   return rpc::RunWorkerServer(options, StopFlag());
 }
 

@@ -29,7 +29,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   }
   ASSIGN_OR_RETURN(std::unique_ptr<KvPool> kv_pool, KvPool::Create(shape, num_blocks, KvPoolOptions{.shm_name = config.kv_shm_name}));
   EngineConfig effective = config;
-  effective.max_num_batched_tokens = std::max(config.max_num_batched_tokens, max_model_len);
+  if (!config.chunked_prefill) {
+    effective.max_num_batched_tokens = std::max(config.max_num_batched_tokens, max_model_len);
+  } else if (config.max_num_batched_tokens < 2) {
+    return absl::InvalidArgumentError("engine: chunked prefill needs max_num_batched_tokens >= 2");
+  }
   return std::unique_ptr<Engine>(new Engine(effective, std::move(pool), std::move(model),
                                             std::move(kv_pool), max_model_len));
 }
@@ -43,7 +47,8 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<ThreadPool> pool,
       max_model_len_(max_model_len),
       allocator_(kv_pool_->num_blocks()),
       scheduler_(StepSchedulerConfig{.max_num_seqs = config.max_num_seqs,
-                                     .max_num_batched_tokens = config.max_num_batched_tokens},
+                                     .max_num_batched_tokens = config.max_num_batched_tokens,
+                                     .chunked_prefill = config.chunked_prefill},
                  &allocator_),
       runner_(model_.get(), kv_pool_.get()) {}
 
@@ -193,6 +198,7 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
   const int vocab_size = model_->config().vocab_size;
   for (size_t i = 0; i < step.seqs.size(); ++i) {
     Sequence& seq = *step.seqs[i];
+    if (seq.num_uncomputed_tokens() > 0) continue;  // a prefill chunk short of the prompt's end
     const std::span<const float> row(logits_.data() + i * vocab_size, vocab_size);
     ASSIGN_OR_RETURN(const int32_t token, kernels::SampleToken(row, seq.params.sampling, seq.rng));
     seq.token_ids.push_back(token);

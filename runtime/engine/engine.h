@@ -31,7 +31,8 @@ struct EngineConfig {
   int block_size = 16;                  // tokens per KV block
   size_t kv_cache_bytes = 256ull << 20; // KV pool budget
   int max_num_seqs = 64;
-  int max_num_batched_tokens = 2048;    // raised to max_model_len if smaller
+  int max_num_batched_tokens = 2048;    // without chunked prefill, raised to max_model_len
+  bool chunked_prefill = false;         // decode-first steps with prompt chunks (colocated)
   int max_model_len = 0;                // 0: the model's max_position_embeddings
   std::string kv_shm_name;              // non-empty: the KV pool lives in this shm segment
 };

@@ -32,6 +32,10 @@ bool StepScheduler::TryAdmit(Sequence* seq, int* token_budget) {
 }
 
 ScheduledStep StepScheduler::Schedule() {
+  return config_.chunked_prefill ? ScheduleChunked() : SchedulePrefillFirst();
+}
+
+ScheduledStep StepScheduler::SchedulePrefillFirst() {
   ScheduledStep step;
   int token_budget = config_.max_num_batched_tokens;
   while (!waiting_.empty() && static_cast<int>(running_.size()) < config_.max_num_seqs) {
@@ -44,10 +48,19 @@ ScheduledStep StepScheduler::Schedule() {
     step.q_lens.push_back(seq->num_uncomputed_tokens());
   }
   if (!step.empty()) return step;
+  step.seqs = ReserveDecodes();
+  step.q_lens.assign(step.seqs.size(), 1);
+  step.num_decode_seqs = static_cast<int>(step.seqs.size());
+  return step;
+}
 
-  // Decode: every running sequence needs room for one more token; preempt from the back if not.
+std::vector<Sequence*> StepScheduler::ReserveDecodes() {
   for (size_t i = 0; i < running_.size();) {
     Sequence* seq = running_[i];
+    if (seq->num_uncomputed_tokens() != 1) {  // mid-prompt (chunked prefill)
+      ++i;
+      continue;
+    }
     const int num_new_blocks = seq->block_table.NumBlocksToAppend(1);
     if (allocator_->CanAllocate(num_new_blocks)) {
       seq->block_table.AddBlocks(*allocator_->Allocate(num_new_blocks));
@@ -57,11 +70,52 @@ ScheduledStep StepScheduler::Schedule() {
     Preempt(running_.back());
     running_.pop_back();
   }
+  std::vector<Sequence*> decodes;
   for (Sequence* seq : running_) {
-    step.seqs.push_back(seq);
-    step.q_lens.push_back(1);
+    if (seq->num_uncomputed_tokens() == 1) decodes.push_back(seq);
   }
+  return decodes;
+}
+
+int StepScheduler::ReserveChunk(Sequence* seq, int* token_budget) {
+  int chunk = std::min(seq->num_uncomputed_tokens(), *token_budget);
+  // As many tokens as the free blocks hold.
+  while (chunk > 0 && !allocator_->CanAllocate(seq->block_table.NumBlocksToAppend(chunk))) {
+    const int room = (seq->block_table.NumBlocksToAppend(chunk) - allocator_->num_blocks_free()) *
+                     seq->block_table.block_size();
+    chunk = std::max(0, chunk - std::max(1, room));
+  }
+  if (chunk == 0) return 0;
+  seq->block_table.AddBlocks(*allocator_->Allocate(seq->block_table.NumBlocksToAppend(chunk)));
+  *token_budget -= chunk;
+  return chunk;
+}
+
+ScheduledStep StepScheduler::ScheduleChunked() {
+  ScheduledStep step;
+  step.seqs = ReserveDecodes();
+  step.q_lens.assign(step.seqs.size(), 1);
   step.num_decode_seqs = static_cast<int>(step.seqs.size());
+  int token_budget = config_.max_num_batched_tokens - step.num_decode_seqs;
+  for (Sequence* seq : running_) {
+    if (token_budget <= 0) break;
+    if (seq->num_uncomputed_tokens() <= 1) continue;
+    if (const int chunk = ReserveChunk(seq, &token_budget); chunk > 0) {
+      step.seqs.push_back(seq);
+      step.q_lens.push_back(chunk);
+    }
+  }
+  while (token_budget > 0 && !waiting_.empty() &&
+         static_cast<int>(running_.size()) < config_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    const int chunk = ReserveChunk(seq, &token_budget);
+    if (chunk == 0) break;
+    waiting_.pop_front();
+    seq->status = SeqStatus::kRunning;
+    running_.push_back(seq);
+    step.seqs.push_back(seq);
+    step.q_lens.push_back(chunk);
+  }
   return step;
 }
 

@@ -1,9 +1,14 @@
 // StepScheduler: continuous batching inside one engine instance.
 //
-// Policy (nano-vllm's): each step is either a prefill step or a decode step. A prefill step admits
-// waiting sequences in FCFS order while the token budget and the free KV blocks allow; if none can be
-// admitted, every running sequence decodes one token. A decode step that runs out of blocks preempts
-// the most recently admitted sequence (its blocks are freed and it is recomputed later).
+// Two policies:
+//  - prefill-first (nano-vllm's, the default): each step is either a prefill step or a decode step. A
+//    prefill step admits waiting sequences in FCFS order while the token budget and the free KV blocks
+//    allow; if none can be admitted, every running sequence decodes one token.
+//  - chunked prefill (vLLM's, for colocated instances): every step first decodes one token of each
+//    running sequence, then spends the rest of the token budget on prefill chunks — unfinished
+//    prompts first, then waiting ones in FCFS order — so long prompts never stall decoding.
+// Either way, a decode that runs out of blocks preempts the most recently admitted sequence (its
+// blocks are freed and it is recomputed later).
 // Not thread-safe: the engine thread owns it.
 #pragma once
 
@@ -17,12 +22,14 @@ namespace baton::runtime {
 
 struct StepSchedulerConfig {
   int max_num_seqs = 64;                // sequences running at once
-  int max_num_batched_tokens = 2048;    // new tokens per prefill step; >= the longest prompt
+  int max_num_batched_tokens = 2048;    // new tokens per step; prefill-first: >= the longest prompt
+  bool chunked_prefill = false;
 };
 
 struct ScheduledStep {
   std::vector<Sequence*> seqs;  // decode sequences first (q_len 1), then prefill sequences
-  std::vector<int> q_lens;      // [seqs.size()] new tokens fed this step
+  std::vector<int> q_lens;      // [seqs.size()] new tokens fed this step (a prefill chunk may
+                                // leave the prompt unfinished: nothing is sampled for it then)
   int num_decode_seqs = 0;
   bool empty() const { return seqs.empty(); }
 };
@@ -47,7 +54,14 @@ class StepScheduler {
   int num_running() const { return static_cast<int>(running_.size()); }
 
  private:
+  ScheduledStep SchedulePrefillFirst();
+  ScheduledStep ScheduleChunked();
   bool TryAdmit(Sequence* seq, int* token_budget);
+  // Gives every running sequence that has finished its prompt room for one more token, preempting
+  // from the back when blocks run out; returns those sequences.
+  std::vector<Sequence*> ReserveDecodes();
+  // Allocates blocks for up to *token_budget tokens of seq's prompt; returns the chunk (0: none).
+  int ReserveChunk(Sequence* seq, int* token_budget);
   void Preempt(Sequence* seq);
 
   StepSchedulerConfig config_;

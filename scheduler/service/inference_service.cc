@@ -3,13 +3,24 @@
 #include "grpcpp/grpcpp.h"
 
 namespace baton::scheduler {
+namespace {
+
+constexpr std::chrono::minutes kMaxRequestDuration(30);
+
+}  // namespace
 
 grpc::Status InferenceServiceImpl::Generate(grpc::ServerContext* context,
                                             const v1::GenerateRequest* request,
                                             grpc::ServerWriter<v1::GenerateResponse>* writer) {
-  // Worker calls are children of this call: a client that cancels or disconnects cancels them.
+  // Worker calls are children of this call: a client that cancels or disconnects cancels them, and
+  // they end by the client's deadline or, without one, by kMaxRequestDuration.
   return driver_->Run(
-      *request, [context] { return grpc::ClientContext::FromServerContext(*context); },
+      *request,
+      [context] {
+        std::unique_ptr<grpc::ClientContext> child = grpc::ClientContext::FromServerContext(*context);
+        child->set_deadline(std::chrono::system_clock::now() + kMaxRequestDuration);
+        return child;
+      },
       [writer](const v1::GenerateResponse& response) { return writer->Write(response); },
       [context] { return context->IsCancelled(); });
 }

@@ -32,13 +32,15 @@ class EngineTest : public ::testing::Test {
     ASSERT_THAT(testing::WriteTinyModel(dir_.path(), spec), IsOk());
   }
 
-  std::unique_ptr<Engine> MakeEngine(size_t kv_cache_bytes = 1 << 20, int block_size = 4) {
+  std::unique_ptr<Engine> MakeEngine(size_t kv_cache_bytes = 1 << 20, int block_size = 4,
+                                     bool chunked_prefill = false, int max_num_batched_tokens = 64) {
     EngineConfig config{.model_dir = dir_.path(),
                         .num_threads = 2,
                         .block_size = block_size,
                         .kv_cache_bytes = kv_cache_bytes,
                         .max_num_seqs = 16,
-                        .max_num_batched_tokens = 64,
+                        .max_num_batched_tokens = max_num_batched_tokens,
+                        .chunked_prefill = chunked_prefill,
                         .max_model_len = 128};
     auto engine = Engine::Create(config);
     EXPECT_THAT(engine, IsOk());
@@ -89,6 +91,35 @@ TEST_F(EngineTest, EachPromptGeneratesTheSameTokensAloneAndInABatchOfEight) {
   auto batched = RunToCompletion(*engine);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(batched[ids[i]], alone[i]) << "prompt " << i;
   EXPECT_EQ(engine->allocator().num_blocks_used(), 0);
+}
+
+TEST_F(EngineTest, ChunkedPrefillMatchesPrefillFirstAndNeverStallsDecodes) {
+  const std::vector<int> lengths = {40, 3, 17, 29, 1, 33};
+  auto whole = MakeEngine();
+  // A 7-token budget: prompts are cut into chunks that share steps with decodes.
+  auto chunked = MakeEngine(1 << 20, 4, /*chunked_prefill=*/true, /*max_num_batched_tokens=*/7);
+  std::vector<SeqId> whole_ids, chunked_ids;
+  for (int i = 0; i < 6; ++i) {
+    whole_ids.push_back(*whole->AddRequest(Prompt(lengths[i], i), Greedy(10)));
+    chunked_ids.push_back(*chunked->AddRequest(Prompt(lengths[i], i), Greedy(10)));
+  }
+  auto expected = RunToCompletion(*whole);
+  // Once a sequence decodes, it gets a token in every later step until it finishes.
+  std::map<SeqId, int> last_step;
+  std::map<SeqId, std::vector<int32_t>> actual;
+  for (int step = 0; chunked->HasWork(); ++step) {
+    auto outputs = chunked->Step();
+    ASSERT_THAT(outputs, IsOk());
+    for (const auto& out : *outputs) {
+      if (last_step.count(out.seq_id)) {
+        EXPECT_EQ(last_step[out.seq_id], step - 1) << out.seq_id;
+      }
+      last_step[out.seq_id] = step;
+      actual[out.seq_id].push_back(out.token_id);
+    }
+  }
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(actual[chunked_ids[i]], expected[whole_ids[i]]) << i;
+  EXPECT_EQ(chunked->allocator().num_blocks_used(), 0);
 }
 
 TEST_F(EngineTest, PreemptionUnderATightKvBudgetKeepsOutputsIdentical) {
