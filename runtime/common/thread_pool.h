@@ -1,10 +1,13 @@
 // A fixed pool of worker threads for data-parallel loops in the CPU kernels.
 //
 // ParallelFor splits [0, n) into contiguous chunks, one per thread, and runs them with the caller as
-// thread 0; it returns when every chunk is done. Not re-entrant: a task must not call ParallelFor on
-// the same pool. One pool per engine (or per rank); calls from one thread at a time.
+// thread 0; it returns when every chunk is done. A decode step makes a few hundred such calls of a
+// few microseconds each, so hand-off latency matters: idle workers spin for a short while before
+// they sleep on a condition variable, and the caller spins while it waits for the last chunk.
+// Not re-entrant: a task must not call ParallelFor on the same pool. Calls from one thread at a time.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -32,14 +35,15 @@ class ThreadPool {
 
   const int num_threads_;
   std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable work_ready_;
-  std::condition_variable work_done_;
-  const std::function<void(int64_t, int64_t, int)>* task_ = nullptr;  // guarded by mu_
+  // The current task; written before generation_ is bumped (release), read after (acquire).
+  const std::function<void(int64_t, int64_t, int)>* task_ = nullptr;
   int64_t task_size_ = 0;
-  uint64_t generation_ = 0;  // bumped per ParallelFor call
-  int num_pending_ = 0;
-  bool stopping_ = false;
+  std::atomic<uint64_t> generation_ = 0;  // bumped once per ParallelFor call
+  std::atomic<int> num_pending_ = 0;      // worker chunks of the current call not yet done
+  std::atomic<bool> stopping_ = false;
+  std::mutex mu_;                          // guards sleeping on work_ready_
+  std::condition_variable work_ready_;
+  int num_sleeping_ = 0;                   // guarded by mu_
 };
 
 }  // namespace baton
