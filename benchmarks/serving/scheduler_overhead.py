@@ -78,15 +78,16 @@ colocated: {{instances: 1, base_port: {base + 1}, threads: 1, max_num_seqs: 128}
 """
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(config)
-    proc = subprocess.Popen([args.baton, "serve", "--config", f.name], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([args.baton, "serve", "--config", f.name], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
     try:
-        for line in proc.stderr:
+        for line in proc.stdout:
             if line.startswith("baton: serving"):
                 break
         else:
             sys.exit("baton serve did not start")
-        # Keep draining the deployment's log so that no process blocks on a full pipe.
-        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+        # Keep draining the launcher's output so that it never blocks on a full pipe.
+        threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
         sched = inference_pb2_grpc.InferenceServiceStub(grpc.insecure_channel(f"127.0.0.1:{base}"))
         worker = worker_pb2_grpc.WorkerServiceStub(grpc.insecure_channel(f"127.0.0.1:{base + 1}"))
         prompt = [(i * 7919) % 30000 + 2 for i in range(args.prompt_len)]
