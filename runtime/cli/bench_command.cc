@@ -1,8 +1,8 @@
 // `baton bench`: the open-loop load generator (benchmarks/bench/). One run at a fixed rate:
-//   baton bench --server 127.0.0.1:50051 --workload chatbot --rate 2 --num-requests 200 \
+//   baton bench --server 127.0.0.1:50051 --workload chatbot --rate 2 --num-requests 200
 //       --slo-ttft 1000 --slo-tpot 100 --output run.jsonl
 // and the goodput search, a series of such runs (benchmarks/bench/goodput_search.h):
-//   baton bench goodput --server 127.0.0.1:50051 --workload chatbot --slo-ttft 1000 --slo-tpot 100 \
+//   baton bench goodput --server 127.0.0.1:50051 --workload chatbot --slo-ttft 1000 --slo-tpot 100
 //       --output-dir results/disagg
 // The summary goes to stdout, notes and the progress bar to stderr. Ctrl-C stops the run: requests
 // in flight are cancelled, what was recorded is written, and the exit code is 130.
@@ -62,7 +62,7 @@ struct CommonOptions {
 struct RunOptions {
   CommonOptions common;
   std::optional<double> rate;
-  int num_requests = 100;
+  std::optional<int> num_requests;  // default 100; a trace: all of it
   std::optional<int> num_warmup;
   std::string output;
   std::string summary_json;
@@ -83,15 +83,17 @@ struct GoodputOptions {
 
 void AddCommonOptions(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("--server", o.server, "HOST:PORT of Baton's gRPC API");
-  cmd->add_option("--openai-url", o.openai_url,
-                  "Base URL of an OpenAI-compatible server (http://HOST:PORT; /v1/completions, SSE)");
+  cmd->add_option(
+      "--openai-url", o.openai_url,
+      "Base URL of an OpenAI-compatible server (http://HOST:PORT; /v1/completions, SSE)");
   cmd->add_option("--model-name", o.model_name,
                   "OpenAI request's model (default: the server's first in /v1/models)");
-  cmd->add_option("--model", o.model_dir,
-                  "Served model's directory, for its tokenizer.json (default: the embedded tiny model)");
-  cmd->add_option("--tokenizer", o.tokenizer, "The served model's tokenizer.json (overrides --model)");
-  cmd->add_option("--workload", o.workload,
-                  "chatbot | code | summarization | random | trace:FILE")
+  cmd->add_option(
+      "--model", o.model_dir,
+      "Served model's directory, for its tokenizer.json (default: the embedded tiny model)");
+  cmd->add_option("--tokenizer", o.tokenizer,
+                  "The served model's tokenizer.json (overrides --model)");
+  cmd->add_option("--workload", o.workload, "chatbot | code | summarization | random | trace:FILE")
       ->capture_default_str();
   cmd->add_option("--workload-dir", o.workload_dir, "Where the workload files are")
       ->capture_default_str();
@@ -99,7 +101,8 @@ void AddCommonOptions(CLI::App* cmd, CommonOptions& o) {
       ->capture_default_str();
   cmd->add_option("--random-input-len", o.random_input_len, "random workload: N or MIN:MAX tokens")
       ->capture_default_str();
-  cmd->add_option("--random-output-len", o.random_output_len, "random workload: N or MIN:MAX tokens")
+  cmd->add_option("--random-output-len", o.random_output_len,
+                  "random workload: N or MIN:MAX tokens")
       ->capture_default_str();
   cmd->add_option("--arrival", o.arrival,
                   "poisson | gamma | constant (default poisson, gamma with --burstiness)");
@@ -161,7 +164,8 @@ absl::StatusOr<BenchConfig> MakeConfig(const CommonOptions& o) {
   }
   config.max_concurrency = o.max_concurrency;
   config.max_model_len = o.max_model_len;
-  if (!(o.request_timeout_s > 0)) return absl::InvalidArgumentError("--request-timeout must be > 0");
+  if (!(o.request_timeout_s > 0))
+    return absl::InvalidArgumentError("--request-timeout must be > 0");
   config.request_timeout = absl::Seconds(o.request_timeout_s);
   if (o.prompt_format != "ids" && o.prompt_format != "text") {
     return absl::InvalidArgumentError(
@@ -175,7 +179,8 @@ absl::StatusOr<BenchConfig> MakeConfig(const CommonOptions& o) {
 absl::StatusOr<std::unique_ptr<BenchSession>> OpenSession(const CommonOptions& o) {
   ASSIGN_OR_RETURN(const BenchConfig config, MakeConfig(o));
   ASSIGN_OR_RETURN(std::unique_ptr<BenchSession> session, BenchSession::Create(config));
-  for (const std::string& note : session->notes()) std::fprintf(stderr, "baton bench: %s\n", note.c_str());
+  for (const std::string& note : session->notes())
+    std::fprintf(stderr, "baton bench: %s\n", note.c_str());
   return session;
 }
 
@@ -185,14 +190,16 @@ int RunBench(const RunOptions& opts) {
   const std::atomic<bool>* stop = StopFlag();
   absl::StatusOr<std::unique_ptr<BenchSession>> session = OpenSession(opts.common);
   if (!session.ok()) return ReportStatus("baton bench", session.status());
-  if (opts.num_requests < 1) {
+  const int num_requests =
+      opts.num_requests.value_or((*session)->is_trace() ? (*session)->num_trace_requests() : 100);
+  if (num_requests < 1) {
     return ReportStatus("baton bench", absl::InvalidArgumentError("--num-requests must be >= 1"));
   }
   // Default warm-up: the first 10% of the requests.
-  const int num_warmup = opts.num_warmup.value_or(opts.num_requests / 10);
+  const int num_warmup = opts.num_warmup.value_or(num_requests / 10);
   absl::StatusOr<bench::RunOutcome> outcome =
       (*session)->Run({.rate_per_s = opts.rate,
-                       .num_requests = opts.num_requests,
+                       .num_requests = num_requests,
                        .num_warmup = num_warmup,
                        .stop = stop,
                        .show_progress = !opts.common.no_progress});
@@ -268,7 +275,8 @@ int RunGoodput(const GoodputOptions& opts) {
                                       .num_warmup = length.num_warmup,
                                       .stop = stop,
                                       .show_progress = !opts.common.no_progress}));
-    const std::string file = absl::StrFormat("run-%02d-rate-%.4g.jsonl", static_cast<int>(runs.size()) + 1, rate);
+    const std::string file =
+        absl::StrFormat("run-%02d-rate-%.4g.jsonl", static_cast<int>(runs.size()) + 1, rate);
     RETURN_IF_ERROR(bench::WriteRecordsJsonl(std::filesystem::path(opts.output_dir) / file,
                                              outcome.result.records));
     runs.push_back({{"rate_per_s", rate},
@@ -283,8 +291,8 @@ int RunGoodput(const GoodputOptions& opts) {
     }
     if (outcome.summary.num_completed == 0) {
       return absl::UnavailableError(absl::StrCat(
-          "no request completed at ", rate, " req/s: ",
-          outcome.summary.errors.empty() ? "" : outcome.summary.errors.front()));
+          "no request completed at ", rate,
+          " req/s: ", outcome.summary.errors.empty() ? "" : outcome.summary.errors.front()));
     }
     return outcome.summary.attainment;
   };
@@ -306,7 +314,8 @@ int RunGoodput(const GoodputOptions& opts) {
     return ReportStatus("baton bench goodput", status);
   }
   if (interrupted) {
-    std::fprintf(stderr, "baton bench goodput: interrupted; runs so far in %s\n", json_path.c_str());
+    std::fprintf(stderr, "baton bench goodput: interrupted; runs so far in %s\n",
+                 json_path.c_str());
     return kExitInterrupted;
   }
   if (!result.ok()) return ReportStatus("baton bench goodput", result.status());
@@ -326,11 +335,13 @@ int RunGoodput(const GoodputOptions& opts) {
 void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   auto run = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "bench", "Open-loop load generator: replays a workload against an endpoint, records latencies");
+      "bench",
+      "Open-loop load generator: replays a workload against an endpoint, records latencies");
   AddCommonOptions(cmd, run->common);
-  cmd->add_option("--rate", run->rate, "Mean requests per second (a trace: rescale it to this rate)");
-  cmd->add_option("--num-requests", run->num_requests, "Requests to send, warm-up included")
-      ->capture_default_str();
+  cmd->add_option("--rate", run->rate,
+                  "Mean requests per second (a trace: rescale it to this rate)");
+  cmd->add_option("--num-requests", run->num_requests,
+                  "Requests to send, warm-up included (default 100; a trace: all of it)");
   cmd->add_option("--warmup", run->num_warmup,
                   "Leading requests left out of the figures (default: 10% of --num-requests)");
   cmd->add_option("--output", run->output, "Per-request records, JSONL");
@@ -340,29 +351,34 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
   CLI::App* search = cmd->add_subcommand(
       "goodput", "The highest rate meeting the SLOs for a target share of requests");
   AddCommonOptions(search, goodput->common);
-  search->add_option("--attainment-target", goodput->target_attainment,
-                     "Share of requests that must meet both SLOs")
+  search
+      ->add_option("--attainment-target", goodput->target_attainment,
+                   "Share of requests that must meet both SLOs")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   search->add_option("--initial-rate", goodput->initial_rate, "First rate tried, req/s")
       ->capture_default_str();
   search->add_option("--max-rate", goodput->max_rate, "Stop doubling above this rate")
       ->capture_default_str();
-  search->add_option("--min-duration", goodput->min_duration_s,
-                     "Seconds of arrivals per run at least (steady state)")
+  search
+      ->add_option("--min-duration", goodput->min_duration_s,
+                   "Seconds of arrivals per run at least (steady state)")
       ->capture_default_str();
   search->add_option("--min-requests", goodput->min_requests, "Measured requests per run at least")
       ->capture_default_str();
-  search->add_option("--warmup-fraction", goodput->warmup_fraction,
-                     "Warm-up requests per run, as a share of the measured ones")
+  search
+      ->add_option("--warmup-fraction", goodput->warmup_fraction,
+                   "Warm-up requests per run, as a share of the measured ones")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.99));
-  search->add_option("--tolerance", goodput->tolerance,
-                     "Stop bisecting when (high - low) / low is below this")
+  search
+      ->add_option("--tolerance", goodput->tolerance,
+                   "Stop bisecting when (high - low) / low is below this")
       ->capture_default_str();
   search->add_option("--max-runs", goodput->max_runs, "Runs at most")->capture_default_str();
-  search->add_option("--output-dir", goodput->output_dir,
-                     "Where goodput.json and each run's records go")
+  search
+      ->add_option("--output-dir", goodput->output_dir,
+                   "Where goodput.json and each run's records go")
       ->required();
 
   cmd->callback([run, search, exit_code] {

@@ -1,0 +1,135 @@
+#include "benchmarks/bench/bench_session.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "benchmarks/bench/client_grpc.h"
+#include "benchmarks/bench/client_openai.h"
+#include "benchmarks/bench/plan.h"
+#include "benchmarks/bench/progress_bar.h"
+#include "runtime/common/status_macros.h"
+
+namespace baton::bench {
+namespace {
+
+absl::StatusOr<std::unique_ptr<GenerationClient>> MakeClient(const BenchConfig& config) {
+  if (config.server.empty() == config.openai_url.empty()) {
+    return absl::InvalidArgumentError("give exactly one of --server and --openai-url");
+  }
+  if (!config.server.empty()) {
+    ASSIGN_OR_RETURN(std::unique_ptr<GrpcClient> client, GrpcClient::Create(config.server));
+    return std::unique_ptr<GenerationClient>(std::move(client));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<OpenAiClient> client,
+                   OpenAiClient::Create(config.openai_url, {.model = config.model_name}));
+  return std::unique_ptr<GenerationClient>(std::move(client));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BenchSession>> BenchSession::Create(const BenchConfig& config) {
+  auto session = std::unique_ptr<BenchSession>(new BenchSession(config));
+  if (config.max_concurrency < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-concurrency: ", config.max_concurrency, " < 1"));
+  }
+  ASSIGN_OR_RETURN(session->client_, MakeClient(config));
+  ASSIGN_OR_RETURN(session->tokenizer_, runtime::Tokenizer::FromFile(config.tokenizer_json));
+
+  ASSIGN_OR_RETURN(const ModelInfo info, session->client_->GetModelInfo());
+  session->max_model_len_ = config.max_model_len > 0 ? config.max_model_len : info.max_model_len;
+  if (session->max_model_len_ <= 0) {
+    return absl::InvalidArgumentError(
+        "the server does not report its context length: give --max-model-len");
+  }
+  session->notes_.push_back(absl::StrCat("model ", info.model.empty() ? "(unnamed)" : info.model,
+                                         ", max_model_len ", session->max_model_len_,
+                                         config.max_model_len > 0 ? " (--max-model-len)" : ""));
+
+  absl::string_view workload = config.workload;
+  if (absl::ConsumePrefix(&workload, "trace:")) {
+    ASSIGN_OR_RETURN(session->trace_, LoadTrace(std::string(workload), session->tokenizer_.get()));
+    session->notes_.push_back(
+        absl::StrCat("trace ", workload, ": ", session->trace_->size(), " requests"));
+  } else {
+    if (workload == "random") {
+      session->workload_ = MakeRandomWorkload(config.random_input_len, config.random_output_len);
+    } else {
+      const std::filesystem::path file = config.workload_dir / absl::StrCat(workload, ".yaml");
+      if (!std::filesystem::exists(file)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--workload ", workload,
+                         ": expected chatbot, code, summarization, random or trace:FILE (no ",
+                         file.string(), ")"));
+      }
+      ASSIGN_OR_RETURN(session->workload_, LoadWorkloadDefinition(file, session->tokenizer_.get()));
+    }
+    ASSIGN_OR_RETURN(const ContextFitReport fit,
+                     FitToContext(*session->workload_, session->max_model_len_));
+    std::string note =
+        absl::StrCat("workload ", session->workload_->name, ": ", session->workload_->description);
+    if (session->workload_->num_filtered > 0) {
+      absl::StrAppend(&note, "; ", session->workload_->num_filtered, " of ",
+                      session->workload_->num_pool_rows, " rows dropped by its filter");
+    }
+    session->notes_.push_back(std::move(note));
+    session->notes_.push_back(absl::StrCat("context fit: ", fit.ToString()));
+  }
+  ASSIGN_OR_RETURN(session->corpus_, PromptCorpus::Create(*session->tokenizer_, config.corpus));
+  return session;
+}
+
+absl::StatusOr<RunOutcome> BenchSession::Run(const RunSpec& spec) {
+  std::vector<PlannedRequest> plan;
+  ArrivalSpec arrivals{.kind = config_.arrival_kind, .burstiness = config_.burstiness};
+  std::string arrivals_text;
+  if (trace_) {
+    ASSIGN_OR_RETURN(TracePlan trace_plan, PlanTrace(*trace_,
+                                                     {.num_requests = spec.num_requests,
+                                                      .num_warmup = spec.num_warmup,
+                                                      .seed = config_.seed,
+                                                      .rate_per_s = spec.rate_per_s,
+                                                      .max_model_len = max_model_len_},
+                                                     corpus_.get()));
+    plan = std::move(trace_plan.requests);
+    arrivals_text = spec.rate_per_s ? absl::StrCat("trace rescaled to ", *spec.rate_per_s, " req/s")
+                                    : "trace at its own pace";
+    if (trace_plan.num_clipped > 0) {
+      absl::StrAppend(&arrivals_text, " (", trace_plan.num_clipped, " inputs clipped to fit)");
+    }
+  } else {
+    if (!spec.rate_per_s) return absl::InvalidArgumentError("--rate is required");
+    arrivals.rate_per_s = *spec.rate_per_s;
+    ASSIGN_OR_RETURN(plan, PlanWorkload(*workload_, arrivals,
+                                        {.num_requests = spec.num_requests,
+                                         .num_warmup = spec.num_warmup,
+                                         .seed = config_.seed},
+                                        corpus_.get()));
+    arrivals_text = DescribeArrivals(arrivals);
+  }
+  if (config_.prompt_as_text) {
+    for (PlannedRequest& request : plan) {
+      request.prompt_text = tokenizer_->Decode(request.prompt_ids, /*skip_special_tokens=*/true);
+    }
+  }
+  RunProgress progress;
+  RunOutcome outcome;
+  {
+    std::optional<ProgressBar> bar;
+    if (spec.show_progress) bar.emplace(&progress, static_cast<int>(plan.size()));
+    outcome.result = RunOpenLoop(*client_, plan,
+                                 {.max_concurrency = config_.max_concurrency,
+                                  .request_timeout = config_.request_timeout,
+                                  .stop = spec.stop,
+                                  .progress = &progress});
+  }
+  outcome.summary = Summarize(outcome.result.records, outcome.result.dispatch,
+                              {.label = config_.label,
+                               .workload = trace_ ? config_.workload : workload_->name,
+                               .arrivals = arrivals_text,
+                               .rate_per_s = spec.rate_per_s.value_or(0),
+                               .slo = config_.slo});
+  return outcome;
+}
+
+}  // namespace baton::bench

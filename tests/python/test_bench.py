@@ -1,0 +1,185 @@
+"""`baton bench` end to end against a real `baton serve` (the tiny model, disaggregated, on
+loopback), and the Python analysis (benchmarks/analysis/) on what it wrote:
+  * a short open-loop run: every request completes with exactly the planned prompt and output
+    lengths, the server's phase breakdown (with the KV transfer) is recorded, the summary and the
+    JSONL agree;
+  * a tiny goodput search writes goodput.json and one JSONL per run;
+  * Ctrl-C stops a run cleanly: exit 130, what was recorded is written;
+  * make_results.py turns the results into RESULTS.md and its four PNG figures.
+The analysis functions are also checked on hand-made records, without a server.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from serving_fixtures import DeploymentFactory
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "benchmarks" / "analysis"))
+
+import bench_results  # noqa: E402
+import make_results  # noqa: E402
+
+BENCH_TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="module")
+def tiny_model(build_dir: Path, make_checkpoint_module, tmp_path_factory) -> Path:
+    mc = make_checkpoint_module
+    existing = build_dir / "models" / "tiny"
+    if mc.is_complete(existing, mc.stamp("tiny", "f32", 0, 1, None)):
+        return existing
+    out = tmp_path_factory.mktemp("models") / "tiny"
+    mc.write_checkpoint(out, "tiny")
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(baton_binary, tiny_model, tmp_path_factory):
+    factory = DeploymentFactory(baton_binary, tiny_model, tmp_path_factory.mktemp("bench-serve"))
+    yield factory.start("bench", mode="disaggregated")
+    problems = factory.stop_all()
+    assert not problems, "\n".join(problems)
+
+
+def bench_args(server, tiny_model, *extra) -> list[str]:
+    return ["bench", "--server", server.address, "--model", str(tiny_model), "--no-progress",
+            "--workload", "random", "--random-input-len", "16:64", "--random-output-len", "4:12",
+            "--seed", "1", *extra]
+
+
+@pytest.mark.engine
+def test_open_loop_run_records_every_request(run_baton, server, tiny_model, tmp_path):
+    out = tmp_path / "run.jsonl"
+    summary_path = tmp_path / "summary.json"
+    proc = run_baton(*bench_args(server, tiny_model, "--rate", "5", "--num-requests", "10",
+                                 "--warmup", "1", "--slo-ttft", "5000", "--slo-tpot", "1000",
+                                 "--label", "disagg", "--output", out, "--summary-json",
+                                 summary_path),
+                     timeout=BENCH_TIMEOUT_S)
+    records = bench_results.load_records(out)
+    assert len(records) == 10
+    assert [r["warmup"] for r in records] == [True] + [False] * 9
+    for r in records:
+        assert r["ok"], r["error"]
+        assert 16 <= r["input_len"] <= 64 and 4 <= r["output_len"] <= 12
+        # The server saw exactly the planned prompt and generated exactly the planned output.
+        assert r["num_prompt_tokens"] == r["input_len"]
+        assert r["num_output_tokens"] == r["output_len"] == len(r["token_s"])
+        assert r["finish_reason"] == "length"
+        assert r["token_s"] == sorted(r["token_s"]) and r["token_s"][0] >= r["sent_s"] >= r["arrival_s"]
+        assert 0 < r["ttft_s"] <= r["e2e_s"]
+        phases = r["phases"]
+        assert phases["prefill_s"] > 0 and phases["queue_s"] >= 0
+        assert phases["kv_transfer_s"] is not None and phases["kv_transfer_s"] >= 0
+        assert phases["first_decode_s"] is not None
+    arrivals = [r["arrival_s"] for r in records]
+    assert arrivals == sorted(arrivals) and arrivals[0] == 0
+
+    summary = json.loads(summary_path.read_text())
+    assert summary["label"] == "disagg"
+    assert summary["num_measured"] == 9 and summary["num_completed"] == 9
+    assert summary["num_warmup"] == 1
+    assert summary["prefill_s"] is not None and summary["kv_transfer_s"] is not None
+    assert summary["attainment"] == pytest.approx(bench_results.attainment(records, 5.0, 1.0))
+    ttft = bench_results.latency_values(records, "ttft_s")
+    assert summary["ttft_s"]["p90"] == pytest.approx(bench_results.percentile(ttft, 90))
+    assert "TTFT" in proc.stdout and "SLO attainment" in proc.stdout
+    assert "context fit" in proc.stderr
+
+    # The same seed plans the same requests.
+    again = tmp_path / "again.jsonl"
+    run_baton(*bench_args(server, tiny_model, "--rate", "5", "--num-requests", "10", "--output", again),
+              timeout=BENCH_TIMEOUT_S)
+    assert [(r["input_len"], r["output_len"], r["arrival_s"]) for r in records] == \
+           [(r["input_len"], r["output_len"], r["arrival_s"]) for r in bench_results.load_records(again)]
+
+
+@pytest.mark.engine
+def test_goodput_search_and_results(run_baton, server, tiny_model, tmp_path):
+    results = tmp_path / "results"
+    deployment_dir = results / "disagg-tiny"
+    run_baton("bench", "goodput", "--server", server.address, "--model", str(tiny_model),
+              "--no-progress", "--workload", "random", "--random-input-len", "16:32",
+              "--random-output-len", "4:8", "--slo-ttft", "5000", "--slo-tpot", "2000",
+              "--initial-rate", "2", "--min-duration", "1", "--min-requests", "4",
+              "--max-runs", "2", "--output-dir", deployment_dir, timeout=BENCH_TIMEOUT_S)
+    goodput = json.loads((deployment_dir / "goodput.json").read_text())
+    assert len(goodput["runs"]) == 2
+    assert goodput["slo"] == {"ttft_s": 5.0, "tpot_s": 2.0}
+    for run in goodput["runs"]:
+        records = bench_results.load_records(deployment_dir / run["records"])
+        assert run["attainment"] == pytest.approx(bench_results.attainment(records, 5.0, 2.0))
+    assert goodput["goodput_per_s"] in [run["rate_per_s"] for run in goodput["runs"]] + [0]
+
+    out = tmp_path / "RESULTS.md"
+    make_results.main([str(results), "--out", str(out)])
+    text = out.read_text()
+    assert "disagg-tiny" in text and "## Goodput" in text
+    for name in ["attainment_vs_rate", "attainment_vs_slo_scale", "latency_cdfs", "ttft_breakdown"]:
+        png = results / "plots" / f"{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"plots/{name}.png" in text
+
+
+@pytest.mark.engine
+def test_trace_replay_keeps_its_times_and_lengths(run_baton, server, tiny_model, tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    lines = [{"arrival_s": 10.0, "input_len": 40, "output_len": 5},
+             {"arrival_s": 10.3, "prompt": "The licensee may copy the Program.", "output_len": 3},
+             {"arrival_s": 10.9, "input_len": 3000, "output_len": 6}]  # clipped to the context
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "trace-run.jsonl"
+    run_baton("bench", "--server", server.address, "--model", str(tiny_model), "--no-progress",
+              "--workload", f"trace:{trace}", "--warmup", "0", "--output", out, timeout=BENCH_TIMEOUT_S)
+    records = bench_results.load_records(out)
+    assert [r["arrival_s"] for r in records] == pytest.approx([0.0, 0.3, 0.9])
+    assert [r["output_len"] for r in records] == [5, 3, 6]
+    assert records[0]["input_len"] == 40
+    assert records[2]["input_len"] == 2048 - 6
+    for r in records:
+        assert r["ok"], r["error"]
+        assert r["num_prompt_tokens"] == r["input_len"]
+        assert r["num_output_tokens"] == r["output_len"]
+
+
+@pytest.mark.engine
+def test_ctrl_c_writes_what_it_has(baton_binary, server, tiny_model, tmp_path):
+    out = tmp_path / "interrupted.jsonl"
+    # 200 requests over ~40 s: interrupted after 3 s.
+    proc = subprocess.Popen(
+        [str(baton_binary), *bench_args(server, tiny_model, "--rate", "5", "--num-requests", "200",
+                                        "--output", str(out))],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stdout
+    records = bench_results.load_records(out)
+    assert 0 < len(records) < 200
+    assert any(r["ok"] for r in records)
+
+
+def test_analysis_functions_on_known_records():
+    def record(ttft, tpot, warmup=False, ok=True):
+        r = {"warmup": warmup, "cancelled": False, "ok": ok}
+        if ok:
+            r.update(ttft_s=ttft, tpot_s=tpot, e2e_s=ttft + 1)
+        return r
+
+    records = [record(0.1, 0.05), record(0.3, None), record(0.1, 0.2), record(9, 9, warmup=True),
+               record(0, 0, ok=False)]
+    assert bench_results.attainment(records, 0.2, 0.1) == pytest.approx(1 / 4)
+    assert bench_results.attainment(records, 0.5, 0.5) == pytest.approx(3 / 4)
+    assert bench_results.percentile([1, 2, 3, 4], 90) == pytest.approx(3.7)
+    assert bench_results.latency_values(records, "tpot_s") == [0.05, 0.2]
+    assert bench_results.mean_phases(records) is None
