@@ -5,13 +5,11 @@ int main(int argc, char** argv) {
   CLI::App app{"Baton: a disaggregated LLM serving runtime"};
   app.require_subcommand(1);
   int exit_code = 0;
-#ifdef BATON_WITH_ENGINE
   baton::cli::RegisterServeCommand(app, &exit_code);
   baton::cli::RegisterSchedulerCommand(app, &exit_code);
   baton::cli::RegisterWorkerCommand(app, &exit_code);
   baton::cli::RegisterGenerateCommand(app, &exit_code);
   baton::cli::RegisterBenchCommand(app, &exit_code);
-#endif
   baton::cli::RegisterTokenizeCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
