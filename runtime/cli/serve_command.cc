@@ -67,6 +67,19 @@ absl::StatusOr<DeploymentConfig> BuildConfig(const ServeOptions& opts) {
   config.model_dir = std::filesystem::absolute(config.model_dir).lexically_normal();
   if (!config.model_dir.has_filename()) config.model_dir = config.model_dir.parent_path();
   RETURN_IF_ERROR(scheduler::ValidateDeploymentConfig(config));
+  // What the config can say but the workers cannot do yet: refuse it here, in one line.
+  for (scheduler::InstanceRole role : scheduler::Roles(config.mode)) {
+    const scheduler::PhaseConfig& phase = scheduler::Phase(config, role);
+    const std::string name(scheduler::InstanceRoleName(role));
+    if (phase.tp != 1 || phase.pp != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ".tp/", name, ".pp: tensor and pipeline parallelism are not implemented yet (tp: 1, pp: 1)"));
+    }
+    if (!phase.on_cpu()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ".devices: CUDA workers are not served yet (devices: cpu)"));
+    }
+  }
   if (!std::filesystem::is_directory(config.model_dir)) {
     return absl::NotFoundError(
         absl::StrCat("model: ", config.model_dir.string(), " is not a directory"));

@@ -38,6 +38,11 @@ absl::Status RunWorker(const std::string& config_path, const std::string& role_n
   if (!phase.on_cpu()) {
     return absl::UnimplementedError("CUDA workers are not served yet; use devices: cpu");
   }
+  if (phase.tp != 1 || phase.pp != 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        role_name, ".tp = ", phase.tp, ", ", role_name, ".pp = ", phase.pp,
+        ": tensor and pipeline parallelism are not implemented yet; use tp: 1, pp: 1"));
+  }
   runtime::WorkerOptions options{
       .role = ToWorkerRole(role),
       .instance_idx = instance,
