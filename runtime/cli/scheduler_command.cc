@@ -2,21 +2,13 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/signals.h"
+#include "runtime/cli/worker_roles.h"
 #include "runtime/common/status_macros.h"
 #include "scheduler/config/deployment_config.h"
 #include "scheduler/service/scheduler_server.h"
 
 namespace baton::cli {
 namespace {
-
-runtime::WorkerRole ToWorkerRole(scheduler::InstanceRole role) {
-  switch (role) {
-    case scheduler::InstanceRole::kPrefill: return runtime::WorkerRole::kPrefill;
-    case scheduler::InstanceRole::kDecode: return runtime::WorkerRole::kDecode;
-    case scheduler::InstanceRole::kColocated: return runtime::WorkerRole::kColocated;
-  }
-  return runtime::WorkerRole::kColocated;
-}
 
 absl::Status RunScheduler(const std::string& config_path) {
   ASSIGN_OR_RETURN(scheduler::DeploymentConfig config, scheduler::LoadDeploymentConfig(config_path));
