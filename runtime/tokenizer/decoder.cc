@@ -128,11 +128,8 @@ absl::Status Decoder::AppendSteps(const nlohmann::json& json, const JsonPath& at
   } else if (type == "ByteLevel") {
     steps->push_back(ByteLevel{});
   } else if (type == "Replace") {
-    const nlohmann::json* pattern_json = FindField(json, "pattern");
-    if (pattern_json == nullptr) return at.Child("pattern").Invalid("missing");
-    ASSIGN_OR_RETURN(Pattern pattern, Pattern::FromJson(*pattern_json, at.Child("pattern")));
-    ASSIGN_OR_RETURN(std::string content, ReadString(json, "content", at));
-    steps->push_back(Replace{std::move(pattern), std::move(content)});
+    ASSIGN_OR_RETURN(ReplaceStep replace, ParseReplaceStep(json, at));
+    steps->push_back(std::move(replace));
   } else if (type == "ByteFallback") {
     steps->push_back(ByteFallback{});
   } else if (type == "Fuse") {
@@ -169,9 +166,9 @@ DecodedText Decoder::Decode(std::vector<std::string> tokens) const {
   for (const Step& step : steps_) {
     if (std::holds_alternative<ByteLevel>(step)) {
       tokens = DecodeByteLevel(tokens, &result.ends_mid_char);
-    } else if (const auto* replace = std::get_if<Replace>(&step)) {
+    } else if (const auto* replace = std::get_if<ReplaceStep>(&step)) {
       for (std::string& token : tokens) {
-        token = ReplaceAll(token, replace->pattern, replace->content);
+        token = replace->Apply(token);
       }
     } else if (std::holds_alternative<ByteFallback>(step)) {
       tokens = DecodeByteFallback(std::move(tokens), &result.ends_mid_char);

@@ -25,10 +25,6 @@ class Decoder {
 
  private:
   struct ByteLevel {};
-  struct Replace {
-    Pattern pattern;
-    std::string content;
-  };
   struct ByteFallback {};
   struct Fuse {};
   struct Strip {
@@ -40,7 +36,7 @@ class Decoder {
     std::string replacement;
     bool strip_first;  // prepend_scheme != never: the first token loses its replacement chars
   };
-  using Step = std::variant<ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace>;
+  using Step = std::variant<ByteLevel, ReplaceStep, ByteFallback, Fuse, Strip, Metaspace>;
 
   static absl::Status AppendSteps(const nlohmann::json& json, const JsonPath& at,
                                   std::vector<Step>* steps);

@@ -61,11 +61,8 @@ absl::Status Normalizer::AppendSteps(const nlohmann::json& json, const JsonPath&
     ASSIGN_OR_RETURN(std::string prefix, ReadString(json, "prepend", at));
     steps->push_back(Prepend{std::move(prefix)});
   } else if (type == "Replace") {
-    const nlohmann::json* pattern_json = FindField(json, "pattern");
-    if (pattern_json == nullptr) return at.Child("pattern").Invalid("missing");
-    ASSIGN_OR_RETURN(Pattern pattern, Pattern::FromJson(*pattern_json, at.Child("pattern")));
-    ASSIGN_OR_RETURN(std::string content, ReadString(json, "content", at));
-    steps->push_back(Replace{std::move(pattern), std::move(content)});
+    ASSIGN_OR_RETURN(ReplaceStep replace, ParseReplaceStep(json, at));
+    steps->push_back(std::move(replace));
   } else if (type == "NFC") {
     steps->push_back(UnicodeForm{unicode::NormalizationForm::kNfc});
   } else if (type == "NFD") {
@@ -91,8 +88,8 @@ std::string Normalizer::Apply(std::string_view text) const {
   for (const Step& step : steps_) {
     if (const auto* prepend = std::get_if<Prepend>(&step)) {
       if (!current.empty()) current.insert(0, prepend->prefix);
-    } else if (const auto* replace = std::get_if<Replace>(&step)) {
-      current = ReplaceAll(current, replace->pattern, replace->content);
+    } else if (const auto* replace = std::get_if<ReplaceStep>(&step)) {
+      current = replace->Apply(current);
     } else if (const auto* form = std::get_if<UnicodeForm>(&step)) {
       current = unicode::Normalize(current, form->form);
     } else if (std::holds_alternative<Lowercase>(step)) {

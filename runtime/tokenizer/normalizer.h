@@ -31,10 +31,6 @@ class Normalizer {
   struct Prepend {
     std::string prefix;  // prepended to non-empty text only
   };
-  struct Replace {
-    Pattern pattern;
-    std::string content;
-  };
   struct UnicodeForm {
     unicode::NormalizationForm form;
   };
@@ -43,7 +39,7 @@ class Normalizer {
     bool left;
     bool right;
   };
-  using Step = std::variant<Prepend, Replace, UnicodeForm, Lowercase, Strip>;
+  using Step = std::variant<Prepend, ReplaceStep, UnicodeForm, Lowercase, Strip>;
 
   static absl::Status AppendSteps(const nlohmann::json& json, const JsonPath& at,
                                   std::vector<Step>* steps);

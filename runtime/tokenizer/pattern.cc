@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "nlohmann/json.hpp"
+#include "runtime/common/status_macros.h"
 #include "runtime/tokenizer/absl_compat.h"
 #include "runtime/tokenizer/unicode.h"
 #include "runtime/tokenizer/utf8.h"
@@ -181,6 +182,14 @@ std::string ReplaceAll(std::string_view text, const Pattern& pattern, std::strin
     }
   }
   return out;
+}
+
+absl::StatusOr<ReplaceStep> ParseReplaceStep(const nlohmann::json& json, const JsonPath& at) {
+  const nlohmann::json* pattern_json = FindField(json, "pattern");
+  if (pattern_json == nullptr) return at.Child("pattern").Invalid("missing");
+  ASSIGN_OR_RETURN(Pattern pattern, Pattern::FromJson(*pattern_json, at.Child("pattern")));
+  ASSIGN_OR_RETURN(std::string content, ReadString(json, "content", at));
+  return ReplaceStep{std::move(pattern), std::move(content)};
 }
 
 }  // namespace baton::runtime

@@ -71,4 +71,13 @@ std::vector<Span> SplitSegments(std::vector<Segment> segments, SplitBehavior beh
 // `text` with every match of `pattern` replaced by `content`.
 std::string ReplaceAll(std::string_view text, const Pattern& pattern, std::string_view content);
 
+// The "Replace" step that normalizers and decoders share: {"pattern": ..., "content": "..."}.
+struct ReplaceStep {
+  Pattern pattern;
+  std::string content;
+
+  std::string Apply(std::string_view text) const { return ReplaceAll(text, pattern, content); }
+};
+absl::StatusOr<ReplaceStep> ParseReplaceStep(const nlohmann::json& json, const JsonPath& at);
+
 }  // namespace baton::runtime
