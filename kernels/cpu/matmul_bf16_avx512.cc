@@ -61,6 +61,46 @@ void MicroTile(const uint16_t* a, int64_t a_stride, const uint16_t* w, int k, co
   }
 }
 
+// GEMV regime (m <= kStreamMaxRows): one weight row at a time, start to end, so the weights are a
+// single sequential stream the hardware prefetchers follow at full bandwidth (side-by-side rows
+// are many short streams and measured far slower).
+template <int MA>
+void StreamRows(const uint16_t* a, int64_t a_stride, const uint16_t* w, int k, const float* bias,
+                float* out, int64_t out_stride, int n_begin, int n_end) {
+  const __mmask32 tail = static_cast<__mmask32>((uint64_t{1} << (k % 32)) - 1);
+  for (int j = n_begin; j < n_end; ++j) {
+    const uint16_t* row = w + int64_t{j} * k;
+    __m512 acc0[MA], acc1[MA];
+    for (int r = 0; r < MA; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    int l = 0;
+    for (; l + 64 <= k; l += 64) {
+      const __m512bh w0 = LoadBf16(row + l);
+      const __m512bh w1 = LoadBf16(row + l + 32);
+      for (int r = 0; r < MA; ++r) {
+        acc0[r] = _mm512_dpbf16_ps(acc0[r], LoadBf16(a + r * a_stride + l), w0);
+        acc1[r] = _mm512_dpbf16_ps(acc1[r], LoadBf16(a + r * a_stride + l + 32), w1);
+      }
+    }
+    if (l + 32 <= k) {
+      const __m512bh w0 = LoadBf16(row + l);
+      for (int r = 0; r < MA; ++r) acc0[r] = _mm512_dpbf16_ps(acc0[r], LoadBf16(a + r * a_stride + l), w0);
+      l += 32;
+    }
+    if (l < k) {
+      const __m512bh w1 = LoadBf16(row + l, tail);
+      for (int r = 0; r < MA; ++r) {
+        acc1[r] = _mm512_dpbf16_ps(acc1[r], LoadBf16(a + r * a_stride + l), w1);  // zero-padded
+      }
+    }
+    const float b = bias != nullptr ? bias[j] : 0.0f;
+    for (int r = 0; r < MA; ++r) {
+      out[r * out_stride + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + b;
+    }
+  }
+}
+
+constexpr int kStreamMaxRows = 4;
+
 using TileFn = void (*)(const uint16_t*, int64_t, const uint16_t*, int, const float*, float*,
                         int64_t);
 
@@ -87,6 +127,15 @@ TileFn PickTile(int ma, int nw) {
 
 void MatmulBf16Avx512(const uint16_t* a, int64_t a_stride, const uint16_t* w, const float* bias,
                       float* out, int64_t out_stride, int m, int n_begin, int n_end, int k) {
+  if (m <= kStreamMaxRows) {
+    switch (m) {
+      case 1: StreamRows<1>(a, a_stride, w, k, bias, out, out_stride, n_begin, n_end); break;
+      case 2: StreamRows<2>(a, a_stride, w, k, bias, out, out_stride, n_begin, n_end); break;
+      case 3: StreamRows<3>(a, a_stride, w, k, bias, out, out_stride, n_begin, n_end); break;
+      default: StreamRows<4>(a, a_stride, w, k, bias, out, out_stride, n_begin, n_end); break;
+    }
+    return;
+  }
   // Weight rows in L2-sized panels; activation rows in blocks that stay in L2 with the panel.
   const int panel_rows = std::max(8, static_cast<int>((192 * 1024) / (2 * int64_t{k})) / 8 * 8);
   constexpr int kRowBlock = 64;
@@ -97,13 +146,6 @@ void MatmulBf16Avx512(const uint16_t* a, int64_t a_stride, const uint16_t* w, co
       for (int i = i0; i < i1; i += 4) {
         const int ma = std::min(4, i1 - i);
         int j = n0;
-        if (ma == 1) {  // GEMV: 8 weight rows in flight
-          for (; j + 8 <= n1; j += 8) {
-            MicroTile<1, 8>(a + i * a_stride, a_stride, w + int64_t{j} * k, k,
-                            bias != nullptr ? bias + j : nullptr, out + i * out_stride + j,
-                            out_stride);
-          }
-        }
         for (; j < n1; j += 4) {
           PickTile(ma, std::min(4, n1 - j))(a + i * a_stride, a_stride, w + int64_t{j} * k, k,
                                             bias != nullptr ? bias + j : nullptr,

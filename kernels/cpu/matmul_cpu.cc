@@ -41,56 +41,49 @@ void ForColumnRanges(ThreadPool* pool, int n, int64_t work_per_column, Fn&& fn) 
 }
 
 #if defined(__AVX512F__)
-// out[r, c] = in[r, :] . w[c, :] (+ bias[c]) for r < MA, c < NW.
-template <int MA, int NW>
-void GemvTileF32(const float* in, const float* w, int k, const float* bias, float* out,
-                 int64_t out_stride) {
-  static_assert(MA * NW <= 16);
-  __m512 acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-  int l = 0;
-  for (; l + 16 <= k; l += 16) {
-    __m512 wv[NW];
-    for (int c = 0; c < NW; ++c) wv[c] = _mm512_loadu_ps(w + int64_t{c} * k + l);
-    // The next tile's rows at the same offset, a tile ahead of the loads.
-    for (int c = 0; c < NW; ++c) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + int64_t{c + NW} * k + l), _MM_HINT_T0);
-    }
-    for (int r = 0; r < MA; ++r) {
-      const __m512 av = _mm512_loadu_ps(in + int64_t{r} * k + l);
-      for (int c = 0; c < NW; ++c) acc[r * NW + c] = _mm512_fmadd_ps(av, wv[c], acc[r * NW + c]);
-    }
-  }
-  if (l < k) {
-    const __mmask16 mask = internal::TailMask(k - l);
-    __m512 wv[NW];
-    for (int c = 0; c < NW; ++c) wv[c] = _mm512_maskz_loadu_ps(mask, w + int64_t{c} * k + l);
-    for (int r = 0; r < MA; ++r) {
-      const __m512 av = _mm512_maskz_loadu_ps(mask, in + int64_t{r} * k + l);
-      for (int c = 0; c < NW; ++c) acc[r * NW + c] = _mm512_fmadd_ps(av, wv[c], acc[r * NW + c]);
-    }
-  }
-  alignas(64) float sums[16];
-  _mm512_store_ps(sums, internal::Reduce16(acc));
-  for (int r = 0; r < MA; ++r) {
-    for (int c = 0; c < NW; ++c) {
-      out[r * out_stride + c] = sums[r * NW + c] + (bias != nullptr ? bias[c] : 0.0f);
-    }
-  }
-}
-
+// out[r, c] = in[r, :] . w[c, :] (+ bias[c]) for r < MA and every c in [n_begin, n_end).
+//
+// One weight row at a time, start to end: the weights are then a single sequential stream, which
+// the hardware prefetchers follow at full read bandwidth. Tiles of several weight rows read
+// side by side run as many short streams (k * 4 bytes each) and measured ~35% slower on Zen 4.
 template <int MA>
 void GemvRowsF32(const MatmulParams& p, int row, int n_begin, int n_end) {
-  const float* w = static_cast<const float*>(p.weight);
   const float* in = p.in + int64_t{row} * p.k;
   float* out = p.out + int64_t{row} * p.n;
-  auto bias_at = [&](int j) { return p.bias != nullptr ? p.bias + j : nullptr; };
-  constexpr int kCols = MA == 1 ? 8 : 4;
-  int j = n_begin;
-  for (; j + kCols <= n_end; j += kCols) {
-    GemvTileF32<MA, kCols>(in, w + int64_t{j} * p.k, p.k, bias_at(j), out + j, p.n);
+  const int k = p.k;
+  const __mmask16 tail = internal::TailMask(k % 16);
+  for (int j = n_begin; j < n_end; ++j) {
+    const float* w = static_cast<const float*>(p.weight) + int64_t{j} * k;
+    // Two accumulators per activation row hide the FMA latency.
+    __m512 acc0[MA], acc1[MA];
+    for (int r = 0; r < MA; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    int l = 0;
+    for (; l + 32 <= k; l += 32) {
+      const __m512 w0 = _mm512_loadu_ps(w + l);
+      const __m512 w1 = _mm512_loadu_ps(w + l + 16);
+      for (int r = 0; r < MA; ++r) {
+        acc0[r] = _mm512_fmadd_ps(_mm512_loadu_ps(in + int64_t{r} * k + l), w0, acc0[r]);
+        acc1[r] = _mm512_fmadd_ps(_mm512_loadu_ps(in + int64_t{r} * k + l + 16), w1, acc1[r]);
+      }
+    }
+    if (l + 16 <= k) {
+      const __m512 w0 = _mm512_loadu_ps(w + l);
+      for (int r = 0; r < MA; ++r) {
+        acc0[r] = _mm512_fmadd_ps(_mm512_loadu_ps(in + int64_t{r} * k + l), w0, acc0[r]);
+      }
+      l += 16;
+    }
+    if (l < k) {
+      const __m512 w1 = _mm512_maskz_loadu_ps(tail, w + l);
+      for (int r = 0; r < MA; ++r) {
+        acc1[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, in + int64_t{r} * k + l), w1, acc1[r]);
+      }
+    }
+    const float b = p.bias != nullptr ? p.bias[j] : 0.0f;
+    for (int r = 0; r < MA; ++r) {
+      out[r * int64_t{p.n} + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + b;
+    }
   }
-  for (; j < n_end; ++j) GemvTileF32<MA, 1>(in, w + int64_t{j} * p.k, p.k, bias_at(j), out + j, p.n);
 }
 
 void GemvF32(const MatmulParams& p, int n_begin, int n_end) {
