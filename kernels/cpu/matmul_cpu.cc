@@ -4,12 +4,14 @@
 //   f32, larger m: OpenBLAS sgemm, columns split over the pool, OpenBLAS itself single-threaded.
 //   bf16: activations rounded to bf16 once, then the AVX512_BF16 kernel (matmul_bf16_avx512.cc)
 //     or, on CPUs without it, a portable loop with the same rounding of the activations.
+// MatmulGroupCpu runs several products of one input as one pass over the pool when m is small.
 #include <cblas.h>
 
 #include <algorithm>
 #include <mutex>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "baton/kernels/matmul.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/parallel.h"
@@ -111,16 +113,34 @@ void SgemmColumns(const MatmulParams& p, int n_begin, int n_end) {
               w + int64_t{n_begin} * p.k, p.k, p.bias != nullptr ? 1.0f : 0.0f, out, p.n);
 }
 
-void MatmulF32(const MatmulParams& p, ThreadPool* pool) {
-  const int64_t work_per_column = int64_t{p.m} * p.k;
+// Calls fn(member, n_begin, n_end) over column ranges of the group's weights taken back to back
+// (the rows of group[0], then group[1], ...), split over the pool.
+template <typename Fn>
+void ForGroupColumnRanges(ThreadPool* pool, absl::Span<const MatmulParams> group, Fn&& fn) {
+  int total_n = 0;
+  for (const MatmulParams& p : group) total_n += p.n;
+  ForColumnRanges(pool, total_n, int64_t{group[0].m} * group[0].k, [&](int n0, int n1) {
+    int offset = 0;
+    for (size_t i = 0; i < group.size() && offset < n1; offset += group[i].n, ++i) {
+      const int begin = std::max(n0, offset);
+      const int end = std::min(n1, offset + group[i].n);
+      if (begin < end) fn(i, begin - offset, end - offset);
+    }
+  });
+}
+
+void MatmulF32(absl::Span<const MatmulParams> group, ThreadPool* pool) {
+  const int m = group[0].m;
 #if defined(__AVX512F__)
-  if (p.m <= kGemvMaxRows) {
-    ForColumnRanges(pool, p.n, work_per_column, [&](int n0, int n1) { GemvF32(p, n0, n1); });
+  if (m <= kGemvMaxRows) {
+    ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) { GemvF32(group[i], n0, n1); });
     return;
   }
 #endif
   MakeOpenBlasSingleThreaded();
-  ForColumnRanges(pool, p.n, work_per_column, [&](int n0, int n1) { SgemmColumns(p, n0, n1); });
+  for (const MatmulParams& p : group) {
+    ForColumnRanges(pool, p.n, int64_t{m} * p.k, [&](int n0, int n1) { SgemmColumns(p, n0, n1); });
+  }
 }
 
 // Columns [n_begin, n_end) of the portable bf16 path.
@@ -137,28 +157,35 @@ void MatmulBf16PortableColumns(const MatmulParams& p, const float* rounded_in, i
   }
 }
 
-void MatmulBf16(const MatmulParams& p, ThreadPool* pool) {
+void MatmulBf16(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   static const bool has_bf16 = internal::CpuHasAvx512Bf16();
-  const int64_t work_per_column = int64_t{p.m} * p.k;
-  if (has_bf16) {
-    // [m, k_pad] bf16 activations, zero-padded to a multiple of 32 for whole-vector loads.
-    const int64_t k_pad = (p.k + 31) / 32 * 32;
-    // Reused across calls on this thread; the pool's threads reach it through `a`, not by name.
-    thread_local std::vector<uint16_t> buffer;
-    buffer.assign(p.m * k_pad, 0);
-    uint16_t* a = buffer.data();
-    internal::ParallelChunks(pool, p.m, p.k, [&](int64_t begin, int64_t end, int) {
-      for (int64_t i = begin; i < end; ++i) {
-        for (int l = 0; l < p.k; ++l) a[i * k_pad + l] = F32ToBf16(p.in[i * p.k + l]);
-      }
-    });
-    const uint16_t* w = static_cast<const uint16_t*>(p.weight);
-    ForColumnRanges(pool, p.n, work_per_column, [&](int n0, int n1) {
-      internal::MatmulBf16Avx512(a, k_pad, w, p.bias, p.out, p.n, p.m, n0, n1, p.k);
-    });
+  if (!has_bf16) {
+    for (const MatmulParams& p : group) internal::MatmulBf16Portable(p, pool);
     return;
   }
-  internal::MatmulBf16Portable(p, pool);
+  const MatmulParams& first = group[0];
+  // [m, k_pad] bf16 activations, zero-padded to a multiple of 32 for whole-vector loads.
+  const int64_t k_pad = (first.k + 31) / 32 * 32;
+  // Reused across calls on this thread; the pool's threads reach it through `a`, not by name.
+  thread_local std::vector<uint16_t> buffer;
+  buffer.assign(first.m * k_pad, 0);
+  uint16_t* a = buffer.data();
+  internal::ParallelChunks(pool, first.m, first.k, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      for (int l = 0; l < first.k; ++l) a[i * k_pad + l] = F32ToBf16(first.in[i * first.k + l]);
+    }
+  });
+  auto columns = [&](const MatmulParams& p, int n0, int n1) {
+    internal::MatmulBf16Avx512(a, k_pad, static_cast<const uint16_t*>(p.weight), p.bias, p.out,
+                               p.n, p.m, n0, n1, p.k);
+  };
+  if (first.m <= kGemvMaxRows) {
+    ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) { columns(group[i], n0, n1); });
+    return;
+  }
+  for (const MatmulParams& p : group) {
+    ForColumnRanges(pool, p.n, int64_t{p.m} * p.k, [&](int n0, int n1) { columns(p, n0, n1); });
+  }
 }
 
 }  // namespace
@@ -177,12 +204,24 @@ void MatmulBf16Portable(const MatmulParams& p, ThreadPool* pool) {
 }  // namespace internal
 
 absl::Status MatmulCpu(const MatmulParams& p, ThreadPool* pool) {
-  RETURN_IF_ERROR(Validate(p));
-  if (p.m == 0) return absl::OkStatus();
-  if (p.weight_dtype == DType::kF32) {
-    MatmulF32(p, pool);
+  return MatmulGroupCpu(absl::MakeConstSpan(&p, 1), pool);
+}
+
+absl::Status MatmulGroupCpu(absl::Span<const MatmulParams> group, ThreadPool* pool) {
+  if (group.empty()) return absl::OkStatus();
+  const MatmulParams& first = group[0];
+  for (const MatmulParams& p : group) {
+    RETURN_IF_ERROR(Validate(p));
+    if (p.in != first.in || p.m != first.m || p.k != first.k || p.weight_dtype != first.weight_dtype) {
+      return absl::InvalidArgumentError(
+          "MatmulGroup: every member must share in, m, k and weight_dtype");
+    }
+  }
+  if (first.m == 0) return absl::OkStatus();
+  if (first.weight_dtype == DType::kF32) {
+    MatmulF32(group, pool);
   } else {
-    MatmulBf16(p, pool);
+    MatmulBf16(group, pool);
   }
   return absl::OkStatus();
 }

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "baton/kernels/add.h"
 #include "baton/kernels/embedding.h"
@@ -19,19 +21,36 @@
 namespace baton::runtime {
 namespace {
 
-// out[m, w.shape[0]] = in[m, w.shape[1]] * w^T (+ bias)
+// One product of a layer: out[m, weight.shape[0]] = in[m, weight.shape[1]] * weight^T (+ bias).
+struct Projection {
+  const Weight& weight;
+  const Weight* bias;  // or nullptr
+  float* out;
+};
+
+kernels::MatmulParams ToParams(const Projection& p, const float* in, int m) {
+  return kernels::MatmulParams{
+      .out = p.out,
+      .in = in,
+      .weight = p.weight.data,
+      .weight_dtype = p.weight.dtype,
+      .bias = p.bias != nullptr ? static_cast<const float*>(p.bias->data) : nullptr,
+      .m = m,
+      .n = static_cast<int>(p.weight.shape[0]),
+      .k = static_cast<int>(p.weight.shape[1])};
+}
+
 absl::Status Linear(const Weight& w, const Weight* bias, const float* in, float* out, int m,
                     ThreadPool* pool) {
-  return kernels::MatmulCpu(
-      kernels::MatmulParams{.out = out,
-                            .in = in,
-                            .weight = w.data,
-                            .weight_dtype = w.dtype,
-                            .bias = bias != nullptr ? static_cast<const float*>(bias->data) : nullptr,
-                            .m = m,
-                            .n = static_cast<int>(w.shape[0]),
-                            .k = static_cast<int>(w.shape[1])},
-      pool);
+  return kernels::MatmulCpu(ToParams({w, bias, out}, in, m), pool);
+}
+
+// Projections of the same input in one kernel call (one pass over the pool when decoding).
+absl::Status LinearGroup(std::initializer_list<Projection> projections, const float* in, int m,
+                         ThreadPool* pool) {
+  absl::InlinedVector<kernels::MatmulParams, 3> group;
+  for (const Projection& p : projections) group.push_back(ToParams(p, in, m));
+  return kernels::MatmulGroupCpu(group, pool);
 }
 
 const Weight* OptionalBias(const Weight& bias) { return bias.data != nullptr ? &bias : nullptr; }
@@ -125,9 +144,10 @@ absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPo
                              .hidden = hidden,
                              .eps = config_.rms_norm_eps},
       pool_));
-  RETURN_IF_ERROR(Linear(w.q_proj, OptionalBias(w.q_bias), h_.data(), q_.data(), num_tokens, pool_));
-  RETURN_IF_ERROR(Linear(w.k_proj, OptionalBias(w.k_bias), h_.data(), k_.data(), num_tokens, pool_));
-  RETURN_IF_ERROR(Linear(w.v_proj, OptionalBias(w.v_bias), h_.data(), v_.data(), num_tokens, pool_));
+  RETURN_IF_ERROR(LinearGroup({{w.q_proj, OptionalBias(w.q_bias), q_.data()},
+                               {w.k_proj, OptionalBias(w.k_bias), k_.data()},
+                               {w.v_proj, OptionalBias(w.v_bias), v_.data()}},
+                              h_.data(), num_tokens, pool_));
   RETURN_IF_ERROR(Attention(layer_idx, batch, kv_pool));
   RETURN_IF_ERROR(Linear(w.o_proj, nullptr, attn_.data(), h_.data(), num_tokens, pool_));
   RETURN_IF_ERROR(kernels::AddCpu(x_.data(), x_.data(), h_.data(),
@@ -142,8 +162,8 @@ absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPo
                              .eps = config_.rms_norm_eps},
       pool_));
   const int inter = config_.intermediate_size;
-  RETURN_IF_ERROR(Linear(w.gate_proj, nullptr, h_.data(), gate_.data(), num_tokens, pool_));
-  RETURN_IF_ERROR(Linear(w.up_proj, nullptr, h_.data(), up_.data(), num_tokens, pool_));
+  RETURN_IF_ERROR(LinearGroup({{w.gate_proj, nullptr, gate_.data()}, {w.up_proj, nullptr, up_.data()}},
+                              h_.data(), num_tokens, pool_));
   RETURN_IF_ERROR(kernels::SwigluCpu(kernels::SwigluParams{.out = gate_.data(),
                                                            .gate = gate_.data(),
                                                            .up = up_.data(),

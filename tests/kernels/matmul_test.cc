@@ -132,6 +132,46 @@ TEST(MatmulCpuTest, BatchedRowsMatchSingleRows) {
   }
 }
 
+// A group computes exactly what its members compute alone: the same kernels on the same rows,
+// only the split of the rows over the threads differs.
+TEST(MatmulGroupCpuTest, EqualsEachMemberAlone) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (int m : {1, 3, 9}) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " m " << m);
+      // Odd widths so the group's row ranges cut members mid-way; one member with a bias.
+      const std::vector<int> widths = {37, 1, 300};
+      const std::vector<float> in = testing::RandomVector(size_t(m) * 65, 3);
+      std::vector<MatmulProblem> members;
+      for (size_t i = 0; i < widths.size(); ++i) {
+        members.emplace_back(m, widths[i], 65, dtype, i == 2, 40 + i);
+      }
+      ThreadPool pool(2);
+      std::vector<MatmulParams> group;
+      std::vector<std::vector<float>> alone(members.size());
+      for (size_t i = 0; i < members.size(); ++i) {
+        group.push_back(members[i].Params(members[i].out.data(), in.data()));
+        alone[i].resize(members[i].out.size());
+        ASSERT_THAT(MatmulCpu(members[i].Params(alone[i].data(), in.data()), &pool), IsOk());
+      }
+      ASSERT_THAT(MatmulGroupCpu(group, &pool), IsOk());
+      for (size_t i = 0; i < members.size(); ++i) EXPECT_EQ(members[i].out, alone[i]) << "member " << i;
+    }
+  }
+}
+
+TEST(MatmulGroupCpuTest, RejectsMembersThatDoNotShareTheInput) {
+  MatmulProblem a(2, 3, 4, DType::kF32, false, 1);
+  MatmulProblem b(2, 5, 4, DType::kF32, false, 2);
+  const std::vector<MatmulParams> group = {a.Params(a.out.data()), b.Params(b.out.data())};
+  EXPECT_THAT(MatmulGroupCpu(group, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("share in")));
+  std::vector<MatmulParams> bad = {a.Params(a.out.data()), b.Params(b.out.data(), a.in.data())};
+  bad[1].k = 0;
+  EXPECT_THAT(MatmulGroupCpu(bad, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("k")));
+  EXPECT_THAT(MatmulGroupCpu({}, nullptr), IsOk());
+}
+
 TEST(MatmulCpuTest, RejectsBadParams) {
   MatmulProblem problem(2, 3, 4, DType::kF32, false, 1);
   MatmulParams p = problem.Params(problem.out.data());

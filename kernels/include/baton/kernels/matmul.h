@@ -2,6 +2,7 @@
 #pragma once
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "runtime/common/dtype.h"
 #include "runtime/common/thread_pool.h"
 
@@ -28,5 +29,11 @@ absl::Status Validate(const MatmulParams& params);
 // otherwise. So a bf16 result equals the f32-weight result of (bf16(in), weight) up to f32
 // summation order.
 absl::Status MatmulCpu(const MatmulParams& params, ThreadPool* pool);
+
+// Several products that share `in`, m, k and the weight dtype (e.g. the Q, K and V projections of
+// a layer), with the results of MatmulCpu on each. For small m (decode) they run as one pass over
+// the pool, each thread streaming its share of the weights' rows taken back to back, so a decode
+// step pays one dispatch and one barrier per group instead of per weight.
+absl::Status MatmulGroupCpu(absl::Span<const MatmulParams> group, ThreadPool* pool);
 
 }  // namespace baton::kernels
