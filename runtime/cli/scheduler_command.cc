@@ -19,6 +19,9 @@ absl::Status RunScheduler(const std::string& config_path) {
       .port = config.scheduler_port,
       .http_port = config.http_port,
       .disaggregated = config.mode == scheduler::DeploymentMode::kDisaggregated};
+  if (scheduler::AdmissionEnabled(config.slo)) {
+    options.admission = {.ttft_ms = config.slo.ttft_ms, .tpot_ms = config.slo.tpot_ms};
+  }
   for (scheduler::InstanceRole role : scheduler::Roles(config.mode)) {
     options.expected_workers.emplace_back(ToWorkerRole(role),
                                           scheduler::Phase(config, role).num_instances);

@@ -98,6 +98,17 @@ Field DoubleField(absl::string_view key, double* out) {
 Field BoolField(absl::string_view key, bool* out) {
   return {key, [out](const YAML::Node& v, const std::string& path) { return ReadBool(v, path, out); }};
 }
+// A key whose absence means "unset" rather than a default value.
+template <typename T>
+Field OptionalField(absl::string_view key, std::optional<T>* out,
+                    absl::Status (*read)(const YAML::Node&, const std::string&, T*)) {
+  return {key, [out, read](const YAML::Node& v, const std::string& path) -> absl::Status {
+            T value;
+            RETURN_IF_ERROR(read(v, path, &value));
+            *out = value;
+            return absl::OkStatus();
+          }};
+}
 
 // Reads a mapping: every key must be one of `fields`, at most once. A null node (an empty section,
 // "prefill:") keeps every default.
@@ -405,9 +416,10 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
       {"slo",
        [&](const YAML::Node& v, const std::string& p) {
          return ReadMap(v, p,
-                        {DoubleField("ttft_ms", &config.slo.ttft_ms),
-                         DoubleField("tpot_ms", &config.slo.tpot_ms),
-                         DoubleField("attainment", &config.slo.attainment)});
+                        {OptionalField("ttft_ms", &config.slo.ttft_ms, ReadDouble),
+                         OptionalField("tpot_ms", &config.slo.tpot_ms, ReadDouble),
+                         DoubleField("attainment", &config.slo.attainment),
+                         OptionalField("admission", &config.slo.admission, ReadBool)});
        }},
       section(InstanceRole::kPrefill),
       section(InstanceRole::kDecode),
@@ -444,6 +456,10 @@ absl::StatusOr<InstanceRole> ParseInstanceRole(absl::string_view name) {
   }
   return absl::InvalidArgumentError(
       absl::StrCat("role '", name, "' (expected prefill, decode or colocated)"));
+}
+
+bool AdmissionEnabled(const SloConfig& slo) {
+  return slo.admission.value_or(slo.ttft_ms.has_value() || slo.tpot_ms.has_value());
 }
 
 DeploymentConfig DefaultDeployment(const std::filesystem::path& model_dir) {
@@ -509,10 +525,14 @@ absl::Status ValidateDeploymentConfig(const DeploymentConfig& config) {
     return Invalid("block_size", absl::StrCat("must be a power of two in [1, ", kMaxBlockSize,
                                               "], got ", config.block_size));
   }
-  RETURN_IF_ERROR(CheckPositiveFinite("slo.ttft_ms", config.slo.ttft_ms));
-  RETURN_IF_ERROR(CheckPositiveFinite("slo.tpot_ms", config.slo.tpot_ms));
+  if (config.slo.ttft_ms) RETURN_IF_ERROR(CheckPositiveFinite("slo.ttft_ms", *config.slo.ttft_ms));
+  if (config.slo.tpot_ms) RETURN_IF_ERROR(CheckPositiveFinite("slo.tpot_ms", *config.slo.tpot_ms));
   if (!(config.slo.attainment > 0 && config.slo.attainment <= 1)) {
     return Invalid("slo.attainment", absl::StrCat("must be in (0, 1], got ", config.slo.attainment));
+  }
+  if (config.slo.admission.value_or(false) && !config.slo.ttft_ms && !config.slo.tpot_ms) {
+    return Invalid("slo.admission",
+                   "true needs slo.ttft_ms or slo.tpot_ms (nothing to admit against)");
   }
   for (InstanceRole role : Roles(config.mode)) {
     RETURN_IF_ERROR(ValidatePhase(role, Phase(config, role)));
@@ -531,9 +551,15 @@ std::string ToYaml(const DeploymentConfig& config) {
   out << YAML::Key << "mode" << YAML::Value << std::string(DeploymentModeName(config.mode));
   out << YAML::Key << "block_size" << YAML::Value << config.block_size;
   out << YAML::Key << "slo" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "ttft_ms" << YAML::Value << FormatDouble(config.slo.ttft_ms);
-  out << YAML::Key << "tpot_ms" << YAML::Value << FormatDouble(config.slo.tpot_ms);
+  // Unset SLOs stay unset (absent keys), so that admission keeps its default when read back.
+  if (config.slo.ttft_ms) {
+    out << YAML::Key << "ttft_ms" << YAML::Value << FormatDouble(*config.slo.ttft_ms);
+  }
+  if (config.slo.tpot_ms) {
+    out << YAML::Key << "tpot_ms" << YAML::Value << FormatDouble(*config.slo.tpot_ms);
+  }
   out << YAML::Key << "attainment" << YAML::Value << FormatDouble(config.slo.attainment);
+  if (config.slo.admission) out << YAML::Key << "admission" << YAML::Value << *config.slo.admission;
   out << YAML::EndMap;
   for (InstanceRole role : Roles(config.mode)) EmitPhase(out, role, Phase(config, role));
   out << YAML::EndMap;

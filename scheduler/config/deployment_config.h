@@ -16,7 +16,11 @@
 //   http_port: 8000                 # OpenAI-compatible HTTP; 0 disables it
 //   mode: disaggregated             # disaggregated (sections prefill, decode) | colocated (colocated)
 //   block_size: 16                  # tokens per KV block, a power of two in [1, 1024]
-//   slo: {ttft_ms: 1000, tpot_ms: 100, attainment: 0.9}
+//   slo:                            # latency objectives; ttft_ms and tpot_ms are unset by default
+//     ttft_ms: 1000                 # time to first token, > 0
+//     tpot_ms: 100                  # time per output token after the first, > 0
+//     attainment: 0.9               # share of requests meant to meet both, in (0, 1]
+//     admission: true               # shed load at the door; default: ttft_ms or tpot_ms is set
 //   prefill:                        # same keys for decode and colocated
 //     instances: 1
 //     tp: 1                         # tensor-parallel ranks per instance
@@ -32,12 +36,18 @@
 // Default base ports pack the workers right after the scheduler: prefill (or colocated) starts at
 // scheduler_port + 1, decode right after the last prefill instance.
 //
+// Admission (scheduler/global/admission.h): with `slo.admission` on, the scheduler answers a new
+// request RESOURCE_EXHAUSTED (HTTP 429) when its predicted TTFT exceeds ttft_ms, or when its
+// predicted TPOT exceeds tpot_ms on every decode-capable instance; an unset SLO's check is off.
+// `admission: true` needs at least one of the two.
+//
 // Errors: every parse and validation failure is kInvalidArgument and its message starts with the key
 // path ("prefill.tp: must be >= 1", "unknown key 'decoder' at top level", "decode.devices[1][0]: ...").
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,14 +88,19 @@ struct PhaseConfig {
   bool operator==(const PhaseConfig&) const = default;
 };
 
-// Latency objectives; the scheduler admits requests so that `attainment` of them meet both.
+// Latency objectives, and whether the scheduler sheds the requests predicted to miss them.
 struct SloConfig {
-  double ttft_ms = 1000.0;  // time to first token, > 0
-  double tpot_ms = 100.0;   // time per output token after the first, > 0
-  double attainment = 0.9;  // target share of requests meeting both, in (0, 1]
+  std::optional<double> ttft_ms;  // time to first token, > 0; unset: no TTFT objective
+  std::optional<double> tpot_ms;  // time per output token after the first, > 0; unset: none
+  double attainment = 0.9;        // target share of requests meeting both, in (0, 1]
+  // Unset: on when ttft_ms or tpot_ms is set (AdmissionEnabled). true needs one of them.
+  std::optional<bool> admission;
 
   bool operator==(const SloConfig&) const = default;
 };
+
+// slo.admission, or its default: whether ttft_ms or tpot_ms is set.
+bool AdmissionEnabled(const SloConfig& slo);
 
 struct DeploymentConfig {
   std::filesystem::path model_dir;  // yaml: model; required

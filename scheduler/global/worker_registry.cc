@@ -136,6 +136,41 @@ void WorkerRegistry::AddActive(const std::string& incarnation_id, int delta) {
   }
 }
 
+std::optional<InstanceLoad> WorkerRegistry::LoadOf(const WorkerRef& worker) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = workers_.find(worker.incarnation_id);
+  if (it == workers_.end() || !it->second.alive) return std::nullopt;
+  const WorkerEntry& entry = it->second;
+  return InstanceLoad{.name = WorkerName(entry.role, entry.instance_idx),
+                      .outstanding_prefill_tokens = entry.outstanding_prefill_tokens,
+                      .num_active_requests = entry.num_active_requests};
+}
+
+std::vector<InstanceLoad> WorkerRegistry::LiveLoads(WorkerRole role) const {
+  std::vector<std::pair<int, InstanceLoad>> by_idx;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const auto& [id, worker] : workers_) {
+      if (!worker.alive || worker.role != role) continue;
+      by_idx.emplace_back(worker.instance_idx,
+                          InstanceLoad{.name = WorkerName(worker.role, worker.instance_idx),
+                                       .outstanding_prefill_tokens = worker.outstanding_prefill_tokens,
+                                       .num_active_requests = worker.num_active_requests});
+    }
+  }
+  std::sort(by_idx.begin(), by_idx.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<InstanceLoad> loads;
+  for (auto& [idx, load] : by_idx) loads.push_back(std::move(load));
+  return loads;
+}
+
+int WorkerRegistry::NumActive(const std::string& incarnation_id) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = workers_.find(incarnation_id);
+  return it == workers_.end() ? 0 : it->second.num_active_requests;
+}
+
 WorkerRegistry::Health WorkerRegistry::CheckHealth() const {
   Health health{.all_phases_served = true, .all_expected_alive = true};
   absl::ReaderMutexLock lock(&mu_);

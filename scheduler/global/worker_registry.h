@@ -45,6 +45,13 @@ struct WorkerEntry {
   int num_active_requests = 0;
 };
 
+// A live instance's load as the scheduler accounts it, for admission.
+struct InstanceLoad {
+  std::string name;                        // WorkerName(role, instance_idx)
+  int64_t outstanding_prefill_tokens = 0;  // prompt tokens sent to it whose first token is not back
+  int num_active_requests = 0;             // requests decoding (or queued to decode) on it
+};
+
 // What a routing decision hands back: enough to call the instance.
 struct WorkerRef {
   std::string incarnation_id;
@@ -77,6 +84,13 @@ class WorkerRegistry {
 
   void AddPrefillLoad(const std::string& incarnation_id, int64_t num_tokens);
   void AddActive(const std::string& incarnation_id, int delta);
+
+  // The load of the instance `worker` names; nullopt when it is dead or unknown.
+  std::optional<InstanceLoad> LoadOf(const WorkerRef& worker) const;
+  // Every live instance of `role`, by instance index.
+  std::vector<InstanceLoad> LiveLoads(WorkerRole role) const;
+  // num_active_requests of an incarnation; 0 when unknown.
+  int NumActive(const std::string& incarnation_id) const;
 
   // Problems for Health: missing or dead instances. all_phases_served: every phase has a live one.
   struct Health {

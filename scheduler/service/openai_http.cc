@@ -18,6 +18,7 @@ int HttpStatusOf(absl::StatusCode code) {
   switch (code) {
     case absl::StatusCode::kInvalidArgument: return 400;
     case absl::StatusCode::kNotFound: return 404;
+    case absl::StatusCode::kResourceExhausted: return 429;  // admission shed the request
     case absl::StatusCode::kUnavailable: return 503;
     case absl::StatusCode::kDeadlineExceeded: return 504;
     case absl::StatusCode::kCancelled: return 499;
@@ -29,7 +30,9 @@ void SendError(httplib::Response& res, const absl::Status& status) {
   const int http = HttpStatusOf(status.code());
   json body = {{"error",
                 {{"message", std::string(status.message())},
-                 {"type", http == 400 ? "invalid_request_error" : "server_error"},
+                 {"type", http == 400   ? "invalid_request_error"
+                          : http == 429 ? "rate_limit_error"
+                                        : "server_error"},
                  {"param", nullptr},
                  {"code", http}}}};
   res.status = http;

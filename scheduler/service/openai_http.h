@@ -1,8 +1,9 @@
 // OpenAiHttpServer: the OpenAI-compatible HTTP front end of the scheduler, as vLLM and SGLang serve
 // it: POST /v1/completions (streaming with Server-Sent Events, or one JSON body), GET /v1/models,
 // GET /health. Converts JSON to a Generate request and runs it through the same RequestDriver as
-// the gRPC API. Bad requests get HTTP 400 with {"error": {"message", "type", "code"}}; no live worker
-// gets 503. Runs its own listener thread.
+// the gRPC API. Bad requests get HTTP 400 with {"error": {"message", "type", "code"}}; a request
+// admission sheds (RESOURCE_EXHAUSTED) gets 429 with type "rate_limit_error"; no live worker gets
+// 503. Runs its own listener thread.
 #pragma once
 
 #include <memory>

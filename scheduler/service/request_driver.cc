@@ -4,6 +4,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "grpcpp/grpcpp.h"
 #include "runtime/engine/stop_matcher.h"
 #include "runtime/rpc/proto_conversion.h"
@@ -86,8 +88,12 @@ bool WorkerUnreachable(const grpc::Status& status) {
 }  // namespace
 
 RequestDriver::RequestDriver(const ServedModel* model, WorkerRegistry* registry, bool disaggregated,
-                             absl::Duration kv_lease)
-    : model_(model), registry_(registry), disaggregated_(disaggregated), kv_lease_(kv_lease) {}
+                             absl::Duration kv_lease, AdmissionPolicy admission)
+    : model_(model),
+      registry_(registry),
+      disaggregated_(disaggregated),
+      kv_lease_(kv_lease),
+      admission_(admission) {}
 
 v1::WorkerService::Stub* RequestDriver::StubFor(const WorkerRef& worker) {
   absl::MutexLock lock(&mu_);
@@ -143,9 +149,70 @@ absl::StatusOr<PreparedRequest> RequestDriver::Prepare(const v1::GenerateRequest
                                      model_->max_model_len));
   }
   if (!proto.sampling().has_seed()) params.seed = static_cast<uint64_t>(arrival_us);
+  if (absl::Status admitted = Admit(num_prompt_tokens); !admitted.ok()) return admitted;
   if (request->request_id.empty()) request->request_id = NewRequestId();
   return PreparedRequest{.request = *std::move(request), .prompt = std::move(prompt),
                          .arrival_us = arrival_us};
+}
+
+absl::Status RequestDriver::Admit(int64_t num_prompt_tokens) const {
+  if (!admission_.enabled()) return absl::OkStatus();
+  AdmissionRequest request{.num_prompt_tokens = num_prompt_tokens};
+  const std::optional<WorkerRef> prefill =
+      disaggregated_ ? registry_->PickPrefill() : registry_->PickColocated();
+  if (prefill) request.prefill_instance = registry_->LoadOf(*prefill);
+  request.decode_instances =
+      registry_->LiveLoads(disaggregated_ ? WorkerRole::kDecode : WorkerRole::kColocated);
+  AdmissionDecision decision = DecideAdmission(admission_, latency_model_, request);
+  absl::MutexLock lock(&admission_mu_);
+  ++num_checked_;
+  if (!decision.status.ok()) {
+    ++num_rejected_;
+    last_rejection_ = std::string(decision.status.message());
+  }
+  return decision.status;
+}
+
+void RequestDriver::ObserveEmissions(const WorkerRef& decoder, const std::string& decoder_name,
+                                     const v1::TokenChunk& chunk, int64_t* last_emit_us) {
+  for (const int64_t emit_us : chunk.emit_us()) {
+    if (*last_emit_us != 0) {
+      latency_model_.ObserveDecodeStep(decoder_name, registry_->NumActive(decoder.incarnation_id),
+                                       emit_us - *last_emit_us);
+    }
+    *last_emit_us = emit_us;
+  }
+}
+
+std::string RequestDriver::TakeAdmissionReport() {
+  std::vector<std::string> parts;
+  if (admission_.enabled()) {
+    absl::MutexLock lock(&admission_mu_);
+    auto slo = [](const std::optional<double>& ms) {
+      return ms ? absl::StrCat(FormatMs(*ms), " ms") : std::string("off");
+    };
+    std::string part = absl::StrCat("admission (TTFT SLO ", slo(admission_.ttft_ms), ", TPOT SLO ",
+                                    slo(admission_.tpot_ms), "): rejected ", num_rejected_, " of ",
+                                    num_checked_, " requests");
+    if (num_rejected_ > 0) absl::StrAppend(&part, " (last: ", last_rejection_, ")");
+    parts.push_back(std::move(part));
+    num_checked_ = 0;
+    num_rejected_ = 0;
+  }
+  for (const InstanceEstimate& estimate : latency_model_.Estimates()) {
+    std::string part = absl::StrCat(estimate.name, ":");
+    if (estimate.prefill_tokens_per_s) {
+      absl::StrAppend(&part, " prefill ", absl::StrFormat("%.0f", *estimate.prefill_tokens_per_s),
+                      " tokens/s (", estimate.num_prefill_samples, " steps)");
+    }
+    if (estimate.decode) {
+      absl::StrAppend(&part, " decode step ", FormatMs(estimate.decode->intercept_ms), " ms + ",
+                      FormatMs(estimate.decode->slope_ms), " ms per request (last ",
+                      estimate.decode->num_observations, " tokens)");
+    }
+    parts.push_back(std::move(part));
+  }
+  return absl::StrJoin(parts, "; ");
 }
 
 grpc::Status RequestDriver::Run(const v1::GenerateRequest& proto, const ContextFactory& make_context,
@@ -209,6 +276,8 @@ grpc::Status RequestDriver::Execute(PreparedRequest prepared, const ContextFacto
     }
     pending.mutable_timing()->set_prefill_start_us(prefilled.prefill_start_us());
     pending.mutable_timing()->set_prefill_end_us(prefilled.prefill_end_us());
+    latency_model_.ObservePrefill(WorkerName(prefill->role, prefill->instance_idx), num_prompt_tokens,
+                                  prefilled.prefill_start_us(), prefilled.prefill_end_us());
     const int32_t first = prefilled.first_token_id();
     const int64_t first_emit_us = prefilled.prefill_end_us();
     const v1::TokenLogprobs* first_logprobs = &prefilled.first_logprobs();
@@ -251,6 +320,16 @@ grpc::Status RequestDriver::Execute(PreparedRequest prepared, const ContextFacto
                         disaggregated_ ? "no live decode worker" : "no live colocated worker");
   }
   registry_->AddActive(decoder->incarnation_id, 1);
+  const std::string decoder_name = WorkerName(decoder->role, decoder->instance_idx);
+  // Colocated: the prompt counts as outstanding prefill work on the instance until its first token.
+  bool prefill_outstanding = !disaggregated_;
+  if (prefill_outstanding) registry_->AddPrefillLoad(decoder->incarnation_id, num_prompt_tokens);
+  auto prefill_done = [&] {
+    if (!prefill_outstanding) return;
+    prefill_outstanding = false;
+    registry_->AddPrefillLoad(decoder->incarnation_id, -num_prompt_tokens);
+  };
+  int64_t last_emit_us = 0;
   const std::unique_ptr<grpc::ClientContext> decode_context =
       make_context();
   std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader =
@@ -268,7 +347,11 @@ grpc::Status RequestDriver::Execute(PreparedRequest prepared, const ContextFacto
     if (chunk.prefill_start_us() != 0) {
       pending.mutable_timing()->set_prefill_start_us(chunk.prefill_start_us());
       pending.mutable_timing()->set_prefill_end_us(chunk.prefill_end_us());
+      latency_model_.ObservePrefill(decoder_name, num_prompt_tokens, chunk.prefill_start_us(),
+                                    chunk.prefill_end_us());
     }
+    if (chunk.token_ids_size() > 0) prefill_done();
+    ObserveEmissions(*decoder, decoder_name, chunk, &last_emit_us);
     std::vector<const v1::TokenLogprobs*> logprobs;
     for (const auto& lp : chunk.logprobs()) logprobs.push_back(&lp);
     if (!stream.Write(pending, {chunk.token_ids().data(), static_cast<size_t>(chunk.token_ids_size())},
@@ -282,6 +365,7 @@ grpc::Status RequestDriver::Execute(PreparedRequest prepared, const ContextFacto
   if (stream.finished() || client_gone) decode_context->TryCancel();
   const grpc::Status status = reader->Finish();
   release_prefill();
+  prefill_done();
   registry_->AddActive(decoder->incarnation_id, -1);
   if (stream.finished()) return grpc::Status::OK;
   if (client_gone || is_cancelled()) {

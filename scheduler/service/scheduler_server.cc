@@ -24,7 +24,7 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
   model.dtype = std::string(DTypeName(options.weight_dtype));
 
   WorkerRegistry registry(options.expected_workers, options.liveness_timeout);
-  RequestDriver driver(&model, &registry, options.disaggregated, options.kv_lease);
+  RequestDriver driver(&model, &registry, options.disaggregated, options.kv_lease, options.admission);
   InferenceServiceImpl inference(&driver);
   RegistryServiceImpl registry_service(&registry);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -46,9 +46,21 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
   std::fprintf(stderr, "baton scheduler: serving %s on %s:%d (gRPC)%s\n", model.name.c_str(),
                options.host.c_str(), port,
                http ? absl::StrCat(" and ", options.host, ":", http->port(), " (OpenAI HTTP)").c_str() : "");
+  constexpr absl::Duration kReportInterval = absl::Seconds(10);
+  absl::Time next_report = absl::Now() + kReportInterval;
+  std::string last_report = driver.TakeAdmissionReport();
+  if (!last_report.empty()) std::fprintf(stderr, "baton scheduler: %s\n", last_report.c_str());
   while (!stop->load()) {
     for (const std::string& died : registry.Sweep(absl::Now())) {
       std::fprintf(stderr, "baton scheduler: %s\n", died.c_str());
+    }
+    if (absl::Now() >= next_report) {
+      next_report += kReportInterval;
+      std::string report = driver.TakeAdmissionReport();
+      if (!report.empty() && report != last_report) {
+        std::fprintf(stderr, "baton scheduler: %s\n", report.c_str());
+        last_report = std::move(report);
+      }
     }
     absl::SleepFor(absl::Milliseconds(100));
   }

@@ -1,6 +1,7 @@
 // RunSchedulerServer: the body of a `baton scheduler` process. Loads the model's config and
 // tokenizer, serves InferenceService (public, with server reflection) and WorkerRegistryService on
-// host:port, and sweeps silent workers. Returns when *stop becomes true, or on a start-up error.
+// host:port, and sweeps silent workers. Every 10 s it logs the admission report (RequestDriver::
+// TakeAdmissionReport) when that changed. Returns when *stop becomes true, or on a start-up error.
 #pragma once
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "runtime/common/dtype.h"
+#include "scheduler/global/admission.h"
 #include "scheduler/global/worker_registry.h"
 
 namespace baton::scheduler {
@@ -27,6 +29,7 @@ struct SchedulerOptions {
   int max_model_len = 0;                              // 0: the model's
   absl::Duration liveness_timeout = absl::Seconds(1);  // silent this long => dead
   absl::Duration kv_lease = absl::Seconds(30);
+  AdmissionPolicy admission;  // default: admit everything
 };
 
 absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atomic<bool>* stop);

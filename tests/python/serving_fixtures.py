@@ -152,6 +152,7 @@ class Deployment:
     stdout: LineCollector
     stderr: LineCollector
     pids: dict[str, int] = field(default_factory=dict)  # "scheduler", "decode worker 1", ... -> pid
+    http_port: int = 0  # the OpenAI-compatible HTTP front end; 0: off
     effective_config: Path | None = None
     stopped: bool = False
     _channels: list[grpc.Channel] = field(default_factory=list)
@@ -241,9 +242,12 @@ class DeploymentFactory:
 
     def start(self, name: str, mode: str = "disaggregated", num_prefill: int = 1,
               num_decode: int = 1, num_colocated: int = 1, prefill: dict | None = None,
-              decode: dict | None = None, colocated: dict | None = None) -> Deployment:
+              decode: dict | None = None, colocated: dict | None = None, slo: dict | None = None,
+              http: bool = False) -> Deployment:
         """Starts `baton serve` and waits (with a deadline) until it prints that it serves. The phase
-        dicts add YAML keys to a phase (max_num_seqs, kv_cache_bytes, ...)."""
+        dicts add YAML keys to a phase (max_num_seqs, kv_cache_bytes, ...); `slo` is the config's slo
+        section (ttft_ms, tpot_ms, admission, ...); `http` turns the OpenAI HTTP front end on, on the
+        port after the workers' (Deployment.http_port)."""
         if mode == "disaggregated":
             phases = [("prefill", num_prefill, prefill or {}), ("decode", num_decode, decode or {})]
         else:
@@ -251,20 +255,25 @@ class DeploymentFactory:
         num_workers = sum(count for _, count, _ in phases)
         last_error = ""
         for _ in range(3):  # another process may take a port between the probe and the bind
-            base = pick_port_block(1 + num_workers, self._rng)
-            config, worker_ports = self._config(mode, base, phases)
+            base = pick_port_block(1 + num_workers + int(http), self._rng)
+            http_port = base + 1 + num_workers if http else 0
+            config, worker_ports = self._config(mode, base, phases, http_port, slo)
             path = self.work_dir / f"{name}-{base}.yaml"
             path.write_text(config)
             deployment = self._launch(name, path, base, worker_ports)
             if deployment is not None:
+                deployment.http_port = http_port
                 self.deployments.append(deployment)
                 return deployment
             last_error = self._last_failure
         raise RuntimeError(f"{name}: `baton serve` did not start:\n{last_error}")
 
-    def _config(self, mode: str, base: int, phases) -> tuple[str, dict[str, int]]:
+    def _config(self, mode: str, base: int, phases, http_port: int = 0,
+                slo: dict | None = None) -> tuple[str, dict[str, int]]:
         lines = [f"model: {self.model_dir}", "host: 127.0.0.1", f"scheduler_port: {base}",
-                 "http_port: 0", f"mode: {mode}"]
+                 f"http_port: {http_port}", f"mode: {mode}"]
+        if slo is not None:
+            lines.append(f"slo: {json.dumps(slo)}")  # JSON is YAML's flow style
         worker_ports = {}
         port = base + 1
         for phase, count, extra in phases:

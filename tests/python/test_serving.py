@@ -13,7 +13,10 @@ workers (serving_fixtures.py), the Python client (python_client/baton) drives th
   * a SIGKILLed decode or prefill worker: its in-flight requests end with UNAVAILABLE within a few
     seconds, Health turns DEGRADED naming the worker, new requests succeed on the other instance
     within 2 s;
-  * server reflection lists the public service.
+  * server reflection lists the public service;
+  * SLO admission: once the scheduler has observed an instance, a request predicted to miss
+    slo.ttft_ms or slo.tpot_ms gets RESOURCE_EXHAUSTED (HTTP 429 with a JSON error body), and the
+    server keeps serving with admission off or a relaxed SLO.
 Every deployment is torn down with SIGTERM (then SIGKILL) and must leave no process and no
 /dev/shm/baton-kv-* segment behind. The tiny model keeps the whole file within a few minutes.
 """
@@ -23,11 +26,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -695,3 +701,87 @@ class TestWorkerFailure:
             deployment.kill("prefill worker 0")
             killed_at = time.monotonic()
             check_failed_over(deployment, "prefill worker 0", watchers, 1, killed_at)
+
+
+# --- SLO admission --------------------------------------------------------------------------------
+
+ADMISSION_PROMPT = random_ids(300, seed=300)  # long enough that its prefill takes well over 1 ms
+TTFT_REJECTION = re.compile(
+    r"predicted TTFT \S+ ms exceeds the 1\.00 ms SLO \(prefill worker 0: prefill queue 0 \+ 300 "
+    r"prompt tokens at \d+ tokens/s\); retry later")
+
+
+def post_completion(port: int, body: dict, timeout: float = 30) -> tuple[int, dict | str]:
+    """POST /v1/completions; (HTTP status, the parsed JSON body, or the raw text of an SSE body)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions",
+                                     data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            status, text = response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        status, text = error.code, error.read().decode()
+    return status, (text if text.startswith("data:") else json.loads(text))
+
+
+@pytest.mark.engine
+class TestSloAdmission:
+    """slo.ttft_ms / slo.tpot_ms in the config: the scheduler admits until it has observed an
+    instance, then answers requests predicted to miss an SLO with RESOURCE_EXHAUSTED (gRPC) or 429
+    (HTTP) at once, and keeps serving the rest."""
+
+    def test_ttft_slo_sheds_load_over_grpc_and_http(self, fresh_deployments):
+        deployment = fresh_deployments.start("slo-ttft", slo={"ttft_ms": 1}, http=True)
+        assert deployment.stderr.wait_for(
+            r"baton scheduler: admission \(TTFT SLO 1\.00 ms, TPOT SLO off\): rejected 0 of 0", 5), \
+            deployment.log()
+        with deployment.client() as client:
+            # Nothing observed yet: admitted.
+            first = client.complete(token_ids=ADMISSION_PROMPT, max_tokens=2, ignore_eos=True)
+            assert first.num_generated_tokens == 2
+            # The scheduler has seen one 300-token prefill: the same prompt cannot meet 1 ms.
+            with pytest.raises(baton.BatonError) as caught:
+                client.complete(token_ids=ADMISSION_PROMPT, max_tokens=2)
+            assert caught.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED, caught.value
+            assert TTFT_REJECTION.fullmatch(caught.value.details), caught.value.details
+            with pytest.raises(baton.BatonError) as caught:  # a stream fails before any chunk
+                next(iter(client.generate(token_ids=ADMISSION_PROMPT, max_tokens=2)))
+            assert caught.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED, caught.value
+            # Validation comes first: a bad request is still INVALID_ARGUMENT.
+            with pytest.raises(baton.BatonError) as caught:
+                client.complete(token_ids=ADMISSION_PROMPT, max_tokens=0)
+            assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT, caught.value
+            for stream in (False, True):
+                status, body = post_completion(deployment.http_port, {
+                    "prompt": ADMISSION_PROMPT, "max_tokens": 2, "stream": stream})
+                assert status == 429, (stream, body)
+                assert body["error"]["code"] == 429 and body["error"]["type"] == "rate_limit_error", body
+                assert TTFT_REJECTION.fullmatch(body["error"]["message"]), body
+            assert client.health().status == "SERVING"
+        # Shedding left nothing behind on the workers.
+        idle, stats = wait_for_idle_workers(deployment, 5.0)
+        assert idle, stats
+
+    def test_tpot_slo_sheds_load_once_decode_is_observed(self, fresh_deployments):
+        deployment = fresh_deployments.start("slo-tpot", mode="colocated", slo={"tpot_ms": 0.001})
+        with deployment.client() as client:
+            first = client.complete(prompt="hello", max_tokens=4, ignore_eos=True)
+            assert first.num_generated_tokens == 4
+            with pytest.raises(baton.BatonError) as caught:
+                client.complete(prompt="hello", max_tokens=4)
+            assert caught.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED, caught.value
+            assert re.fullmatch(
+                r"predicted TPOT \S+ ms exceeds the 0\.001 ms SLO on every decode instance \(lowest: "
+                r"colocated worker 0 at batch 1, step \S+ ms \+ 0 ms per request\); retry later",
+                caught.value.details), caught.value.details
+
+    @pytest.mark.parametrize("slo", [
+        pytest.param({"ttft_ms": 0.001, "tpot_ms": 0.001, "admission": False}, id="admission-off"),
+        pytest.param({"ttft_ms": 60000, "tpot_ms": 60000}, id="relaxed-slo"),
+    ])
+    def test_server_keeps_serving(self, fresh_deployments, slo):
+        deployment = fresh_deployments.start("slo-serve", mode="colocated", slo=slo)
+        with deployment.client() as client:
+            for _ in range(3):
+                result = client.complete(token_ids=ADMISSION_PROMPT, max_tokens=4, ignore_eos=True)
+                assert result.num_generated_tokens == 4

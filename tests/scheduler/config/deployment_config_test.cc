@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ slo:
   ttft_ms: 250.5
   tpot_ms: 40
   attainment: 0.99
+  admission: false
 prefill:
   instances: 2
   tp: 2
@@ -60,7 +62,7 @@ decode:
 constexpr char kFullJson[] = R"({
 	"model": "/models/llama", "weight_dtype": "bf16", "host": "10.0.0.7",
 	"scheduler_port": 6000, "http_port": 6100, "mode": "disaggregated", "block_size": 32,
-	"slo": {"ttft_ms": 250.5, "tpot_ms": 40, "attainment": 0.99},
+	"slo": {"ttft_ms": 250.5, "tpot_ms": 40, "attainment": 0.99, "admission": false},
 	"prefill": {"instances": 2, "tp": 2, "pp": 1, "devices": [[0, 1], [2, 3]], "threads": 4,
 	            "kv_cache_bytes": "2GiB", "max_num_seqs": 8, "max_num_batched_tokens": 4096,
 	            "base_port": 6010},
@@ -79,7 +81,10 @@ TEST(DeploymentConfigTest, DefaultDeploymentIsOnePrefillOneDecodeOnLocalCpu) {
   EXPECT_EQ(config.http_port, 8000);
   EXPECT_EQ(config.mode, DeploymentMode::kDisaggregated);
   EXPECT_EQ(config.block_size, 16);
-  EXPECT_EQ(config.slo, (SloConfig{.ttft_ms = 1000, .tpot_ms = 100, .attainment = 0.9}));
+  // No latency objective, so no admission control.
+  EXPECT_EQ(config.slo, (SloConfig{.ttft_ms = std::nullopt, .tpot_ms = std::nullopt,
+                                   .attainment = 0.9, .admission = std::nullopt}));
+  EXPECT_FALSE(AdmissionEnabled(config.slo));
   for (InstanceRole role : {InstanceRole::kPrefill, InstanceRole::kDecode}) {
     const PhaseConfig& phase = Phase(config, role);
     EXPECT_EQ(phase.num_instances, 1);
@@ -111,7 +116,8 @@ TEST(DeploymentConfigTest, ParsesEveryKey) {
   EXPECT_EQ(c.scheduler_port, 6000);
   EXPECT_EQ(c.http_port, 6100);
   EXPECT_EQ(c.block_size, 32);
-  EXPECT_EQ(c.slo, (SloConfig{.ttft_ms = 250.5, .tpot_ms = 40, .attainment = 0.99}));
+  EXPECT_EQ(c.slo, (SloConfig{.ttft_ms = 250.5, .tpot_ms = 40, .attainment = 0.99, .admission = false}));
+  EXPECT_FALSE(AdmissionEnabled(c.slo));
   EXPECT_EQ(c.prefill, (PhaseConfig{.num_instances = 2,
                                     .tp = 2,
                                     .pp = 1,
@@ -202,6 +208,10 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
       {R"({"model": "m", "prefill": {"tp": "2"}})",
        "prefill.tp: expected an integer, got the string \"2\""},
       {"model: m\nslo: {tpot_ms: fast}\n", "slo.tpot_ms: expected a number, got 'fast'"},
+      {"model: m\nslo: {ttft_ms: 5, admission: maybe}\n",
+       "slo.admission: expected true or false, got 'maybe'"},
+      {"model: m\nslo: {ttft_ms: 5, admission: 'true'}\n",
+       "slo.admission: expected true or false, got the string \"true\""},
       {"model: m\nmode: colocated\ncolocated: {chunked_prefill: maybe}\n",
        "colocated.chunked_prefill: expected true or false, got 'maybe'"},
       {"model: m\nweight_dtype: f16\n", "weight_dtype: 'f16' is not supported (expected f32 or bf16)"},
@@ -221,6 +231,9 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
       {"model: m\nslo: {tpot_ms: .inf}\n", "slo.tpot_ms: expected a number, got '.inf'"},
       {"model: m\nslo: {attainment: 1.5}\n", "slo.attainment: must be in (0, 1], got 1.5"},
       {"model: m\nslo: {attainment: 0}\n", "slo.attainment: must be in (0, 1], got 0"},
+      {"model: m\nslo: {admission: true}\n", "slo.admission: true needs slo.ttft_ms or slo.tpot_ms"},
+      {"model: m\nslo: {attainment: 0.5, admission: true}\n",
+       "slo.admission: true needs slo.ttft_ms or slo.tpot_ms"},
       // Phases.
       {"model: m\nprefill: {instances: 0}\n", "prefill.instances: must be >= 1, got 0"},
       {"model: m\nprefill: {tp: 0}\n", "prefill.tp: must be >= 1, got 0"},
@@ -271,6 +284,34 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
   }
 }
 
+TEST(DeploymentConfigTest, AdmissionDefaultsToOnWhenAnSloIsSet) {
+  struct Case {
+    std::string slo;
+    bool admission;
+  };
+  const std::vector<Case> cases = {
+      {"{}", false},
+      {"{attainment: 0.5}", false},
+      {"{admission: false}", false},
+      {"{ttft_ms: 2000}", true},
+      {"{tpot_ms: 50}", true},
+      {"{ttft_ms: 2000, tpot_ms: 50}", true},
+      {"{ttft_ms: 2000, admission: true}", true},
+      {"{ttft_ms: 2000, tpot_ms: 50, admission: false}", false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.slo);
+    absl::StatusOr<DeploymentConfig> config = ParseDeploymentConfig("model: m\nslo: " + c.slo + "\n");
+    ASSERT_THAT(config, IsOk());
+    EXPECT_EQ(AdmissionEnabled(config->slo), c.admission);
+  }
+  absl::StatusOr<DeploymentConfig> ttft_only = ParseDeploymentConfig("model: m\nslo: {ttft_ms: 1}\n");
+  ASSERT_THAT(ttft_only, IsOk());
+  EXPECT_EQ(ttft_only->slo.ttft_ms, 1.0);
+  EXPECT_EQ(ttft_only->slo.tpot_ms, std::nullopt) << "an SLO not given stays unset";
+  EXPECT_EQ(ttft_only->slo.admission, std::nullopt);
+}
+
 TEST(DeploymentConfigTest, ByteSizes) {
   struct Case {
     std::string text;
@@ -313,9 +354,12 @@ TEST(DeploymentConfigTest, ToYamlRoundTrips) {
   colocated.http_port = 0;
   DeploymentConfig odd_bytes = DefaultDeployment("m");
   odd_bytes.prefill.kv_cache_bytes = 123456789;
+  odd_bytes.slo = {.tpot_ms = 35, .admission = true};
+  DeploymentConfig ttft_only = DefaultDeployment("m");
+  ttft_only.slo = {.ttft_ms = 2800, .attainment = 0.5};
   const std::vector<DeploymentConfig> configs = {
       DefaultDeployment("/models/tiny"), ParseDeploymentConfig(kFullYaml).value(), colocated,
-      odd_bytes};
+      odd_bytes, ttft_only};
   for (const DeploymentConfig& config : configs) {
     const std::string yaml = ToYaml(config);
     SCOPED_TRACE(yaml);
@@ -332,6 +376,10 @@ TEST(DeploymentConfigTest, ToYamlWritesOnlyThePhasesInUse) {
   EXPECT_THAT(yaml, Not(HasSubstr("colocated:")));
   EXPECT_THAT(yaml, Not(HasSubstr("chunked_prefill")));
   EXPECT_THAT(yaml, HasSubstr("kv_cache_bytes: 256MiB"));
+  // Unset SLOs and an unset admission stay unset.
+  EXPECT_THAT(yaml, Not(HasSubstr("ttft_ms")));
+  EXPECT_THAT(yaml, Not(HasSubstr("tpot_ms")));
+  EXPECT_THAT(yaml, Not(HasSubstr("admission")));
 }
 
 TEST(DeploymentConfigTest, SetSchedulerPortMovesTheWorkersAlong) {
