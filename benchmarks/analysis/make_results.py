@@ -4,8 +4,10 @@ output, in one command:
 
     .venv/bin/python benchmarks/analysis/make_results.py benchmarks/results
 
-The directory layout is described in bench_results.py: one subdirectory per deployment, each with
-the goodput.json of `baton bench goodput --output-dir` and optionally a reference.jsonl.
+An experiment is a directory with one subdirectory per deployment, each with the goodput.json of
+`baton bench goodput --output-dir` and optionally a reference.jsonl (bench_results.py). RESULTS_DIR
+is one experiment or holds several below it (benchmarks/results/<model>/<workload>/), each then a
+section of its own next to a table of disaggregated vs best colocated goodput.
 """
 
 from __future__ import annotations
@@ -64,11 +66,34 @@ def latency_table(deployments: list[Deployment]) -> list[str]:
     return lines
 
 
-def write_results(results_dir: Path, out: Path, plots_dir: Path) -> Path:
-    deployments = load_results(results_dir)
-    if not deployments:
-        raise SystemExit(f"{results_dir}: no deployment subdirectory with goodput.json or "
-                         "reference.jsonl")
+def find_experiments(root: Path) -> list[Path]:
+    """`root` itself when it holds deployment subdirectories, else every directory below it that
+    does (e.g. results/<model>/<workload>), sorted."""
+    if load_results(root):
+        return [root]
+    return sorted(d for d in root.rglob("*") if d.is_dir() and d.name != "plots" and load_results(d))
+
+
+def comparison_table(experiments: list[tuple[str, list[Deployment]]]) -> list[str]:
+    """Disaggregated (names starting "disagg") against the best colocated ("coloc") deployment."""
+    lines = ["| experiment | disaggregated | goodput | best colocated | goodput | ratio |",
+             "|---|---|---|---|---|---|"]
+    for title, deployments in experiments:
+        searched = [d for d in deployments if d.goodput is not None]
+        disagg = [d for d in searched if d.name.startswith("disagg")]
+        coloc = [d for d in searched if d.name.startswith("coloc")]
+        if not disagg or not coloc:
+            continue
+        best_disagg = max(disagg, key=lambda d: d.goodput["goodput_per_s"])
+        best_coloc = max(coloc, key=lambda d: d.goodput["goodput_per_s"])
+        g_d, g_c = best_disagg.goodput["goodput_per_s"], best_coloc.goodput["goodput_per_s"]
+        ratio = "–" if g_c == 0 else f"{g_d / g_c:.2f}×"
+        lines.append(f"| {title} | {best_disagg.name} | {g_d:.3g} | {best_coloc.name} | {g_c:.3g} | {ratio} |")
+    return lines if len(lines) > 2 else []
+
+
+def experiment_section(title: str, deployments: list[Deployment], plots_dir: Path, out: Path,
+                       level: str) -> list[str]:
     plots_dir.mkdir(parents=True, exist_ok=True)
     target = next((d.goodput["target_attainment"] for d in deployments if d.goodput), 0.9)
     figures = [
@@ -78,6 +103,27 @@ def write_results(results_dir: Path, out: Path, plots_dir: Path) -> Path:
         ("Latency CDFs", plots.latency_cdfs(deployments, plots_dir / "latency_cdfs.png")),
         ("TTFT breakdown", plots.ttft_breakdown(deployments, plots_dir / "ttft_breakdown.png")),
     ]
+    lines = [f"{level} {title}", ""] if title else []
+    lines += [f"{level}# Goodput", "", *goodput_table(deployments), "",
+              f"{level}# Latency of the reference runs", "", *latency_table(deployments), ""]
+    for d in deployments:
+        if d.goodput and d.goodput.get("notes"):
+            lines += [f"Notes for {d.name}: " + "; ".join(d.goodput["notes"]) + ".", ""]
+    lines += [f"{level}# Figures", ""]
+    for caption, path in figures:
+        lines += [f"{level}## {caption}", "", f"![{caption}]({os.path.relpath(path, out.parent)})", ""]
+    return lines
+
+
+def write_results(results_dir: Path, out: Path, plots_dir: Path | None = None) -> Path:
+    """RESULTS.md for every experiment under `results_dir`; each one's PNGs go to its plots/
+    (or to `plots_dir` when `results_dir` is a single experiment)."""
+    experiment_dirs = find_experiments(results_dir)
+    if not experiment_dirs:
+        raise SystemExit(f"{results_dir}: no deployment subdirectory with goodput.json or "
+                         "reference.jsonl")
+    experiments = [(str(d.relative_to(results_dir)).replace(os.sep, " / ") if d != results_dir else "",
+                    load_results(d)) for d in experiment_dirs]
     command_dir = (str(results_dir.relative_to(REPO_ROOT)) if results_dir.is_relative_to(REPO_ROOT)
                    else str(results_dir))
     lines = [
@@ -87,21 +133,15 @@ def write_results(results_dir: Path, out: Path, plots_dir: Path) -> Path:
         " output; do not edit by hand. Definitions: `benchmarks/bench/metrics.h` (TTFT, TPOT,"
         " phases) and `benchmarks/bench/goodput_search.h` (the search and its steady-state rule).",
         "",
-        "## Goodput",
-        "",
-        *goodput_table(deployments),
-        "",
-        "## Latency of the reference runs",
-        "",
-        *latency_table(deployments),
-        "",
     ]
-    for d in deployments:
-        if d.goodput and d.goodput.get("notes"):
-            lines += [f"Notes for {d.name}: " + "; ".join(d.goodput["notes"]) + ".", ""]
-    lines += ["## Figures", ""]
-    for title, path in figures:
-        lines += [f"### {title}", "", f"![{title}]({os.path.relpath(path, out.parent)})", ""]
+    comparison = comparison_table(experiments)
+    if comparison:
+        lines += ["## Disaggregated vs colocated", "", *comparison, ""]
+    single = len(experiments) == 1
+    for (title, deployments), directory in zip(experiments, experiment_dirs):
+        section_plots = plots_dir if (single and plots_dir is not None) else directory / "plots"
+        lines += experiment_section(title, deployments, section_plots.resolve(), out,
+                                    "#" if single and not title else "##")
     out.write_text("\n".join(lines), encoding="utf-8")
     return out
 
@@ -111,10 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("results_dir", type=Path)
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "RESULTS.md")
     parser.add_argument("--plots-dir", type=Path, default=None,
-                        help="where the PNGs go (default: RESULTS_DIR/plots)")
+                        help="where the PNGs go for a single experiment (default: its plots/)")
     args = parser.parse_args(argv)
-    out = write_results(args.results_dir.resolve(), args.out.resolve(),
-                        (args.plots_dir or args.results_dir / "plots").resolve())
+    out = write_results(args.results_dir.resolve(), args.out.resolve(), args.plots_dir)
     print(f"wrote {out}")
     return 0
 

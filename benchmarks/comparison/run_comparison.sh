@@ -3,12 +3,12 @@
 #   benchmarks/comparison/run_comparison.sh MODEL_DIR WORKLOAD SLO_TTFT_MS SLO_TPOT_MS [EXTRA bench flags]
 # Deployments: 1 prefill + 1 decode worker (1 thread each); 2 colocated workers (1 thread each);
 # 1 colocated worker with 2 threads; the last two also with chunked prefill (512-token budget).
-# Results go to benchmarks/results/<workload>/<deployment>/ (goodput.json + per-run JSONL).
+# Results go to benchmarks/results/<model>/<workload>/<deployment>/ (goodput.json + per-run JSONL).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BATON=${BATON_BUILD_DIR:-build}/bin/baton
 model=$(realpath "$1"); workload=$2; ttft=$3; tpot=$4; shift 4
-out=benchmarks/results/$workload
+out=benchmarks/results/$(basename "$model")/$workload
 mkdir -p "$out"
 port=52100
 

@@ -183,3 +183,27 @@ def test_analysis_functions_on_known_records():
     assert bench_results.percentile([1, 2, 3, 4], 90) == pytest.approx(3.7)
     assert bench_results.latency_values(records, "tpot_s") == [0.05, 0.2]
     assert bench_results.mean_phases(records) is None
+
+
+def test_results_tree_finds_every_experiment_and_compares_goodput(tmp_path):
+    def deployment(directory: Path, goodput: float) -> None:
+        directory.mkdir(parents=True)
+        (directory / "goodput.json").write_text(json.dumps({
+            "goodput_per_s": goodput, "runs": [], "slo": {"ttft_s": 1.0, "tpot_s": 0.1},
+            "workload": directory.parent.name, "target_attainment": 0.9, "converged": True,
+            "bracketed": True}))
+
+    deployment(tmp_path / "tiny" / "chatbot" / "disagg-1p1d", 3.0)
+    deployment(tmp_path / "tiny" / "chatbot" / "coloc-2x1", 1.0)
+    deployment(tmp_path / "tiny" / "chatbot" / "coloc-1x2", 2.0)
+    deployment(tmp_path / "small" / "summarization" / "coloc-2x1", 0.5)
+    (tmp_path / "tiny" / "chatbot" / "plots").mkdir()  # not an experiment
+
+    found = make_results.find_experiments(tmp_path)
+    assert found == [tmp_path / "small" / "summarization", tmp_path / "tiny" / "chatbot"]
+    assert make_results.find_experiments(tmp_path / "tiny" / "chatbot") == [tmp_path / "tiny" / "chatbot"]
+
+    table = make_results.comparison_table(
+        [(str(d.relative_to(tmp_path)), bench_results.load_results(d)) for d in found])
+    # Only the experiment with both kinds is compared, against its best colocated deployment.
+    assert table[2:] == ["| tiny/chatbot | disagg-1p1d | 3 | coloc-1x2 | 2 | 1.50× |"]
