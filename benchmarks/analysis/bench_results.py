@@ -61,6 +61,26 @@ def attainment(records: list[dict], ttft_s: float, tpot_s: float) -> float:
     return sum(meets_slo(r, ttft_s, tpot_s) for r in pool) / len(pool)
 
 
+def misses(records: list[dict], ttft_s: float, tpot_s: float) -> dict[str, float]:
+    """Where the measured requests miss, as shares of them: only the TTFT objective, only the TPOT
+    objective, both, or no result at all (failed)."""
+    pool = measured(records)
+    counts = {"ttft_only": 0, "tpot_only": 0, "both": 0, "failed": 0}
+    for r in pool:
+        if "ttft_s" not in r:
+            counts["failed"] += 1
+            continue
+        late_first = r["ttft_s"] > ttft_s
+        slow_rest = r.get("tpot_s") is not None and r["tpot_s"] > tpot_s
+        if late_first and slow_rest:
+            counts["both"] += 1
+        elif late_first:
+            counts["ttft_only"] += 1
+        elif slow_rest:
+            counts["tpot_only"] += 1
+    return {k: (v / len(pool) if pool else 0.0) for k, v in counts.items()}
+
+
 def percentile(values: list[float], q: float) -> float:
     """Linear interpolation between closest ranks, as numpy.percentile and the C++ summary."""
     if not values:
@@ -111,6 +131,9 @@ class Deployment:
     runs: list[tuple[float, float]] = field(default_factory=list)  # (rate, attainment), by rate
     reference: list[dict] = field(default_factory=list)
     reference_name: str = ""
+    # The lowest-rate run that missed the target (where the deployment starts losing requests).
+    first_failing: list[dict] = field(default_factory=list)
+    first_failing_rate: float = 0.0
 
     @property
     def slo(self) -> tuple[float, float] | None:
@@ -126,6 +149,12 @@ def load_deployment(directory: Path) -> Deployment:
         deployment.goodput = json.loads(goodput_path.read_text(encoding="utf-8"))
         deployment.runs = sorted((run["rate_per_s"], run["attainment"])
                                  for run in deployment.goodput["runs"])
+    failing = sorted((run for run in (deployment.goodput or {}).get("runs", [])
+                      if run["attainment"] < deployment.goodput["target_attainment"]),
+                     key=lambda run: run["rate_per_s"])
+    if failing and (directory / failing[0]["records"]).exists():
+        deployment.first_failing = load_records(directory / failing[0]["records"])
+        deployment.first_failing_rate = failing[0]["rate_per_s"]
     reference = directory / "reference.jsonl"
     if reference.exists():
         deployment.reference = load_records(reference)

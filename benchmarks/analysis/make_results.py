@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import plots  # noqa: E402
 from bench_results import (Deployment, attainment, completed, latency_values, load_results,  # noqa: E402
-                           measured, percentile)
+                           mean_phases, measured, misses, percentile)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,19 +50,21 @@ def goodput_table(deployments: list[Deployment]) -> list[str]:
 
 def latency_table(deployments: list[Deployment]) -> list[str]:
     lines = ["| deployment | reference run | requests (completed) | TTFT p50 / p90 / p99 (ms)"
-             " | TPOT p50 / p90 / p99 (ms) | attainment |",
-             "|---|---|---|---|---|---|"]
+             " | TPOT p50 / p90 / p99 (ms) | attainment | missed: TTFT only / TPOT only / both / failed |",
+             "|---|---|---|---|---|---|---|"]
     for d in deployments:
         if not d.reference:
             continue
         ttft = latency_values(d.reference, "ttft_s")
         tpot = latency_values(d.reference, "tpot_s")
         att = "–" if d.slo is None else f"{100 * attainment(d.reference, *d.slo):.1f}%"
+        missed = "–" if d.slo is None else " / ".join(
+            f"{100 * share:.0f}%" for share in misses(d.reference, *d.slo).values())
         lines.append(
             f"| {d.name} | `{d.reference_name}` | {len(measured(d.reference))}"
             f" ({len(completed(d.reference))})"
             f" | {' / '.join(_ms(percentile(ttft, q)) for q in (50, 90, 99))}"
-            f" | {' / '.join(_ms(percentile(tpot, q)) for q in (50, 90, 99))} | {att} |")
+            f" | {' / '.join(_ms(percentile(tpot, q)) for q in (50, 90, 99))} | {att} | {missed} |")
     return lines
 
 
@@ -92,6 +94,26 @@ def comparison_table(experiments: list[tuple[str, list[Deployment]]]) -> list[st
     return lines if len(lines) > 2 else []
 
 
+def miss_table(deployments: list[Deployment]) -> list[str]:
+    """Where each deployment loses requests: the lowest rate that missed the target, which objective
+    the misses broke, and the mean TTFT breakdown and TPOT there."""
+    lines = ["| deployment | rate (req/s) | attainment | missed: TTFT only / TPOT only / both / failed"
+             " | mean queue / prefill / KV transfer (ms) | TPOT p50 / p90 (ms) |",
+             "|---|---|---|---|---|---|"]
+    for d in deployments:
+        if not d.first_failing or d.slo is None:
+            continue
+        missed = " / ".join(f"{100 * share:.0f}%" for share in misses(d.first_failing, *d.slo).values())
+        phases = mean_phases(d.first_failing)
+        breakdown = "–" if phases is None else " / ".join(
+            _ms(phases[key]) for key in ("queue_s", "prefill_s", "kv_transfer_s"))
+        tpot = latency_values(d.first_failing, "tpot_s")
+        lines.append(f"| {d.name} | {d.first_failing_rate:.3g} | "
+                     f"{100 * attainment(d.first_failing, *d.slo):.1f}% | {missed} | {breakdown}"
+                     f" | {_ms(percentile(tpot, 50))} / {_ms(percentile(tpot, 90))} |")
+    return lines if len(lines) > 2 else []
+
+
 def experiment_section(title: str, deployments: list[Deployment], plots_dir: Path, out: Path,
                        level: str) -> list[str]:
     plots_dir.mkdir(parents=True, exist_ok=True)
@@ -106,6 +128,9 @@ def experiment_section(title: str, deployments: list[Deployment], plots_dir: Pat
     lines = [f"{level} {title}", ""] if title else []
     lines += [f"{level}# Goodput", "", *goodput_table(deployments), "",
               f"{level}# Latency of the reference runs", "", *latency_table(deployments), ""]
+    losses = miss_table(deployments)
+    if losses:
+        lines += [f"{level}# Where requests are lost (first rate below the target)", "", *losses, ""]
     for d in deployments:
         if d.goodput and d.goodput.get("notes"):
             lines += [f"Notes for {d.name}: " + "; ".join(d.goodput["notes"]) + ".", ""]

@@ -6,9 +6,11 @@
 // Prints one JSON object: prefill tokens/s (one prompt of --prompt-len tokens), decode tokens/s summed
 // over batches of 1, 8 and 32 sequences, read bandwidth (GB/s, same thread count), and for batch 1 the
 // bytes each decoded token must read (weights + KV) over that bandwidth: the share of the roofline.
+// Decode and bandwidth are medians over --rounds rounds, the share is the median of each round's.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -26,15 +28,14 @@ using baton::runtime::Engine;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Best of a few passes summing a buffer far larger than the caches, split over the pool's threads.
-double ReadBandwidthGBs(baton::ThreadPool& pool) {
-  const size_t n = size_t{1} << 28;  // 1 GiB of floats
-  std::vector<float> buffer(n, 1.0f);
+// Best of a few passes summing `buffer` (far larger than the caches), split over the pool's threads.
+double ReadBandwidthGBs(baton::ThreadPool& pool, const std::vector<float>& buffer) {
+  const int64_t n = static_cast<int64_t>(buffer.size());
   std::vector<double> sums(pool.num_threads());
   double best = 0;
-  for (int pass = 0; pass < 5; ++pass) {
+  for (int pass = 0; pass < 3; ++pass) {
     const auto start = Clock::now();
-    pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t begin, int64_t end, int t) {
+    pool.ParallelFor(n, [&](int64_t begin, int64_t end, int t) {
       float acc[16] = {};
       for (int64_t i = begin; i + 16 <= end; i += 16) {
         for (int j = 0; j < 16; ++j) acc[j] += buffer[i + j];
@@ -44,6 +45,12 @@ double ReadBandwidthGBs(baton::ThreadPool& pool) {
     best = std::max(best, n * sizeof(float) / Seconds(Clock::now() - start) / 1e9);
   }
   return best;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
 }
 
 std::vector<int32_t> RandomPrompt(int len, int vocab, std::mt19937& rng) {
@@ -93,7 +100,7 @@ double DecodeTokensPerSecond(Engine& engine, int batch, int context_len, int num
 int main(int argc, char** argv) {
   CLI::App app{"Prefill/decode throughput of the CPU engine"};
   std::string model_dir, dtype = "f32";
-  int threads = 1, prompt_len = 512, context_len = 128, decode_steps = 32;
+  int threads = 1, prompt_len = 512, context_len = 128, decode_steps = 32, rounds = 5;
   std::vector<int> batches = {1, 8, 32};
   app.add_option("--model", model_dir, "Checkpoint directory")->required();
   app.add_option("--dtype", dtype, "f32 or bf16");
@@ -102,6 +109,8 @@ int main(int argc, char** argv) {
   app.add_option("--context-len", context_len, "Prompt length before decode");
   app.add_option("--decode-steps", decode_steps, "Decode steps timed per batch");
   app.add_option("--batches", batches, "Decode batch sizes");
+  app.add_option("--rounds", rounds, "Rounds of decode + bandwidth measurements (medians reported)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   baton::runtime::EngineConfig config{.model_dir = model_dir,
@@ -122,10 +131,6 @@ int main(int argc, char** argv) {
 
   nlohmann::json result = {{"model", model_dir}, {"dtype", dtype}, {"threads", threads}};
   result["prefill_tokens_per_s"] = PrefillTokensPerSecond(**engine, prompt_len, 3, rng);
-  for (int batch : batches) {
-    result["decode_tokens_per_s"][std::to_string(batch)] =
-        DecodeTokensPerSecond(**engine, batch, context_len, decode_steps, rng);
-  }
   // Bytes a batch-1 decode step must read: every matmul weight once, the embedding row, and the
   // KV cache of its context (f32).
   const double weight_elem_bytes = dtype == "bf16" ? 2 : 4;
@@ -134,14 +139,29 @@ int main(int argc, char** argv) {
   const double per_layer = h * (model.num_heads * model.head_dim) * 2 + h * kv * 2 + 3 * h * inter;
   const double matmul_bytes = (model.num_layers * per_layer + model.vocab_size * h) * weight_elem_bytes;
   const double kv_bytes = 2.0 * model.num_layers * kv * (context_len + decode_steps / 2) * 4;
-  baton::ThreadPool pool(threads);
-  const double bandwidth = ReadBandwidthGBs(pool);
   const double bytes_per_token = matmul_bytes + kv_bytes;
-  const double decode1 = result["decode_tokens_per_s"].value("1", 0.0);
-  result["read_bandwidth_GBs"] = bandwidth;
+
+  // The machine is shared and its bandwidth drifts: each round measures decode and then the
+  // bandwidth, the roofline share is taken within a round, and the medians are reported.
+  baton::ThreadPool pool(threads);
+  const std::vector<float> buffer(size_t{1} << 28, 1.0f);  // 1 GiB
+  std::map<int, std::vector<double>> decode;
+  std::vector<double> bandwidths, shares;
+  for (int round = 0; round < rounds; ++round) {
+    for (int batch : batches) {
+      decode[batch].push_back(DecodeTokensPerSecond(**engine, batch, context_len, decode_steps, rng));
+    }
+    bandwidths.push_back(ReadBandwidthGBs(pool, buffer));
+    if (decode.contains(1)) shares.push_back(decode[1].back() * bytes_per_token / (bandwidths.back() * 1e9));
+  }
+  for (const auto& [batch, values] : decode) {
+    result["decode_tokens_per_s"][std::to_string(batch)] = Median(values);
+  }
+  result["rounds"] = rounds;
+  result["read_bandwidth_GBs"] = Median(bandwidths);
   result["decode_bytes_per_token"] = bytes_per_token;
-  result["decode1_roofline_tokens_per_s"] = bandwidth * 1e9 / bytes_per_token;
-  result["decode1_share_of_roofline"] = decode1 * bytes_per_token / (bandwidth * 1e9);
+  result["decode1_roofline_tokens_per_s"] = Median(bandwidths) * 1e9 / bytes_per_token;
+  if (!shares.empty()) result["decode1_share_of_roofline"] = Median(shares);
   std::printf("%s\n", result.dump().c_str());
   return 0;
 }

@@ -183,6 +183,8 @@ def test_analysis_functions_on_known_records():
     assert bench_results.percentile([1, 2, 3, 4], 90) == pytest.approx(3.7)
     assert bench_results.latency_values(records, "tpot_s") == [0.05, 0.2]
     assert bench_results.mean_phases(records) is None
+    assert bench_results.misses(records, 0.2, 0.1) == pytest.approx(
+        {"ttft_only": 1 / 4, "tpot_only": 1 / 4, "both": 0, "failed": 1 / 4})
 
 
 def test_results_tree_finds_every_experiment_and_compares_goodput(tmp_path):
