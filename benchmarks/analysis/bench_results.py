@@ -134,6 +134,14 @@ class Deployment:
     # The lowest-rate run that missed the target (where the deployment starts losing requests).
     first_failing: list[dict] = field(default_factory=list)
     first_failing_rate: float = 0.0
+    directory: Path | None = None
+
+    def records_at(self, rate: float) -> list[dict]:
+        """The records of this deployment's search run at `rate` (empty if none)."""
+        for run in (self.goodput or {}).get("runs", []):
+            if run["rate_per_s"] == rate and self.directory is not None:
+                return load_records(self.directory / run["records"])
+        return []
 
     @property
     def slo(self) -> tuple[float, float] | None:
@@ -143,7 +151,7 @@ class Deployment:
 
 
 def load_deployment(directory: Path) -> Deployment:
-    deployment = Deployment(name=directory.name)
+    deployment = Deployment(name=directory.name, directory=directory)
     goodput_path = directory / "goodput.json"
     if goodput_path.exists():
         deployment.goodput = json.loads(goodput_path.read_text(encoding="utf-8"))
@@ -166,6 +174,15 @@ def load_deployment(directory: Path) -> Deployment:
         deployment.reference = load_records(directory / chosen["records"])
         deployment.reference_name = chosen["records"]
     return deployment
+
+
+def common_rate(deployments: list[Deployment]) -> float | None:
+    """The highest rate at which every deployment with a goodput search has a run, or None."""
+    searched = [d for d in deployments if d.goodput and d.goodput.get("runs")]
+    if not searched:
+        return None
+    rates = set.intersection(*({run["rate_per_s"] for run in d.goodput["runs"]} for d in searched))
+    return max(rates) if rates else None
 
 
 def load_results(results_dir: Path) -> list[Deployment]:

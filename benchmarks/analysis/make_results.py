@@ -159,7 +159,8 @@ def write_results(results_dir: Path, out: Path, plots_dir: Path | None = None) -
         " phases) and `benchmarks/bench/goodput_search.h` (the search and its steady-state rule).",
         "",
     ]
-    comparison = comparison_table(experiments)
+    comparison = comparison_table([(title or directory.name, deployments) for (title, deployments),
+                                   directory in zip(experiments, experiment_dirs)])
     if comparison:
         lines += ["## Disaggregated vs colocated", "", *comparison, ""]
     single = len(experiments) == 1

@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bench_results import Deployment, attainment, latency_values, mean_phases  # noqa: E402
+from bench_results import Deployment, attainment, common_rate, latency_values, mean_phases  # noqa: E402
 
 SLO_SCALES = [0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0]
 
@@ -42,19 +42,24 @@ def attainment_vs_rate(deployments: list[Deployment], path: Path, target: float 
 
 def attainment_vs_slo_scale(deployments: list[Deployment], path: Path,
                             slo: tuple[float, float] | None = None, target: float = 0.9) -> Path:
-    """Each deployment's reference run judged against its SLOs (or `slo`) times each scale."""
+    """Attainment with each deployment's SLOs (or `slo`) times each scale, at one request rate for
+    all (DistServe's figure): the highest rate every goodput search ran at; without one, each
+    deployment's reference run."""
+    rate = common_rate(deployments)
     fig, ax = plt.subplots(figsize=(6, 4))
     for d in deployments:
         base = slo or d.slo
-        if base is None or not d.reference:
+        records = d.records_at(rate) if rate is not None else d.reference
+        if base is None or not records:
             continue
-        values = [100 * attainment(d.reference, base[0] * s, base[1] * s) for s in SLO_SCALES]
+        values = [100 * attainment(records, base[0] * s, base[1] * s) for s in SLO_SCALES]
         ax.plot(SLO_SCALES, values, marker="o", label=d.name)
     ax.axhline(100 * target, color="gray", linestyle="--", linewidth=1)
     ax.set_xlabel("SLO scale (x both objectives)")
     ax.set_ylabel("SLO attainment (%)")
     ax.set_ylim(0, 105)
-    return _finish(fig, ax, path, "Attainment vs SLO scale")
+    title = "Attainment vs SLO scale" + (f" at {rate:.3g} req/s" if rate is not None else "")
+    return _finish(fig, ax, path, title)
 
 
 def latency_cdfs(deployments: list[Deployment], path: Path) -> Path:

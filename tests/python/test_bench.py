@@ -209,3 +209,13 @@ def test_results_tree_finds_every_experiment_and_compares_goodput(tmp_path):
         [(str(d.relative_to(tmp_path)), bench_results.load_results(d)) for d in found])
     # Only the experiment with both kinds is compared, against its best colocated deployment.
     assert table[2:] == ["| tiny/chatbot | disagg-1p1d | 3 | coloc-1x2 | 2 | 1.50× |"]
+
+
+def test_common_rate_is_the_highest_rate_every_search_ran_at():
+    def searched(name: str, rates: list[float]) -> bench_results.Deployment:
+        runs = [{"rate_per_s": r, "attainment": 1.0, "records": f"run-{r}.jsonl"} for r in rates]
+        return bench_results.Deployment(name=name, goodput={"runs": runs})
+
+    assert bench_results.common_rate([searched("a", [1, 0.5, 0.75]), searched("b", [1, 2, 1.5, 0.5])]) == 1
+    assert bench_results.common_rate([searched("a", [1]), searched("b", [2])]) is None
+    assert bench_results.common_rate([bench_results.Deployment(name="no search")]) is None
