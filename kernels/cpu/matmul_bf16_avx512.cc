@@ -3,7 +3,8 @@
 //
 // Dot-product formulation: both operands are k-contiguous, and _mm512_dpbf16_ps adds the products
 // of adjacent bf16 pairs into 16 f32 lanes, so a micro-tile of MA activation rows x NW weight rows
-// keeps MA*NW accumulators and reduces them once at the end with a 16x16 transpose-add.
+// keeps MA*NW accumulators and reduces them once at the end with a 16x16 transpose-add. For m <= 4
+// (decode) the weights are read one row at a time instead (StreamRows), a single long stream.
 #include <algorithm>
 
 #include "kernels/cpu/matmul_internal.h"
