@@ -1,7 +1,8 @@
 // Attention kernels on the CPU. Decode: GB/s of K/V read (memory-bound). Prefill: GFLOP/s of the
 // causal QK^T and PV products (compute-bound).
-//   PagedDecode args: {batch, context_len, threads, huge pages}; Prefill args: {seq_len, threads}.
-//   Shapes: Llama-3-8B-like heads (32 query heads, 8 kv heads, head_dim 128), block_size 16.
+//   PagedDecode args: {batch, context_len, threads, huge pages, shape}; Prefill args: {seq_len, threads}.
+//   Shapes (block_size 16): 0 = Llama-3-8B-like heads (32 query heads, 8 kv heads, head_dim 128),
+//   1 = our `tiny` (6, 6, 48), 2 = our `small` (12, 4, 64). Prefill uses shape 0.
 #include <sys/mman.h>
 
 #include <cmath>
@@ -24,6 +25,11 @@ constexpr int kKvHeads = 8;
 constexpr int kHeadDim = 128;
 constexpr int kBlockSize = 16;
 
+struct HeadShape {
+  int heads, kv_heads, head_dim;
+};
+constexpr HeadShape kShapes[] = {{kHeads, kKvHeads, kHeadDim}, {6, 6, 48}, {12, 4, 64}};
+
 // A KV pool as the runtime would allocate it: 2 MiB aligned, with transparent huge pages requested
 // when state.range(3) is 1 (the pool is read at a 4 KiB stride per head, so 4 KiB pages cost a TLB
 // miss per row).
@@ -43,16 +49,17 @@ void BM_PagedDecode(benchmark::State& state) {
   const int batch = static_cast<int>(state.range(0));
   const int len = static_cast<int>(state.range(1));
   const int threads = static_cast<int>(state.range(2));
+  const bool huge_pages = state.range(3) == 1;
+  const HeadShape shape = kShapes[state.range(4)];
   const int blocks_per_seq = (len + kBlockSize - 1) / kBlockSize;
   const int num_blocks = batch * blocks_per_seq;
-  const int64_t block_stride = int64_t{kBlockSize} * kKvHeads * kHeadDim;
-  const bool huge_pages = state.range(3) == 1;
+  const int64_t block_stride = int64_t{kBlockSize} * shape.kv_heads * shape.head_dim;
   Pool k(num_blocks * block_stride, huge_pages, 1);
   Pool v(num_blocks * block_stride, huge_pages, 2);
   std::vector<int32_t> tables(size_t(batch) * blocks_per_seq);
   std::iota(tables.begin(), tables.end(), 0);
   std::vector<int32_t> lens(batch, len);
-  const std::vector<float> q = testing::RandomVector(size_t(batch) * kHeads * kHeadDim, 3);
+  const std::vector<float> q = testing::RandomVector(size_t(batch) * shape.heads * shape.head_dim, 3);
   std::vector<float> out(q.size());
   auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
   const PagedAttentionParams params{
@@ -62,27 +69,28 @@ void BM_PagedDecode(benchmark::State& state) {
                 .v = v.data,
                 .block_stride = block_stride,
                 .block_size = kBlockSize,
-                .num_kv_heads = kKvHeads,
-                .head_dim = kHeadDim,
+                .num_kv_heads = shape.kv_heads,
+                .head_dim = shape.head_dim,
                 .num_blocks = num_blocks},
       .block_tables = tables.data(),
       .context_lens = lens.data(),
       .num_seqs = batch,
-      .num_heads = kHeads,
+      .num_heads = shape.heads,
       .max_blocks_per_seq = blocks_per_seq,
-      .q_stride = kHeads * kHeadDim,
-      .scale = 1.0f / std::sqrt(float(kHeadDim))};
+      .q_stride = shape.heads * shape.head_dim,
+      .scale = 1.0f / std::sqrt(float(shape.head_dim))};
   for (auto _ : state) {
     if (!PagedAttentionDecodeCpu(params, pool.get()).ok()) state.SkipWithError("failed");
     benchmark::DoNotOptimize(out.data());
   }
-  const double kv_bytes = 2.0 * 4 * batch * len * kKvHeads * kHeadDim;
+  const double kv_bytes = 2.0 * 4 * batch * len * shape.kv_heads * shape.head_dim;
   state.counters["GB/s"] =
       benchmark::Counter(kv_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_PagedDecode)
-    ->Args({1, 1024, 1, 0})->Args({1, 1024, 2, 0})->Args({16, 1024, 1, 0})
-    ->Args({16, 1024, 1, 1})->Args({16, 1024, 2, 1})->Args({64, 256, 2, 1})
+    ->Args({1, 1024, 1, 0, 0})->Args({1, 1024, 2, 0, 0})->Args({16, 1024, 1, 0, 0})
+    ->Args({16, 1024, 1, 1, 0})->Args({16, 1024, 2, 1, 0})->Args({64, 256, 2, 1, 0})
+    ->Args({8, 2000, 1, 1, 1})->Args({8, 2000, 2, 1, 1})->Args({8, 2000, 1, 1, 2})
     ->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 void BM_Prefill(benchmark::State& state) {

@@ -79,6 +79,10 @@ void Shapes(benchmark::internal::Benchmark* b) {
     b->Args({1, 32000, 768, threads});
     b->Args({1, 4096, 4096, threads});
     b->Args({4, 2048, 768, threads});
+    b->Args({8, 32000, 768, threads});
+    b->Args({16, 32000, 768, threads});
+    b->Args({32, 32000, 768, threads});
+    b->Args({64, 32000, 768, threads});
     b->Args({512, 2048, 768, threads});
     b->Args({512, 768, 2048, threads});
   }

@@ -60,7 +60,8 @@ struct MatmulProblem {
 // Terms are products of two uniform[-1, 1] values (mean |x*w| = 1/4); f32 sums of k of them.
 testing::Tolerance SumTolerance(int k) { return ScaledForSum(ToleranceFor(DType::kF32), k, 0.25); }
 
-// One instance per (dtype, m): m picks the kernel (GEMV up to 4 rows, GEMM above); the inner
+// One instance per (dtype, m): m picks the kernel (f32: weight streaming in row groups of 8 up to
+// 16 rows, sgemm above; bf16: streaming up to 4 rows, micro-tiles above); the inner
 // loops sweep odd n and k (vector tails), bias and threading.
 class MatmulCpuTest : public ::testing::TestWithParam<std::tuple<DType, int>> {};
 
@@ -89,7 +90,7 @@ TEST_P(MatmulCpuTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulCpuTest,
                          ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
-                                            ::testing::Values(1, 2, 3, 4, 5, 17, 64)));
+                                            ::testing::Values(1, 2, 3, 4, 5, 8, 15, 16, 17, 64)));
 
 TEST(MatmulCpuTest, Bf16ResultIsCloseToTheUnroundedProduct) {
   MatmulProblem problem(9, 70, 768, DType::kBF16, true, 5);
