@@ -112,6 +112,21 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "Rounds of decode + bandwidth measurements (medians reported)")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  constexpr int kMaxModelLen = 2048;
+  if (prompt_len < 1 || prompt_len + 1 > kMaxModelLen || context_len < 1 ||
+      context_len + decode_steps + 1 > kMaxModelLen || decode_steps < 1) {
+    std::fprintf(stderr,
+                 "baton_engine_bench: need 1 <= --prompt-len < %d, --context-len >= 1, "
+                 "--decode-steps >= 1 and --context-len + --decode-steps + 1 <= %d\n",
+                 kMaxModelLen, kMaxModelLen);
+    return 2;
+  }
+  for (int batch : batches) {
+    if (batch < 1 || batch > 64) {
+      std::fprintf(stderr, "baton_engine_bench: --batches values must be in [1, 64], got %d\n", batch);
+      return 2;
+    }
+  }
 
   baton::runtime::EngineConfig config{.model_dir = model_dir,
                                       .weight_dtype = dtype == "bf16" ? baton::DType::kBF16
@@ -119,7 +134,7 @@ int main(int argc, char** argv) {
                                       .num_threads = threads,
                                       .kv_cache_bytes = size_t{1} << 30,
                                       .max_num_seqs = 64,
-                                      .max_model_len = 2048};
+                                      .max_model_len = kMaxModelLen};
   auto engine = Engine::Create(config);
   if (!engine.ok()) {
     std::fprintf(stderr, "baton_engine_bench: %s\n", std::string(engine.status().message()).c_str());
