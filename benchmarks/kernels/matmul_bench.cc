@@ -1,14 +1,17 @@
-// MatmulCpu throughput: GB/s of weights streamed (decode GEMV, m = 1) and GFLOP/s (prefill GEMM,
-// m = 512), for f32 and bf16 weights on 1 and 2 threads, next to plain OpenBLAS calls (its own
-// threading) for comparison.
+// MatmulCpu throughput: GB/s of weights streamed (decode GEMV, m = 1), GFLOP/s at decode batches
+// (m = 8..64, where f32 turns compute-bound) and prefill (m = 512), for f32 and bf16 weights on 1
+// and 2 threads, next to plain OpenBLAS calls (its own threading) for comparison. BM_FmaPeak is
+// the ceiling one core reaches with f32 FMAs alone (no memory), to read GFLOP/s against.
 //   Args: {m, n, k, threads}
 #include <cblas.h>
 
+#include <array>
 #include <memory>
 #include <vector>
 
 #include "baton/kernels/matmul.h"
 #include "benchmark/benchmark.h"
+#include "kernels/cpu/simd.h"
 #include "tests/testing/random_tensor.h"
 
 namespace baton::kernels {
@@ -72,6 +75,26 @@ void BM_OpenBlas(benchmark::State& state) {
   openblas_set_num_threads(1);  // what MatmulCpu expects
   SetCounters(state, m, n, k, 4);
 }
+
+#if defined(__AVX512F__)
+// 12 independent chains of 512-bit FMAs on registers: enough in flight to cover the FMA latency.
+void BM_FmaPeak(benchmark::State& state) {
+  constexpr int kChains = 12;
+  constexpr int64_t kRounds = 1 << 20;
+  std::array<__m512, kChains> acc;
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(1.0f + 1e-7f * i);
+  const __m512 scale = _mm512_set1_ps(0.999999f), shift = _mm512_set1_ps(1e-7f);
+  for (auto _ : state) {
+    for (int64_t r = 0; r < kRounds; ++r) {
+      for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], scale, shift);
+    }
+    benchmark::DoNotOptimize(acc);
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * 16 * kChains * kRounds,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_FmaPeak)->UseRealTime()->Unit(benchmark::kMillisecond);
+#endif
 
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {

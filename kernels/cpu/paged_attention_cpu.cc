@@ -147,12 +147,15 @@ void RunItem(const PagedAttentionParams& params, int seq, int kv_head, Scratch& 
 
   sc.k_rows.resize(len);
   sc.v_rows.resize(len);
-  for (int j = 0; j < len; ++j) {
-    const int64_t slot_idx = int64_t{table[j / cache.block_size]} * cache.block_size +
-                             j % cache.block_size;
-    const int64_t offset = KvOffset(cache, slot_idx, kv_head);
-    sc.k_rows[j] = cache.k + offset;
-    sc.v_rows[j] = cache.v + offset;
+  const int64_t slot_stride = KvSlotStride(cache);
+  for (int j0 = 0; j0 < len; j0 += cache.block_size) {
+    const int64_t first = KvOffset(cache, int64_t{table[j0 / cache.block_size]} * cache.block_size,
+                                   kv_head);
+    const int end = std::min(len, j0 + cache.block_size);
+    for (int j = j0; j < end; ++j) {
+      sc.k_rows[j] = cache.k + first + (j - j0) * slot_stride;
+      sc.v_rows[j] = cache.v + first + (j - j0) * slot_stride;
+    }
   }
   sc.q.resize(static_cast<size_t>(group) * head_dim);
   for (int g = 0; g < group; ++g) {

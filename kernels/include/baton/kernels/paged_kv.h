@@ -40,6 +40,11 @@ BATON_HOST_DEVICE inline int64_t KvOffset(const PagedKvView& view, int64_t slot_
   return block_id * view.block_stride + (slot * view.num_kv_heads + kv_head) * view.head_dim;
 }
 
+// Elements between consecutive slots of one kv head inside a block.
+BATON_HOST_DEVICE inline int64_t KvSlotStride(const PagedKvView& view) {
+  return int64_t{view.num_kv_heads} * view.head_dim;
+}
+
 struct KvWriteParams {
   PagedKvView cache;
   const float* k;               // [num_tokens, kv_stride], first num_kv_heads*head_dim used
