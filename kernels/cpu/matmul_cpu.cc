@@ -1,9 +1,12 @@
 // MatmulCpu: picks a kernel by weight dtype and m.
-//   f32, m <= kStreamMaxRows: an AVX-512 dot-product kernel that streams each weight row once past
-//     row groups of up to 8 activation rows (decode batches), columns split over the pool.
+//   f32, m <= kStreamMaxRows: a SIMD dot-product kernel (AVX-512, or AVX2 + FMA) that streams each
+//     weight row once past row groups of activation rows (decode batches), columns split over the
+//     pool.
 //   f32, larger m: OpenBLAS sgemm, columns split over the pool, OpenBLAS itself single-threaded.
 //   bf16: activations rounded to bf16 once, then the AVX512_BF16 kernel (matmul_bf16_avx512.cc)
-//     or, on CPUs without it, a portable loop with the same rounding of the activations.
+//     or, on CPUs without it, the same rounding of the activations and f32 arithmetic: the AVX2
+//     GEMV widening bf16 weights on the fly for small m, widened weight panels through sgemm for
+//     large m.
 // MatmulGroupCpu runs several products of one input as one pass over the pool when m is small.
 #include <cblas.h>
 
@@ -46,19 +49,20 @@ void ForColumnRanges(ThreadPool* pool, int n, int64_t work_per_column, Fn&& fn) 
 }
 
 #if defined(__AVX512F__)
+#define BATON_SIMD_GEMV 1
+constexpr int kGemvRowGroup = 8;  // 16 accumulators + 2 weight vectors fit the 32 registers
+
 // out[r, c] = in[r, :] . w[c, :] (+ bias[c]) for r < MA and every c in [n_begin, n_end).
 //
 // One weight row at a time, start to end: the weights are then a single sequential stream, which
 // the hardware prefetchers follow at full read bandwidth. Tiles of several weight rows read
 // side by side run as many short streams (k * 4 bytes each) and measured ~35% slower on Zen 4.
 template <int MA>
-void GemvRowsF32(const MatmulParams& p, int row, int n_begin, int n_end) {
-  const float* in = p.in + int64_t{row} * p.k;
-  float* out = p.out + int64_t{row} * p.n;
-  const int k = p.k;
+void GemvRows(const float* in, const float* weight, const float* bias, float* out, int64_t out_stride,
+              int k, int n_begin, int n_end) {
   const __mmask16 tail = internal::TailMask(k % 16);
   for (int j = n_begin; j < n_end; ++j) {
-    const float* w = static_cast<const float*>(p.weight) + int64_t{j} * k;
+    const float* w = weight + int64_t{j} * k;
     // Two accumulators per activation row hide the FMA latency.
     __m512 acc0[MA], acc1[MA];
     for (int r = 0; r < MA; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
@@ -84,47 +88,124 @@ void GemvRowsF32(const MatmulParams& p, int row, int n_begin, int n_end) {
         acc1[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, in + int64_t{r} * k + l), w1, acc1[r]);
       }
     }
-    const float b = p.bias != nullptr ? p.bias[j] : 0.0f;
+    const float b = bias != nullptr ? bias[j] : 0.0f;
     for (int r = 0; r < MA; ++r) {
-      out[r * int64_t{p.n} + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + b;
+      out[r * out_stride + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + b;
     }
   }
 }
 
-// Activation rows go in groups of 8 (16 accumulators + 2 weight vectors fit the 32 registers);
-// every group passes over a block of weight rows while it sits in L2, so the weights are read from
-// memory once whatever m is.
-void GemvF32(const MatmulParams& p, int n_begin, int n_end) {
-  const int block_rows = std::max(8, static_cast<int>((256 * 1024) / (4 * int64_t{p.k})));
+#elif defined(__AVX2__) && defined(__FMA__)
+#define BATON_SIMD_GEMV 1
+constexpr int kGemvRowGroup = 4;  // 8 accumulators + 2 weight vectors in the 16 registers
+
+// 8 weights as f32: f32 loads as is; bf16 is the high half of an f32, so widen and shift.
+inline __m256 LoadWeights8(const float* w) { return _mm256_loadu_ps(w); }
+inline __m256 LoadWeights8(const uint16_t* w) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+// The first `count` (< 8) weights, the other lanes 0 (AVX2 has no 16-bit masked load).
+template <typename W>
+__m256 LoadWeightsTail(const W* w, int count) {
+  W buffer[8] = {};
+  std::copy(w, w + count, buffer);
+  return LoadWeights8(buffer);
+}
+
+// The AVX-512 kernel's scheme on 8 lanes (see above), for f32 or bf16 weights; `in` holds f32
+// activations (already rounded to bf16 when the weights are bf16).
+template <int MA, typename W>
+void GemvRows(const float* in, const W* weight, const float* bias, float* out, int64_t out_stride,
+              int k, int n_begin, int n_end) {
+  const int tail = k % 8;
+  const __m256i tail_mask = internal::TailMask8(tail);
+  for (int j = n_begin; j < n_end; ++j) {
+    const W* w = weight + int64_t{j} * k;
+    __m256 acc0[MA], acc1[MA];
+    for (int r = 0; r < MA; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    int l = 0;
+    for (; l + 16 <= k; l += 16) {
+      const __m256 w0 = LoadWeights8(w + l);
+      const __m256 w1 = LoadWeights8(w + l + 8);
+      for (int r = 0; r < MA; ++r) {
+        acc0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(in + int64_t{r} * k + l), w0, acc0[r]);
+        acc1[r] = _mm256_fmadd_ps(_mm256_loadu_ps(in + int64_t{r} * k + l + 8), w1, acc1[r]);
+      }
+    }
+    if (l + 8 <= k) {
+      const __m256 w0 = LoadWeights8(w + l);
+      for (int r = 0; r < MA; ++r) {
+        acc0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(in + int64_t{r} * k + l), w0, acc0[r]);
+      }
+      l += 8;
+    }
+    if (l < k) {
+      const __m256 w1 = LoadWeightsTail(w + l, tail);
+      for (int r = 0; r < MA; ++r) {
+        acc1[r] = _mm256_fmadd_ps(_mm256_maskload_ps(in + int64_t{r} * k + l, tail_mask), w1, acc1[r]);
+      }
+    }
+    const float b = bias != nullptr ? bias[j] : 0.0f;
+    for (int r = 0; r < MA; ++r) {
+      out[r * out_stride + j] = internal::HorizontalSum(_mm256_add_ps(acc0[r], acc1[r])) + b;
+    }
+  }
+}
+#endif
+
+#if defined(BATON_SIMD_GEMV)
+// GemvRows<rows_left> for the last rows_left (< kGemvRowGroup) activation rows.
+template <int MA, typename W>
+void GemvLastRows(int rows_left, const float* in, const W* weight, const float* bias, float* out,
+                  int64_t out_stride, int k, int n_begin, int n_end) {
+  if constexpr (MA > 0) {
+    if (rows_left == MA) {
+      GemvRows<MA>(in, weight, bias, out, out_stride, k, n_begin, n_end);
+    } else {
+      GemvLastRows<MA - 1>(rows_left, in, weight, bias, out, out_stride, k, n_begin, n_end);
+    }
+  }
+}
+
+// out[:, n_begin:n_end] for every row of `in` ([m, k]). Activation rows go in groups of
+// kGemvRowGroup; every group passes over a block of weight rows while it sits in L2, so the
+// weights are read from memory once whatever m is.
+template <typename W>
+void Gemv(const float* in, int m, const W* weight, const float* bias, float* out, int64_t out_stride,
+          int k, int n_begin, int n_end) {
+  const int block_rows = std::max(8, static_cast<int>((256 * 1024) / (sizeof(W) * int64_t{k})));
   for (int j0 = n_begin; j0 < n_end; j0 += block_rows) {
     const int j1 = std::min(n_end, j0 + block_rows);
     int i = 0;
-    for (; i + 8 <= p.m; i += 8) GemvRowsF32<8>(p, i, j0, j1);
-    switch (p.m - i) {
-      case 7: GemvRowsF32<7>(p, i, j0, j1); break;
-      case 6: GemvRowsF32<6>(p, i, j0, j1); break;
-      case 5: GemvRowsF32<5>(p, i, j0, j1); break;
-      case 4: GemvRowsF32<4>(p, i, j0, j1); break;
-      case 3: GemvRowsF32<3>(p, i, j0, j1); break;
-      case 2: GemvRowsF32<2>(p, i, j0, j1); break;
-      case 1: GemvRowsF32<1>(p, i, j0, j1); break;
-      default: break;
+    for (; i + kGemvRowGroup <= m; i += kGemvRowGroup) {
+      GemvRows<kGemvRowGroup>(in + int64_t{i} * k, weight, bias, out + i * out_stride, out_stride, k,
+                              j0, j1);
     }
+    GemvLastRows<kGemvRowGroup - 1>(m - i, in + int64_t{i} * k, weight, bias, out + i * out_stride,
+                                    out_stride, k, j0, j1);
   }
 }
-#endif  // __AVX512F__
+
+void GemvF32(const MatmulParams& p, int n_begin, int n_end) {
+  Gemv(p.in, p.m, static_cast<const float*>(p.weight), p.bias, p.out, p.n, p.k, n_begin, n_end);
+}
+#endif  // BATON_SIMD_GEMV
+
+// out[:, :rows] (+)= a . w^T with OpenBLAS: a is [m, k], w is [rows, k], out has row stride
+// out_stride; bias (may be null) is broadcast into out first and added by beta = 1.
+void Sgemm(const float* a, int m, const float* w, int rows, int k, const float* bias, float* out,
+           int64_t out_stride) {
+  if (bias != nullptr) {
+    for (int i = 0; i < m; ++i) std::copy(bias, bias + rows, out + i * out_stride);
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rows, k, 1.0f, a, k, w, k,
+              bias != nullptr ? 1.0f : 0.0f, out, static_cast<int>(out_stride));
+}
 
 void SgemmColumns(const MatmulParams& p, int n_begin, int n_end) {
-  const float* w = static_cast<const float*>(p.weight);
-  float* out = p.out + n_begin;
-  const int cols = n_end - n_begin;
-  if (p.bias != nullptr) {
-    for (int i = 0; i < p.m; ++i) {
-      std::copy(p.bias + n_begin, p.bias + n_end, out + int64_t{i} * p.n);
-    }
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p.m, cols, p.k, 1.0f, p.in, p.k,
-              w + int64_t{n_begin} * p.k, p.k, p.bias != nullptr ? 1.0f : 0.0f, out, p.n);
+  Sgemm(p.in, p.m, static_cast<const float*>(p.weight) + int64_t{n_begin} * p.k, n_end - n_begin,
+        p.k, p.bias != nullptr ? p.bias + n_begin : nullptr, p.out + n_begin, p.n);
 }
 
 // Calls fn(member, n_begin, n_end) over column ranges of the group's weights taken back to back
@@ -145,7 +226,7 @@ void ForGroupColumnRanges(ThreadPool* pool, absl::Span<const MatmulParams> group
 
 void MatmulF32(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   const int m = group[0].m;
-#if defined(__AVX512F__)
+#if defined(BATON_SIMD_GEMV)
   if (m <= kStreamMaxRows) {
     ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) { GemvF32(group[i], n0, n1); });
     return;
@@ -157,10 +238,13 @@ void MatmulF32(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   }
 }
 
-// Columns [n_begin, n_end) of the portable bf16 path.
-void MatmulBf16PortableColumns(const MatmulParams& p, const float* rounded_in, int n_begin,
-                               int n_end) {
+// Columns [n_begin, n_end) of the bf16 path without AVX512_BF16 at decode sizes: the SIMD GEMV
+// widening each weight as it streams past, or, without SIMD, one widened row at a time.
+void Bf16GemvColumns(const MatmulParams& p, const float* rounded_in, int n_begin, int n_end) {
   const uint16_t* w = static_cast<const uint16_t*>(p.weight);
+#if defined(BATON_SIMD_GEMV) && !defined(__AVX512F__)
+  Gemv(rounded_in, p.m, w, p.bias, p.out, p.n, p.k, n_begin, n_end);
+#else
   std::vector<float> w_row(p.k);
   for (int j = n_begin; j < n_end; ++j) {
     for (int l = 0; l < p.k; ++l) w_row[l] = Bf16ToF32(w[int64_t{j} * p.k + l]);
@@ -168,6 +252,23 @@ void MatmulBf16PortableColumns(const MatmulParams& p, const float* rounded_in, i
     for (int i = 0; i < p.m; ++i) {
       p.out[int64_t{i} * p.n + j] = internal::Dot(rounded_in + int64_t{i} * p.k, w_row.data(), p.k) + b;
     }
+  }
+#endif
+}
+
+// Columns [n_begin, n_end) of the bf16 path without AVX512_BF16 at prefill sizes: panels of weight
+// rows widened to f32 (a panel stays in L2), each multiplied by OpenBLAS sgemm.
+void Bf16SgemmColumns(const MatmulParams& p, const float* rounded_in, int n_begin, int n_end) {
+  const int panel_rows = std::max(16, static_cast<int>((256 * 1024) / (4 * int64_t{p.k})));
+  thread_local std::vector<float> panel;
+  panel.resize(static_cast<size_t>(panel_rows) * p.k);
+  const uint16_t* w = static_cast<const uint16_t*>(p.weight);
+  for (int j0 = n_begin; j0 < n_end; j0 += panel_rows) {
+    const int rows = std::min(panel_rows, n_end - j0);
+    const uint16_t* src = w + int64_t{j0} * p.k;
+    for (int64_t l = 0; l < int64_t{rows} * p.k; ++l) panel[l] = Bf16ToF32(src[l]);
+    Sgemm(rounded_in, p.m, panel.data(), rows, p.k, p.bias != nullptr ? p.bias + j0 : nullptr,
+          p.out + j0, p.n);
   }
 }
 
@@ -212,8 +313,14 @@ void MatmulBf16Portable(const MatmulParams& p, ThreadPool* pool) {
   buffer.resize(int64_t{p.m} * p.k);
   float* rounded = buffer.data();
   for (int64_t i = 0; i < int64_t{p.m} * p.k; ++i) rounded[i] = Bf16ToF32(F32ToBf16(p.in[i]));
+  if (p.m <= kStreamMaxRows) {
+    ForColumnRanges(pool, p.n, int64_t{p.m} * p.k,
+                    [&](int n0, int n1) { Bf16GemvColumns(p, rounded, n0, n1); });
+    return;
+  }
+  MakeOpenBlasSingleThreaded();
   ForColumnRanges(pool, p.n, int64_t{p.m} * p.k,
-                  [&](int n0, int n1) { MatmulBf16PortableColumns(p, rounded, n0, n1); });
+                  [&](int n0, int n1) { Bf16SgemmColumns(p, rounded, n0, n1); });
 }
 
 }  // namespace internal

@@ -28,6 +28,14 @@ void SwigluRow(float* out, const float* gate, const float* up, int64_t n) {
                                    _mm512_maskz_loadu_ps(mask, up + i)));
     i = n;
   }
+#elif defined(__AVX2__) && defined(__FMA__)
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = internal::Exp256(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    _mm256_storeu_ps(out + i, _mm256_div_ps(_mm256_mul_ps(g, _mm256_loadu_ps(up + i)),
+                                            _mm256_add_ps(one, e)));
+  }
 #endif
   for (; i < n; ++i) out[i] = gate[i] * up[i] / (1.0f + std::exp(-gate[i]));
 }

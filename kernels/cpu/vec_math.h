@@ -1,5 +1,6 @@
 // Vectorized math shared by the CPU kernels: exp, horizontal sums and small helpers. AVX-512 when
-// the translation unit is compiled for it (the fast CPU files get -march=native), scalar otherwise.
+// the translation unit is compiled for it (the fast CPU files get -march=native), else AVX2 + FMA
+// (x86-64 CPUs without AVX-512: Zen 2/3, most laptops), scalar otherwise.
 #pragma once
 
 #include <algorithm>
@@ -61,7 +62,52 @@ inline __m512 Reduce16(const __m512 v[16]) {
                        _mm512_shuffle_f32x4(z0, z1, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-#endif  // __AVX512F__
+#elif defined(__AVX2__) && defined(__FMA__)
+
+// exp(x) for 8 floats: the same reduction and polynomial as Exp512, with 2^n built in the exponent
+// bits (no scalef on AVX2); results below e^-87.3 (where 2^n leaves the normal range) are 0.
+inline __m256 Exp256(__m256 x) {
+  const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  x = _mm256_min_ps(x, _mm256_set1_ps(88.7f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 r2 = _mm256_mul_ps(r, r);
+  p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  // n is in [-126, 128]: 2^n is (n + 127) in the exponent field (128 gives +inf, as exp overflows).
+  const __m256i bits = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
+}
+
+// Lanes [0, count) set (count in 0..8), for _mm256_maskload_ps / _mm256_maskstore_ps.
+inline __m256i TailMask8(int count) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float HorizontalMax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+#endif  // __AVX512F__, __AVX2__
 
 // exp over an array in place: x[i] = exp(x[i] - shift); returns the sum of the results.
 inline float ExpShiftSum(float* x, int64_t n, float shift) {
@@ -83,6 +129,15 @@ inline float ExpShiftSum(float* x, int64_t n, float shift) {
     i = n;
   }
   sum = _mm512_reduce_add_ps(acc);
+#elif defined(__AVX2__) && defined(__FMA__)
+  __m256 acc = _mm256_setzero_ps();
+  const __m256 vshift = _mm256_set1_ps(shift);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = Exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vshift));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  sum = HorizontalSum(acc);
 #endif
   for (; i < n; ++i) {
     x[i] = std::exp(x[i] - shift);
@@ -100,6 +155,13 @@ inline void ExpScaled(const float* x, float* out, int64_t n, float shift, float 
   for (; i + 16 <= n; i += 16) {
     _mm512_storeu_ps(out + i,
                      Exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vshift), vscale)));
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  const __m256 vshift = _mm256_set1_ps(shift);
+  const __m256 vscale = _mm256_set1_ps(scale);
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i,
+                     Exp256(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vshift), vscale)));
   }
 #endif
   for (; i < n; ++i) out[i] = std::exp((x[i] - shift) * scale);
@@ -178,6 +240,23 @@ inline float Dot(const float* a, const float* b, int64_t n) {
     i = n;
   }
   sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+#elif defined(__AVX2__) && defined(__FMA__)
+  __m256 acc0 = _mm256_setzero_ps();
+  __m256 acc1 = _mm256_setzero_ps();
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  if (i + 8 <= n) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    i += 8;
+  }
+  if (i < n) {
+    const __m256i mask = TailMask8(static_cast<int>(n - i));
+    acc1 = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, mask), _mm256_maskload_ps(b + i, mask), acc1);
+    i = n;
+  }
+  sum = HorizontalSum(_mm256_add_ps(acc0, acc1));
 #endif
   for (; i < n; ++i) sum += a[i] * b[i];
   return sum;
@@ -215,6 +294,10 @@ inline float Max(const float* x, int64_t n) {
     i = n;
   }
   result = _mm512_reduce_max_ps(acc);
+#elif defined(__AVX2__) && defined(__FMA__)
+  __m256 acc = _mm256_set1_ps(-INFINITY);
+  for (; i + 8 <= n; i += 8) acc = _mm256_max_ps(acc, _mm256_loadu_ps(x + i));
+  result = HorizontalMax(acc);
 #endif
   for (; i < n; ++i) result = result > x[i] ? result : x[i];
   return result;

@@ -60,9 +60,10 @@ struct MatmulProblem {
 // Terms are products of two uniform[-1, 1] values (mean |x*w| = 1/4); f32 sums of k of them.
 testing::Tolerance SumTolerance(int k) { return ScaledForSum(ToleranceFor(DType::kF32), k, 0.25); }
 
-// One instance per (dtype, m): m picks the kernel (f32: weight streaming in row groups of 8 up to
-// 16 rows, sgemm above; bf16: streaming up to 4 rows, micro-tiles above); the inner
-// loops sweep odd n and k (vector tails), bias and threading.
+// One instance per (dtype, m): m picks the kernel (f32: weight streaming in row groups of 8 on
+// AVX-512, 4 on AVX2, up to 16 rows, sgemm above; bf16 with AVX512_BF16: streaming up to 4 rows,
+// micro-tiles above; bf16 without: streaming up to 16 rows, widened panels into sgemm above); the
+// inner loops sweep odd n and k (vector tails), bias and threading.
 class MatmulCpuTest : public ::testing::TestWithParam<std::tuple<DType, int>> {};
 
 TEST_P(MatmulCpuTest, MatchesReference) {
@@ -104,7 +105,7 @@ TEST(MatmulCpuTest, Bf16ResultIsCloseToTheUnroundedProduct) {
 }
 
 TEST(MatmulCpuTest, PortableBf16PathMatchesTheFastOne) {
-  for (int m : {1, 6}) {
+  for (int m : {1, 6, 40}) {
     MatmulProblem problem(m, 45, 100, DType::kBF16, true, 8);
     std::vector<float> portable(problem.out.size());
     ThreadPool pool(2);

@@ -22,11 +22,11 @@ struct MatmulParams {
 // Checks pointers (in/out may be null only when m == 0), sizes and the weight dtype.
 absl::Status Validate(const MatmulParams& params);
 
-// Validates, then computes. f32 weights: OpenBLAS sgemm for large m, an AVX-512 GEMV for small m,
+// Validates, then computes. f32 weights: OpenBLAS sgemm for large m, a SIMD GEMV (AVX-512 or AVX2) for small m,
 // columns split over `pool` (which may be nullptr); OpenBLAS is set to one thread on first use.
 // bf16 weights: the activations are rounded to bf16 (nearest even) once per call and the products
-// and sums are f32, on every CPU: an AVX512_BF16 kernel when the CPU has it, a portable loop
-// otherwise. So a bf16 result equals the f32-weight result of (bf16(in), weight) up to f32
+// and sums are f32, on every CPU: an AVX512_BF16 kernel when the CPU has it, otherwise weights
+// widened to f32 (on the fly for small m, by panels into sgemm for large m). So a bf16 result equals the f32-weight result of (bf16(in), weight) up to f32
 // summation order.
 absl::Status MatmulCpu(const MatmulParams& params, ThreadPool* pool);
 
