@@ -35,7 +35,7 @@ struct Scratch {
 
 // Prefetches rows [begin, end) of `rows`, each `bytes` long, into L2.
 void PrefetchRows(const std::vector<const float*>& rows, int begin, int end, int bytes) {
-#if defined(__AVX512F__) || defined(__AVX2__)
+#if defined(__AVX512F__) || defined(__AVX2__) || defined(__AVX2__)
   for (int j = begin; j < end; ++j) {
     const char* row = reinterpret_cast<const char*>(rows[j]);
     for (int offset = 0; offset < bytes; offset += 64) _mm_prefetch(row + offset, _MM_HINT_T1);
