@@ -164,9 +164,14 @@ def check_parity_concurrently(deployment, local_greedy, keys: list[str], repeats
 
 
 def run_cli(*args, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`python -m baton ARGS`, stdout and stderr decoded as UTF-8 as they are: generated text may
+    hold "\r", which text=True would turn into "\n"."""
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "python_client"))
-    return subprocess.run([sys.executable, "-m", "baton", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "baton", *args], capture_output=True,
                           timeout=timeout, env=env)
+    proc.stdout = proc.stdout.decode("utf-8")
+    proc.stderr = proc.stderr.decode("utf-8")
+    return proc
 
 
 @dataclass
