@@ -20,15 +20,19 @@ absl::Status KvWriteCpu(const KvWriteParams& p, ThreadPool* pool) {
       }
     }
   }
-  // A slot's kv heads are adjacent, so each token is one contiguous row in K and one in V.
+  // A token's row of K (and of V) scatters into one run of head_dim per kv head.
   const int64_t row_elems = int64_t{cache.num_kv_heads} * cache.head_dim;
+  const size_t head_bytes = cache.head_dim * sizeof(float);
   internal::ParallelChunks(pool, p.num_tokens, 2 * row_elems, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t slot_idx = p.slot_mapping[t];
       if (slot_idx < 0) continue;
-      const int64_t dst = KvOffset(cache, slot_idx, 0);
-      std::memcpy(cache.k + dst, p.k + t * p.kv_stride, row_elems * sizeof(float));
-      std::memcpy(cache.v + dst, p.v + t * p.kv_stride, row_elems * sizeof(float));
+      for (int h = 0; h < cache.num_kv_heads; ++h) {
+        const int64_t dst = KvOffset(cache, slot_idx, h);
+        const int64_t src = t * p.kv_stride + int64_t{h} * cache.head_dim;
+        std::memcpy(cache.k + dst, p.k + src, head_bytes);
+        std::memcpy(cache.v + dst, p.v + src, head_bytes);
+      }
     }
   });
   return absl::OkStatus();

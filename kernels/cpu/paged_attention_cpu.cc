@@ -4,8 +4,8 @@
 // value row from memory once. The context is walked in tiles of kKeyTile keys with an online
 // softmax: scores for the tile (16 keys at a time, reduced with a 16x16 transpose-add), the
 // running max/sum update, then P.V into f32 accumulators with up to 4 heads x 64 dims in
-// registers. The next tile's rows are prefetched: a row is head_dim floats, but consecutive slots
-// of one head are num_kv_heads * head_dim apart, too far for the hardware prefetchers.
+// registers. A block's keys of one kv head are one contiguous run (paged_kv.h), but the blocks of
+// a sequence lie anywhere in the pool, so the next tile's rows are prefetched.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -147,14 +147,13 @@ void RunItem(const PagedAttentionParams& params, int seq, int kv_head, Scratch& 
 
   sc.k_rows.resize(len);
   sc.v_rows.resize(len);
-  const int64_t slot_stride = KvSlotStride(cache);
-  for (int j0 = 0; j0 < len; j0 += cache.block_size) {
+  for (int j0 = 0; j0 < len; j0 += cache.block_size) {  // a block's slots of one head are adjacent
     const int64_t first = KvOffset(cache, int64_t{table[j0 / cache.block_size]} * cache.block_size,
                                    kv_head);
     const int end = std::min(len, j0 + cache.block_size);
     for (int j = j0; j < end; ++j) {
-      sc.k_rows[j] = cache.k + first + (j - j0) * slot_stride;
-      sc.v_rows[j] = cache.v + first + (j - j0) * slot_stride;
+      sc.k_rows[j] = cache.k + first + (j - j0) * head_dim;
+      sc.v_rows[j] = cache.v + first + (j - j0) * head_dim;
     }
   }
   sc.q.resize(static_cast<size_t>(group) * head_dim);

@@ -22,13 +22,14 @@ BATON_GLOBAL void KvWriteKernel(KvWriteParams p) {
   const int64_t token = blockIdx.x;
   const int64_t slot_idx = p.slot_mapping[token];
   if (slot_idx < 0) return;  // padding token
-  const int64_t dst = KvOffset(p.cache, slot_idx, 0);
-  const int row_elems = p.cache.num_kv_heads * p.cache.head_dim;
+  const int head_dim = p.cache.head_dim;
+  const int row_elems = p.cache.num_kv_heads * head_dim;
   const float* k = p.k + token * p.kv_stride;
   const float* v = p.v + token * p.kv_stride;
   for (int i = static_cast<int>(threadIdx.x); i < row_elems; i += static_cast<int>(blockDim.x)) {
-    p.cache.k[dst + i] = k[i];
-    p.cache.v[dst + i] = v[i];
+    const int64_t dst = KvOffset(p.cache, slot_idx, i / head_dim) + i % head_dim;
+    p.cache.k[dst] = k[i];
+    p.cache.v[dst] = v[i];
   }
 }
 

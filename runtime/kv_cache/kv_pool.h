@@ -1,10 +1,10 @@
 // KvPool: the storage of a paged KV cache on the host (the CPU backend).
 //
-// Layout: [num_blocks][num_layers][2 (K, V)][block_size][num_kv_heads][head_dim] f32. A block holds its
-// tokens' K and V for every layer contiguously, so migrating a block to another instance is one copy
-// of BlockBytes(), and a run of consecutive block ids is one contiguous range. Kernels see one layer
-// through LayerView(). Owns the memory; not thread-safe beyond concurrent reads/writes of disjoint
-// blocks.
+// Layout: [num_blocks][num_layers][2 (K, V)][num_kv_heads][block_size][head_dim] f32. A block
+// holds its tokens' K and V for every layer contiguously, so migrating a block to another instance
+// is one copy of BlockBytes(), and a run of consecutive block ids is one contiguous range. Kernels
+// see one layer through LayerView(). Owns the memory; not thread-safe beyond concurrent
+// reads/writes of disjoint blocks.
 //
 // Shared pools: with KvPoolOptions::shm_name set, the pool lives in a POSIX shared-memory segment
 // (shm_open + ftruncate + mmap MAP_SHARED) so that another process on the same host can map it

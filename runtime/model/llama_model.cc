@@ -247,11 +247,15 @@ absl::Status LlamaModel::Attention(int layer_idx, const StepBatch& batch, const 
       const int s = num_decode + i;
       const int32_t* table = batch.block_tables.data() + static_cast<size_t>(s) * batch.max_blocks_per_seq;
       for (int pos = 0; pos < batch.context_lens[s]; ++pos) {
-        const int64_t offset = table[pos / cache.block_size] * cache.block_stride +
-                               static_cast<int64_t>(pos % cache.block_size) * kv_dim;
+        const int64_t slot_idx =
+            int64_t{table[pos / cache.block_size]} * cache.block_size + pos % cache.block_size;
         const size_t row = static_cast<size_t>(ctx_start_[i] + pos) * kv_dim;
-        std::memcpy(&ctx_k_[row], cache.k + offset, sizeof(float) * kv_dim);
-        std::memcpy(&ctx_v_[row], cache.v + offset, sizeof(float) * kv_dim);
+        for (int h = 0; h < cache.num_kv_heads; ++h) {
+          const int64_t offset = kernels::KvOffset(cache, slot_idx, h);
+          const size_t dst = row + static_cast<size_t>(h) * cache.head_dim;
+          std::memcpy(&ctx_k_[dst], cache.k + offset, sizeof(float) * cache.head_dim);
+          std::memcpy(&ctx_v_[dst], cache.v + offset, sizeof(float) * cache.head_dim);
+        }
       }
     }
     ctx_k = ctx_k_.data();

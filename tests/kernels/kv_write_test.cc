@@ -86,13 +86,16 @@ TEST(KvWriteCpuTest, WrittenTokensReadBackAndPaddingIsSkipped) {
   const std::vector<float> k_before = problem.cache.k_pool();
   ASSERT_THAT(KvWriteCpu(problem.Params(), nullptr), IsOk());
   const PagedKvView view = problem.cache.view();
-  const int row = 2 * 8;
+  const int num_kv_heads = 2, head_dim = 8;
   for (int t = 0; t < 23; ++t) {
     if (problem.slot_mapping[t] < 0) continue;
-    const int64_t offset = KvOffset(view, problem.slot_mapping[t], 0);
-    for (int i = 0; i < row; ++i) {
-      ASSERT_EQ(view.k[offset + i], problem.k[t * problem.kv_stride + i]) << "token " << t;
-      ASSERT_EQ(view.v[offset + i], problem.v[t * problem.kv_stride + i]) << "token " << t;
+    for (int h = 0; h < num_kv_heads; ++h) {
+      const int64_t offset = KvOffset(view, problem.slot_mapping[t], h);
+      for (int d = 0; d < head_dim; ++d) {
+        const int64_t src = t * problem.kv_stride + h * head_dim + d;
+        ASSERT_EQ(view.k[offset + d], problem.k[src]) << "token " << t << " head " << h;
+        ASSERT_EQ(view.v[offset + d], problem.v[src]) << "token " << t << " head " << h;
+      }
     }
   }
   // Token 4 was padding: its would-be slot (sequence 0, position 6) keeps the old value.
