@@ -275,7 +275,7 @@ void Bf16SgemmColumns(const MatmulParams& p, const float* rounded_in, int n_begi
 void MatmulBf16(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   static const bool has_bf16 = internal::CpuHasAvx512Bf16();
   if (!has_bf16) {
-    for (const MatmulParams& p : group) internal::MatmulBf16Portable(p, pool);
+    internal::MatmulBf16Portable(group, pool);
     return;
   }
   const MatmulParams& first = group[0];
@@ -308,19 +308,26 @@ void MatmulBf16(absl::Span<const MatmulParams> group, ThreadPool* pool) {
 
 namespace internal {
 
-void MatmulBf16Portable(const MatmulParams& p, ThreadPool* pool) {
+void MatmulBf16Portable(absl::Span<const MatmulParams> group, ThreadPool* pool) {
+  const MatmulParams& first = group[0];
   thread_local std::vector<float> buffer;
-  buffer.resize(int64_t{p.m} * p.k);
-  float* rounded = buffer.data();
-  for (int64_t i = 0; i < int64_t{p.m} * p.k; ++i) rounded[i] = Bf16ToF32(F32ToBf16(p.in[i]));
-  if (p.m <= kStreamMaxRows) {
-    ForColumnRanges(pool, p.n, int64_t{p.m} * p.k,
-                    [&](int n0, int n1) { Bf16GemvColumns(p, rounded, n0, n1); });
+  buffer.resize(int64_t{first.m} * first.k);
+  float* rounded = buffer.data();  // the pool's threads reach the buffer through this, not by name
+  for (int64_t i = 0; i < int64_t{first.m} * first.k; ++i) {
+    rounded[i] = Bf16ToF32(F32ToBf16(first.in[i]));
+  }
+  // Small products share one pass over the pool, as in MatmulF32.
+  if (first.m <= kStreamMaxRows) {
+    ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) {
+      Bf16GemvColumns(group[i], rounded, n0, n1);
+    });
     return;
   }
   MakeOpenBlasSingleThreaded();
-  ForColumnRanges(pool, p.n, int64_t{p.m} * p.k,
-                  [&](int n0, int n1) { Bf16SgemmColumns(p, rounded, n0, n1); });
+  for (const MatmulParams& p : group) {
+    ForColumnRanges(pool, p.n, int64_t{p.m} * p.k,
+                    [&](int n0, int n1) { Bf16SgemmColumns(p, rounded, n0, n1); });
+  }
 }
 
 }  // namespace internal

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "absl/types/span.h"
 #include "baton/kernels/matmul.h"
 #include "runtime/common/thread_pool.h"
 
@@ -19,7 +20,8 @@ void MatmulBf16Avx512(const uint16_t* a, int64_t a_stride, const uint16_t* w, co
                       float* out, int64_t out_stride, int m, int n_begin, int n_end, int k);
 
 // The bf16 path for CPUs without AVX512_BF16 (exposed so tests cover it on any CPU): activations
-// rounded to bf16, each weight row widened to f32, f32 dot products. `p` must be valid, bf16.
-void MatmulBf16Portable(const MatmulParams& p, ThreadPool* pool);
+// rounded to bf16, weights widened to f32, f32 products. `group` is as in MatmulGroupCpu: valid,
+// bf16, sharing in, m and k.
+void MatmulBf16Portable(absl::Span<const MatmulParams> group, ThreadPool* pool);
 
 }  // namespace baton::kernels::internal

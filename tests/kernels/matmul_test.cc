@@ -110,7 +110,8 @@ TEST(MatmulCpuTest, PortableBf16PathMatchesTheFastOne) {
     std::vector<float> portable(problem.out.size());
     ThreadPool pool(2);
     ASSERT_THAT(MatmulCpu(problem.Params(problem.out.data()), &pool), IsOk());
-    internal::MatmulBf16Portable(problem.Params(portable.data()), &pool);
+    const MatmulParams params = problem.Params(portable.data());
+    internal::MatmulBf16Portable(absl::MakeConstSpan(&params, 1), &pool);
     EXPECT_TRUE(AllClose(portable, problem.out, SumTolerance(100))) << "m = " << m;
   }
 }
