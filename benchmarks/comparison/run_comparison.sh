@@ -3,12 +3,14 @@
 #   benchmarks/comparison/run_comparison.sh MODEL_DIR WORKLOAD SLO_TTFT_MS SLO_TPOT_MS [EXTRA bench flags]
 # Deployments: 1 prefill + 1 decode worker (1 thread each); 2 colocated workers (1 thread each);
 # 1 colocated worker with 2 threads; the last two also with chunked prefill (512-token budget).
-# Results go to benchmarks/results/<model>/<workload>/<deployment>/ (goodput.json + per-run JSONL).
+# Results go to $RESULTS_ROOT/<model>/<workload>/<deployment>/ (goodput.json + per-run JSONL);
+# RESULTS_ROOT defaults to benchmarks/results/<machine> (e.g. zen4, zen3: figures from different
+# CPUs are not comparable, so each machine keeps its own tree).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BATON=${BATON_BUILD_DIR:-build}/bin/baton
 model=$(realpath "$1"); workload=$2; ttft=$3; tpot=$4; shift 4
-out=benchmarks/results/$(basename "$model")/$workload
+out=${RESULTS_ROOT:-benchmarks/results/$(benchmarks/comparison/machine_tag.sh)}/$(basename "$model")/$workload
 mkdir -p "$out"
 port=52100
 
