@@ -2,9 +2,10 @@
 //
 // A work item is (sequence, kv head, tile of consecutive queries); its rows are every (query, query
 // head of that kv head) pair, so the K/V tile is packed once and read by all heads of the group.
-// Per key tile: pack K transposed (so scores for 16 keys are one vector), pack V with head_dim
-// padded to a multiple of 16, compute scores with a 4-row x 64-key register tile, update the
-// running max / sum per row, and accumulate P.V with a 4-row x 64-dim register tile.
+// Per key tile: pack K transposed (so scores for consecutive keys are one vector), pack V with
+// head_dim padded to a multiple of 16, compute scores with register tiles of 4 rows x 4 vectors
+// of keys (AVX-512; 2 on AVX2), update the running max / sum per row, and accumulate P.V with
+// tiles of 4 rows x 4 (2) vectors of dims.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -43,30 +44,73 @@ struct WorkItem {
   int64_t cost;
 };
 
+#if defined(BATON_SIMD_F32)
+using V = internal::SimdF32;
+// Vectors per row of a register tile: kRowBlock x kTileVecs accumulators plus kTileVecs loaded
+// vectors and a broadcast fit the register file (32 registers on AVX-512, 16 on AVX2).
+constexpr int kTileVecs = V::kRegisters >= 32 ? 4 : 2;
+static_assert(kKeyTile % (kTileVecs * V::kLanes) == 0);
+
+// s[r .. r+4, j0 .. j0 + NV*lanes) = q[r .. r+4, :] . kt[:, j0 ..].
+template <int NV>
+void ScoresBlock(const float* q, const float* kt, float* s, int r, int j0, int head_dim) {
+  V::Reg acc[kRowBlock][NV];
+  for (auto& row : acc) {
+    for (auto& a : row) a = V::Zero();
+  }
+  for (int d = 0; d < head_dim; ++d) {
+    V::Reg k[NV];
+    for (int c = 0; c < NV; ++c) k[c] = V::Load(kt + d * kKeyTile + j0 + c * V::kLanes);
+    for (int a = 0; a < kRowBlock; ++a) {
+      const V::Reg qa = V::Set1(q[(r + a) * head_dim + d]);
+      for (int c = 0; c < NV; ++c) acc[a][c] = V::Fma(qa, k[c], acc[a][c]);
+    }
+  }
+  for (int a = 0; a < kRowBlock; ++a) {
+    for (int c = 0; c < NV; ++c) V::Store(s + (r + a) * kKeyTile + j0 + c * V::kLanes, acc[a][c]);
+  }
+}
+
+// o[r .. r+4, d0 .. d0 + NV*lanes) += p[r .. r+4, :num_keys] . v[:num_keys, d0 ..].
+template <int NV>
+void PvBlock(const float* p, const float* v, float* o, int r, int d0, int dim_pad, int num_keys) {
+  V::Reg acc[kRowBlock][NV];
+  for (int a = 0; a < kRowBlock; ++a) {
+    for (int c = 0; c < NV; ++c) acc[a][c] = V::Load(o + (r + a) * dim_pad + d0 + c * V::kLanes);
+  }
+  for (int j = 0; j < num_keys; ++j) {
+    V::Reg vv[NV];
+    for (int c = 0; c < NV; ++c) vv[c] = V::Load(v + j * dim_pad + d0 + c * V::kLanes);
+    for (int a = 0; a < kRowBlock; ++a) {
+      const V::Reg pa = V::Set1(p[(r + a) * kKeyTile + j]);
+      for (int c = 0; c < NV; ++c) acc[a][c] = V::Fma(pa, vv[c], acc[a][c]);
+    }
+  }
+  for (int a = 0; a < kRowBlock; ++a) {
+    for (int c = 0; c < NV; ++c) V::Store(o + (r + a) * dim_pad + d0 + c * V::kLanes, acc[a][c]);
+  }
+}
+
+// PvBlock<rest> for the last rest (< kTileVecs) vectors of a row.
+template <int NV>
+void PvLastVecs(int rest, const float* p, const float* v, float* o, int r, int d0, int dim_pad,
+                int num_keys) {
+  if constexpr (NV > 0) {
+    if (rest == NV) {
+      PvBlock<NV>(p, v, o, r, d0, dim_pad, num_keys);
+    } else {
+      PvLastVecs<NV - 1>(rest, p, v, o, r, d0, dim_pad, num_keys);
+    }
+  }
+}
+#endif  // BATON_SIMD_F32
+
 // s[r, :] = q[r, :] . kt[:, :] for r < num_rows_pad (a multiple of kRowBlock).
 void ScoresTile(const float* q, const float* kt, float* s, int num_rows_pad, int head_dim) {
   for (int r = 0; r < num_rows_pad; r += kRowBlock) {
-#if defined(__AVX512F__)
-    __m512 acc[kRowBlock][4];
-    for (auto& row : acc) {
-      for (auto& a : row) a = _mm512_setzero_ps();
-    }
-    for (int d = 0; d < head_dim; ++d) {
-      const float* kd = kt + d * kKeyTile;
-      const __m512 k0 = _mm512_loadu_ps(kd);
-      const __m512 k1 = _mm512_loadu_ps(kd + 16);
-      const __m512 k2 = _mm512_loadu_ps(kd + 32);
-      const __m512 k3 = _mm512_loadu_ps(kd + 48);
-      for (int a = 0; a < kRowBlock; ++a) {
-        const __m512 qa = _mm512_set1_ps(q[(r + a) * head_dim + d]);
-        acc[a][0] = _mm512_fmadd_ps(qa, k0, acc[a][0]);
-        acc[a][1] = _mm512_fmadd_ps(qa, k1, acc[a][1]);
-        acc[a][2] = _mm512_fmadd_ps(qa, k2, acc[a][2]);
-        acc[a][3] = _mm512_fmadd_ps(qa, k3, acc[a][3]);
-      }
-    }
-    for (int a = 0; a < kRowBlock; ++a) {
-      for (int c = 0; c < 4; ++c) _mm512_storeu_ps(s + (r + a) * kKeyTile + 16 * c, acc[a][c]);
+#if defined(BATON_SIMD_F32)
+    for (int j0 = 0; j0 < kKeyTile; j0 += kTileVecs * V::kLanes) {
+      ScoresBlock<kTileVecs>(q, kt, s, r, j0, head_dim);
     }
 #else
     for (int a = 0; a < kRowBlock; ++a) {
@@ -81,41 +125,16 @@ void ScoresTile(const float* q, const float* kt, float* s, int num_rows_pad, int
   }
 }
 
-#if defined(__AVX512F__)
-// o[r .. r+4, d0 .. d0+16*NV) += p[r .. r+4, :num_keys] . v[:num_keys, d0 .. d0+16*NV).
-template <int NV>
-void PvBlock(const float* p, const float* v, float* o, int r, int d0, int dim_pad, int num_keys) {
-  __m512 acc[kRowBlock][NV];
-  for (int a = 0; a < kRowBlock; ++a) {
-    for (int c = 0; c < NV; ++c) acc[a][c] = _mm512_loadu_ps(o + (r + a) * dim_pad + d0 + 16 * c);
-  }
-  for (int j = 0; j < num_keys; ++j) {
-    __m512 vv[NV];
-    for (int c = 0; c < NV; ++c) vv[c] = _mm512_loadu_ps(v + j * dim_pad + d0 + 16 * c);
-    for (int a = 0; a < kRowBlock; ++a) {
-      const __m512 pa = _mm512_set1_ps(p[(r + a) * kKeyTile + j]);
-      for (int c = 0; c < NV; ++c) acc[a][c] = _mm512_fmadd_ps(pa, vv[c], acc[a][c]);
-    }
-  }
-  for (int a = 0; a < kRowBlock; ++a) {
-    for (int c = 0; c < NV; ++c) _mm512_storeu_ps(o + (r + a) * dim_pad + d0 + 16 * c, acc[a][c]);
-  }
-}
-#endif
-
-// o[r, :] += p[r, :num_keys] . v[:num_keys, :] for r < num_rows_pad.
+// o[r, :] += p[r, :num_keys] . v[:num_keys, :] for r < num_rows_pad (dim_pad a multiple of 16).
 void PvTile(const float* p, const float* v, float* o, int num_rows_pad, int dim_pad,
             int num_keys) {
   for (int r = 0; r < num_rows_pad; r += kRowBlock) {
-#if defined(__AVX512F__)
+#if defined(BATON_SIMD_F32)
     int d0 = 0;
-    for (; d0 + 64 <= dim_pad; d0 += 64) PvBlock<4>(p, v, o, r, d0, dim_pad, num_keys);
-    switch ((dim_pad - d0) / 16) {
-      case 3: PvBlock<3>(p, v, o, r, d0, dim_pad, num_keys); break;
-      case 2: PvBlock<2>(p, v, o, r, d0, dim_pad, num_keys); break;
-      case 1: PvBlock<1>(p, v, o, r, d0, dim_pad, num_keys); break;
-      default: break;
+    for (; d0 + kTileVecs * V::kLanes <= dim_pad; d0 += kTileVecs * V::kLanes) {
+      PvBlock<kTileVecs>(p, v, o, r, d0, dim_pad, num_keys);
     }
+    PvLastVecs<kTileVecs - 1>((dim_pad - d0) / V::kLanes, p, v, o, r, d0, dim_pad, num_keys);
 #else
     for (int a = 0; a < kRowBlock; ++a) {
       for (int j = 0; j < num_keys; ++j) {
