@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -97,7 +98,9 @@ void GemvRows(const float* in, const float* weight, const float* bias, float* ou
 
 #elif defined(__AVX2__) && defined(__FMA__)
 #define BATON_SIMD_GEMV 1
-constexpr int kGemvRowGroup = 8;  // 8 accumulators + a weight vector in the 16 registers
+// 12 accumulators + 2 weight vectors in the 16 registers. Reading each weight row once for 6
+// activation rows instead of twice for 4 measured ~10-20% faster at m = 8..32 on Zen 3.
+constexpr int kGemvRowGroup = 6;
 
 // 8 weights as f32: f32 loads as is; bf16 is the high half of an f32, so widen and shift.
 inline __m256 LoadWeights8(const float* w) { return _mm256_loadu_ps(w); }
@@ -119,56 +122,95 @@ __m256 LoadWeightsTail(const W* w, int count) {
 // the same prefetch on the f32 stream gained nothing.
 constexpr int kBf16PrefetchBytes = 2048;
 
+// out[j .. j+4) for one activation row, the 4 f32 weight rows read side by side. Unlike Zen 4 (see
+// the AVX-512 kernel), Zen 3 streams long f32 rows faster as 4 concurrent streams than as one:
+// interleaved trials, 1 / 2 threads, k = 1024, 2048, 4096: +17-42%; at k = 768 no difference (so
+// only from kFourRowsMinK on). bf16 rows side by side were slower at k = 768 (7 vs 10 GB/s), so bf16
+// keeps one row at a time. Each row's sum is taken
+// in GemvRows' order (two chains over alternate 8-lane chunks, then the tail), so a column's value
+// never depends on which kernel or column range computed it.
+constexpr int kFourRowsMinK = 1024;
+inline void GemvF32FourWeightRows(const float* in, const float* weight, const float* bias,
+                                  float* out, int k, int j) {
+  const float* w = weight + int64_t{j} * k;
+  __m256 acc0[4], acc1[4];
+  for (int c = 0; c < 4; ++c) acc0[c] = acc1[c] = _mm256_setzero_ps();
+  int l = 0;
+  for (; l + 16 <= k; l += 16) {
+    const __m256 x0 = _mm256_loadu_ps(in + l);
+    const __m256 x1 = _mm256_loadu_ps(in + l + 8);
+    for (int c = 0; c < 4; ++c) {
+      acc0[c] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(w + int64_t{c} * k + l), acc0[c]);
+      acc1[c] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(w + int64_t{c} * k + l + 8), acc1[c]);
+    }
+  }
+  if (l + 8 <= k) {
+    const __m256 x0 = _mm256_loadu_ps(in + l);
+    for (int c = 0; c < 4; ++c) {
+      acc0[c] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(w + int64_t{c} * k + l), acc0[c]);
+    }
+    l += 8;
+  }
+  if (l < k) {
+    const __m256i mask = internal::TailMask8(k - l);
+    const __m256 x1 = _mm256_maskload_ps(in + l, mask);
+    for (int c = 0; c < 4; ++c) {
+      acc1[c] = _mm256_fmadd_ps(x1, _mm256_maskload_ps(w + int64_t{c} * k + l, mask), acc1[c]);
+    }
+  }
+  for (int c = 0; c < 4; ++c) {
+    out[j + c] = internal::HorizontalSum(_mm256_add_ps(acc0[c], acc1[c])) +
+                 (bias != nullptr ? bias[j + c] : 0.0f);
+  }
+}
+
 // The AVX-512 kernel's scheme on 8 lanes (see above), for f32 or bf16 weights; `in` holds f32
-// activations (already rounded to bf16 when the weights are bf16). Up to 4 activation rows get two
-// accumulator chains each to hide the FMA latency; from 5 rows on the rows' own chains are enough,
-// and 8 rows x 1 chain fit the 16 registers with a weight vector. Reading each weight row once for
-// 8 activation rows instead of twice for 4 measured 10-20% faster at m = 8..32 on Zen 3.
+// activations (already rounded to bf16 when the weights are bf16). Every row sums in the same
+// order (two chains, then the tail) whatever MA is, so results do not depend on the batch size.
 template <int MA, typename W>
 void GemvRows(const float* in, const W* weight, const float* bias, float* out, int64_t out_stride,
               int k, int n_begin, int n_end) {
-  constexpr int kChains = MA <= 4 ? 2 : 1;
   const int tail = k % 8;
   const __m256i tail_mask = internal::TailMask8(tail);
-  for (int j = n_begin; j < n_end; ++j) {
-    const W* w = weight + int64_t{j} * k;
-    __m256 acc[kChains][MA];
-    for (auto& chain : acc) {
-      for (auto& a : chain) a = _mm256_setzero_ps();
+  int j = n_begin;
+  if constexpr (MA == 1 && std::is_same_v<W, float>) {
+    if (k >= kFourRowsMinK) {
+      for (; j + 4 <= n_end; j += 4) GemvF32FourWeightRows(in, weight, bias, out, k, j);
     }
+  }
+  for (; j < n_end; ++j) {
+    const W* w = weight + int64_t{j} * k;
+    __m256 acc0[MA], acc1[MA];
+    for (int r = 0; r < MA; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
     int l = 0;
-    for (; l + 8 * kChains <= k; l += 8 * kChains) {
+    for (; l + 16 <= k; l += 16) {
       if constexpr (sizeof(W) == 2) {
-        // Once per 64-byte line; past the matrix's end this is a hint to a stray line, never a fault.
-        if ((l & 31) == 0) {
-          _mm_prefetch(reinterpret_cast<const char*>(w + l) + kBf16PrefetchBytes, _MM_HINT_T0);
-        }
+        // Past the matrix's end this is a hint to a stray line, never a fault.
+        _mm_prefetch(reinterpret_cast<const char*>(w + l) + kBf16PrefetchBytes, _MM_HINT_T0);
       }
-      for (int c = 0; c < kChains; ++c) {
-        const __m256 wc = LoadWeights8(w + l + 8 * c);
-        for (int r = 0; r < MA; ++r) {
-          acc[c][r] = _mm256_fmadd_ps(_mm256_loadu_ps(in + int64_t{r} * k + l + 8 * c), wc, acc[c][r]);
-        }
+      const __m256 w0 = LoadWeights8(w + l);
+      const __m256 w1 = LoadWeights8(w + l + 8);
+      for (int r = 0; r < MA; ++r) {
+        acc0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(in + int64_t{r} * k + l), w0, acc0[r]);
+        acc1[r] = _mm256_fmadd_ps(_mm256_loadu_ps(in + int64_t{r} * k + l + 8), w1, acc1[r]);
       }
     }
     if (l + 8 <= k) {
       const __m256 w0 = LoadWeights8(w + l);
       for (int r = 0; r < MA; ++r) {
-        acc[0][r] = _mm256_fmadd_ps(_mm256_loadu_ps(in + int64_t{r} * k + l), w0, acc[0][r]);
+        acc0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(in + int64_t{r} * k + l), w0, acc0[r]);
       }
       l += 8;
     }
     if (l < k) {
-      const __m256 wt = LoadWeightsTail(w + l, tail);
+      const __m256 w1 = LoadWeightsTail(w + l, tail);
       for (int r = 0; r < MA; ++r) {
-        acc[kChains - 1][r] = _mm256_fmadd_ps(_mm256_maskload_ps(in + int64_t{r} * k + l, tail_mask),
-                                              wt, acc[kChains - 1][r]);
+        acc1[r] = _mm256_fmadd_ps(_mm256_maskload_ps(in + int64_t{r} * k + l, tail_mask), w1, acc1[r]);
       }
     }
     const float b = bias != nullptr ? bias[j] : 0.0f;
     for (int r = 0; r < MA; ++r) {
-      const __m256 sum = kChains == 2 ? _mm256_add_ps(acc[0][r], acc[kChains - 1][r]) : acc[0][r];
-      out[r * out_stride + j] = internal::HorizontalSum(sum) + b;
+      out[r * out_stride + j] = internal::HorizontalSum(_mm256_add_ps(acc0[r], acc1[r])) + b;
     }
   }
 }

@@ -162,6 +162,36 @@ TEST(MatmulGroupCpuTest, EqualsEachMemberAlone) {
   }
 }
 
+// In the decode regime (m <= 16) an f32 row's result must not depend on how many other rows share
+// the batch: every row-group size sums a row in the same order, so decoding a sequence alone or
+// among others gives bit-identical logits. (bf16 makes no such promise: AVX512_BF16 switches from
+// streaming rows to register tiles above m = 4.)
+TEST(MatmulCpuTest, F32DecodeRowsDoNotDependOnTheBatchSize) {
+  // Odd sizes: a partial 4-row block, an 8-lane chunk and a tail; k = 1029 also takes the AVX2
+  // four-weight-rows path for a lone row.
+  constexpr int kN = 37;
+  ThreadPool pool(2);
+  for (int k : {77, 1029}) {
+    const MatmulProblem batch(16, kN, k, DType::kF32, /*with_bias=*/true, 7);
+    for (int m = 1; m <= 16; ++m) {
+      SCOPED_TRACE(::testing::Message() << "k " << k << " m " << m);
+      MatmulProblem p = batch;
+      p.m = m;
+      p.out.assign(size_t(m) * kN, NAN);
+      ASSERT_THAT(MatmulCpu(p.Params(p.out.data()), &pool), IsOk());
+      for (int r = 0; r < m; ++r) {
+        MatmulProblem alone = batch;
+        alone.m = 1;
+        alone.out.assign(kN, NAN);
+        ASSERT_THAT(MatmulCpu(alone.Params(alone.out.data(), batch.in.data() + size_t(r) * k), &pool),
+                    IsOk());
+        const std::vector<float> row(p.out.begin() + r * kN, p.out.begin() + (r + 1) * kN);
+        EXPECT_EQ(row, alone.out) << "row " << r;
+      }
+    }
+  }
+}
+
 TEST(MatmulGroupCpuTest, RejectsMembersThatDoNotShareTheInput) {
   MatmulProblem a(2, 3, 4, DType::kF32, false, 1);
   MatmulProblem b(2, 5, 4, DType::kF32, false, 2);
