@@ -96,6 +96,86 @@ void BM_FmaPeak(benchmark::State& state) {
 BENCHMARK(BM_FmaPeak)->UseRealTime()->Unit(benchmark::kMillisecond);
 #endif
 
+// The matmuls of one batch-1 decode step of `small` (12 layers of Q/K/V and gate/up as groups, o and
+// down alone, then the LM head), every layer with its own weights as in a real model, so they stream
+// from memory in the order a decode step reads them. BM_ReadSweep reads the same bytes with a plain
+// sum on the same threads: the ratio of the two GB/s is how close the GEMVs of a step come to the
+// machine's read bandwidth, without the rest of the step.
+struct SmallDecodeWeights {
+  static constexpr int kLayers = 12, kHidden = 768, kKvDim = 256, kInter = 2048, kVocab = 32000;
+  explicit SmallDecodeWeights(DType dtype) : dtype(dtype) {
+    const size_t per_layer = size_t(kHidden) * (2 * kHidden + 2 * kKvDim) + 3 * size_t(kHidden) * kInter;
+    const size_t total = kLayers * per_layer + size_t(kVocab) * kHidden;
+    bytes.assign(total * DTypeBytes(dtype), 0x3f);  // small finite values in f32 and bf16 alike
+  }
+  const void* At(size_t elements) const { return bytes.data() + elements * DTypeBytes(dtype); }
+  DType dtype;
+  std::vector<uint8_t> bytes;
+};
+
+void BM_DecodeStepMatmuls(benchmark::State& state, DType dtype) {
+  using W = SmallDecodeWeights;
+  const int threads = static_cast<int>(state.range(0));
+  const W weights(dtype);
+  const std::vector<float> in = testing::RandomVector(W::kInter, 1);
+  std::vector<float> q(W::kHidden), k(W::kKvDim), v(W::kKvDim), o(W::kHidden), gate(W::kInter),
+      up(W::kInter), down(W::kHidden), logits(W::kVocab);
+  auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+  auto params = [&](size_t& offset, float* out, int n, int k_dim) {
+    const MatmulParams p{.out = out, .in = in.data(), .weight = weights.At(offset), .weight_dtype = dtype,
+                         .bias = nullptr, .m = 1, .n = n, .k = k_dim};
+    offset += size_t(n) * k_dim;
+    return p;
+  };
+  for (auto _ : state) {
+    size_t offset = 0;
+    bool ok = true;
+    for (int layer = 0; layer < W::kLayers; ++layer) {
+      const std::array<MatmulParams, 3> qkv = {params(offset, q.data(), W::kHidden, W::kHidden),
+                                               params(offset, k.data(), W::kKvDim, W::kHidden),
+                                               params(offset, v.data(), W::kKvDim, W::kHidden)};
+      ok &= MatmulGroupCpu(qkv, pool.get()).ok();
+      ok &= MatmulCpu(params(offset, o.data(), W::kHidden, W::kHidden), pool.get()).ok();
+      const std::array<MatmulParams, 2> gate_up = {params(offset, gate.data(), W::kInter, W::kHidden),
+                                                   params(offset, up.data(), W::kInter, W::kHidden)};
+      ok &= MatmulGroupCpu(gate_up, pool.get()).ok();
+      ok &= MatmulCpu(params(offset, down.data(), W::kHidden, W::kInter), pool.get()).ok();
+    }
+    ok &= MatmulCpu(params(offset, logits.data(), W::kVocab, W::kHidden), pool.get()).ok();
+    if (!ok) state.SkipWithError("MatmulCpu failed");
+    benchmark::DoNotOptimize(logits.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(weights.bytes.size() * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_ReadSweep(benchmark::State& state, DType dtype) {
+  const int threads = static_cast<int>(state.range(0));
+  const SmallDecodeWeights weights(dtype);
+  const auto* data = reinterpret_cast<const float*>(weights.bytes.data());
+  const int64_t n = static_cast<int64_t>(weights.bytes.size() / sizeof(float));
+  ThreadPool pool(threads);
+  std::vector<float> sums(threads);
+  for (auto _ : state) {
+    pool.ParallelFor(n, [&](int64_t begin, int64_t end, int t) {
+      float acc[16] = {};
+      for (int64_t i = begin; i + 16 <= end; i += 16) {
+        for (int j = 0; j < 16; ++j) acc[j] += data[i + j];
+      }
+      for (int j = 1; j < 16; ++j) acc[0] += acc[j];
+      sums[t] = acc[0];
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(weights.bytes.size() * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+BENCHMARK_CAPTURE(BM_DecodeStepMatmuls, f32, DType::kF32)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ReadSweep, f32, DType::kF32)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DecodeStepMatmuls, bf16, DType::kBF16)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ReadSweep, bf16, DType::kBF16)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
     b->Args({1, 2048, 768, threads});
