@@ -35,7 +35,7 @@ struct Scratch {
 
 // Prefetches rows [begin, end) of `rows`, each `bytes` long, into L2.
 void PrefetchRows(const std::vector<const float*>& rows, int begin, int end, int bytes) {
-#if defined(__AVX512F__) || defined(__AVX2__) || defined(__AVX2__)
+#if defined(__AVX512F__) || defined(__AVX2__)
   for (int j = begin; j < end; ++j) {
     const char* row = reinterpret_cast<const char*>(rows[j]);
     for (int offset = 0; offset < bytes; offset += 64) _mm_prefetch(row + offset, _MM_HINT_T1);
@@ -108,7 +108,8 @@ void PvHeads(const Scratch& sc, const float* p, float* const* out, int g0, int t
              int head_dim) {
   int d0 = 0;
   for (; d0 + 64 <= head_dim; d0 += 64) PvBlock<GA, 4>(sc, p, out, g0, d0, tile, len, head_dim);
-  switch ((head_dim - d0 + 15) / 16) {
+  switch ((head_dim - d0 + 15) / 16) {  // 49..63 dims left need 4 vectors, the last partial
+    case 4: PvBlock<GA, 4>(sc, p, out, g0, d0, tile, len, head_dim); break;
     case 3: PvBlock<GA, 3>(sc, p, out, g0, d0, tile, len, head_dim); break;
     case 2: PvBlock<GA, 2>(sc, p, out, g0, d0, tile, len, head_dim); break;
     case 1: PvBlock<GA, 1>(sc, p, out, g0, d0, tile, len, head_dim); break;

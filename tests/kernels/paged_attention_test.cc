@@ -109,7 +109,7 @@ INSTANTIATE_TEST_SUITE_P(Sweep, PagedAttentionCpuTest,
                                             ::testing::Values(1, 16), ::testing::Values(1, 4, 8)));
 
 TEST(PagedAttentionCpuTest, OddHeadDimsMatchReference) {
-  for (int head_dim : {1, 24, 80, 128, 200}) {
+  for (int head_dim : {1, 15, 24, 50, 80, 128, 200}) {  // partial vectors and register tiles
     DecodeProblem problem({5, 77, 16, 4, head_dim}, 31 + head_dim);
     ASSERT_THAT(PagedAttentionDecodeCpu(problem.Params(problem.out.data()), nullptr), IsOk());
     EXPECT_TRUE(AllClose(problem.out, problem.Reference(), ToleranceFor(DType::kF32)))
