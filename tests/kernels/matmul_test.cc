@@ -70,7 +70,7 @@ TEST_P(MatmulCpuTest, MatchesReference) {
   const auto [dtype, m] = GetParam();
   ThreadPool pool(2);
   for (int n : {1, 7, 33, 256}) {
-    for (int k : {1, 15, 50, 64, 300}) {
+    for (int k : {1, 15, 50, 64, 300, 1029}) {  // 1029: the long-row GEMV paths
       for (bool with_bias : {false, true}) {
         for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
           SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k << " bias " << with_bias
