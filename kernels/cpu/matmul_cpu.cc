@@ -1,7 +1,7 @@
 // MatmulCpu: picks a kernel by weight dtype and m.
 //   f32, m <= kStreamMaxRows: a SIMD dot-product kernel (AVX-512, or AVX2 + FMA) that streams each
 //     weight row once past row groups of activation rows (decode batches), columns split over the
-//     pool.
+//     pool; on AVX2 a lone activation row reads long weight rows four at a time.
 //   f32, larger m: OpenBLAS sgemm, columns split over the pool, OpenBLAS itself single-threaded.
 //   bf16: activations rounded to bf16 once, then the AVX512_BF16 kernel (matmul_bf16_avx512.cc)
 //     or, on CPUs without it, the same rounding of the activations and f32 arithmetic: the AVX2
@@ -98,8 +98,8 @@ void GemvRows(const float* in, const float* weight, const float* bias, float* ou
 
 #elif defined(__AVX2__) && defined(__FMA__)
 #define BATON_SIMD_GEMV 1
-// 12 accumulators + 2 weight vectors in the 16 registers. Reading each weight row once for 6
-// activation rows instead of twice for 4 measured ~10-20% faster at m = 8..32 on Zen 3.
+// 12 accumulators + 2 weight vectors in the 16 registers. Reading each weight row once per 6
+// activation rows instead of once per 4 measured 1.02-1.17x at m = 8 and 16 (interleaved A/B, Zen 3).
 constexpr int kGemvRowGroup = 6;
 
 // 8 weights as f32: f32 loads as is; bf16 is the high half of an f32, so widen and shift.
@@ -125,10 +125,10 @@ constexpr int kBf16PrefetchBytes = 2048;
 // out[j .. j+4) for one activation row, the 4 f32 weight rows read side by side. Unlike Zen 4 (see
 // the AVX-512 kernel), Zen 3 streams long f32 rows faster as 4 concurrent streams than as one:
 // interleaved trials, 1 / 2 threads, k = 1024, 2048, 4096: +17-42%; at k = 768 no difference (so
-// only from kFourRowsMinK on). bf16 rows side by side were slower at k = 768 (7 vs 10 GB/s), so bf16
-// keeps one row at a time. Each row's sum is taken
-// in GemvRows' order (two chains over alternate 8-lane chunks, then the tail), so a column's value
-// never depends on which kernel or column range computed it.
+// only from kFourRowsMinK on). bf16 rows side by side were slower at k = 768 (7 vs 10 GB/s), so
+// bf16 keeps one row at a time. Each row's sum is taken in GemvRows' order (two chains over
+// alternate 8-lane chunks, then the tail), so a column's value never depends on which kernel or
+// column range computed it.
 constexpr int kFourRowsMinK = 1024;
 inline void GemvF32FourWeightRows(const float* in, const float* weight, const float* bias,
                                   float* out, int k, int j) {
