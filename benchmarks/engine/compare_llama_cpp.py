@@ -64,6 +64,8 @@ def main() -> None:
     for tool in ("llama-bench", "llama-batched-bench"):
         if not (args.llama_cpp_bin / tool).exists():
             sys.exit(f"compare_llama_cpp: no {tool} in {args.llama_cpp_bin}")
+    if not (args.build / "bin/baton_engine_bench").exists():
+        sys.exit(f"compare_llama_cpp: no bin/baton_engine_bench in {args.build} (build it first)")
 
     table = ["| model | weights | threads | prefill tok/s (512) | decode b=1 | decode b=8 | decode b=32 "
              "| b=1 share of roofline |", "|---|---|---|---|---|---|---|---|"]

@@ -80,6 +80,9 @@ def main() -> None:
     parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     args = parser.parse_args()
 
+    for name in ("config.json", "tokenizer.json"):
+        if not (args.model_dir / name).is_file():
+            sys.exit(f"hf_to_gguf: no {name} in {args.model_dir}")
     config = json.loads((args.model_dir / "config.json").read_text())
     arch = config.get("architectures", ["?"])[0]
     if arch not in ("LlamaForCausalLM", "MistralForCausalLM"):

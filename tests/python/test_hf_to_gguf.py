@@ -1,6 +1,6 @@
 """benchmarks/engine/hf_to_gguf.py: the GGUF it writes holds the checkpoint's config, tokenizer and
 weights (Q/K rows in GGML's RoPE order, bf16 rounded to nearest even), read back with gguf's own
-reader; an architecture it cannot convert is a one-line error."""
+reader; a directory without a config or an architecture it cannot convert is a one-line error."""
 
 from __future__ import annotations
 
@@ -86,3 +86,9 @@ def test_unsupported_architecture_is_a_one_line_error(repo_root, checkpoint_vari
     proc = convert(repo_root, qwen2, tmp_path / "q.gguf", "f32")
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines() == ["hf_to_gguf: unsupported architecture Qwen2ForCausalLM"]
+
+
+def test_missing_config_is_a_one_line_error(repo_root, tmp_path):
+    proc = convert(repo_root, tmp_path, tmp_path / "x.gguf", "f32")
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [f"hf_to_gguf: no config.json in {tmp_path}"]
