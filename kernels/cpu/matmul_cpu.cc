@@ -122,97 +122,80 @@ __m256 LoadWeightsTail(const W* w, int count) {
 // the same prefetch on the f32 stream gained nothing.
 constexpr int kBf16PrefetchBytes = 2048;
 
-// out[j .. j+4) for one activation row, the 4 f32 weight rows read side by side. Unlike Zen 4 (see
-// the AVX-512 kernel), Zen 3 streams long f32 rows faster as 4 concurrent streams than as one:
-// interleaved trials, 1 / 2 threads, k = 1024, 2048, 4096: +17-42%; at k = 768 no difference (so
-// only from kFourRowsMinK on). bf16 rows side by side were slower at k = 768 (7 vs 10 GB/s), so
-// bf16 keeps one row at a time. Each row's sum is taken in GemvRows' order (two chains over
-// alternate 8-lane chunks, then the tail), so a column's value never depends on which kernel or
-// column range computed it.
-constexpr int kFourRowsMinK = 1024;
-inline void GemvF32FourWeightRows(const float* in, const float* weight, const float* bias,
-                                  float* out, int k, int j) {
-  const float* w = weight + int64_t{j} * k;
-  __m256 acc0[4], acc1[4];
-  for (int c = 0; c < 4; ++c) acc0[c] = acc1[c] = _mm256_setzero_ps();
+// out[r, j .. j+NW) for r < MA: MA activation rows against NW weight rows read side by side. Each
+// (row, column) sums in one order whatever MA and NW are (two chains over alternate 8-lane chunks,
+// then the tail), so a column's value never depends on the batch size or on the tile that
+// computed it.
+template <int MA, int NW, typename W>
+void GemvTile(const float* in, const W* weight, const float* bias, float* out, int64_t out_stride,
+              int k, int j) {
+  const W* w = weight + int64_t{j} * k;
+  __m256 acc0[MA][NW], acc1[MA][NW];
+  for (int r = 0; r < MA; ++r) {
+    for (int c = 0; c < NW; ++c) acc0[r][c] = acc1[r][c] = _mm256_setzero_ps();
+  }
   int l = 0;
   for (; l + 16 <= k; l += 16) {
-    const __m256 x0 = _mm256_loadu_ps(in + l);
-    const __m256 x1 = _mm256_loadu_ps(in + l + 8);
-    for (int c = 0; c < 4; ++c) {
-      acc0[c] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(w + int64_t{c} * k + l), acc0[c]);
-      acc1[c] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(w + int64_t{c} * k + l + 8), acc1[c]);
+    for (int c = 0; c < NW; ++c) {
+      if constexpr (sizeof(W) == 2) {
+        // Past the matrix's end this is a hint to a stray line, never a fault.
+        _mm_prefetch(reinterpret_cast<const char*>(w + int64_t{c} * k + l) + kBf16PrefetchBytes,
+                     _MM_HINT_T0);
+      }
+      const __m256 w0 = LoadWeights8(w + int64_t{c} * k + l);
+      const __m256 w1 = LoadWeights8(w + int64_t{c} * k + l + 8);
+      for (int r = 0; r < MA; ++r) {
+        acc0[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(in + int64_t{r} * k + l), w0, acc0[r][c]);
+        acc1[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(in + int64_t{r} * k + l + 8), w1, acc1[r][c]);
+      }
     }
   }
   if (l + 8 <= k) {
-    const __m256 x0 = _mm256_loadu_ps(in + l);
-    for (int c = 0; c < 4; ++c) {
-      acc0[c] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(w + int64_t{c} * k + l), acc0[c]);
+    for (int c = 0; c < NW; ++c) {
+      const __m256 w0 = LoadWeights8(w + int64_t{c} * k + l);
+      for (int r = 0; r < MA; ++r) {
+        acc0[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(in + int64_t{r} * k + l), w0, acc0[r][c]);
+      }
     }
     l += 8;
   }
   if (l < k) {
-    const __m256i mask = internal::TailMask8(k - l);
-    const __m256 x1 = _mm256_maskload_ps(in + l, mask);
-    for (int c = 0; c < 4; ++c) {
-      acc1[c] = _mm256_fmadd_ps(x1, _mm256_maskload_ps(w + int64_t{c} * k + l, mask), acc1[c]);
+    const __m256i tail_mask = internal::TailMask8(k - l);
+    for (int c = 0; c < NW; ++c) {
+      const __m256 w1 = LoadWeightsTail(w + int64_t{c} * k + l, k - l);
+      for (int r = 0; r < MA; ++r) {
+        acc1[r][c] = _mm256_fmadd_ps(_mm256_maskload_ps(in + int64_t{r} * k + l, tail_mask), w1,
+                                     acc1[r][c]);
+      }
     }
   }
-  for (int c = 0; c < 4; ++c) {
-    out[j + c] = internal::HorizontalSum(_mm256_add_ps(acc0[c], acc1[c])) +
-                 (bias != nullptr ? bias[j + c] : 0.0f);
+  for (int c = 0; c < NW; ++c) {
+    const float b = bias != nullptr ? bias[j + c] : 0.0f;
+    for (int r = 0; r < MA; ++r) {
+      out[r * out_stride + j + c] = internal::HorizontalSum(_mm256_add_ps(acc0[r][c], acc1[r][c])) + b;
+    }
   }
 }
 
+// Unlike Zen 4 (see the AVX-512 kernel), Zen 3 streams long f32 rows faster as 4 concurrent
+// streams than as one: interleaved trials, 1 / 2 threads, k = 1024, 2048, 4096: +17-42%; at k = 768
+// no difference (so only from kFourRowsMinK on). bf16 rows side by side were slower at k = 768
+// (7 vs 10 GB/s), so bf16 keeps one row at a time.
+constexpr int kFourRowsMinK = 1024;
+
 // The AVX-512 kernel's scheme on 8 lanes (see above), for f32 or bf16 weights; `in` holds f32
-// activations (already rounded to bf16 when the weights are bf16). Every row sums in the same
-// order (two chains, then the tail) whatever MA is, so results do not depend on the batch size.
+// activations (already rounded to bf16 when the weights are bf16). A lone activation row reads long
+// f32 weight rows four at a time.
 template <int MA, typename W>
 void GemvRows(const float* in, const W* weight, const float* bias, float* out, int64_t out_stride,
               int k, int n_begin, int n_end) {
-  const int tail = k % 8;
-  const __m256i tail_mask = internal::TailMask8(tail);
   int j = n_begin;
   if constexpr (MA == 1 && std::is_same_v<W, float>) {
     if (k >= kFourRowsMinK) {
-      for (; j + 4 <= n_end; j += 4) GemvF32FourWeightRows(in, weight, bias, out, k, j);
+      for (; j + 4 <= n_end; j += 4) GemvTile<1, 4>(in, weight, bias, out, out_stride, k, j);
     }
   }
-  for (; j < n_end; ++j) {
-    const W* w = weight + int64_t{j} * k;
-    __m256 acc0[MA], acc1[MA];
-    for (int r = 0; r < MA; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
-    int l = 0;
-    for (; l + 16 <= k; l += 16) {
-      if constexpr (sizeof(W) == 2) {
-        // Past the matrix's end this is a hint to a stray line, never a fault.
-        _mm_prefetch(reinterpret_cast<const char*>(w + l) + kBf16PrefetchBytes, _MM_HINT_T0);
-      }
-      const __m256 w0 = LoadWeights8(w + l);
-      const __m256 w1 = LoadWeights8(w + l + 8);
-      for (int r = 0; r < MA; ++r) {
-        acc0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(in + int64_t{r} * k + l), w0, acc0[r]);
-        acc1[r] = _mm256_fmadd_ps(_mm256_loadu_ps(in + int64_t{r} * k + l + 8), w1, acc1[r]);
-      }
-    }
-    if (l + 8 <= k) {
-      const __m256 w0 = LoadWeights8(w + l);
-      for (int r = 0; r < MA; ++r) {
-        acc0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(in + int64_t{r} * k + l), w0, acc0[r]);
-      }
-      l += 8;
-    }
-    if (l < k) {
-      const __m256 w1 = LoadWeightsTail(w + l, tail);
-      for (int r = 0; r < MA; ++r) {
-        acc1[r] = _mm256_fmadd_ps(_mm256_maskload_ps(in + int64_t{r} * k + l, tail_mask), w1, acc1[r]);
-      }
-    }
-    const float b = bias != nullptr ? bias[j] : 0.0f;
-    for (int r = 0; r < MA; ++r) {
-      out[r * out_stride + j] = internal::HorizontalSum(_mm256_add_ps(acc0[r], acc1[r])) + b;
-    }
-  }
+  for (; j < n_end; ++j) GemvTile<MA, 1>(in, weight, bias, out, out_stride, k, j);
 }
 #endif
 

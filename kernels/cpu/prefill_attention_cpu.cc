@@ -51,9 +51,9 @@ using V = internal::SimdF32;
 constexpr int kTileVecs = V::kRegisters >= 32 ? 4 : 2;
 static_assert(kKeyTile % (kTileVecs * V::kLanes) == 0);
 
-// s[r .. r+4, j0 .. j0 + NV*lanes) = q[r .. r+4, :] . kt[:, j0 ..].
-template <int NV>
+// s[r .. r+4, j0 .. j0 + kTileVecs*lanes) = q[r .. r+4, :] . kt[:, j0 ..].
 void ScoresBlock(const float* q, const float* kt, float* s, int r, int j0, int head_dim) {
+  constexpr int NV = kTileVecs;
   V::Reg acc[kRowBlock][NV];
   for (auto& row : acc) {
     for (auto& a : row) a = V::Zero();
@@ -110,7 +110,7 @@ void ScoresTile(const float* q, const float* kt, float* s, int num_rows_pad, int
   for (int r = 0; r < num_rows_pad; r += kRowBlock) {
 #if defined(BATON_SIMD_F32)
     for (int j0 = 0; j0 < kKeyTile; j0 += kTileVecs * V::kLanes) {
-      ScoresBlock<kTileVecs>(q, kt, s, r, j0, head_dim);
+      ScoresBlock(q, kt, s, r, j0, head_dim);
     }
 #else
     for (int a = 0; a < kRowBlock; ++a) {
