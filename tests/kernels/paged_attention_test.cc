@@ -117,6 +117,15 @@ TEST(PagedAttentionCpuTest, OddHeadDimsMatchReference) {
   }
 }
 
+TEST(PagedAttentionCpuTest, QueryGroupSizesMatchReference) {
+  for (int group : {2, 3, 5, 6, 7}) {  // the register tiles take up to 4 query heads at a time
+    DecodeProblem problem({3, 77, 16, group, 40}, 7 + group);
+    ASSERT_THAT(PagedAttentionDecodeCpu(problem.Params(problem.out.data()), nullptr), IsOk());
+    EXPECT_TRUE(AllClose(problem.out, problem.Reference(), ToleranceFor(DType::kF32)))
+        << "group " << group;
+  }
+}
+
 // (c) invariants.
 TEST(PagedAttentionCpuTest, BatchedEqualsPerSequence) {
   DecodeProblem problem({12, 300, 16, 4}, 5);
