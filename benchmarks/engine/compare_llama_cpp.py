@@ -4,8 +4,11 @@
 For each row (tiny/small x f32/bf16 x 1/2 threads) it runs baton_engine_bench, then llama.cpp's
 llama-bench (prefill of a 512-token prompt) and llama-batched-bench (decode at batch 1, 8 and 32
 after a 128-token prompt, 32 steps: what baton_engine_bench times), one right after the other so
-both see the same machine. llama.cpp's batch-1 decode is also put over the read bandwidth baton
-measured in that row, so the two roofline shares can be compared.
+both see the same machine, and repeats that pair --pairs times. A shared VM's speed drifts by tens
+of percent from one minute to the next, so each ratio reported is the median of the ratios taken
+within a pair, and each engine's figure the median over its runs. llama.cpp's batch-1 decode is
+also put over the read bandwidth baton measured in the same pair, so the two roofline shares can be
+compared.
 
     .venv/bin/python benchmarks/engine/compare_llama_cpp.py --llama-cpp-bin /path/to/llama.cpp/build/bin
 
@@ -39,16 +42,48 @@ def gguf_path(build: pathlib.Path, model: str, dtype: str) -> pathlib.Path:
     return path
 
 
-def llama_cpp_row(bin_dir: pathlib.Path, gguf: pathlib.Path, threads: int, repeats: int) -> dict:
+def llama_cpp_run(bin_dir: pathlib.Path, gguf: pathlib.Path, threads: int) -> dict:
     bench = run_json_lines([str(bin_dir / "llama-bench"), "-m", str(gguf), "-p", "512", "-n", "0",
-                            "-t", str(threads), "-r", str(repeats), "-o", "jsonl"])
-    prefill = max(bench[0]["samples_ts"])
+                            "-t", str(threads), "-r", "3", "-o", "jsonl"])
     batched = [str(bin_dir / "llama-batched-bench"), "-m", str(gguf), "-c", "8192", "-b", "2048",
                "-ub", "512", "-npp", "128", "-ntg", "32", "-t", str(threads), "--output-format", "jsonl"]
-    decode1 = [run_json_lines(batched + ["-npl", "1"])[0]["speed_tg"] for _ in range(repeats)]
-    wide = {r["pl"]: r["speed_tg"] for r in run_json_lines(batched + ["-npl", "8,32"])}
-    return {"prefill_tokens_per_s": prefill,
-            "decode_tokens_per_s": {"1": statistics.median(decode1), "8": wide[8], "32": wide[32]}}
+    decode = {str(r["pl"]): r["speed_tg"] for r in run_json_lines(batched + ["-npl", "1,8,32"])}
+    # Best of 3, as baton_engine_bench's prefill.
+    return {"prefill_tokens_per_s": max(bench[0]["samples_ts"]), "decode_tokens_per_s": decode}
+
+
+# (name, getter) of every figure a row compares.
+METRICS = [("prefill", lambda r: r["prefill_tokens_per_s"])] + [
+    (f"decode{b}", lambda r, b=b: r["decode_tokens_per_s"][b]) for b in ("1", "8", "32")] + [
+    ("decode1_share", lambda r: r["decode1_share_of_roofline"])]
+
+
+def compare_row(args, model: str, dtype: str, threads: int) -> dict:
+    gguf = gguf_path(args.build, model, dtype)
+    pairs = []
+    for _ in range(args.pairs):
+        ours = run_json_lines([str(args.build / "bin/baton_engine_bench"), "--model",
+                               str(args.build / "models" / model), "--dtype", dtype,
+                               "--threads", str(threads), "--rounds", "1"])[0]
+        theirs = llama_cpp_run(args.llama_cpp_bin, gguf, threads)
+        theirs["decode1_share_of_roofline"] = (theirs["decode_tokens_per_s"]["1"]
+                                               * ours["decode_bytes_per_token"]
+                                               / (ours["read_bandwidth_GBs"] * 1e9))
+        pairs.append({"baton": ours, "llama_cpp": theirs})
+    median = lambda values: statistics.median(values)
+    return {"model": model, "dtype": dtype, "threads": threads, "pairs": pairs,
+            "baton": {name: median([get(p["baton"]) for p in pairs]) for name, get in METRICS},
+            "llama_cpp": {name: median([get(p["llama_cpp"]) for p in pairs]) for name, get in METRICS},
+            "ratio": {name: median([get(p["baton"]) / get(p["llama_cpp"]) for p in pairs])
+                      for name, get in METRICS}}
+
+
+def table_line(row: dict) -> str:
+    ours, theirs, ratio = row["baton"], row["llama_cpp"], row["ratio"]
+    cells = [f"{ours[name]:.3g} / {theirs[name]:.3g} ({ratio[name]:.2f}x)"
+             for name in ("prefill", "decode1", "decode8", "decode32")]
+    cells.append(f"{ours['decode1_share']:.2f} / {theirs['decode1_share']:.2f}")
+    return f"| {row['model']} | {row['dtype']} | {row['threads']} | " + " | ".join(cells) + " |"
 
 
 def main() -> None:
@@ -56,11 +91,14 @@ def main() -> None:
     parser.add_argument("--llama-cpp-bin", type=pathlib.Path, required=True,
                         help="directory holding llama-bench and llama-batched-bench")
     parser.add_argument("--build", type=pathlib.Path, default=ROOT / "build")
-    parser.add_argument("--rounds", type=int, default=3, help="baton_engine_bench --rounds; llama.cpp repeats")
+    parser.add_argument("--pairs", type=int, default=5,
+                        help="baton then llama.cpp runs per row, alternating")
     parser.add_argument("--models", nargs="+", default=["tiny", "small"])
     parser.add_argument("--dtypes", nargs="+", default=["f32", "bf16"])
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     args = parser.parse_args()
+    if args.pairs < 1:
+        sys.exit("compare_llama_cpp: --pairs must be at least 1")
     for tool in ("llama-bench", "llama-batched-bench"):
         if not (args.llama_cpp_bin / tool).exists():
             sys.exit(f"compare_llama_cpp: no {tool} in {args.llama_cpp_bin}")
@@ -71,27 +109,11 @@ def main() -> None:
              "| b=1 share of roofline |", "|---|---|---|---|---|---|---|---|"]
     for model in args.models:
         for dtype in args.dtypes:
-            gguf = gguf_path(args.build, model, dtype)
             for threads in args.threads:
-                ours = run_json_lines([str(args.build / "bin/baton_engine_bench"), "--model",
-                                       str(args.build / "models" / model), "--dtype", dtype,
-                                       "--threads", str(threads), "--rounds", str(args.rounds)])[0]
-                theirs = llama_cpp_row(args.llama_cpp_bin, gguf, threads, args.rounds)
-                theirs["decode1_share_of_roofline"] = (theirs["decode_tokens_per_s"]["1"]
-                                                       * ours["decode_bytes_per_token"]
-                                                       / (ours["read_bandwidth_GBs"] * 1e9))
-                row = {"model": model, "dtype": dtype, "threads": threads, "baton": ours, "llama_cpp": theirs}
+                row = compare_row(args, model, dtype, threads)
                 print(json.dumps(row), flush=True)
-
-                def cell(get):
-                    a, b = get(ours), get(theirs)
-                    return f"{a:.3g} / {b:.3g} ({a / b:.2f}x)"
-                cells = [cell(lambda r: r["prefill_tokens_per_s"])]
-                cells += [cell(lambda r, b=b: r["decode_tokens_per_s"][b]) for b in ("1", "8", "32")]
-                cells.append(f"{ours['decode1_share_of_roofline']:.2f} / "
-                             f"{theirs['decode1_share_of_roofline']:.2f}")
-                table.append(f"| {model} | {dtype} | {threads} | " + " | ".join(cells) + " |")
-    print("baton / llama.cpp (ratio)\n" + "\n".join(table), file=sys.stderr)
+                table.append(table_line(row))
+    print("baton / llama.cpp (median of per-pair ratios)\n" + "\n".join(table), file=sys.stderr)
 
 
 if __name__ == "__main__":
