@@ -150,64 +150,60 @@ void BM_DecodeStepMatmuls(benchmark::State& state, DType dtype) {
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_ReadSweep(benchmark::State& state, DType dtype) {
+// GB/s of one pass of sum_range(data, begin, end) over the weights of a `small` decode step, the
+// elements (of type T) split over the threads.
+template <typename T, typename SumRange>
+void RunSweep(benchmark::State& state, DType dtype, SumRange sum_range) {
   const int threads = static_cast<int>(state.range(0));
   const SmallDecodeWeights weights(dtype);
-  const auto* data = reinterpret_cast<const float*>(weights.bytes.data());
-  const int64_t n = static_cast<int64_t>(weights.bytes.size() / sizeof(float));
+  const auto* data = reinterpret_cast<const T*>(weights.bytes.data());
+  const int64_t n = static_cast<int64_t>(weights.bytes.size() / sizeof(T));
   ThreadPool pool(threads);
   std::vector<float> sums(threads);
   for (auto _ : state) {
-    pool.ParallelFor(n, [&](int64_t begin, int64_t end, int t) {
-      float acc[16] = {};
-      for (int64_t i = begin; i + 16 <= end; i += 16) {
-        for (int j = 0; j < 16; ++j) acc[j] += data[i + j];
-      }
-      for (int j = 1; j < 16; ++j) acc[0] += acc[j];
-      sums[t] = acc[0];
-    });
+    pool.ParallelFor(n, [&](int64_t begin, int64_t end, int t) { sums[t] = sum_range(data, begin, end); });
     benchmark::DoNotOptimize(sums.data());
   }
   state.counters["GB/s"] = benchmark::Counter(weights.bytes.size() * 1e-9,
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
+void BM_ReadSweep(benchmark::State& state, DType dtype) {
+  RunSweep<float>(state, dtype, [](const float* data, int64_t begin, int64_t end) {
+    float acc[16] = {};
+    for (int64_t i = begin; i + 16 <= end; i += 16) {
+      for (int j = 0; j < 16; ++j) acc[j] += data[i + j];
+    }
+    for (int j = 1; j < 16; ++j) acc[0] += acc[j];
+    return acc[0];
+  });
+}
+
 // The least any bf16 kernel without AVX512_BF16 does per weight: BM_ReadSweep's bf16 bytes, each
 // weight widened to f32 (shifted into the high half) before the sum. On a core whose read rate
 // depends on the instructions per byte (Zen 3), this caps what a bf16 GEMV can stream.
 void BM_WidenSweep(benchmark::State& state) {
-  const int threads = static_cast<int>(state.range(0));
-  const SmallDecodeWeights weights(DType::kBF16);
-  const auto* data = reinterpret_cast<const uint16_t*>(weights.bytes.data());
-  const int64_t n = static_cast<int64_t>(weights.bytes.size() / sizeof(uint16_t));
-  ThreadPool pool(threads);
-  std::vector<float> sums(threads);
-  for (auto _ : state) {
-    pool.ParallelFor(n, [&](int64_t begin, int64_t end, int t) {
-      float acc[16] = {};
-      int64_t i = begin;
+  RunSweep<uint16_t>(state, DType::kBF16, [](const uint16_t* data, int64_t begin, int64_t end) {
+    float acc[16] = {};
+    int64_t i = begin;
 #if defined(__AVX2__)
-      // The fewest instructions: one load per 16 weights, one unpack against zero per 8.
-      const __m256i zero = _mm256_setzero_si256();
-      __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-      for (; i + 16 <= end; i += 16) {
-        const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i));
-        acc0 = _mm256_add_ps(acc0, _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, bits)));
-        acc1 = _mm256_add_ps(acc1, _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, bits)));
-      }
-      _mm256_storeu_ps(acc, acc0);
-      _mm256_storeu_ps(acc + 8, acc1);
+    // The fewest instructions: one load per 16 weights, one unpack against zero per 8.
+    const __m256i zero = _mm256_setzero_si256();
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    for (; i + 16 <= end; i += 16) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i));
+      acc0 = _mm256_add_ps(acc0, _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, bits)));
+      acc1 = _mm256_add_ps(acc1, _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, bits)));
+    }
+    _mm256_storeu_ps(acc, acc0);
+    _mm256_storeu_ps(acc + 8, acc1);
 #endif
-      for (; i + 16 <= end; i += 16) {
-        for (int j = 0; j < 16; ++j) acc[j] += std::bit_cast<float>(uint32_t{data[i + j]} << 16);
-      }
-      for (int j = 1; j < 16; ++j) acc[0] += acc[j];
-      sums[t] = acc[0];
-    });
-    benchmark::DoNotOptimize(sums.data());
-  }
-  state.counters["GB/s"] = benchmark::Counter(weights.bytes.size() * 1e-9,
-                                              benchmark::Counter::kIsIterationInvariantRate);
+    for (; i + 16 <= end; i += 16) {
+      for (int j = 0; j < 16; ++j) acc[j] += std::bit_cast<float>(uint32_t{data[i + j]} << 16);
+    }
+    for (int j = 1; j < 16; ++j) acc[0] += acc[j];
+    return acc[0];
+  });
 }
 
 BENCHMARK_CAPTURE(BM_DecodeStepMatmuls, f32, DType::kF32)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
