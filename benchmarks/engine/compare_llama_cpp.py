@@ -70,7 +70,7 @@ def compare_row(args, model: str, dtype: str, threads: int) -> dict:
                                                * ours["decode_bytes_per_token"]
                                                / (ours["read_bandwidth_GBs"] * 1e9))
         pairs.append({"baton": ours, "llama_cpp": theirs})
-    median = lambda values: statistics.median(values)
+    median = statistics.median
     return {"model": model, "dtype": dtype, "threads": threads, "pairs": pairs,
             "baton": {name: median([get(p["baton"]) for p in pairs]) for name, get in METRICS},
             "llama_cpp": {name: median([get(p["llama_cpp"]) for p in pairs]) for name, get in METRICS},
