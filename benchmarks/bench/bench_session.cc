@@ -7,7 +7,7 @@
 #include "benchmarks/bench/client_openai.h"
 #include "benchmarks/bench/plan.h"
 #include "benchmarks/bench/progress_bar.h"
-#include "runtime/common/status_macros.h"
+#include "kernels/common/status_macros.h"
 
 namespace baton::bench {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/common/status_macros.h"
+#include "kernels/common/status_macros.h"
 
 namespace baton::bench {
 namespace {

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/common/check.h"
+#include "kernels/common/check.h"
 
 namespace baton::bench {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "runtime/common/check.h"
+#include "kernels/common/check.h"
 
 namespace baton::bench {
 

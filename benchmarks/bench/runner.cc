@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/common/check.h"
+#include "kernels/common/check.h"
 
 namespace baton::bench {
 namespace {

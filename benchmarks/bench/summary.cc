@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/common/check.h"
+#include "kernels/common/check.h"
 
 namespace baton::bench {
 namespace {

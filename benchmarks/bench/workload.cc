@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "runtime/common/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
 namespace baton::bench {

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "kernels/common/thread_pool.h"
 #include "nlohmann/json.hpp"
-#include "runtime/common/thread_pool.h"
 #include "runtime/engine/engine.h"
 
 namespace {

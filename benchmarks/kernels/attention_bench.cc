@@ -15,7 +15,7 @@
 #include "baton/kernels/paged_attention.h"
 #include "baton/kernels/prefill_attention.h"
 #include "benchmark/benchmark.h"
-#include "tests/testing/random_tensor.h"
+#include "kernels/reference/random_tensor.h"
 
 namespace baton::kernels {
 namespace {
@@ -39,7 +39,7 @@ struct Pool {
     const size_t bytes = (elems * sizeof(float) + (2u << 20) - 1) / (2u << 20) * (2u << 20);
     data = static_cast<float*>(std::aligned_alloc(2u << 20, bytes));
     if (huge_pages) madvise(data, bytes, MADV_HUGEPAGE);
-    const std::vector<float> values = testing::RandomVector(elems, seed);
+    const std::vector<float> values = kernels::reference::RandomVector(elems, seed);
     std::memcpy(data, values.data(), elems * sizeof(float));
   }
   ~Pool() { std::free(data); }
@@ -59,7 +59,7 @@ void BM_PagedDecode(benchmark::State& state) {
   std::vector<int32_t> tables(size_t(batch) * blocks_per_seq);
   std::iota(tables.begin(), tables.end(), 0);
   std::vector<int32_t> lens(batch, len);
-  const std::vector<float> q = testing::RandomVector(size_t(batch) * shape.heads * shape.head_dim, 3);
+  const std::vector<float> q = kernels::reference::RandomVector(size_t(batch) * shape.heads * shape.head_dim, 3);
   std::vector<float> out(q.size());
   auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
   const PagedAttentionParams params{
@@ -96,9 +96,9 @@ BENCHMARK(BM_PagedDecode)
 void BM_Prefill(benchmark::State& state) {
   const int len = static_cast<int>(state.range(0));
   const int threads = static_cast<int>(state.range(1));
-  const std::vector<float> q = testing::RandomVector(size_t(len) * kHeads * kHeadDim, 1);
-  const std::vector<float> k = testing::RandomVector(size_t(len) * kKvHeads * kHeadDim, 2);
-  const std::vector<float> v = testing::RandomVector(size_t(len) * kKvHeads * kHeadDim, 3);
+  const std::vector<float> q = kernels::reference::RandomVector(size_t(len) * kHeads * kHeadDim, 1);
+  const std::vector<float> k = kernels::reference::RandomVector(size_t(len) * kKvHeads * kHeadDim, 2);
+  const std::vector<float> v = kernels::reference::RandomVector(size_t(len) * kKvHeads * kHeadDim, 3);
   std::vector<float> out(q.size());
   const std::vector<int32_t> starts = {0, len};
   auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;

@@ -13,7 +13,7 @@
 #include "baton/kernels/matmul.h"
 #include "benchmark/benchmark.h"
 #include "kernels/cpu/simd.h"
-#include "tests/testing/random_tensor.h"
+#include "kernels/reference/random_tensor.h"
 
 namespace baton::kernels {
 namespace {
@@ -31,11 +31,11 @@ void BM_MatmulCpu(benchmark::State& state, DType dtype) {
   const int n = static_cast<int>(state.range(1));
   const int k = static_cast<int>(state.range(2));
   const int threads = static_cast<int>(state.range(3));
-  const std::vector<float> in = testing::RandomVector(size_t(m) * k, 1);
+  const std::vector<float> in = kernels::reference::RandomVector(size_t(m) * k, 1);
   const std::vector<float> w32 =
-      dtype == DType::kF32 ? testing::RandomVector(size_t(n) * k, 2) : std::vector<float>();
+      dtype == DType::kF32 ? kernels::reference::RandomVector(size_t(n) * k, 2) : std::vector<float>();
   const std::vector<uint16_t> w16 =
-      dtype == DType::kBF16 ? testing::RandomBf16(size_t(n) * k, 2) : std::vector<uint16_t>();
+      dtype == DType::kBF16 ? kernels::reference::RandomBf16(size_t(n) * k, 2) : std::vector<uint16_t>();
   std::vector<float> out(size_t(m) * n);
   auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
   const MatmulParams params{.out = out.data(),
@@ -60,8 +60,8 @@ void BM_OpenBlas(benchmark::State& state) {
   const int n = static_cast<int>(state.range(1));
   const int k = static_cast<int>(state.range(2));
   openblas_set_num_threads(static_cast<int>(state.range(3)));
-  const std::vector<float> in = testing::RandomVector(size_t(m) * k, 1);
-  const std::vector<float> w = testing::RandomVector(size_t(n) * k, 2);
+  const std::vector<float> in = kernels::reference::RandomVector(size_t(m) * k, 1);
+  const std::vector<float> w = kernels::reference::RandomVector(size_t(n) * k, 2);
   std::vector<float> out(size_t(m) * n);
   for (auto _ : state) {
     if (m == 1) {
@@ -118,7 +118,7 @@ void BM_DecodeStepMatmuls(benchmark::State& state, DType dtype) {
   using W = SmallDecodeWeights;
   const int threads = static_cast<int>(state.range(0));
   const W weights(dtype);
-  const std::vector<float> in = testing::RandomVector(W::kInter, 1);
+  const std::vector<float> in = kernels::reference::RandomVector(W::kInter, 1);
   std::vector<float> q(W::kHidden), k(W::kKvDim), v(W::kKvDim), o(W::kHidden), gate(W::kInter),
       up(W::kInter), down(W::kHidden), logits(W::kVocab);
   auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;

@@ -6,7 +6,7 @@
 
 #include "baton/kernels/sampling.h"
 #include "benchmark/benchmark.h"
-#include "tests/testing/random_tensor.h"
+#include "kernels/reference/random_tensor.h"
 
 namespace baton::kernels {
 namespace {
@@ -14,10 +14,10 @@ namespace {
 void BM_SampleToken(benchmark::State& state) {
   const int vocab = static_cast<int>(state.range(0));
   const bool peaked = state.range(1) == 1;
-  std::vector<float> logits = testing::RandomVector(vocab, 1, -1, 1);
+  std::vector<float> logits = kernels::reference::RandomVector(vocab, 1, -1, 1);
   if (peaked) {
     // A Zipf-like spread: logit falls with the log of a random rank.
-    testing::TestRng rng(2);
+    kernels::reference::TestRng rng(2);
     for (float& x : logits) x = 12.0f - 2.5f * std::log1p(float(rng.UniformInt(0, vocab)));
   }
   const SamplingOptions options{.temperature = 0.8f,
@@ -34,7 +34,7 @@ BENCHMARK(BM_SampleToken)
     ->Unit(benchmark::kMicrosecond);
 
 void BM_Greedy(benchmark::State& state) {
-  const std::vector<float> logits = testing::RandomVector(state.range(0), 1);
+  const std::vector<float> logits = kernels::reference::RandomVector(state.range(0), 1);
   SamplerRng rng(3);
   for (auto _ : state) {
     auto token = SampleToken(logits, {}, rng);

@@ -2,8 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "baton/kernels/paged_kv.h"
+#include "kernels/common/status_macros.h"
 #include "kernels/cpu/parallel.h"
-#include "runtime/common/status_macros.h"
 
 namespace baton::kernels {
 

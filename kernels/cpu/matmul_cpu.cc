@@ -17,10 +17,10 @@
 
 #include "absl/types/span.h"
 #include "baton/kernels/matmul.h"
+#include "kernels/common/status_macros.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/vec_math.h"
-#include "runtime/common/status_macros.h"
 
 namespace baton::kernels {
 

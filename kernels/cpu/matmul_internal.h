@@ -6,7 +6,7 @@
 
 #include "absl/types/span.h"
 #include "baton/kernels/matmul.h"
-#include "runtime/common/thread_pool.h"
+#include "kernels/common/thread_pool.h"
 
 namespace baton::kernels::internal {
 

@@ -12,9 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "baton/kernels/paged_attention.h"
+#include "kernels/common/status_macros.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/vec_math.h"
-#include "runtime/common/status_macros.h"
 
 namespace baton::kernels {
 

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "runtime/common/thread_pool.h"
+#include "kernels/common/thread_pool.h"
 
 namespace baton::kernels::internal {
 

@@ -1,9 +1,9 @@
 #include <cmath>
 
 #include "baton/kernels/swiglu.h"
+#include "kernels/common/status_macros.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/vec_math.h"
-#include "runtime/common/status_macros.h"
 
 namespace baton::kernels {
 

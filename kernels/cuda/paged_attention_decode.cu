@@ -1,9 +1,9 @@
 #include "kernels/cuda/paged_attention_decode.h"
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/status_macros.h"
 #include "kernels/cuda/paged_attention_decode.cuh"
-#include "runtime/common/cuda_check.h"
-#include "runtime/common/status_macros.h"
 
 namespace baton::kernels {
 

@@ -1,8 +1,8 @@
 #include "kernels/cuda/rope.h"
 
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/status_macros.h"
 #include "kernels/cuda/rope.cuh"
-#include "runtime/common/cuda_check.h"
-#include "runtime/common/status_macros.h"
 
 namespace baton::kernels {
 

@@ -1,9 +1,9 @@
 #include "kernels/cuda/swiglu.h"
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/status_macros.h"
 #include "kernels/cuda/swiglu.cuh"
-#include "runtime/common/cuda_check.h"
-#include "runtime/common/status_macros.h"
 
 namespace baton::kernels {
 

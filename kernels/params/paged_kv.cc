@@ -1,7 +1,7 @@
 #include "baton/kernels/paged_kv.h"
 
+#include "kernels/common/status_macros.h"
 #include "kernels/params/check_args.h"
-#include "runtime/common/status_macros.h"
 
 namespace baton::kernels {
 

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/status_macros.h"
 #include "kernels/params/check_args.h"
-#include "runtime/common/status_macros.h"
 
 namespace baton::kernels {
 

@@ -1,7 +1,7 @@
 #include "absl/strings/str_cat.h"
+#include "kernels/common/status_macros.h"
 #include "kernels/cuda/paged_attention_decode.cuh"
 #include "kernels/simt/emulated_kernels.h"
-#include "runtime/common/status_macros.h"
 
 namespace baton::kernels {
 

@@ -1,6 +1,6 @@
+#include "kernels/common/status_macros.h"
 #include "kernels/cuda/rope.cuh"
 #include "kernels/simt/emulated_kernels.h"
-#include "runtime/common/status_macros.h"
 
 namespace baton::kernels {
 

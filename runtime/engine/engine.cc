@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "runtime/common/status_macros.h"
+#include "kernels/common/status_macros.h"
 
 namespace baton::runtime {
 

@@ -14,8 +14,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "kernels/common/thread_pool.h"
 #include "runtime/batch/sequence.h"
-#include "runtime/common/thread_pool.h"
 #include "runtime/engine/model_runner.h"
 #include "runtime/engine/step_scheduler.h"
 #include "runtime/kv_cache/block_allocator.h"

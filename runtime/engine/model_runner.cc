@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/common/status_macros.h"
+#include "kernels/common/status_macros.h"
 
 namespace baton::runtime {
 

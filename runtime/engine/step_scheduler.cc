@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/common/check.h"
+#include "kernels/common/check.h"
 
 namespace baton::runtime {
 

@@ -1,7 +1,7 @@
 #include "runtime/kv_cache/block_allocator.h"
 
 #include "absl/strings/str_cat.h"
-#include "runtime/common/check.h"
+#include "kernels/common/check.h"
 
 namespace baton::runtime {
 

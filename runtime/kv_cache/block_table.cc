@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "runtime/common/check.h"
+#include "kernels/common/check.h"
 
 namespace baton::runtime {
 

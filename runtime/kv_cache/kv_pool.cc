@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/common/check.h"
+#include "kernels/common/check.h"
 
 namespace baton::runtime {
 namespace {

@@ -16,7 +16,7 @@
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
 #include "baton/kernels/swiglu.h"
-#include "runtime/common/status_macros.h"
+#include "kernels/common/status_macros.h"
 
 namespace baton::runtime {
 namespace {

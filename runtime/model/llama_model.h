@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/common/thread_pool.h"
 #include "runtime/batch/step_batch.h"
-#include "runtime/common/thread_pool.h"
 #include "runtime/kv_cache/kv_pool.h"
 #include "runtime/model/llama_weights.h"
 #include "runtime/model/model_config.h"

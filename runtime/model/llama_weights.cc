@@ -9,8 +9,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/common/check.h"
-#include "runtime/common/status_macros.h"
+#include "kernels/common/check.h"
+#include "kernels/common/status_macros.h"
 
 namespace baton::runtime {
 namespace {

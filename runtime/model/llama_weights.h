@@ -41,8 +41,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/common/dtype.h"
-#include "runtime/common/thread_pool.h"
+#include "kernels/common/dtype.h"
+#include "kernels/common/thread_pool.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/model_config.h"
 

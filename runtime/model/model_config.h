@@ -31,7 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "baton/kernels/rope.h"
-#include "runtime/common/dtype.h"
+#include "kernels/common/dtype.h"
 
 namespace baton::runtime {
 

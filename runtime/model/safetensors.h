@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/common/dtype.h"
+#include "kernels/common/dtype.h"
 
 namespace baton::runtime {
 

@@ -18,7 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/common/check.h"
+#include "kernels/common/check.h"
 #include "runtime/process/signals.h"
 
 extern char** environ;

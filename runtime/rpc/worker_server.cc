@@ -11,7 +11,7 @@
 #include "baton/v1/worker.grpc.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
-#include "runtime/common/status_macros.h"
+#include "kernels/common/status_macros.h"
 #include "runtime/rpc/status_conversion.h"
 #include "runtime/rpc/worker_service.h"
 #include "runtime/worker/worker.h"

@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "runtime/common/status_macros.h"
 #include "runtime/tokenizer/absl_compat.h"
 #include "runtime/tokenizer/utf8.h"
 

@@ -3,8 +3,8 @@
 #include <optional>
 
 #include "absl/strings/str_join.h"
+#include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "runtime/common/status_macros.h"
 #include "runtime/tokenizer/byte_level.h"
 #include "runtime/tokenizer/utf8.h"
 

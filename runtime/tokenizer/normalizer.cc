@@ -1,7 +1,7 @@
 #include "runtime/tokenizer/normalizer.h"
 
+#include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "runtime/common/status_macros.h"
 #include "runtime/tokenizer/utf8.h"
 
 namespace baton::runtime {

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "runtime/common/status_macros.h"
 #include "runtime/tokenizer/absl_compat.h"
 #include "runtime/tokenizer/unicode.h"
 #include "runtime/tokenizer/utf8.h"

@@ -1,7 +1,7 @@
 #include "runtime/tokenizer/post_processor.h"
 
+#include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "runtime/common/status_macros.h"
 
 namespace baton::runtime {
 namespace {

@@ -1,8 +1,8 @@
 #include "runtime/tokenizer/pre_tokenizer.h"
 
+#include "kernels/common/check.h"
+#include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "runtime/common/check.h"
-#include "runtime/common/status_macros.h"
 #include "runtime/tokenizer/byte_level.h"
 #include "runtime/tokenizer/utf8.h"
 

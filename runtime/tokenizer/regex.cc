@@ -4,8 +4,8 @@
 #include <pcre2.h>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/check.h"
 #include "runtime/tokenizer/absl_compat.h"
-#include "runtime/common/check.h"
 #include "runtime/tokenizer/utf8.h"
 
 namespace baton::runtime {

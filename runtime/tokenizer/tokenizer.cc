@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/common/status_macros.h"
+#include "kernels/common/status_macros.h"
 #include "runtime/tokenizer/added_vocabulary.h"
 #include "runtime/tokenizer/bpe_model.h"
 #include "runtime/tokenizer/decoder.h"

@@ -1,7 +1,7 @@
 #include "runtime/tokenizer/tokenizer_config.h"
 
+#include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "runtime/common/status_macros.h"
 #include "runtime/tokenizer/json_fields.h"
 
 namespace baton::runtime {

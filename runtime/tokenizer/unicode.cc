@@ -5,7 +5,7 @@
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
 
-#include "runtime/common/check.h"
+#include "kernels/common/check.h"
 #include "runtime/tokenizer/utf8.h"
 
 namespace baton::runtime::unicode {

@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "runtime/common/check.h"
+#include "kernels/common/check.h"
 
 namespace baton::runtime {
 

@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "runtime/common/status_macros.h"
-#include "runtime/transfer/kv_server.h"
+#include "kernels/common/status_macros.h"
 #include "runtime/transfer/kv_segment_names.h"
+#include "runtime/transfer/kv_server.h"
 #include "runtime/transfer/transport_factory.h"
 
 namespace baton::runtime {

@@ -16,8 +16,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/common/check.h"
-#include "runtime/common/status_macros.h"
+#include "kernels/common/check.h"
+#include "kernels/common/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
 namespace baton::scheduler {
@@ -224,8 +224,8 @@ absl::Status CheckPositiveFinite(absl::string_view path, double value) {
   return absl::OkStatus();
 }
 
-absl::Status ValidatePhase(InstanceRole role, const PhaseConfig& phase) {
-  const std::string name(InstanceRoleName(role));
+absl::Status ValidatePhase(WorkerRole role, const PhaseConfig& phase) {
+  const std::string name(runtime::WorkerRoleName(role));
   RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "instances"), phase.num_instances, 1));
   RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "tp"), phase.tp, 1));
   RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "pp"), phase.pp, 1));
@@ -234,7 +234,7 @@ absl::Status ValidatePhase(InstanceRole role, const PhaseConfig& phase) {
   RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "max_num_seqs"), phase.max_num_seqs, 1));
   RETURN_IF_ERROR(
       CheckAtLeast(JoinPath(name, "max_num_batched_tokens"), phase.max_num_batched_tokens, 1));
-  if (phase.chunked_prefill && role != InstanceRole::kColocated) {
+  if (phase.chunked_prefill && role != WorkerRole::kColocated) {
     return Invalid(JoinPath(name, "chunked_prefill"), "only valid for colocated instances");
   }
   const std::string base_port_path = JoinPath(name, "base_port");
@@ -270,11 +270,11 @@ absl::Status ValidatePhase(InstanceRole role, const PhaseConfig& phase) {
 // No CUDA device serves two ranks, no port two listeners.
 absl::Status CheckNoSharing(const DeploymentConfig& config) {
   std::map<int, std::string> device_owner;
-  for (InstanceRole role : Roles(config.mode)) {
+  for (WorkerRole role : Roles(config.mode)) {
     const PhaseConfig& phase = Phase(config, role);
     for (size_t i = 0; i < phase.cuda_device_ids.size(); ++i) {
       for (size_t j = 0; j < phase.cuda_device_ids[i].size(); ++j) {
-        const std::string path = absl::StrCat(InstanceRoleName(role), ".devices[", i, "][", j, "]");
+        const std::string path = absl::StrCat(runtime::WorkerRoleName(role), ".devices[", i, "][", j, "]");
         const int id = phase.cuda_device_ids[i][j];
         auto [it, inserted] = device_owner.emplace(id, path);
         if (!inserted) {
@@ -295,7 +295,7 @@ absl::Status CheckNoSharing(const DeploymentConfig& config) {
     const std::string owner = WorkerName(worker.role, worker.instance_idx);
     auto [it, inserted] = port_owner.emplace(worker.port, owner);
     if (!inserted) {
-      return Invalid(JoinPath(InstanceRoleName(worker.role), "base_port"),
+      return Invalid(JoinPath(runtime::WorkerRoleName(worker.role), "base_port"),
                      absl::StrCat("port ", worker.port, " of ", owner, " is already taken by ",
                                   it->second));
     }
@@ -314,8 +314,8 @@ std::string FormatDouble(double value) {
   return std::string(buffer.data(), end);
 }
 
-void EmitPhase(YAML::Emitter& out, InstanceRole role, const PhaseConfig& phase) {
-  out << YAML::Key << std::string(InstanceRoleName(role)) << YAML::Value << YAML::BeginMap;
+void EmitPhase(YAML::Emitter& out, WorkerRole role, const PhaseConfig& phase) {
+  out << YAML::Key << std::string(runtime::WorkerRoleName(role)) << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "instances" << YAML::Value << phase.num_instances;
   out << YAML::Key << "tp" << YAML::Value << phase.tp;
   out << YAML::Key << "pp" << YAML::Value << phase.pp;
@@ -335,7 +335,7 @@ void EmitPhase(YAML::Emitter& out, InstanceRole role, const PhaseConfig& phase) 
   out << YAML::Key << "kv_cache_bytes" << YAML::Value << FormatByteSize(phase.kv_cache_bytes);
   out << YAML::Key << "max_num_seqs" << YAML::Value << phase.max_num_seqs;
   out << YAML::Key << "max_num_batched_tokens" << YAML::Value << phase.max_num_batched_tokens;
-  if (role == InstanceRole::kColocated) {
+  if (role == WorkerRole::kColocated) {
     out << YAML::Key << "chunked_prefill" << YAML::Value << phase.chunked_prefill;
   }
   out << YAML::Key << "base_port" << YAML::Value << phase.base_port;
@@ -346,17 +346,17 @@ void EmitPhase(YAML::Emitter& out, InstanceRole role, const PhaseConfig& phase) 
 // the scheduler port, phase after phase.
 absl::Status ApplySectionRules(const std::array<bool, 3>& section_present,
                                const std::array<bool, 3>& base_port_set, DeploymentConfig& config) {
-  const std::vector<InstanceRole> used = Roles(config.mode);
-  for (InstanceRole role : {InstanceRole::kPrefill, InstanceRole::kDecode, InstanceRole::kColocated}) {
+  const std::vector<WorkerRole> used = Roles(config.mode);
+  for (WorkerRole role : {WorkerRole::kPrefill, WorkerRole::kDecode, WorkerRole::kColocated}) {
     if (section_present[static_cast<size_t>(role)] &&
         std::find(used.begin(), used.end(), role) == used.end()) {
-      return Invalid(InstanceRoleName(role),
+      return Invalid(runtime::WorkerRoleName(role),
                      absl::StrCat("section not used in ", DeploymentModeName(config.mode),
                                   " mode (set mode, or remove the section)"));
     }
   }
   int next_port = config.scheduler_port + 1;
-  for (InstanceRole role : used) {
+  for (WorkerRole role : used) {
     PhaseConfig& phase = MutablePhase(config, role);
     if (!base_port_set[static_cast<size_t>(role)]) phase.base_port = next_port;
     next_port = phase.base_port + phase.num_instances;
@@ -368,9 +368,9 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
   DeploymentConfig config;
   std::array<bool, 3> section_present = {};
   std::array<bool, 3> base_port_set = {};
-  auto section = [&](InstanceRole role) {
+  auto section = [&](WorkerRole role) {
     const auto idx = static_cast<size_t>(role);
-    return Field{InstanceRoleName(role), [&, role, idx](const YAML::Node& v, const std::string& p) {
+    return Field{runtime::WorkerRoleName(role), [&, role, idx](const YAML::Node& v, const std::string& p) {
                    section_present[idx] = true;
                    return ReadPhase(v, p, &MutablePhase(config, role), &base_port_set[idx]);
                  }};
@@ -421,9 +421,9 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
                          DoubleField("attainment", &config.slo.attainment),
                          OptionalField("admission", &config.slo.admission, ReadBool)});
        }},
-      section(InstanceRole::kPrefill),
-      section(InstanceRole::kDecode),
-      section(InstanceRole::kColocated),
+      section(WorkerRole::kPrefill),
+      section(WorkerRole::kDecode),
+      section(WorkerRole::kColocated),
   };
   RETURN_IF_ERROR(ReadMap(root, "", fields));
   RETURN_IF_ERROR(ApplySectionRules(section_present, base_port_set, config));
@@ -439,23 +439,6 @@ absl::string_view DeploymentModeName(DeploymentMode mode) {
     case DeploymentMode::kColocated: return "colocated";
   }
   return "?";
-}
-
-absl::string_view InstanceRoleName(InstanceRole role) {
-  switch (role) {
-    case InstanceRole::kPrefill: return "prefill";
-    case InstanceRole::kDecode: return "decode";
-    case InstanceRole::kColocated: return "colocated";
-  }
-  return "?";
-}
-
-absl::StatusOr<InstanceRole> ParseInstanceRole(absl::string_view name) {
-  for (InstanceRole role : {InstanceRole::kPrefill, InstanceRole::kDecode, InstanceRole::kColocated}) {
-    if (name == InstanceRoleName(role)) return role;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("role '", name, "' (expected prefill, decode or colocated)"));
 }
 
 bool AdmissionEnabled(const SloConfig& slo) {
@@ -534,7 +517,7 @@ absl::Status ValidateDeploymentConfig(const DeploymentConfig& config) {
     return Invalid("slo.admission",
                    "true needs slo.ttft_ms or slo.tpot_ms (nothing to admit against)");
   }
-  for (InstanceRole role : Roles(config.mode)) {
+  for (WorkerRole role : Roles(config.mode)) {
     RETURN_IF_ERROR(ValidatePhase(role, Phase(config, role)));
   }
   return CheckNoSharing(config);
@@ -561,7 +544,7 @@ std::string ToYaml(const DeploymentConfig& config) {
   out << YAML::Key << "attainment" << YAML::Value << FormatDouble(config.slo.attainment);
   if (config.slo.admission) out << YAML::Key << "admission" << YAML::Value << *config.slo.admission;
   out << YAML::EndMap;
-  for (InstanceRole role : Roles(config.mode)) EmitPhase(out, role, Phase(config, role));
+  for (WorkerRole role : Roles(config.mode)) EmitPhase(out, role, Phase(config, role));
   out << YAML::EndMap;
   BATON_CHECK(out.good());
   return absl::StrCat(out.c_str(), "\n");
@@ -570,58 +553,54 @@ std::string ToYaml(const DeploymentConfig& config) {
 absl::Status SetSchedulerPort(DeploymentConfig& config, int port) {
   RETURN_IF_ERROR(CheckPort("scheduler_port", port));
   const int offset = port - config.scheduler_port;
-  for (InstanceRole role : Roles(config.mode)) {
+  for (WorkerRole role : Roles(config.mode)) {
     const PhaseConfig& phase = Phase(config, role);
     const int64_t first = int64_t{phase.base_port} + offset;
     const int64_t last = first + phase.num_instances - 1;
     if (first < 1 || last > kMaxPort) {
-      return Invalid(JoinPath(InstanceRoleName(role), "base_port"),
+      return Invalid(JoinPath(runtime::WorkerRoleName(role), "base_port"),
                      absl::StrCat("moving the scheduler to port ", port, " would move ",
-                                  InstanceRoleName(role), " instances to ports ", first, "..",
+                                  runtime::WorkerRoleName(role), " instances to ports ", first, "..",
                                   last, ", outside [1, ", kMaxPort, "]"));
     }
   }
   config.scheduler_port = port;
-  for (InstanceRole role : Roles(config.mode)) MutablePhase(config, role).base_port += offset;
+  for (WorkerRole role : Roles(config.mode)) MutablePhase(config, role).base_port += offset;
   return absl::OkStatus();
 }
 
-std::vector<InstanceRole> Roles(DeploymentMode mode) {
-  if (mode == DeploymentMode::kColocated) return {InstanceRole::kColocated};
-  return {InstanceRole::kPrefill, InstanceRole::kDecode};
+std::vector<WorkerRole> Roles(DeploymentMode mode) {
+  if (mode == DeploymentMode::kColocated) return {WorkerRole::kColocated};
+  return {WorkerRole::kPrefill, WorkerRole::kDecode};
 }
 
-const PhaseConfig& Phase(const DeploymentConfig& config, InstanceRole role) {
+const PhaseConfig& Phase(const DeploymentConfig& config, WorkerRole role) {
   switch (role) {
-    case InstanceRole::kPrefill: return config.prefill;
-    case InstanceRole::kDecode: return config.decode;
-    case InstanceRole::kColocated: break;
+    case WorkerRole::kPrefill: return config.prefill;
+    case WorkerRole::kDecode: return config.decode;
+    case WorkerRole::kColocated: break;
   }
   return config.colocated;
 }
 
-PhaseConfig& MutablePhase(DeploymentConfig& config, InstanceRole role) {
+PhaseConfig& MutablePhase(DeploymentConfig& config, WorkerRole role) {
   switch (role) {
-    case InstanceRole::kPrefill: return config.prefill;
-    case InstanceRole::kDecode: return config.decode;
-    case InstanceRole::kColocated: break;
+    case WorkerRole::kPrefill: return config.prefill;
+    case WorkerRole::kDecode: return config.decode;
+    case WorkerRole::kColocated: break;
   }
   return config.colocated;
 }
 
 std::vector<WorkerInstance> WorkerInstances(const DeploymentConfig& config) {
   std::vector<WorkerInstance> workers;
-  for (InstanceRole role : Roles(config.mode)) {
+  for (WorkerRole role : Roles(config.mode)) {
     const PhaseConfig& phase = Phase(config, role);
     for (int i = 0; i < phase.num_instances; ++i) {
       workers.push_back({.role = role, .instance_idx = i, .port = phase.base_port + i});
     }
   }
   return workers;
-}
-
-std::string WorkerName(InstanceRole role, int instance_idx) {
-  return absl::StrCat(InstanceRoleName(role), " worker ", instance_idx);
 }
 
 absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {

@@ -54,19 +54,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "runtime/common/dtype.h"
+#include "kernels/common/dtype.h"
+#include "runtime/worker/worker_role.h"
 
 namespace baton::scheduler {
 
+using runtime::WorkerRole;
+
 enum class DeploymentMode : uint8_t { kDisaggregated, kColocated };
 
-// The kind of a worker instance; also the `--role` of `baton worker`.
-enum class InstanceRole : uint8_t { kPrefill, kDecode, kColocated };
-
 absl::string_view DeploymentModeName(DeploymentMode mode);  // "disaggregated" | "colocated"
-absl::string_view InstanceRoleName(InstanceRole role);      // "prefill" | "decode" | "colocated"
-// InvalidArgument naming the accepted values for anything else.
-absl::StatusOr<InstanceRole> ParseInstanceRole(absl::string_view name);
 
 // One phase's instances: all instances of a phase are identical.
 struct PhaseConfig {
@@ -122,7 +119,7 @@ struct DeploymentConfig {
 
 // One worker process of a deployment.
 struct WorkerInstance {
-  InstanceRole role;
+  WorkerRole role;
   int instance_idx;  // 0 .. num_instances - 1 within its role
   int port;          // base_port + instance_idx
 
@@ -155,13 +152,11 @@ std::string ToYaml(const DeploymentConfig& config);
 absl::Status SetSchedulerPort(DeploymentConfig& config, int port);
 
 // The phases in use: {kPrefill, kDecode} or {kColocated}.
-std::vector<InstanceRole> Roles(DeploymentMode mode);
-const PhaseConfig& Phase(const DeploymentConfig& config, InstanceRole role);
-PhaseConfig& MutablePhase(DeploymentConfig& config, InstanceRole role);
+std::vector<WorkerRole> Roles(DeploymentMode mode);
+const PhaseConfig& Phase(const DeploymentConfig& config, WorkerRole role);
+PhaseConfig& MutablePhase(DeploymentConfig& config, WorkerRole role);
 // Every worker instance, in Roles() order then by instance index.
 std::vector<WorkerInstance> WorkerInstances(const DeploymentConfig& config);
-// "prefill worker 0": how logs and Health problems name an instance.
-std::string WorkerName(InstanceRole role, int instance_idx);
 
 // "512MiB", "2GiB", "1.5 GiB", "4096", "64KB": a byte count with an optional binary (KiB..TiB) or
 // decimal (KB..TB) unit; the result must be a whole number of bytes below 2^62. InvalidArgument

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "runtime/common/check.h"
+#include "kernels/common/check.h"
 
 namespace baton::scheduler {
 namespace {

@@ -7,10 +7,6 @@
 
 namespace baton::scheduler {
 
-std::string WorkerName(WorkerRole role, int instance_idx) {
-  return absl::StrCat(runtime::WorkerRoleName(role), " worker ", instance_idx);
-}
-
 WorkerRegistry::WorkerRegistry(std::vector<std::pair<WorkerRole, int>> expected,
                                absl::Duration liveness_timeout)
     : expected_(std::move(expected)), liveness_timeout_(liveness_timeout) {}

@@ -20,6 +20,7 @@
 
 namespace baton::scheduler {
 
+using runtime::WorkerName;
 using runtime::WorkerRole;
 
 struct WorkerLoad {
@@ -111,7 +112,5 @@ class WorkerRegistry {
   // By incarnation id; dead incarnations stay for Health until replaced.
   absl::flat_hash_map<std::string, WorkerEntry> workers_ ABSL_GUARDED_BY(mu_);
 };
-
-std::string WorkerName(WorkerRole role, int instance_idx);
 
 }  // namespace baton::scheduler

@@ -6,7 +6,7 @@
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
-#include "runtime/common/status_macros.h"
+#include "kernels/common/status_macros.h"
 #include "scheduler/service/inference_service.h"
 #include "scheduler/service/openai_http.h"
 #include "scheduler/service/registry_service.h"

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "runtime/common/dtype.h"
+#include "kernels/common/dtype.h"
 #include "scheduler/global/admission.h"
 #include "scheduler/global/worker_registry.h"
 

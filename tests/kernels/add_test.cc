@@ -4,8 +4,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/reference/random_tensor.h"
 #include "kernels/reference/reference_ops.h"
-#include "tests/testing/random_tensor.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tolerance.h"
 
@@ -19,8 +19,8 @@ using testing::AllClose;
 TEST(AddCpuTest, MatchesReferenceExactlyForManySizes) {
   ThreadPool pool(2);
   for (int64_t n : {0, 1, 15, 16, 17, 4095, 4097, 100000, 1 << 20}) {
-    const std::vector<float> a = testing::RandomVector(n, 1);
-    const std::vector<float> b = testing::RandomVector(n, 2);
+    const std::vector<float> a = kernels::reference::RandomVector(n, 1);
+    const std::vector<float> b = kernels::reference::RandomVector(n, 2);
     std::vector<float> out(n);
     std::vector<float> expected(n);
     ASSERT_THAT(AddCpu(out.data(), a.data(), b.data(), n, &pool), IsOk());
@@ -30,8 +30,8 @@ TEST(AddCpuTest, MatchesReferenceExactlyForManySizes) {
 }
 
 TEST(AddCpuTest, OutMayAliasAnInput) {
-  std::vector<float> a = testing::RandomVector(300001, 3);
-  const std::vector<float> b = testing::RandomVector(300001, 4);
+  std::vector<float> a = kernels::reference::RandomVector(300001, 3);
+  const std::vector<float> b = kernels::reference::RandomVector(300001, 4);
   std::vector<float> expected(a.size());
   reference::Add(expected.data(), a.data(), b.data(), static_cast<int64_t>(a.size()));
   ThreadPool pool(2);

@@ -7,11 +7,11 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/reference/random_tensor.h"
 #include "kernels/reference/reference_ops.h"
 #include "kernels/simt/emulated_kernels.h"
 #include "tests/testing/device_runners.h"
 #include "tests/testing/kernel_backend.h"
-#include "tests/testing/random_tensor.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tolerance.h"
 
@@ -37,13 +37,13 @@ struct EmbeddingProblem {
 
   EmbeddingProblem(DType dt, int tokens, int hid, uint64_t seed)
       : dtype(dt), num_tokens(tokens), hidden(hid), out(size_t(tokens) * hid, -7.0f) {
-    const std::vector<float> values = testing::RandomVector(size_t(kVocab) * hid, seed, -2, 2);
+    const std::vector<float> values = kernels::reference::RandomVector(size_t(kVocab) * hid, seed, -2, 2);
     if (dt == DType::kF32) {
       table32 = values;
     } else {
       for (float x : values) table16.push_back(dt == DType::kBF16 ? F32ToBf16(x) : F32ToF16(x));
     }
-    testing::TestRng rng(seed + 1);
+    kernels::reference::TestRng rng(seed + 1);
     for (int t = 0; t < tokens; ++t) ids.push_back(static_cast<int32_t>(rng.UniformInt(0, kVocab - 1)));
   }
   EmbeddingParams Params(float* out_ptr) const {

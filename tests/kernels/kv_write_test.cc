@@ -7,12 +7,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/reference/random_tensor.h"
 #include "kernels/reference/reference_ops.h"
 #include "kernels/simt/emulated_kernels.h"
 #include "tests/testing/device_runners.h"
 #include "tests/testing/kernel_backend.h"
 #include "tests/testing/paged_kv_cache.h"
-#include "tests/testing/random_tensor.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tolerance.h"
 
@@ -46,8 +46,8 @@ struct WriteProblem {
       : c(wc),
         cache({wc.num_tokens + 5, 3}, wc.block_size, wc.num_kv_heads, wc.head_dim, seed, seed + 1),
         kv_stride(wc.num_kv_heads * wc.head_dim + 2),
-        k(testing::RandomVector(size_t(wc.num_tokens) * kv_stride, seed + 2)),
-        v(testing::RandomVector(size_t(wc.num_tokens) * kv_stride, seed + 3)) {
+        k(kernels::reference::RandomVector(size_t(wc.num_tokens) * kv_stride, seed + 2)),
+        v(kernels::reference::RandomVector(size_t(wc.num_tokens) * kv_stride, seed + 3)) {
     for (int t = 0; t < c.num_tokens; ++t) {
       slot_mapping.push_back(t % 5 == 4 ? -1 : static_cast<int32_t>(cache.SlotIndex(0, t + 2)));
     }

@@ -8,8 +8,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/reference/random_tensor.h"
 #include "kernels/reference/reference_ops.h"
-#include "tests/testing/random_tensor.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tolerance.h"
 
@@ -35,14 +35,14 @@ struct MatmulProblem {
   std::vector<float> out;
 
   MatmulProblem(int m_, int n_, int k_, DType dt, bool with_bias, uint64_t seed)
-      : m(m_), n(n_), k(k_), dtype(dt), in(testing::RandomVector(size_t(m_) * k_, seed)),
+      : m(m_), n(n_), k(k_), dtype(dt), in(kernels::reference::RandomVector(size_t(m_) * k_, seed)),
         out(size_t(m_) * n_, NAN) {
     if (dt == DType::kF32) {
-      weight32 = testing::RandomVector(size_t(n_) * k_, seed + 1);
+      weight32 = kernels::reference::RandomVector(size_t(n_) * k_, seed + 1);
     } else {
-      weight16 = testing::RandomBf16(size_t(n_) * k_, seed + 1);
+      weight16 = kernels::reference::RandomBf16(size_t(n_) * k_, seed + 1);
     }
-    if (with_bias) bias = testing::RandomVector(n_, seed + 2);
+    if (with_bias) bias = kernels::reference::RandomVector(n_, seed + 2);
   }
   MatmulParams Params(float* out_ptr, const float* in_ptr = nullptr) const {
     return {.out = out_ptr,
@@ -79,7 +79,7 @@ TEST_P(MatmulCpuTest, MatchesReference) {
           ASSERT_THAT(MatmulCpu(problem.Params(problem.out.data()), p), IsOk());
           // The spec for bf16 weights rounds the activations to bf16; then the math is f32.
           const std::vector<float> in =
-              dtype == DType::kBF16 ? testing::RoundToBf16(problem.in) : problem.in;
+              dtype == DType::kBF16 ? kernels::reference::RoundToBf16(problem.in) : problem.in;
           std::vector<float> expected(problem.out.size());
           reference::Matmul(problem.Params(expected.data(), in.data()));
           EXPECT_TRUE(AllClose(problem.out, expected, SumTolerance(k)));
@@ -143,7 +143,7 @@ TEST(MatmulGroupCpuTest, EqualsEachMemberAlone) {
       SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " m " << m);
       // Odd widths so the group's row ranges cut members mid-way; one member with a bias.
       const std::vector<int> widths = {37, 1, 300};
-      const std::vector<float> in = testing::RandomVector(size_t(m) * 65, 3);
+      const std::vector<float> in = kernels::reference::RandomVector(size_t(m) * 65, 3);
       std::vector<MatmulProblem> members;
       for (size_t i = 0; i < widths.size(); ++i) {
         members.emplace_back(m, widths[i], 65, dtype, i == 2, 40 + i);

@@ -8,12 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/reference/random_tensor.h"
 #include "kernels/reference/reference_ops.h"
 #include "kernels/simt/emulated_kernels.h"
 #include "tests/testing/device_runners.h"
 #include "tests/testing/kernel_backend.h"
 #include "tests/testing/paged_kv_cache.h"
-#include "tests/testing/random_tensor.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tolerance.h"
 
@@ -40,7 +40,7 @@ struct DecodeCase {
 
 // Context lengths in [1, max_kv_len], the first one exactly max_kv_len.
 std::vector<int> ContextLens(const DecodeCase& c, uint64_t seed) {
-  testing::TestRng rng(seed);
+  kernels::reference::TestRng rng(seed);
   std::vector<int> lens(c.batch);
   for (int s = 0; s < c.batch; ++s) {
     lens[s] = s == 0 ? c.max_kv_len : static_cast<int>(rng.UniformInt(1, c.max_kv_len));
@@ -63,7 +63,7 @@ struct DecodeProblem {
               placement_seed),
         num_heads(kNumKvHeads * dc.group),
         q_stride(num_heads * dc.head_dim + 3),
-        q(testing::RandomVector(size_t(dc.batch) * q_stride, seed + 2)),
+        q(kernels::reference::RandomVector(size_t(dc.batch) * q_stride, seed + 2)),
         out(size_t(dc.batch) * num_heads * dc.head_dim, NAN) {}
 
   PagedAttentionParams Params(float* out_ptr) {

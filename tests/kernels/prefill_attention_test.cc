@@ -9,11 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/reference/random_tensor.h"
 #include "kernels/reference/reference_ops.h"
 #include "kernels/simt/emulated_kernels.h"
 #include "tests/testing/device_runners.h"
 #include "tests/testing/kernel_backend.h"
-#include "tests/testing/random_tensor.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tolerance.h"
 
@@ -59,7 +59,7 @@ struct PrefillProblem {
         num_heads(pc.num_kv_heads * pc.group),
         q_stride(num_heads * pc.head_dim + 5),
         kv_stride(pc.num_kv_heads * pc.head_dim + 3) {
-    testing::TestRng rng(seed);
+    kernels::reference::TestRng rng(seed);
     for (int s = 0; s < c.batch; ++s) {
       const int kv_len = s == 0 ? c.max_kv_len : static_cast<int>(rng.UniformInt(1, c.max_kv_len));
       int q_len = kv_len;
@@ -68,9 +68,9 @@ struct PrefillProblem {
       q_start.push_back(q_start.back() + q_len);
       kv_start.push_back(kv_start.back() + kv_len);
     }
-    q = testing::RandomVector(size_t(q_start.back()) * q_stride, seed + 1);
-    k = testing::RandomVector(size_t(kv_start.back()) * kv_stride, seed + 2);
-    v = testing::RandomVector(size_t(kv_start.back()) * kv_stride, seed + 3);
+    q = kernels::reference::RandomVector(size_t(q_start.back()) * q_stride, seed + 1);
+    k = kernels::reference::RandomVector(size_t(kv_start.back()) * kv_stride, seed + 2);
+    v = kernels::reference::RandomVector(size_t(kv_start.back()) * kv_stride, seed + 3);
     out.assign(size_t(q_start.back()) * num_heads * c.head_dim, NAN);
   }
 

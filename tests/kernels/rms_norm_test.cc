@@ -7,11 +7,11 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/reference/random_tensor.h"
 #include "kernels/reference/reference_ops.h"
 #include "kernels/simt/emulated_kernels.h"
 #include "tests/testing/device_runners.h"
 #include "tests/testing/kernel_backend.h"
-#include "tests/testing/random_tensor.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tolerance.h"
 
@@ -21,7 +21,7 @@ namespace {
 using absl_testing::IsOk;
 using absl_testing::StatusIs;
 using testing::AllClose;
-using testing::RandomVector;
+using kernels::reference::RandomVector;
 using testing::ToleranceFor;
 using ::testing::HasSubstr;
 

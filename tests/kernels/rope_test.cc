@@ -8,11 +8,11 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/reference/random_tensor.h"
 #include "kernels/reference/reference_ops.h"
 #include "kernels/simt/emulated_kernels.h"
 #include "tests/testing/device_runners.h"
 #include "tests/testing/kernel_backend.h"
-#include "tests/testing/random_tensor.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tolerance.h"
 
@@ -113,10 +113,10 @@ struct RopeProblem {
         head_dim(dim),
         q_stride(heads * dim + 3),
         k_stride(kv_heads * dim + 1),
-        q(testing::RandomVector(size_t(tokens) * q_stride, seed)),
-        k(testing::RandomVector(size_t(tokens) * k_stride, seed + 1)),
+        q(kernels::reference::RandomVector(size_t(tokens) * q_stride, seed)),
+        k(kernels::reference::RandomVector(size_t(tokens) * k_stride, seed + 1)),
         inv_freq(*RopeInvFreq(500000, dim, {.type = RopeScalingType::kLlama3, .factor = 8})) {
-    testing::TestRng rng(seed + 2);
+    kernels::reference::TestRng rng(seed + 2);
     for (int t = 0; t < tokens; ++t) {
       positions.push_back(t == 0 ? 0 : static_cast<int32_t>(rng.UniformInt(1, 100000)));
     }

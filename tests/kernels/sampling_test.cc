@@ -8,8 +8,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/reference/random_tensor.h"
 #include "kernels/reference/reference_ops.h"
-#include "tests/testing/random_tensor.h"
 #include "tests/testing/status_matchers.h"
 
 namespace baton::kernels {
@@ -21,7 +21,7 @@ using absl_testing::StatusIs;
 using ::testing::HasSubstr;
 
 std::vector<float> Logits(size_t n, uint64_t seed, float range = 4) {
-  return testing::RandomVector(n, seed, -range, range);
+  return kernels::reference::RandomVector(n, seed, -range, range);
 }
 
 // Draws `n` tokens and returns the count of each.

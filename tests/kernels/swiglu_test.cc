@@ -7,11 +7,11 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/reference/random_tensor.h"
 #include "kernels/reference/reference_ops.h"
 #include "kernels/simt/emulated_kernels.h"
 #include "tests/testing/device_runners.h"
 #include "tests/testing/kernel_backend.h"
-#include "tests/testing/random_tensor.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tolerance.h"
 
@@ -40,7 +40,7 @@ struct SwigluProblem {
         intermediate(inter),
         in_stride(2 * inter + 1),
         out_stride(inter + 2),
-        gate_up(testing::RandomVector(size_t(tokens) * in_stride, seed, -range, range)),
+        gate_up(kernels::reference::RandomVector(size_t(tokens) * in_stride, seed, -range, range)),
         out(size_t(tokens) * out_stride, -3.0f) {}
 
   SwigluParams Params(float* out_ptr, int out_stride_override = 0) const {

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/status_macros.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/kv_cache_write.h"
 #include "kernels/cuda/paged_attention_decode.h"
@@ -13,8 +15,6 @@
 #include "kernels/cuda/rms_norm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/swiglu.h"
-#include "runtime/common/cuda_check.h"
-#include "runtime/common/status_macros.h"
 
 namespace baton::testing {
 

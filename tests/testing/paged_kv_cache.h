@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "baton/kernels/paged_kv.h"
-#include "tests/testing/random_tensor.h"
+#include "kernels/reference/random_tensor.h"
 
 namespace baton::testing {
 
@@ -54,7 +54,7 @@ class TestPagedKvCache {
     block_tables_.assign(int64_t{num_seqs} * max_blocks_per_seq_, poison);
 
     size_t next_id = 0;
-    TestRng content(content_seed);
+    kernels::reference::TestRng content(content_seed);
     dense_k_.resize(num_seqs);
     dense_v_.resize(num_seqs);
     for (int s = 0; s < num_seqs; ++s) {

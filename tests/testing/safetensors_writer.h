@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kernels/common/dtype.h"
 #include "nlohmann/json.hpp"
-#include "runtime/common/dtype.h"
 
 namespace baton::testing {
 

@@ -9,7 +9,7 @@
 #include <system_error>
 
 #include "gtest/gtest.h"
-#include "runtime/common/check.h"
+#include "kernels/common/check.h"
 
 namespace baton::testing {
 

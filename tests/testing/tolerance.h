@@ -12,7 +12,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "runtime/common/dtype.h"
+#include "kernels/common/dtype.h"
 
 namespace baton::testing {
 

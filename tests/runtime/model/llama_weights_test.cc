@@ -9,7 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/common/thread_pool.h"
+#include "kernels/common/thread_pool.h"
 #include "runtime/model/model_config.h"
 #include "tests/testing/safetensors_writer.h"
 #include "tests/testing/status_matchers.h"

@@ -18,8 +18,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "baton/v1/inference.grpc.pb.h"
+#include "cli/commands.h"
 #include "grpcpp/grpcpp.h"
-#include "runtime/cli/commands.h"
 #include "runtime/process/signals.h"
 #include "scheduler/config/deployment_config.h"
 
@@ -81,8 +81,8 @@ int RunScheduler(const std::string& config_path) {
 
 int RunWorker(const std::string& config_path, const std::string& role_name, int instance) {
   absl::StatusOr<DeploymentConfig> config = baton::scheduler::LoadDeploymentConfig(config_path);
-  absl::StatusOr<baton::scheduler::InstanceRole> role =
-      baton::scheduler::ParseInstanceRole(role_name);
+  absl::StatusOr<baton::runtime::WorkerRole> role =
+      baton::runtime::ParseWorkerRole(role_name);
   if (!config.ok() || !role.ok() || instance < 0 ||
       instance >= baton::scheduler::Phase(*config, *role).num_instances) {
     std::fprintf(stderr, "fake worker: bad config, role or instance\n");

@@ -15,7 +15,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/common/check.h"
+#include "kernels/common/check.h"
 #include "tests/testing/status_matchers.h"
 
 namespace baton::runtime {

@@ -19,7 +19,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/common/check.h"
+#include "kernels/common/check.h"
 #include "runtime/process/process_supervisor.h"
 #include "tests/testing/status_matchers.h"
 

@@ -85,7 +85,7 @@ TEST(DeploymentConfigTest, DefaultDeploymentIsOnePrefillOneDecodeOnLocalCpu) {
   EXPECT_EQ(config.slo, (SloConfig{.ttft_ms = std::nullopt, .tpot_ms = std::nullopt,
                                    .attainment = 0.9, .admission = std::nullopt}));
   EXPECT_FALSE(AdmissionEnabled(config.slo));
-  for (InstanceRole role : {InstanceRole::kPrefill, InstanceRole::kDecode}) {
+  for (WorkerRole role : {WorkerRole::kPrefill, WorkerRole::kDecode}) {
     const PhaseConfig& phase = Phase(config, role);
     EXPECT_EQ(phase.num_instances, 1);
     EXPECT_EQ(phase.tp, 1);
@@ -96,8 +96,8 @@ TEST(DeploymentConfigTest, DefaultDeploymentIsOnePrefillOneDecodeOnLocalCpu) {
     EXPECT_FALSE(phase.chunked_prefill);
   }
   EXPECT_THAT(WorkerInstances(config),
-              ElementsAre(WorkerInstance{InstanceRole::kPrefill, 0, 50052},
-                          WorkerInstance{InstanceRole::kDecode, 0, 50053}));
+              ElementsAre(WorkerInstance{WorkerRole::kPrefill, 0, 50052},
+                          WorkerInstance{WorkerRole::kDecode, 0, 50053}));
 }
 
 TEST(DeploymentConfigTest, ModelAloneParsesToTheDefaultDeployment) {
@@ -137,9 +137,9 @@ TEST(DeploymentConfigTest, ParsesEveryKey) {
                                    .max_num_batched_tokens = 512,
                                    .base_port = 6020}));
   EXPECT_THAT(WorkerInstances(c),
-              ElementsAre(WorkerInstance{InstanceRole::kPrefill, 0, 6010},
-                          WorkerInstance{InstanceRole::kPrefill, 1, 6011},
-                          WorkerInstance{InstanceRole::kDecode, 0, 6020}));
+              ElementsAre(WorkerInstance{WorkerRole::kPrefill, 0, 6010},
+                          WorkerInstance{WorkerRole::kPrefill, 1, 6011},
+                          WorkerInstance{WorkerRole::kDecode, 0, 6020}));
 }
 
 TEST(DeploymentConfigTest, JsonAndYamlGiveTheSameConfig) {
@@ -156,9 +156,9 @@ TEST(DeploymentConfigTest, ColocatedModeReadsTheColocatedSection) {
   EXPECT_EQ(c->colocated.num_instances, 3);
   EXPECT_TRUE(c->colocated.chunked_prefill);
   EXPECT_THAT(WorkerInstances(*c),
-              ElementsAre(WorkerInstance{InstanceRole::kColocated, 0, 50052},
-                          WorkerInstance{InstanceRole::kColocated, 1, 50053},
-                          WorkerInstance{InstanceRole::kColocated, 2, 50054}));
+              ElementsAre(WorkerInstance{WorkerRole::kColocated, 0, 50052},
+                          WorkerInstance{WorkerRole::kColocated, 1, 50053},
+                          WorkerInstance{WorkerRole::kColocated, 2, 50054}));
 }
 
 TEST(DeploymentConfigTest, DefaultWorkerPortsFollowTheSchedulerPhaseAfterPhase) {
@@ -400,13 +400,13 @@ TEST(DeploymentConfigTest, SetSchedulerPortMovesTheWorkersAlong) {
   EXPECT_EQ(config.decode.base_port, 6002);
 }
 
-TEST(DeploymentConfigTest, InstanceRoleNamesRoundTrip) {
-  for (InstanceRole role : {InstanceRole::kPrefill, InstanceRole::kDecode, InstanceRole::kColocated}) {
-    EXPECT_THAT(ParseInstanceRole(InstanceRoleName(role)), absl_testing::IsOkAndHolds(role));
+TEST(DeploymentConfigTest, WorkerRoleNamesRoundTrip) {
+  for (WorkerRole role : {WorkerRole::kPrefill, WorkerRole::kDecode, WorkerRole::kColocated}) {
+    EXPECT_THAT(runtime::ParseWorkerRole(runtime::WorkerRoleName(role)), absl_testing::IsOkAndHolds(role));
   }
-  EXPECT_THAT(ParseInstanceRole("decoder"),
+  EXPECT_THAT(runtime::ParseWorkerRole("decoder"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("role 'decoder'")));
-  EXPECT_EQ(WorkerName(InstanceRole::kDecode, 1), "decode worker 1");
+  EXPECT_EQ(WorkerName(WorkerRole::kDecode, 1), "decode worker 1");
 }
 
 class LoadDeploymentConfigTest : public ::testing::Test {

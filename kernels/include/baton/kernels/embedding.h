@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "runtime/common/dtype.h"
-#include "runtime/common/thread_pool.h"
+#include "kernels/common/dtype.h"
+#include "kernels/common/thread_pool.h"
 
 namespace baton::kernels {
 

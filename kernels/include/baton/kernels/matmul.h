@@ -3,8 +3,8 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "runtime/common/dtype.h"
-#include "runtime/common/thread_pool.h"
+#include "kernels/common/dtype.h"
+#include "kernels/common/thread_pool.h"
 
 namespace baton::kernels {
 

@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "baton/kernels/paged_kv.h"
-#include "runtime/common/thread_pool.h"
+#include "kernels/common/thread_pool.h"
 
 namespace baton::kernels {
 

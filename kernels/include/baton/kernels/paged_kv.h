@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "baton/kernels/host_device.h"
-#include "runtime/common/thread_pool.h"
+#include "kernels/common/thread_pool.h"
 
 namespace baton::kernels {
 

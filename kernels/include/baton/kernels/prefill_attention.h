@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "runtime/common/thread_pool.h"
+#include "kernels/common/thread_pool.h"
 
 namespace baton::kernels {
 

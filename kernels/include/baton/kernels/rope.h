@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/common/thread_pool.h"
+#include "kernels/common/thread_pool.h"
 
 namespace baton::kernels {
 

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "absl/status/status.h"
-#include "runtime/common/thread_pool.h"
+#include "kernels/common/thread_pool.h"
 
 namespace baton::kernels {
 

@@ -3,10 +3,9 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/cli/commands.h"
-#include "runtime/cli/signals.h"
-#include "runtime/cli/worker_roles.h"
-#include "runtime/common/status_macros.h"
+#include "cli/commands.h"
+#include "cli/signals.h"
+#include "kernels/common/status_macros.h"
 #include "runtime/rpc/worker_server.h"
 #include "scheduler/config/deployment_config.h"
 
@@ -15,8 +14,8 @@ namespace {
 
 absl::Status RunWorker(const std::string& config_path, const std::string& role_name, int instance) {
   ASSIGN_OR_RETURN(scheduler::DeploymentConfig config, scheduler::LoadDeploymentConfig(config_path));
-  ASSIGN_OR_RETURN(scheduler::InstanceRole role, scheduler::ParseInstanceRole(role_name));
-  const std::vector<scheduler::InstanceRole> roles = scheduler::Roles(config.mode);
+  ASSIGN_OR_RETURN(runtime::WorkerRole role, runtime::ParseWorkerRole(role_name));
+  const std::vector<runtime::WorkerRole> roles = scheduler::Roles(config.mode);
   if (std::find(roles.begin(), roles.end(), role) == roles.end()) {
     return absl::InvalidArgumentError(absl::StrCat("--role ", role_name, ": not a role of a ",
                                                    scheduler::DeploymentModeName(config.mode),
@@ -36,7 +35,7 @@ absl::Status RunWorker(const std::string& config_path, const std::string& role_n
         ": tensor and pipeline parallelism are not implemented yet; use tp: 1, pp: 1"));
   }
   runtime::WorkerOptions options{
-      .role = ToWorkerRole(role),
+      .role = role,
       .instance_idx = instance,
       .host = config.host,
       .port = phase.base_port + instance,

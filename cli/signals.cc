@@ -1,4 +1,4 @@
-#include "runtime/cli/signals.h"
+#include "cli/signals.h"
 
 #include <csignal>
 #include <cstdio>

@@ -1,9 +1,8 @@
 // `baton scheduler`: the global scheduler of a deployment.
 #include "absl/strings/str_cat.h"
-#include "runtime/cli/commands.h"
-#include "runtime/cli/signals.h"
-#include "runtime/cli/worker_roles.h"
-#include "runtime/common/status_macros.h"
+#include "cli/commands.h"
+#include "cli/signals.h"
+#include "kernels/common/status_macros.h"
 #include "scheduler/config/deployment_config.h"
 #include "scheduler/service/scheduler_server.h"
 
@@ -22,8 +21,8 @@ absl::Status RunScheduler(const std::string& config_path) {
   if (scheduler::AdmissionEnabled(config.slo)) {
     options.admission = {.ttft_ms = config.slo.ttft_ms, .tpot_ms = config.slo.tpot_ms};
   }
-  for (scheduler::InstanceRole role : scheduler::Roles(config.mode)) {
-    options.expected_workers.emplace_back(ToWorkerRole(role),
+  for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
+    options.expected_workers.emplace_back(role,
                                           scheduler::Phase(config, role).num_instances);
   }
   return scheduler::RunSchedulerServer(options, StopFlag());

@@ -1,4 +1,4 @@
-#include "runtime/cli/default_model.h"
+#include "cli/default_model.h"
 
 #include <cstdio>
 #include <cstdlib>

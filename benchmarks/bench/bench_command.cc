@@ -20,11 +20,11 @@
 #include "benchmarks/bench/bench_session.h"
 #include "benchmarks/bench/goodput_search.h"
 #include "benchmarks/bench/record_io.h"
+#include "cli/commands.h"
+#include "cli/default_model.h"
+#include "cli/signals.h"
+#include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "runtime/cli/commands.h"
-#include "runtime/cli/default_model.h"
-#include "runtime/cli/signals.h"
-#include "runtime/common/status_macros.h"
 
 namespace baton::cli {
 namespace {

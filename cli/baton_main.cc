@@ -1,5 +1,5 @@
 // `baton`: one binary, one subcommand per process kind (see DESIGN.md, "Processes").
-#include "runtime/cli/commands.h"
+#include "cli/commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Baton: a disaggregated LLM serving runtime"};

@@ -1,14 +1,15 @@
-// Seeded random test data. The same seed gives the same values on every platform: the uniform float
-// is derived from std::mt19937_64's bits here, not by std::uniform_real_distribution.
+// Seeded random inputs for the kernel tests and micro-benchmarks. The same seed gives the same values
+// on every platform: the uniform float is derived from std::mt19937_64's bits here, not by
+// std::uniform_real_distribution.
 #pragma once
 
 #include <cstdint>
 #include <random>
 #include <vector>
 
-#include "runtime/common/dtype.h"
+#include "kernels/common/dtype.h"
 
-namespace baton::testing {
+namespace baton::kernels::reference {
 
 class TestRng {
  public:
@@ -51,4 +52,4 @@ inline std::vector<float> RoundToBf16(std::vector<float> values) {
   return values;
 }
 
-}  // namespace baton::testing
+}  // namespace baton::kernels::reference

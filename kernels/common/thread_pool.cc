@@ -1,4 +1,4 @@
-#include "runtime/common/thread_pool.h"
+#include "kernels/common/thread_pool.h"
 
 #include <algorithm>
 

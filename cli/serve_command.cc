@@ -20,15 +20,15 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "baton/v1/inference.grpc.pb.h"
+#include "cli/commands.h"
+#include "cli/default_model.h"
 #include "grpcpp/grpcpp.h"
-#include "runtime/cli/commands.h"
-#include "runtime/transfer/kv_segment_names.h"
-#include "runtime/cli/default_model.h"
-#include "runtime/common/status_macros.h"
+#include "kernels/common/status_macros.h"
 #include "runtime/process/await_ready.h"
 #include "runtime/process/process_supervisor.h"
 #include "runtime/process/signals.h"
 #include "runtime/rpc/status_conversion.h"
+#include "runtime/transfer/kv_segment_names.h"
 #include "scheduler/config/deployment_config.h"
 
 namespace baton::cli {
@@ -68,9 +68,9 @@ absl::StatusOr<DeploymentConfig> BuildConfig(const ServeOptions& opts) {
   if (!config.model_dir.has_filename()) config.model_dir = config.model_dir.parent_path();
   RETURN_IF_ERROR(scheduler::ValidateDeploymentConfig(config));
   // What the config can say but the workers cannot do yet: refuse it here, in one line.
-  for (scheduler::InstanceRole role : scheduler::Roles(config.mode)) {
+  for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
     const scheduler::PhaseConfig& phase = scheduler::Phase(config, role);
-    const std::string name(scheduler::InstanceRoleName(role));
+    const std::string name(runtime::WorkerRoleName(role));
     if (phase.tp != 1 || phase.pp != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           name, ".tp/", name, ".pp: tensor and pipeline parallelism are not implemented yet (tp: 1, pp: 1)"));
@@ -170,9 +170,9 @@ std::vector<runtime::ChildSpec> ChildSpecs(const DeploymentConfig& config,
   specs.push_back({.name = kSchedulerName,
                    .argv = {exe, "scheduler", "--config", config_path.string()}});
   for (const scheduler::WorkerInstance& worker : scheduler::WorkerInstances(config)) {
-    specs.push_back({.name = scheduler::WorkerName(worker.role, worker.instance_idx),
+    specs.push_back({.name = runtime::WorkerName(worker.role, worker.instance_idx),
                      .argv = {exe, "worker", "--config", config_path.string(), "--role",
-                              std::string(scheduler::InstanceRoleName(worker.role)), "--instance",
+                              std::string(runtime::WorkerRoleName(worker.role)), "--instance",
                               std::to_string(worker.instance_idx)}});
   }
   return specs;
@@ -181,9 +181,9 @@ std::vector<runtime::ChildSpec> ChildSpecs(const DeploymentConfig& config,
 // "disaggregated: 2 prefill (tp 2, pp 1, cuda) + 1 decode (tp 1, pp 1, cpu); OpenAI HTTP on port 8000"
 std::string Summary(const DeploymentConfig& config) {
   std::vector<std::string> phases;
-  for (scheduler::InstanceRole role : scheduler::Roles(config.mode)) {
+  for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
     const scheduler::PhaseConfig& phase = scheduler::Phase(config, role);
-    phases.push_back(absl::StrCat(phase.num_instances, " ", scheduler::InstanceRoleName(role),
+    phases.push_back(absl::StrCat(phase.num_instances, " ", runtime::WorkerRoleName(role),
                                   " (tp ", phase.tp, ", pp ", phase.pp, ", ",
                                   phase.on_cpu() ? "cpu" : "cuda", ")"));
   }
