@@ -69,10 +69,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
   }
   if (options.role == WorkerRole::kDecode) {
     Worker* raw = worker.get();
-    worker->loop_->AddHook([raw](Engine& engine) {
-      EngineKvAdmitter admitter(engine);
-      raw->kv_admissions_.AdmitReady(admitter);
-    });
+    worker->loop_->AddHook([raw](Engine& engine) { raw->AdmitWaitingForKv(engine); });
   }
   return worker;
 }
@@ -189,6 +186,12 @@ absl::Status Worker::Release(const std::string& request_id) {
   });
 }
 
+void Worker::AdmitWaitingForKv(Engine& engine) {
+  EngineKvAdmitter admitter(engine);
+  kv_admissions_.AdmitReady(admitter);
+  num_waiting_for_kv_.store(kv_admissions_.size(), std::memory_order_relaxed);
+}
+
 absl::StatusOr<KvAdmission> Worker::AwaitKvRoom(DecodeCall& call, const WorkerRequest& request) {
   auto ticket = std::make_shared<KvAdmissionTicket>(
       PrefilledRequest{.prompt_token_ids = std::move(call.prompt_token_ids),
@@ -196,6 +199,7 @@ absl::StatusOr<KvAdmission> Worker::AwaitKvRoom(DecodeCall& call, const WorkerRe
                        .params = std::move(call.params)});
   loop_->Post([this, ticket](Engine& engine) {
     kv_admissions_.Enqueue(ticket, EngineKvAdmitter(engine));
+    num_waiting_for_kv_.store(kv_admissions_.size(), std::memory_order_relaxed);
   });
   const std::shared_ptr<std::atomic<bool>> cancelled = request.cancelled;
   return ticket->Wait(KvAdmissionTicket::WaitParams{
@@ -299,7 +303,8 @@ bool Worker::Cancel(const std::string& request_id) {
 WorkerStatsSnapshot Worker::Stats() const {
   return WorkerStatsSnapshot{.engine = loop_->stats(),
                              .num_prefill_tokens_outstanding = prefill_tokens_outstanding_.load(),
-                             .num_requests_holding_kv = requests_.NumHoldingKv()};
+                             .num_requests_holding_kv = requests_.NumHoldingKv(),
+                             .num_requests_waiting_for_kv = num_waiting_for_kv_.load()};
 }
 
 }  // namespace baton::runtime

@@ -72,6 +72,7 @@ struct WorkerStatsSnapshot {
   EngineLoop::Stats engine;
   int64_t num_prefill_tokens_outstanding = 0;
   int num_requests_holding_kv = 0;
+  int num_requests_waiting_for_kv = 0;  // decode role: queued for KV room, as of the last engine tick
 };
 
 class Worker {
@@ -117,6 +118,8 @@ class Worker {
   absl::StatusOr<TokenOutput> NextOutput(TokenChannel& channel, absl::Time deadline,
                                          const std::function<bool()>& is_cancelled);
   void ExpireLeases(Engine& engine);
+  // Decode role, engine thread (a hook): admits what fits from the KV admission queue.
+  void AdmitWaitingForKv(Engine& engine);
   // Decode role: queues a handed-off request for KV room (one Post) and waits for its admission.
   // Moves the tokens and params out of `call`. On error nothing is admitted (or it is freed).
   absl::StatusOr<KvAdmission> AwaitKvRoom(DecodeCall& call, const WorkerRequest& request);
@@ -135,6 +138,7 @@ class Worker {
   std::unique_ptr<class KvServer> kv_server_;  // prefill role
   std::unique_ptr<KvTransport> transport_;     // decode role: pulls from prefill workers
   KvAdmissionQueue kv_admissions_;             // decode role; engine thread only
+  std::atomic<int> num_waiting_for_kv_ = 0;    // kv_admissions_.size(), for Stats()
   std::unique_ptr<EngineLoop> loop_;           // destroyed first: stops the engine thread
 };
 
