@@ -3,7 +3,7 @@
 // Lifecycle: Create() loads the model and sizes the KV pool from a memory budget; AddRequest() queues
 // a prompt; each Step() runs one forward pass and returns the token sampled for every sequence that
 // produced one; a sequence leaves the batch (and frees its blocks) as soon as it finishes or is
-// cancelled. Not thread-safe: a single engine thread owns it (see engine_loop for the threaded form).
+// cancelled, except that a prefill held for a hand-off keeps its blocks until ReleaseKv. Not thread-safe: a single engine thread owns it (see engine_loop for the threaded form).
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 // RPC adapter (runtime/rpc/worker_service.h) converts and delegates.
 //
 // Every blocking call takes a deadline and an is_cancelled probe. It returns DeadlineExceeded at the
-// deadline, or Cancelled within kPollInterval (20 ms) of the probe turning true or of Cancel(), with
+// deadline, or Cancelled within 20 ms (kPollInterval) of the probe turning true or of Cancel(), with
 // the request's KV blocks and queue slot freed. A KV pull in progress is bounded by the deadline
 // only.
 // Thread-safe: calls come from RPC handler threads; the engine is touched only on its own thread.
@@ -72,7 +72,7 @@ struct WorkerStatsSnapshot {
   EngineLoop::Stats engine;
   int64_t num_prefill_tokens_outstanding = 0;
   int num_requests_holding_kv = 0;
-  int num_requests_waiting_for_kv = 0;  // decode role: queued for KV room, as of the last engine tick
+  int num_requests_waiting_for_kv = 0;  // decode role: queued for KV room, as of the engine loop's last turn
 };
 
 class Worker {
@@ -103,7 +103,9 @@ class Worker {
   // the deadline" / Cancelled "cancelled while waiting for KV room" while queued.
   absl::Status Decode(DecodeCall call);
 
-  // Frees the request wherever it is; its waiting call returns Cancelled. False if unknown.
+  // Cancels the request wherever it is: its waiting Prefill/Decode call returns Cancelled within
+  // 20 ms and frees what it holds; a prefill request holding KV for a pull (no call waits)
+  // has its KV freed here. False if the id is not in flight.
   bool Cancel(const std::string& request_id);
   void Drain() { draining_ = true; }
   WorkerStatsSnapshot Stats() const;
