@@ -113,6 +113,18 @@ absl::Status Engine::ReleaseKv(SeqId seq_id) {
   return Cancel(seq_id);
 }
 
+absl::Status Engine::ValidatePrefilled(const std::vector<int32_t>& prompt_token_ids,
+                                       const std::vector<int32_t>& generated_token_ids,
+                                       const GenerationParams& params) const {
+  const SeqId seq_id = next_seq_id_;
+  RETURN_IF_ERROR(ValidateRequest(seq_id, prompt_token_ids, params));
+  if (generated_token_ids.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", seq_id, ": a prefilled request needs its first token"));
+  }
+  return absl::OkStatus();
+}
+
 bool Engine::CanAdmitPrefilled(int num_prompt_tokens) const {
   // Room for the prompt's KV and the next token's, so the first decode step cannot preempt.
   return allocator_.CanAllocate(NumBlocksFor(num_prompt_tokens + 1, kv_pool_->shape().block_size));
@@ -122,11 +134,7 @@ absl::StatusOr<SeqId> Engine::AdmitPrefilled(std::vector<int32_t> prompt_token_i
                                              std::vector<int32_t> generated_token_ids,
                                              GenerationParams params) {
   const SeqId seq_id = next_seq_id_;
-  RETURN_IF_ERROR(ValidateRequest(seq_id, prompt_token_ids, params));
-  if (generated_token_ids.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request ", seq_id, ": a prefilled request needs its first token"));
-  }
+  RETURN_IF_ERROR(ValidatePrefilled(prompt_token_ids, generated_token_ids, params));
   const int num_prompt_tokens = static_cast<int>(prompt_token_ids.size());
   const int num_blocks = NumBlocksFor(num_prompt_tokens, kv_pool_->shape().block_size);
   if (!CanAdmitPrefilled(num_prompt_tokens)) {

@@ -3,7 +3,7 @@
 // Lifecycle: Create() loads the model and sizes the KV pool from a memory budget; AddRequest() queues
 // a prompt; each Step() runs one forward pass and returns the token sampled for every sequence that
 // produced one; a sequence leaves the batch (and frees its blocks) as soon as it finishes or is
-// cancelled. Not thread-safe: a single engine thread owns it (see engine_loop for the threaded form).
+// cancelled, except that a prefill held for a hand-off keeps its blocks until ReleaseKv. Not thread-safe: a single engine thread owns it (see engine_loop for the threaded form).
 #pragma once
 
 #include <cstdint>
@@ -71,8 +71,12 @@ class Engine {
 
   // Decode role. AdmitPrefilled takes a request whose prompt KV is computed elsewhere and allocates
   // the blocks that will receive it (generated_token_ids: the tokens sampled so far, at least one).
-  // ResourceExhausted when the blocks are not free now: callers ask CanAdmitPrefilled first and wait.
+  // InvalidArgument as ValidatePrefilled; ResourceExhausted when the blocks are not free now: callers
+  // ask CanAdmitPrefilled first and wait. A request ValidatePrefilled accepts fits in an empty pool.
   // After the transfer has filled the blocks, StartDecoding puts the sequence in the batch.
+  absl::Status ValidatePrefilled(const std::vector<int32_t>& prompt_token_ids,
+                                 const std::vector<int32_t>& generated_token_ids,
+                                 const GenerationParams& params) const;
   bool CanAdmitPrefilled(int num_prompt_tokens) const;
   absl::StatusOr<SeqId> AdmitPrefilled(std::vector<int32_t> prompt_token_ids,
                                        std::vector<int32_t> generated_token_ids,

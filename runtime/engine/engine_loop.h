@@ -1,9 +1,10 @@
 // EngineLoop: runs an Engine on a thread of its own, the only thread that touches it.
 //
 // Other threads hand it work with Call() (run a function on the engine thread between two steps
-// and wait for its result) and get a request's tokens through the TokenSink they subscribed for the
-// sequence. The loop steps while the engine has work and otherwise sleeps until new work or the
-// next tick (ticks run the periodic hooks: lease expiry, admissions that wait for free blocks).
+// and wait for its result) or Post() (the same, without waiting), and get a request's tokens
+// through the TokenSink they subscribed for the sequence. Each turn of the loop runs the posted
+// tasks, then the hooks (the worker's: lease expiry, KV admissions that wait for free blocks), then
+// one step if the engine has work. With no work it sleeps until a task is posted or the next tick.
 // If a step fails, every subscribed sequence receives the error and is cancelled; the loop goes on.
 #pragma once
 
@@ -26,7 +27,9 @@ using TokenSink = std::function<void(absl::StatusOr<TokenOutput>)>;
 class EngineLoop {
  public:
   explicit EngineLoop(std::unique_ptr<Engine> engine, absl::Duration tick = absl::Milliseconds(5));
-  ~EngineLoop();  // stops the thread; pending Call()s are not run
+  // Stops the thread. Tasks still pending are dropped unrun (a Call() waiting on one would get a
+  // broken promise), so destroy the loop only once no other thread can be inside Call() or Post().
+  ~EngineLoop();
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
 
@@ -48,7 +51,8 @@ class EngineLoop {
   void Subscribe(SeqId seq_id, TokenSink sink);
   void Unsubscribe(SeqId seq_id);
 
-  // Runs on the engine thread before every step and on every tick.
+  // Runs hook(engine) on the engine thread on every turn of the loop: after the posted tasks, so
+  // before every step, and at least once per tick while idle. Hooks run in the order added.
   void AddHook(std::function<void(Engine&)> hook);
 
   // A snapshot taken after every step, readable from any thread.

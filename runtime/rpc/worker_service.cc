@@ -42,11 +42,14 @@ grpc::Status WorkerServiceImpl::Prefill(grpc::ServerContext* context,
       request->sampling(), request->stop(), request->logprobs(), request->seed());
   if (!params.ok()) return ToGrpcStatus(params.status());
   const int64_t start_us = NowMicros();
-  absl::StatusOr<runtime::PrefillResult> result = worker_->Prefill(
-      request->request_id(),
-      std::vector<int32_t>(request->prompt_token_ids().begin(), request->prompt_token_ids().end()),
-      *std::move(params), absl::Milliseconds(request->kv_lease_ms()), DeadlineOf(*context),
-      [context] { return context->IsCancelled(); });
+  absl::StatusOr<runtime::PrefillResult> result = worker_->Prefill(runtime::PrefillCall{
+      .request_id = request->request_id(),
+      .prompt_token_ids = std::vector<int32_t>(request->prompt_token_ids().begin(),
+                                               request->prompt_token_ids().end()),
+      .params = *std::move(params),
+      .kv_lease = absl::Milliseconds(request->kv_lease_ms()),
+      .deadline = DeadlineOf(*context),
+      .is_cancelled = [context] { return context->IsCancelled(); }});
   if (!result.ok()) return ToGrpcStatus(result.status());
   response->set_first_token_id(result->first_token.token_id);
   if (!result->first_token.logprobs.empty()) {
@@ -76,13 +79,17 @@ grpc::Status WorkerServiceImpl::Decode(grpc::ServerContext* context, const v1::D
   std::optional<runtime::KvPullSpec> kv;
   if (request->has_kv_source()) kv = rpc::FromProto(request->kv_source());
   bool first_chunk = true;
-  const absl::Status status = worker_->Decode(
-      request->request_id(),
-      std::vector<int32_t>(request->prompt_token_ids().begin(), request->prompt_token_ids().end()),
-      std::vector<int32_t>(request->generated_token_ids().begin(),
-                           request->generated_token_ids().end()),
-      *std::move(params), kv, DeadlineOf(*context), [context] { return context->IsCancelled(); },
-      [&](const runtime::DecodeEvent& event) {
+  runtime::DecodeCall call{
+      .request_id = request->request_id(),
+      .prompt_token_ids = std::vector<int32_t>(request->prompt_token_ids().begin(),
+                                               request->prompt_token_ids().end()),
+      .generated_token_ids = std::vector<int32_t>(request->generated_token_ids().begin(),
+                                                  request->generated_token_ids().end()),
+      .params = *std::move(params),
+      .kv = std::move(kv),
+      .deadline = DeadlineOf(*context),
+      .is_cancelled = [context] { return context->IsCancelled(); },
+      .emit = [&](const runtime::DecodeEvent& event) {
         v1::DecodeEvent message;
         if (event.kv_transferred) {
           auto* done = message.mutable_kv_transferred();
@@ -98,8 +105,8 @@ grpc::Status WorkerServiceImpl::Decode(grpc::ServerContext* context, const v1::D
           first_chunk = false;
         }
         return writer->Write(message);
-      });
-  return ToGrpcStatus(status);
+      }};
+  return ToGrpcStatus(worker_->Decode(std::move(call)));
 }
 
 grpc::Status WorkerServiceImpl::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,

@@ -3,23 +3,28 @@
 //
 // Lifecycle (after vLLM's KV connector, split into a scheduler side and a worker side):
 //  1. Prefill worker: when a request's prefill finishes, the worker keeps the request's blocks
-//     (one reference held for the migration) and reports a KvPullSpec (its KvSource, the block
-//     ids in token order, num_tokens, its pool shape) to the scheduler with the first token. It
-//     must neither write nor free those blocks until step 4.
-//  2. Scheduler side: picks a decode instance that can allocate ceil(num_tokens / block_size)
-//     blocks (pull = backpressure: a full decode instance is simply not asked) and forwards the
-//     spec.
-//  3. Decode worker: allocates destination blocks, then calls Pull() on a transfer thread (Pull
+//     (the sequence stays in the engine, holding its KV) and reports a KvPullSpec (its KvSource,
+//     the block ids in token order, num_tokens, its pool shape) to the scheduler with the first
+//     token. It must neither write nor free those blocks until step 4 or until the lease passes.
+//  2. Scheduler side: picks a decode instance whose last reported load shows room for the blocks
+//     (the least loaded such one); when none shows room, the least loaded live one, which queues
+//     the request (pull = backpressure: the decode worker pulls only once it has allocated room),
+//     and forwards the spec.
+//  3. Decode worker: waits for room in its KV admission queue (runtime/worker/kv_admission_queue.h),
+//     allocates the destination blocks, then calls Pull() on the thread serving the request (Pull
 //     blocks the caller until the bytes have landed or it fails; never call it on the engine
-//     thread). On OK the destination blocks hold the source bytes and the request joins the
-//     decode batch. On error the destination blocks hold unspecified bytes: the decode worker
-//     releases them and reports the status to the scheduler.
-//  4. Scheduler side: on the decode worker's report (OK or not) it tells the prefill worker to
-//     release the source blocks; this is the only point where they are freed. On Unavailable
-//     from the prefill side the request is re-prefilled elsewhere; on DeadlineExceeded it may
-//     retry once or abort the request. A prefill worker also drops a migration reference that
-//     no one claimed within its lease (set by the scheduler), so a dead decode worker or
-//     scheduler cannot leak its blocks.
+//     thread). On OK the destination blocks hold the source bytes, the worker reports the transfer
+//     (a kv_transferred event) and the request joins the decode batch. On error the destination
+//     blocks hold unspecified bytes: the decode worker frees them and ends its Decode call with the
+//     pull's status.
+//  4. Scheduler side: on the kv_transferred report, or when the Decode call ends without one (for
+//     any status), it tells the prefill worker to release the source blocks (Release). Nothing is
+//     retried and nothing is re-prefilled: a failed pull ends the request with the Decode call's
+//     status, and if that status is Unavailable (e.g. the prefill worker died mid-pull) the
+//     scheduler marks the decode worker it called dead (scheduler/service/request_driver.cc). A
+//     prefill worker also frees held blocks whose lease (set by the scheduler, counted from the
+//     end of the prefill, 30 s by default) has passed, so a dead decode worker or scheduler cannot
+//     leak them; the lease is not extended while a request waits for room or is being pulled.
 //  When Pull returns (for any status) the transport no longer touches `dst`: a pull that timed
 //  out leaves no copy running. The source side may still be sending bytes of a cancelled TCP pull;
 //  that is harmless because it only reads its pool, and is why step 4 waits for the decode

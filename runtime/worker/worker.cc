@@ -17,6 +17,35 @@ int64_t NowUs() { return absl::ToUnixMicros(absl::Now()); }
 // How often a blocked call looks at its is_cancelled probe.
 constexpr absl::Duration kPollInterval = absl::Milliseconds(20);
 
+// The KV admission queue's view of the engine. Engine thread only.
+class EngineKvAdmitter final : public KvAdmitter {
+ public:
+  explicit EngineKvAdmitter(Engine& engine) : engine_(engine) {}
+
+  absl::Status Validate(const PrefilledRequest& request) const override {
+    return engine_.ValidatePrefilled(request.prompt_token_ids, request.generated_token_ids,
+                                     request.params);
+  }
+  bool CanAdmit(const PrefilledRequest& request) const override {
+    return engine_.CanAdmitPrefilled(static_cast<int>(request.prompt_token_ids.size()));
+  }
+  absl::StatusOr<KvAdmission> Admit(PrefilledRequest request) override {
+    ASSIGN_OR_RETURN(SeqId seq_id,
+                     engine_.AdmitPrefilled(std::move(request.prompt_token_ids),
+                                            std::move(request.generated_token_ids),
+                                            std::move(request.params)));
+    absl::StatusOr<std::vector<BlockId>> blocks = engine_.BlocksOf(seq_id);
+    if (!blocks.ok()) {
+      (void)engine_.Cancel(seq_id);
+      return blocks.status();
+    }
+    return KvAdmission{.seq_id = seq_id, .blocks = *std::move(blocks), .pool = &engine_.kv_pool()};
+  }
+
+ private:
+  Engine& engine_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options) {
@@ -37,6 +66,10 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
     worker->kv_source_ = LocalKvSource(pool, worker->kv_server_->address());
     Worker* raw = worker.get();
     worker->loop_->AddHook([raw](Engine& engine) { raw->ExpireLeases(engine); });
+  }
+  if (options.role == WorkerRole::kDecode) {
+    Worker* raw = worker.get();
+    worker->loop_->AddHook([raw](Engine& engine) { raw->AdmitWaitingForKv(engine); });
   }
   return worker;
 }
@@ -88,22 +121,20 @@ absl::StatusOr<TokenOutput> Worker::NextOutput(TokenChannel& channel, absl::Time
   }
 }
 
-absl::StatusOr<PrefillResult> Worker::Prefill(const std::string& request_id,
-                                              std::vector<int32_t> prompt, GenerationParams params,
-                                              absl::Duration lease, absl::Time deadline,
-                                              const std::function<bool()>& is_cancelled) {
+absl::StatusOr<PrefillResult> Worker::Prefill(PrefillCall call) {
   if (options_.role != WorkerRole::kPrefill) {
     return absl::FailedPreconditionError(
         absl::StrCat("worker ", WorkerRoleName(options_.role), " ", options_.instance_idx,
                      " does not prefill for hand-off"));
   }
   if (draining_) return absl::UnavailableError("worker is draining");
+  const std::string& request_id = call.request_id;
   ASSIGN_OR_RETURN(WorkerRequest request, requests_.Add(request_id));
   std::shared_ptr<TokenChannel> channel = request.channel;
-  params.hold_kv_after_prefill = true;
-  const int64_t num_prompt_tokens = static_cast<int64_t>(prompt.size());
+  call.params.hold_kv_after_prefill = true;
+  const int64_t num_prompt_tokens = static_cast<int64_t>(call.prompt_token_ids.size());
   absl::StatusOr<SeqId> seq_id = loop_->Call([&](Engine& engine) -> absl::StatusOr<SeqId> {
-    absl::StatusOr<SeqId> id = engine.AddRequest(std::move(prompt), params);
+    absl::StatusOr<SeqId> id = engine.AddRequest(std::move(call.prompt_token_ids), call.params);
     if (id.ok()) loop_->Subscribe(*id, [channel](absl::StatusOr<TokenOutput> out) { channel->Push(std::move(out)); });
     return id;
   });
@@ -113,7 +144,7 @@ absl::StatusOr<PrefillResult> Worker::Prefill(const std::string& request_id,
   }
   requests_.SetSeqId(request_id, *seq_id);
   prefill_tokens_outstanding_ += num_prompt_tokens;
-  absl::StatusOr<TokenOutput> first = NextOutput(*channel, deadline, is_cancelled);
+  absl::StatusOr<TokenOutput> first = NextOutput(*channel, call.deadline, call.is_cancelled);
   prefill_tokens_outstanding_ -= num_prompt_tokens;
   if (!first.ok()) {
     Abandon(request_id);
@@ -132,7 +163,7 @@ absl::StatusOr<PrefillResult> Worker::Prefill(const std::string& request_id,
     Abandon(request_id);
     return held.status();
   }
-  requests_.SetLease(request_id, absl::Now() + lease);
+  requests_.SetLease(request_id, absl::Now() + call.kv_lease);
   result.kv = KvPullSpec{.source = kv_source_,
                          .shape = KvPoolShape{.num_layers = model_config_.num_layers,
                                               .num_kv_heads = model_config_.num_kv_heads,
@@ -155,12 +186,66 @@ absl::Status Worker::Release(const std::string& request_id) {
   });
 }
 
-absl::Status Worker::Decode(const std::string& request_id, std::vector<int32_t> prompt,
-                            std::vector<int32_t> generated, GenerationParams params,
-                            const std::optional<KvPullSpec>& kv, absl::Time deadline,
-                            const std::function<bool()>& is_cancelled,
-                            const std::function<bool(const DecodeEvent&)>& emit) {
-  const bool handed_off = kv.has_value();
+void Worker::AdmitWaitingForKv(Engine& engine) {
+  EngineKvAdmitter admitter(engine);
+  kv_admissions_.AdmitReady(admitter);
+  num_waiting_for_kv_.store(kv_admissions_.size(), std::memory_order_relaxed);
+}
+
+absl::StatusOr<KvAdmission> Worker::AwaitKvRoom(DecodeCall& call, const WorkerRequest& request) {
+  auto ticket = std::make_shared<KvAdmissionTicket>(
+      PrefilledRequest{.prompt_token_ids = std::move(call.prompt_token_ids),
+                       .generated_token_ids = std::move(call.generated_token_ids),
+                       .params = std::move(call.params)});
+  loop_->Post([this, ticket](Engine& engine) {
+    kv_admissions_.Enqueue(ticket, EngineKvAdmitter(engine));
+    num_waiting_for_kv_.store(kv_admissions_.size(), std::memory_order_relaxed);
+  });
+  const std::shared_ptr<std::atomic<bool>> cancelled = request.cancelled;
+  return ticket->Wait(KvAdmissionTicket::WaitParams{
+      .deadline = call.deadline,
+      .is_cancelled = [&call, cancelled] { return call.is_cancelled() || cancelled->load(); },
+      .poll_interval = kPollInterval,
+      .free_admitted =
+          [this](SeqId seq_id) {
+            loop_->Post([seq_id](Engine& engine) { (void)engine.Cancel(seq_id); });
+          },
+  });
+}
+
+absl::Status Worker::StartHandedOff(DecodeCall& call, const WorkerRequest& request,
+                                    const TokenSink& sink) {
+  absl::StatusOr<KvAdmission> admitted = AwaitKvRoom(call, request);
+  if (!admitted.ok()) {
+    requests_.Remove(call.request_id);
+    return admitted.status();
+  }
+  const SeqId seq_id = admitted->seq_id;
+  requests_.SetSeqId(call.request_id, seq_id);
+  // The blocks are allocated to a sequence the engine does not schedule yet: the transfer is their
+  // only writer.
+  KvTransferReport report{.start_us = NowUs()};
+  const absl::Status pulled = transport_->Pull(*call.kv, *admitted->pool, admitted->blocks, call.deadline);
+  report.end_us = NowUs();
+  report.num_bytes = static_cast<int64_t>(admitted->blocks.size() * admitted->pool->BlockBytes());
+  if (!pulled.ok()) {
+    Abandon(call.request_id);
+    return pulled;
+  }
+  if (!call.emit(DecodeEvent{.kv_transferred = report})) {
+    Abandon(call.request_id);
+    return absl::CancelledError("receiver gone");
+  }
+  absl::Status started = loop_->Call([&](Engine& engine) {
+    loop_->Subscribe(seq_id, sink);
+    return engine.StartDecoding(seq_id);
+  });
+  if (!started.ok()) Abandon(call.request_id);
+  return started;
+}
+
+absl::Status Worker::Decode(DecodeCall call) {
+  const bool handed_off = call.kv.has_value();
   if (handed_off != (options_.role == WorkerRole::kDecode) ||
       options_.role == WorkerRole::kPrefill) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -168,13 +253,16 @@ absl::Status Worker::Decode(const std::string& request_id, std::vector<int32_t> 
         handed_off ? "handed-off" : "fresh", " request"));
   }
   if (draining_) return absl::UnavailableError("worker is draining");
+  const std::string& request_id = call.request_id;
   ASSIGN_OR_RETURN(WorkerRequest request, requests_.Add(request_id));
   std::shared_ptr<TokenChannel> channel = request.channel;
-  auto sink = [channel](absl::StatusOr<TokenOutput> out) { channel->Push(std::move(out)); };
+  TokenSink sink = [channel](absl::StatusOr<TokenOutput> out) { channel->Push(std::move(out)); };
 
-  if (!handed_off) {
+  if (handed_off) {
+    RETURN_IF_ERROR(StartHandedOff(call, request, sink));
+  } else {
     absl::StatusOr<SeqId> seq_id = loop_->Call([&](Engine& engine) -> absl::StatusOr<SeqId> {
-      absl::StatusOr<SeqId> id = engine.AddRequest(std::move(prompt), params);
+      absl::StatusOr<SeqId> id = engine.AddRequest(std::move(call.prompt_token_ids), call.params);
       if (id.ok()) loop_->Subscribe(*id, sink);
       return id;
     });
@@ -183,70 +271,17 @@ absl::Status Worker::Decode(const std::string& request_id, std::vector<int32_t> 
       return seq_id.status();
     }
     requests_.SetSeqId(request_id, *seq_id);
-  } else {
-    // Backpressure: wait until the engine has room for the KV, then take the blocks.
-    const int num_prompt_tokens = static_cast<int>(prompt.size());
-    std::optional<SeqId> seq_id;
-    while (!seq_id) {
-      absl::StatusOr<std::optional<SeqId>> admitted =
-          loop_->Call([&](Engine& engine) -> absl::StatusOr<std::optional<SeqId>> {
-            if (!engine.CanAdmitPrefilled(num_prompt_tokens)) return std::nullopt;
-            ASSIGN_OR_RETURN(SeqId id, engine.AdmitPrefilled(prompt, generated, params));
-            return std::optional<SeqId>(id);
-          });
-      if (!admitted.ok()) {
-        requests_.Remove(request_id);
-        return admitted.status();
-      }
-      seq_id = *admitted;
-      if (seq_id) break;
-      if (absl::Now() >= deadline || is_cancelled() || *request.cancelled) {
-        requests_.Remove(request_id);
-        return absl::Now() >= deadline ? absl::DeadlineExceededError("no KV room before the deadline")
-                                       : absl::CancelledError("cancelled while waiting for KV room");
-      }
-      absl::SleepFor(absl::Milliseconds(2));
-    }
-    requests_.SetSeqId(request_id, *seq_id);
-    const SeqId id = *seq_id;
-    absl::StatusOr<std::vector<BlockId>> dst = loop_->Call([id](Engine& engine) { return engine.BlocksOf(id); });
-    KvTransferReport report{.start_us = NowUs()};
-    absl::Status pulled = dst.status();
-    if (pulled.ok()) {
-      // The blocks are allocated to a sequence the engine does not schedule yet: the transfer is
-      // their only writer.
-      const KvPool* pool = loop_->Call([](Engine& engine) { return &engine.kv_pool(); });
-      pulled = transport_->Pull(*kv, *pool, *dst, deadline);
-      report.num_bytes = static_cast<int64_t>(dst->size() * pool->BlockBytes());
-    }
-    report.end_us = NowUs();
-    if (!pulled.ok()) {
-      Abandon(request_id);
-      return pulled;
-    }
-    if (!emit(DecodeEvent{.kv_transferred = report})) {
-      Abandon(request_id);
-      return absl::CancelledError("receiver gone");
-    }
-    absl::Status started = loop_->Call([&](Engine& engine) {
-      loop_->Subscribe(id, sink);
-      return engine.StartDecoding(id);
-    });
-    if (!started.ok()) {
-      Abandon(request_id);
-      return started;
-    }
   }
 
   while (true) {
-    absl::StatusOr<TokenOutput> out = NextOutput(*channel, deadline, is_cancelled);
+    absl::StatusOr<TokenOutput> out = NextOutput(*channel, call.deadline, call.is_cancelled);
     if (!out.ok()) {
       Abandon(request_id);
       return out.status();
     }
     const bool finished = out->finish_reason != FinishReason::kNone;
     if (finished) requests_.Remove(request_id);
-    if (!emit(DecodeEvent{.token = std::move(*out)})) {
+    if (!call.emit(DecodeEvent{.token = std::move(*out)})) {
       if (!finished) Abandon(request_id);
       return absl::CancelledError("receiver gone");
     }
@@ -268,7 +303,8 @@ bool Worker::Cancel(const std::string& request_id) {
 WorkerStatsSnapshot Worker::Stats() const {
   return WorkerStatsSnapshot{.engine = loop_->stats(),
                              .num_prefill_tokens_outstanding = prefill_tokens_outstanding_.load(),
-                             .num_requests_holding_kv = requests_.NumHoldingKv()};
+                             .num_requests_holding_kv = requests_.NumHoldingKv(),
+                             .num_requests_waiting_for_kv = num_waiting_for_kv_.load()};
 }
 
 }  // namespace baton::runtime

@@ -2,8 +2,10 @@
 // requests, colocated generation — on top of an EngineLoop. Transport-agnostic (no gRPC types): the
 // RPC adapter (runtime/rpc/worker_service.h) converts and delegates.
 //
-// Every blocking call takes a deadline and an is_cancelled probe and returns within one engine step
-// of either: DeadlineExceeded or Cancelled, with the request's KV and queue slot freed.
+// Every blocking call takes a deadline and an is_cancelled probe. It returns DeadlineExceeded at the
+// deadline, or Cancelled within 20 ms (kPollInterval) of the probe turning true or of Cancel(), with
+// the request's KV blocks and queue slot freed. A KV pull in progress is bounded by the deadline
+// only.
 // Thread-safe: calls come from RPC handler threads; the engine is touched only on its own thread.
 #pragma once
 
@@ -18,6 +20,7 @@
 #include "absl/time/time.h"
 #include "runtime/engine/engine_loop.h"
 #include "runtime/transfer/kv_transport.h"
+#include "runtime/worker/kv_admission_queue.h"
 #include "runtime/worker/request_registry.h"
 #include "runtime/worker/worker_options.h"
 
@@ -41,10 +44,35 @@ struct DecodeEvent {
   std::optional<TokenOutput> token;
 };
 
+// One Prefill call.
+struct PrefillCall {
+  std::string request_id;                 // the scheduler's id; unique among requests in flight
+  std::vector<int32_t> prompt_token_ids;  // [num_prompt_tokens]
+  GenerationParams params;
+  absl::Duration kv_lease;  // how long the KV stays held for a pull before it is freed
+  absl::Time deadline;      // required; a default (1970) deadline has passed
+  std::function<bool()> is_cancelled = [] { return false; };
+};
+
+// One Decode call.
+struct DecodeCall {
+  std::string request_id;                    // the scheduler's id; unique among requests in flight
+  std::vector<int32_t> prompt_token_ids;     // [num_prompt_tokens]
+  std::vector<int32_t> generated_token_ids;  // decode role: the tokens the prefill sampled (>= 1)
+  GenerationParams params;
+  std::optional<KvPullSpec> kv;  // set: a handed-off request (decode role); unset: colocated
+  absl::Time deadline;           // required; a default (1970) deadline has passed
+  std::function<bool()> is_cancelled = [] { return false; };
+  // Receives the call's events in order; returns false when the receiver is gone (the request is
+  // then cancelled). Called on the calling thread. Required.
+  std::function<bool(const DecodeEvent&)> emit;
+};
+
 struct WorkerStatsSnapshot {
   EngineLoop::Stats engine;
   int64_t num_prefill_tokens_outstanding = 0;
   int num_requests_holding_kv = 0;
+  int num_requests_waiting_for_kv = 0;  // decode role: queued for KV room, as of the engine loop's last turn
 };
 
 class Worker {
@@ -60,22 +88,24 @@ class Worker {
   // Prefill role: how decode workers reach this worker's KV pool.
   const KvSource& kv_source() const { return kv_source_; }
 
-  // Prefill role: runs the prompt, returns the first token; the KV stays held for lease.
-  absl::StatusOr<PrefillResult> Prefill(const std::string& request_id, std::vector<int32_t> prompt,
-                                        GenerationParams params, absl::Duration lease,
-                                        absl::Time deadline, const std::function<bool()>& is_cancelled);
+  // Prefill role: runs the prompt, returns the first token; the KV stays held for call.kv_lease.
+  // FailedPrecondition on another role, Unavailable while draining, AlreadyExists for an id in
+  // flight, the engine's InvalidArgument for an invalid request.
+  absl::StatusOr<PrefillResult> Prefill(PrefillCall call);
   // Prefill role: frees a request's held KV. NotFound if it holds none (released or expired).
   absl::Status Release(const std::string& request_id);
 
-  // Decode role (kv set): waits for room, pulls the KV, then decodes. Colocated (kv unset): runs the
-  // whole request. emit() returns false when the receiver is gone (the request is then cancelled).
-  absl::Status Decode(const std::string& request_id, std::vector<int32_t> prompt,
-                      std::vector<int32_t> generated, GenerationParams params,
-                      const std::optional<KvPullSpec>& kv, absl::Time deadline,
-                      const std::function<bool()>& is_cancelled,
-                      const std::function<bool(const DecodeEvent&)>& emit);
+  // Decode role (call.kv set): waits in the KV admission queue for room (FIFO, see
+  // kv_admission_queue.h), pulls the KV, emits the transfer report, then decodes. Colocated (kv
+  // unset): runs the whole request. Returns OK after emitting the finishing token; FailedPrecondition
+  // for a role that does not take this kind of request, Unavailable while draining, AlreadyExists,
+  // InvalidArgument, the transport's status for a failed pull, DeadlineExceeded "no KV room before
+  // the deadline" / Cancelled "cancelled while waiting for KV room" while queued.
+  absl::Status Decode(DecodeCall call);
 
-  // Frees the request wherever it is; its waiting call returns Cancelled. False if unknown.
+  // Cancels the request wherever it is: its waiting Prefill/Decode call returns Cancelled within
+  // 20 ms and frees what it holds; a prefill request holding KV for a pull (no call waits)
+  // has its KV freed here. False if the id is not in flight.
   bool Cancel(const std::string& request_id);
   void Drain() { draining_ = true; }
   WorkerStatsSnapshot Stats() const;
@@ -90,6 +120,14 @@ class Worker {
   absl::StatusOr<TokenOutput> NextOutput(TokenChannel& channel, absl::Time deadline,
                                          const std::function<bool()>& is_cancelled);
   void ExpireLeases(Engine& engine);
+  // Decode role, engine thread (a hook): admits what fits from the KV admission queue.
+  void AdmitWaitingForKv(Engine& engine);
+  // Decode role: queues a handed-off request for KV room (one Post) and waits for its admission.
+  // Moves the tokens and params out of `call`. On error nothing is admitted (or it is freed).
+  absl::StatusOr<KvAdmission> AwaitKvRoom(DecodeCall& call, const WorkerRequest& request);
+  // Decode role: the handed-off part of Decode: KV room, pull, transfer report, then (one Call)
+  // subscribe `sink` and StartDecoding. On error the request is forgotten and its blocks freed.
+  absl::Status StartHandedOff(DecodeCall& call, const WorkerRequest& request, const TokenSink& sink);
 
   WorkerOptions options_;
   ModelConfig model_config_;
@@ -101,6 +139,8 @@ class Worker {
   KvSource kv_source_;
   std::unique_ptr<class KvServer> kv_server_;  // prefill role
   std::unique_ptr<KvTransport> transport_;     // decode role: pulls from prefill workers
+  KvAdmissionQueue kv_admissions_;             // decode role; engine thread only
+  std::atomic<int> num_waiting_for_kv_ = 0;    // kv_admissions_.size(), for Stats()
   std::unique_ptr<EngineLoop> loop_;           // destroyed first: stops the engine thread
 };
 

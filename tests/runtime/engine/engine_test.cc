@@ -220,6 +220,21 @@ TEST_F(EngineTest, BadRequestsAreInvalidArgumentsNamingTheProblem) {
   EXPECT_FALSE(engine->HasWork());
 }
 
+TEST_F(EngineTest, AValidPrefilledRequestFitsAnEmptyPoolAndAnInvalidOneIsRefusedUpFront) {
+  // The smallest pool the engine accepts: one sequence of max_model_len 128 (32 blocks of 4).
+  auto engine = MakeEngine(/*kv_cache_bytes=*/32 * 2 * 2 * 4 * 2 * 8 * sizeof(float));
+  ASSERT_NE(engine, nullptr);
+  EXPECT_THAT(engine->ValidatePrefilled(Prompt(127, 0), {1}, Greedy(1)), IsOk());
+  EXPECT_TRUE(engine->CanAdmitPrefilled(127));
+  EXPECT_THAT(engine->ValidatePrefilled(Prompt(127, 0), {1}, Greedy(2)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exceeds max_model_len 128")));
+  EXPECT_THAT(engine->ValidatePrefilled(Prompt(5, 0), {}, Greedy(2)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs its first token")));
+  EXPECT_THAT(engine->AdmitPrefilled(Prompt(5, 0), {}, Greedy(2)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs its first token")));
+  EXPECT_EQ(engine->num_sequences(), 0);
+}
+
 TEST_F(EngineTest, KvBudgetTooSmallForOneSequenceIsAnError) {
   EngineConfig config{.model_dir = dir_.path(), .kv_cache_bytes = 1024, .max_model_len = 128};
   EXPECT_THAT(Engine::Create(config),
