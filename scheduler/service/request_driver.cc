@@ -7,10 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/grpcpp.h"
-#include "runtime/engine/stop_matcher.h"
 #include "runtime/rpc/proto_conversion.h"
 #include "runtime/rpc/status_conversion.h"
-#include "runtime/tokenizer/incremental_detokenizer.h"
+#include "runtime/tokenizer/text_stream.h"
 
 namespace baton::scheduler {
 namespace {
@@ -24,8 +23,7 @@ class ResponseStream {
   ResponseStream(const runtime::Tokenizer& tokenizer, std::string request_id,
                  const std::vector<int32_t>& prompt_ids, std::vector<std::string> stop_strings,
                  const ResponseSink& write)
-      : detokenizer_(tokenizer, /*skip_special_tokens=*/true, prompt_ids),
-        stop_(std::move(stop_strings)),
+      : text_(tokenizer, prompt_ids, std::move(stop_strings)),
         request_id_(std::move(request_id)),
         write_(write),
         prompt_ids_(prompt_ids) {}
@@ -36,23 +34,15 @@ class ResponseStream {
              std::span<const v1::TokenLogprobs* const> logprobs, std::span<const int64_t> emit_us,
              v1::FinishReason finish_reason) {
     std::string text;
-    for (size_t i = 0; i < token_ids.size() && !stop_.stopped(); ++i) {
-      text += stop_.Feed(detokenizer_.Step(token_ids[i]));
+    for (size_t i = 0; i < token_ids.size() && !text_.stopped(); ++i) {
+      text += text_.Append(token_ids[i]);
       response.add_token_ids(token_ids[i]);
       ++num_generated_;
       if (i < logprobs.size()) *response.add_logprobs() = *logprobs[i];
       if (i < emit_us.size()) response.mutable_timing()->add_token_emit_us(emit_us[i]);
     }
-    if (stop_.stopped()) {
-      finish_reason = v1::FINISH_REASON_STOP;
-    } else if (finish_reason != v1::FINISH_REASON_UNSPECIFIED) {
-      text += stop_.Feed(detokenizer_.Flush());
-      if (stop_.stopped()) {
-        finish_reason = v1::FINISH_REASON_STOP;
-      } else {
-        text += stop_.Flush();
-      }
-    }
+    if (!text_.stopped() && finish_reason != v1::FINISH_REASON_UNSPECIFIED) text += text_.Finish();
+    if (text_.stopped()) finish_reason = v1::FINISH_REASON_STOP;
     response.set_request_id(request_id_);
     response.set_text(std::move(text));
     response.set_finish_reason(finish_reason);
@@ -68,8 +58,7 @@ class ResponseStream {
   bool finished() const { return finished_; }
 
  private:
-  runtime::IncrementalDetokenizer detokenizer_;
-  runtime::StopMatcher stop_;
+  runtime::TextStream text_;
   std::string request_id_;
   const ResponseSink& write_;
   std::vector<int32_t> prompt_ids_;
