@@ -147,9 +147,10 @@ absl::StatusOr<PreparedRequest> RequestDriver::Prepare(const v1::GenerateRequest
 absl::Status RequestDriver::Admit(int64_t num_prompt_tokens) const {
   if (!admission_.enabled()) return absl::OkStatus();
   AdmissionRequest request{.num_prompt_tokens = num_prompt_tokens};
-  const std::optional<WorkerRef> prefill =
-      disaggregated_ ? registry_->PickPrefill() : registry_->PickColocated();
-  if (prefill) request.prefill_instance = registry_->LoadOf(*prefill);
+  const std::optional<RoutingDecision> prefill =
+      disaggregated_ ? PickPrefill(registry_->LiveInstances(WorkerRole::kPrefill))
+                     : PickColocated(registry_->LiveInstances(WorkerRole::kColocated));
+  if (prefill) request.prefill_instance = registry_->LoadOf(prefill->worker);
   request.decode_instances =
       registry_->LiveLoads(disaggregated_ ? WorkerRole::kDecode : WorkerRole::kColocated);
   AdmissionDecision decision = DecideAdmission(admission_, latency_model_, request);
@@ -238,7 +239,7 @@ grpc::Status RequestDriver::Execute(PreparedRequest prepared, const ContextFacto
   v1::GenerateResponse pending;  // timing that rides on the next response
   pending.mutable_timing()->set_arrival_us(arrival_us);
   if (disaggregated_) {
-    prefill = registry_->PickPrefill();
+    if (auto pick = PickPrefill(registry_->LiveInstances(WorkerRole::kPrefill))) prefill = pick->worker;
     if (!prefill) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no live prefill worker");
     v1::PrefillRequest prefill_request;
     prefill_request.set_request_id(request_id);
@@ -290,8 +291,12 @@ grpc::Status RequestDriver::Execute(PreparedRequest prepared, const ContextFacto
   }
 
   // The decode phase (or the whole request, colocated).
-  const std::optional<WorkerRef> decoder =
-      disaggregated_ ? registry_->PickDecode(num_prompt_tokens) : registry_->PickColocated();
+  std::optional<WorkerRef> decoder;
+  if (auto pick = disaggregated_
+                      ? PickDecode(registry_->LiveInstances(WorkerRole::kDecode), num_prompt_tokens)
+                      : PickColocated(registry_->LiveInstances(WorkerRole::kColocated))) {
+    decoder = pick->worker;
+  }
   bool kv_released = !disaggregated_;
   auto release_prefill = [&] {
     if (kv_released) return;
