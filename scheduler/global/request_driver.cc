@@ -31,9 +31,9 @@ absl::StatusOr<PreparedRequest> RequestDriver::Prepare(GenerateRequest request) 
   const int64_t arrival_us = NowMicros();
   if (absl::Status valid = ValidateRequest(request); !valid.ok()) return valid;
   if (!request.model.empty() && request.model != model_->name) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model '", request.model, "' is not served here (serving '",
-                                     model_->name, "')"));
+    return absl::InvalidArgumentError(absl::StrCat("model '", request.model,
+                                                   "' is not served here (serving '", model_->name,
+                                                   "')"));
   }
   std::vector<int32_t> prompt = request.prompt_ids
                                     ? *request.prompt_ids
@@ -41,9 +41,8 @@ absl::StatusOr<PreparedRequest> RequestDriver::Prepare(GenerateRequest request) 
   const int vocab_size = model_->config.vocab_size;
   for (int32_t id : prompt) {
     if (id < 0 || id >= vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("prompt: token id ", id, " is outside the vocabulary [0, ",
-                                       vocab_size, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt: token id ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
     }
   }
   const int num_prompt_tokens = static_cast<int>(prompt.size());
@@ -51,18 +50,17 @@ absl::StatusOr<PreparedRequest> RequestDriver::Prepare(GenerateRequest request) 
     return absl::InvalidArgumentError("prompt: no tokens");
   }
   if (num_prompt_tokens >= model_->max_model_len) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prompt length ", num_prompt_tokens,
-                                     " leaves no room in max_model_len ", model_->max_model_len));
+    return absl::InvalidArgumentError(absl::StrCat("prompt length ", num_prompt_tokens,
+                                                   " leaves no room in max_model_len ",
+                                                   model_->max_model_len));
   }
   runtime::GenerationParams& params = request.params;
   if (!request.max_tokens_given) {
     params.max_tokens = model_->max_model_len - num_prompt_tokens;
   } else if (num_prompt_tokens + params.max_tokens > model_->max_model_len) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prompt length ", num_prompt_tokens, " + max_tokens ",
-                                     params.max_tokens, " exceeds max_model_len ",
-                                     model_->max_model_len));
+    return absl::InvalidArgumentError(absl::StrCat("prompt length ", num_prompt_tokens,
+                                                   " + max_tokens ", params.max_tokens,
+                                                   " exceeds max_model_len ", model_->max_model_len));
   }
   if (!request.seed_given) params.seed = static_cast<uint64_t>(arrival_us);
   if (absl::Status admitted = Admit(num_prompt_tokens); !admitted.ok()) return admitted;
@@ -74,9 +72,10 @@ absl::StatusOr<PreparedRequest> RequestDriver::Prepare(GenerateRequest request) 
 absl::Status RequestDriver::Admit(int64_t num_prompt_tokens) const {
   if (!options_.admission.enabled()) return absl::OkStatus();
   AdmissionRequest request{.num_prompt_tokens = num_prompt_tokens};
+  // The instance the flow would send the prefill to now (routing.h).
   const std::optional<RoutingDecision> prefill =
       options_.disaggregated ? PickPrefill(registry_->LiveInstances(WorkerRole::kPrefill))
-                     : PickColocated(registry_->LiveInstances(WorkerRole::kColocated));
+                             : PickColocated(registry_->LiveInstances(WorkerRole::kColocated));
   if (prefill) request.prefill_instance = registry_->LoadOf(prefill->worker);
   request.decode_instances =
       registry_->LiveLoads(options_.disaggregated ? WorkerRole::kDecode : WorkerRole::kColocated);
@@ -97,9 +96,9 @@ std::string RequestDriver::TakeAdmissionReport() {
     auto slo = [](const std::optional<double>& ms) {
       return ms ? absl::StrCat(FormatMs(*ms), " ms") : std::string("off");
     };
-    std::string part = absl::StrCat("admission (TTFT SLO ", slo(options_.admission.ttft_ms), ", TPOT SLO ",
-                                    slo(options_.admission.tpot_ms), "): rejected ", num_rejected_, " of ",
-                                    num_checked_, " requests");
+    std::string part = absl::StrCat("admission (TTFT SLO ", slo(options_.admission.ttft_ms),
+                                    ", TPOT SLO ", slo(options_.admission.tpot_ms), "): rejected ",
+                                    num_rejected_, " of ", num_checked_, " requests");
     if (num_rejected_ > 0) absl::StrAppend(&part, " (last: ", last_rejection_, ")");
     parts.push_back(std::move(part));
     num_checked_ = 0;
