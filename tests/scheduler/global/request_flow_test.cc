@@ -127,17 +127,21 @@ TEST_P(RequestFlowTest, Runs) {
   std::string text;
   for (const GenerateChunk& chunk : chunks) text += chunk.text;
   EXPECT_EQ(text, c.want_text);
-  if (!chunks.empty()) EXPECT_EQ(chunks.back().finish_reason, c.want_finish);
+  if (!chunks.empty()) {
+    EXPECT_EQ(chunks.back().finish_reason, c.want_finish);
+  }
   // The KV lease is released at most once, and only for this request.
   EXPECT_LE(workers.released().size(), 1u);
   for (const std::string& id : workers.released()) EXPECT_EQ(id, "req-1");
   // Liveness: exactly the instances the row names died.
-  for (const std::string& id : {"p0", "d0", "c0"}) {
+  for (const std::string id : {"p0", "d0", "c0"}) {
     const bool dead = std::find(c.want_dead.begin(), c.want_dead.end(), id) != c.want_dead.end();
     const bool was_down = (id == std::string("p0") && !c.prefill_live) ||
                           (id != std::string("p0") && !c.decode_live);
     const std::optional<InstanceLoad> load = registry.LoadOf(WorkerRef{.incarnation_id = id});
-    if (dead) EXPECT_FALSE(load.has_value()) << id << " should be dead";
+    if (dead) {
+      EXPECT_FALSE(load.has_value()) << id << " should be dead";
+    }
     // The scheduler's accounting is back to zero on every path.
     if (load) {
       EXPECT_FALSE(dead || was_down) << id;

@@ -116,7 +116,9 @@ TEST(RoutingTest, Decode) {
     const auto snapshot = Snapshot(WorkerRole::kDecode, c.loads);
     const std::optional<RoutingDecision> decision = PickDecode(snapshot, c.num_prompt_tokens);
     EXPECT_EQ(IdxOf(decision), c.want_idx);
-    if (decision) EXPECT_THAT(decision->reason, HasSubstr(c.want_reason));
+    if (decision) {
+      EXPECT_THAT(decision->reason, HasSubstr(c.want_reason));
+    }
   }
 }
 
@@ -138,7 +140,9 @@ TEST(RoutingTest, Colocated) {
     const auto snapshot = Snapshot(WorkerRole::kColocated, c.loads);
     const std::optional<RoutingDecision> decision = PickColocated(snapshot);
     EXPECT_EQ(IdxOf(decision), c.want_idx);
-    if (decision) EXPECT_THAT(decision->reason, HasSubstr(c.want_reason));
+    if (decision) {
+      EXPECT_THAT(decision->reason, HasSubstr(c.want_reason));
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -62,7 +63,7 @@ TEST(WorkerRegistryTest, LiveInstancesSnapshot) {
   WorkerRegistry registry({{WorkerRole::kDecode, 3}}, absl::Seconds(1));
   const absl::Time now = absl::Now();
   for (int idx : {2, 0, 1}) {
-    WorkerEntry entry = Entry(WorkerRole::kDecode, idx, "d" + std::to_string(idx));
+    WorkerEntry entry = Entry(WorkerRole::kDecode, idx, absl::StrCat("d", idx));
     entry.block_size = 4;
     registry.Register(std::move(entry), now);
   }
