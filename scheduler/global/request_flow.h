@@ -70,6 +70,8 @@ struct RequestFlowParams {
 class RequestFlow {
  public:
   RequestFlow(RequestFlowParams params, PreparedRequest prepared);
+  RequestFlow(const RequestFlow&) = delete;  // its ResponseStream points into params_
+  RequestFlow& operator=(const RequestFlow&) = delete;
 
   // Runs the request to its end: OK with the last chunk written (kFinished), CANCELLED
   // (kCancelled), or the failure (kFailed). Call once.
