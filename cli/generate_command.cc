@@ -20,9 +20,8 @@
 #include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine/engine.h"
-#include "runtime/engine/stop_matcher.h"
 #include "runtime/rpc/status_conversion.h"
-#include "runtime/tokenizer/incremental_detokenizer.h"
+#include "runtime/tokenizer/text_stream.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace baton::cli {
@@ -164,8 +163,7 @@ absl::Status RunLocal(const GenerateOptions& opts) {
   }
 
   GenerationPrinter printer(opts);
-  runtime::IncrementalDetokenizer detokenizer(*tokenizer, /*skip_special_tokens=*/true, prompt_ids);
-  runtime::StopMatcher stop_matcher(opts.stop);
+  runtime::TextStream text_stream(*tokenizer, prompt_ids, opts.stop);
   runtime::FinishReason finish_reason = runtime::FinishReason::kNone;
   while (finish_reason == runtime::FinishReason::kNone && engine->HasWork()) {
     ASSIGN_OR_RETURN(std::vector<runtime::TokenOutput> outputs, engine->Step());
@@ -176,12 +174,9 @@ absl::Status RunLocal(const GenerateOptions& opts) {
         logits_file.write(reinterpret_cast<const char*>(out.logits.data()),
                           static_cast<std::streamsize>(out.logits.size() * sizeof(float)));
       }
-      std::string text = stop_matcher.Feed(detokenizer.Step(out.token_id));
-      if (finish_reason != runtime::FinishReason::kNone && !stop_matcher.stopped()) {
-        text += stop_matcher.Feed(detokenizer.Flush());
-        if (!stop_matcher.stopped()) text += stop_matcher.Flush();
-      }
-      if (stop_matcher.stopped()) {
+      std::string text = text_stream.Append(out.token_id);
+      if (finish_reason != runtime::FinishReason::kNone) text += text_stream.Finish();
+      if (text_stream.stopped()) {
         // The engine still holds a sequence that it did not finish itself.
         if (finish_reason == runtime::FinishReason::kNone) RETURN_IF_ERROR(engine->Cancel(seq_id));
         finish_reason = runtime::FinishReason::kStop;

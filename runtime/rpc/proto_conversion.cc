@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "kernels/common/status_macros.h"
 
 namespace baton::rpc {
 
@@ -52,34 +51,6 @@ void ToProto(const runtime::GenerationParams& params, v1::SamplingParams* sampli
   stop->set_max_tokens(params.max_tokens);
   for (int32_t id : params.stop_token_ids) stop->add_stop_token_ids(id);
   stop->set_ignore_eos(params.ignore_eos);
-}
-
-absl::StatusOr<InferenceRequest> FromProto(const v1::GenerateRequest& request) {
-  InferenceRequest out;
-  out.request_id = request.request_id();
-  out.model = request.model();
-  switch (request.prompt_case()) {
-    case v1::GenerateRequest::kText:
-      if (request.text().empty()) return absl::InvalidArgumentError("prompt: text is empty");
-      out.prompt_text = request.text();
-      break;
-    case v1::GenerateRequest::kTokenIds:
-      if (request.token_ids().ids().empty()) {
-        return absl::InvalidArgumentError("prompt: token_ids is empty");
-      }
-      out.prompt_ids.emplace(request.token_ids().ids().begin(), request.token_ids().ids().end());
-      break;
-    default:
-      return absl::InvalidArgumentError("prompt: set text or token_ids");
-  }
-  ASSIGN_OR_RETURN(out.params, GenerationParamsFromProto(request.sampling(), request.stop(),
-                                                         request.logprobs(), /*seed=*/0));
-  out.max_tokens_given = request.stop().has_max_tokens();
-  for (const std::string& stop : request.stop().stop()) {
-    if (stop.empty()) return absl::InvalidArgumentError("stop: empty stop string");
-    out.stop_strings.push_back(stop);
-  }
-  return out;
 }
 
 v1::FinishReason ToProto(runtime::FinishReason reason) {

@@ -4,8 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
-#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -15,20 +13,8 @@
 
 namespace baton::rpc {
 
-// A public Generate request in native form.
-struct InferenceRequest {
-  std::string request_id;
-  std::optional<std::string> prompt_text;          // exactly one of the two prompts is set
-  std::optional<std::vector<int32_t>> prompt_ids;
-  runtime::GenerationParams params;                // max_tokens 0 means "up to the context"
-  bool max_tokens_given = false;
-  std::vector<std::string> stop_strings;
-  std::string model;
-};
-
-absl::StatusOr<InferenceRequest> FromProto(const v1::GenerateRequest& request);
-
-// Sampling and stop conditions shared by the public and the worker API.
+// Sampling and stop conditions of the worker API. (The public API's are checked by the scheduler's
+// ValidateRequest, scheduler/global/generate_request.h, with the same messages.)
 absl::StatusOr<runtime::GenerationParams> GenerationParamsFromProto(const v1::SamplingParams& sampling,
                                                                     const v1::StopConditions& stop,
                                                                     int32_t logprobs, uint64_t seed);

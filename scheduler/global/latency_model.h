@@ -2,9 +2,9 @@
 // the server-side timestamps of the phases it saw finish, and the TTFT / decode-step predictions that
 // admission compares with the SLOs.
 //
-// Lifecycle: the request driver feeds it (ObservePrefill when a prefill returns its first token,
-// ObserveDecodeStep for every later token of a stream) and admission asks it (PrefillTokensPerSecond,
-// PredictDecodeStepMs). Instances are keyed by name ("prefill worker 0", WorkerName), so a restarted
+// Lifecycle: each request's flow (request_flow.h) feeds it (ObservePrefill when a prefill returns its
+// first token, ObserveDecodeStep for every later token of a stream) and admission asks it
+// (PrefillTokensPerSecond, PredictDecodeStepMs). Instances are keyed by name ("prefill worker 0", WorkerName), so a restarted
 // instance keeps what its predecessor taught: same config, same hardware.
 //
 // The rules:

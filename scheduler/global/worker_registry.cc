@@ -1,7 +1,6 @@
 #include "scheduler/global/worker_registry.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
 
@@ -65,57 +64,27 @@ std::vector<std::string> WorkerRegistry::Sweep(absl::Time now) {
   return died;
 }
 
-std::optional<WorkerRef> WorkerRegistry::PickLeast(WorkerRole role,
-                                                   int64_t WorkerEntry::*load) const {
-  const WorkerEntry* best = nullptr;
-  for (const auto& [id, worker] : workers_) {
-    if (!worker.alive || worker.role != role) continue;
-    if (best == nullptr || worker.*load < best->*load ||
-        (worker.*load == best->*load && worker.instance_idx < best->instance_idx)) {
-      best = &worker;
+std::vector<InstanceSnapshot> WorkerRegistry::LiveInstances(WorkerRole role) const {
+  std::vector<InstanceSnapshot> instances;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const auto& [id, worker] : workers_) {
+      if (!worker.alive || worker.role != role) continue;
+      instances.push_back(InstanceSnapshot{
+          .worker = WorkerRef{.incarnation_id = worker.incarnation_id,
+                              .address = worker.address,
+                              .role = worker.role,
+                              .instance_idx = worker.instance_idx},
+          .block_size = worker.block_size,
+          .num_kv_blocks_free = worker.reported.num_kv_blocks_total - worker.reported.num_kv_blocks_used,
+          .outstanding_prefill_tokens = worker.outstanding_prefill_tokens,
+          .num_active_requests = worker.num_active_requests});
     }
   }
-  if (best == nullptr) return std::nullopt;
-  return WorkerRef{best->incarnation_id, best->address, best->role, best->instance_idx};
-}
-
-std::optional<WorkerRef> WorkerRegistry::PickPrefill() const {
-  absl::ReaderMutexLock lock(&mu_);
-  return PickLeast(WorkerRole::kPrefill, &WorkerEntry::outstanding_prefill_tokens);
-}
-
-std::optional<WorkerRef> WorkerRegistry::PickDecode(int num_tokens) const {
-  absl::ReaderMutexLock lock(&mu_);
-  const WorkerEntry* best = nullptr;
-  bool best_has_room = false;
-  for (const auto& [id, worker] : workers_) {
-    if (!worker.alive || worker.role != WorkerRole::kDecode) continue;
-    const int needed = (num_tokens + 1 + worker.block_size - 1) / worker.block_size;
-    const bool has_room =
-        worker.reported.num_kv_blocks_total - worker.reported.num_kv_blocks_used >= needed;
-    const auto key = [](const WorkerEntry& w) { return std::pair(w.num_active_requests, w.instance_idx); };
-    if (best == nullptr || (has_room && !best_has_room) ||
-        (has_room == best_has_room && key(worker) < key(*best))) {
-      best = &worker;
-      best_has_room = has_room;
-    }
-  }
-  if (best == nullptr) return std::nullopt;
-  return WorkerRef{best->incarnation_id, best->address, best->role, best->instance_idx};
-}
-
-std::optional<WorkerRef> WorkerRegistry::PickColocated() const {
-  absl::ReaderMutexLock lock(&mu_);
-  const WorkerEntry* best = nullptr;
-  for (const auto& [id, worker] : workers_) {
-    if (!worker.alive || worker.role != WorkerRole::kColocated) continue;
-    if (best == nullptr || std::pair(worker.num_active_requests, worker.instance_idx) <
-                               std::pair(best->num_active_requests, best->instance_idx)) {
-      best = &worker;
-    }
-  }
-  if (best == nullptr) return std::nullopt;
-  return WorkerRef{best->incarnation_id, best->address, best->role, best->instance_idx};
+  std::sort(instances.begin(), instances.end(), [](const auto& a, const auto& b) {
+    return a.worker.instance_idx < b.worker.instance_idx;
+  });
+  return instances;
 }
 
 void WorkerRegistry::AddPrefillLoad(const std::string& incarnation_id, int64_t num_tokens) {

@@ -1,11 +1,13 @@
-// WorkerRegistry: the scheduler's view of its worker instances — who is registered and alive, their
-// load — and the routing policies that pick an instance for each phase.
+// WorkerRegistry: the scheduler's view of its worker instances — who is registered and alive, and
+// their load. Routing (routing.h) decides from the snapshot LiveInstances() gives; this class only
+// keeps the facts.
 //
 // Pure logic, no RPC types. Workers register (a new incarnation replaces an older one of the same
-// role and index) and heartbeat; an instance not heard from within the liveness timeout, or reported
-// unreachable by a failed call, is dead and gets no new requests. The scheduler's own accounting
-// (Acquire/Release of prefill tokens and decode slots) tracks load between heartbeats.
-// Thread-safe.
+// role and index) and heartbeat their KV usage; an instance not heard from within the liveness
+// timeout (Sweep), or reported unreachable by a failed call (MarkDead), is dead and is left out of
+// every snapshot. Between heartbeats the scheduler keeps its own accounting of what it sent:
+// AddPrefillLoad (prompt tokens whose first token is not back) and AddActive (requests decoding on an
+// instance), each call paired with one that undoes it when the phase ends. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -16,12 +18,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "runtime/worker/worker_role.h"
+#include "scheduler/global/routing.h"
 
 namespace baton::scheduler {
-
-using runtime::WorkerName;
-using runtime::WorkerRole;
 
 struct WorkerLoad {
   int num_kv_blocks_total = 0;
@@ -53,14 +52,6 @@ struct InstanceLoad {
   int num_active_requests = 0;             // requests decoding (or queued to decode) on it
 };
 
-// What a routing decision hands back: enough to call the instance.
-struct WorkerRef {
-  std::string incarnation_id;
-  std::string address;
-  WorkerRole role;
-  int instance_idx;
-};
-
 class WorkerRegistry {
  public:
   // expected: the instances the deployment should have, as {role, count}.
@@ -74,14 +65,8 @@ class WorkerRegistry {
   // Marks silent workers dead; returns their names.
   std::vector<std::string> Sweep(absl::Time now);
 
-  // Prefill: the live instance with the fewest outstanding prefill tokens.
-  std::optional<WorkerRef> PickPrefill() const;
-  // Decode: a live instance whose last report shows room for num_blocks more KV blocks, the one with
-  // the fewest active requests; when none shows room, the least loaded live one (it queues the
-  // request until it has room: pull-based backpressure).
-  std::optional<WorkerRef> PickDecode(int num_tokens) const;
-  // Colocated: the live instance with the fewest active requests.
-  std::optional<WorkerRef> PickColocated() const;
+  // Every live instance of `role`, by instance index, for routing.
+  std::vector<InstanceSnapshot> LiveInstances(WorkerRole role) const;
 
   void AddPrefillLoad(const std::string& incarnation_id, int64_t num_tokens);
   void AddActive(const std::string& incarnation_id, int delta);
@@ -103,9 +88,6 @@ class WorkerRegistry {
   std::vector<WorkerEntry> Snapshot() const;
 
  private:
-  std::optional<WorkerRef> PickLeast(WorkerRole role, int64_t WorkerEntry::*load) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-
   const std::vector<std::pair<WorkerRole, int>> expected_;
   const absl::Duration liveness_timeout_;
   mutable absl::Mutex mu_;

@@ -1,28 +1,28 @@
 #include "scheduler/service/inference_service.h"
 
 #include "grpcpp/grpcpp.h"
+#include "runtime/rpc/status_conversion.h"
+#include "scheduler/service/generate_proto.h"
 
 namespace baton::scheduler {
-namespace {
-
-constexpr std::chrono::minutes kMaxRequestDuration(30);
-
-}  // namespace
-
 grpc::Status InferenceServiceImpl::Generate(grpc::ServerContext* context,
                                             const v1::GenerateRequest* request,
                                             grpc::ServerWriter<v1::GenerateResponse>* writer) {
   // Worker calls are children of this call: a client that cancels or disconnects cancels them, and
-  // they end by the client's deadline or, without one, by kMaxRequestDuration.
-  return driver_->Run(
-      *request,
-      [context] {
-        std::unique_ptr<grpc::ClientContext> child = grpc::ClientContext::FromServerContext(*context);
-        child->set_deadline(std::chrono::system_clock::now() + kMaxRequestDuration);
-        return child;
-      },
-      [writer](const v1::GenerateResponse& response) { return writer->Write(response); },
-      [context] { return context->IsCancelled(); });
+  // they end by the client's deadline or, without one, by the flow's own limit.
+  GrpcWorkerClient workers(stubs_, context);
+  v1::GenerateResponse response;
+  const absl::Status status = driver_->Run(
+      FromProto(*request),
+      RequestIo{.workers = &workers,
+                .write =
+                    [writer, &response](const GenerateChunk& chunk) {
+                      response.Clear();
+                      ToProto(chunk, &response);
+                      return writer->Write(response);
+                    },
+                .is_cancelled = [context] { return context->IsCancelled(); }});
+  return rpc::ToGrpcStatus(status);
 }
 
 grpc::Status InferenceServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequest*,

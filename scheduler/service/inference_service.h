@@ -1,15 +1,18 @@
 // InferenceServiceImpl: the public gRPC API of the global scheduler (baton.v1.InferenceService).
-// Generate delegates to the RequestDriver; Health and GetModelInfo read the registry and the model.
+// Only converts and delegates: Generate converts the request to native form once (generate_proto.h),
+// runs it on the RequestDriver with worker calls that are children of this call, and converts each
+// chunk back; Health and GetModelInfo read the registry and the model.
 #pragma once
 
 #include "baton/v1/inference.grpc.pb.h"
-#include "scheduler/service/request_driver.h"
+#include "scheduler/global/request_driver.h"
+#include "scheduler/service/grpc_worker_client.h"
 
 namespace baton::scheduler {
 
 class InferenceServiceImpl final : public v1::InferenceService::Service {
  public:
-  explicit InferenceServiceImpl(RequestDriver* driver) : driver_(driver) {}
+  InferenceServiceImpl(RequestDriver* driver, WorkerStubs* stubs) : driver_(driver), stubs_(stubs) {}
 
   grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override;
@@ -20,6 +23,7 @@ class InferenceServiceImpl final : public v1::InferenceService::Service {
 
  private:
   RequestDriver* driver_;
+  WorkerStubs* stubs_;
 };
 
 }  // namespace baton::scheduler

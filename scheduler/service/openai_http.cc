@@ -4,27 +4,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "grpcpp/grpcpp.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
-#include "runtime/rpc/status_conversion.h"
+#include "scheduler/service/openai_completion.h"
 
 namespace baton::scheduler {
 namespace {
 
 using nlohmann::json;
-
-int HttpStatusOf(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kInvalidArgument: return 400;
-    case absl::StatusCode::kNotFound: return 404;
-    case absl::StatusCode::kResourceExhausted: return 429;  // admission shed the request
-    case absl::StatusCode::kUnavailable: return 503;
-    case absl::StatusCode::kDeadlineExceeded: return 504;
-    case absl::StatusCode::kCancelled: return 499;
-    default: return 500;
-  }
-}
 
 void SendError(httplib::Response& res, const absl::Status& status) {
   const int http = HttpStatusOf(status.code());
@@ -37,105 +24,6 @@ void SendError(httplib::Response& res, const absl::Status& status) {
                  {"code", http}}}};
   res.status = http;
   res.set_content(body.dump(), "application/json");
-}
-
-const char* FinishReasonName(v1::FinishReason reason) {
-  switch (reason) {
-    case v1::FINISH_REASON_LENGTH: return "length";
-    case v1::FINISH_REASON_STOP: return "stop";
-    case v1::FINISH_REASON_CANCELLED: return "abort";
-    default: return nullptr;
-  }
-}
-
-// Reads a number field of the expected kind; InvalidArgument naming the field otherwise.
-template <typename T>
-absl::Status ReadNumber(const json& body, const char* field, T* out) {
-  if (!body.contains(field) || body[field].is_null()) return absl::OkStatus();
-  const json& value = body[field];
-  if (!value.is_number() || (std::is_integral_v<T> && !value.is_number_integer())) {
-    return absl::InvalidArgumentError(absl::StrCat("'", field, "' must be ",
-                                                   std::is_integral_v<T> ? "an integer" : "a number"));
-  }
-  *out = value.get<T>();
-  return absl::OkStatus();
-}
-
-// OpenAI /v1/completions JSON -> Generate request. OpenAI's defaults: max_tokens 16, temperature 1.
-absl::StatusOr<v1::GenerateRequest> CompletionToProto(const json& body, bool* stream) {
-  if (!body.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
-  v1::GenerateRequest request;
-  if (body.contains("model") && body["model"].is_string()) request.set_model(body["model"]);
-  if (!body.contains("prompt")) return absl::InvalidArgumentError("'prompt' is required");
-  const json& prompt = body["prompt"];
-  if (prompt.is_string()) {
-    request.set_text(prompt.get<std::string>());
-  } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number_integer()) {
-    for (const json& id : prompt) {
-      if (!id.is_number_integer()) return absl::InvalidArgumentError("'prompt': mixed token id array");
-      request.mutable_token_ids()->add_ids(id.get<int32_t>());
-    }
-  } else if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) {
-    request.set_text(prompt[0].get<std::string>());
-  } else {
-    return absl::InvalidArgumentError("'prompt' must be a string or an array of token ids (one prompt per request)");
-  }
-  int n = 1;
-  if (absl::Status s = ReadNumber(body, "n", &n); !s.ok()) return s;
-  if (n != 1) return absl::InvalidArgumentError("'n' other than 1 is not supported");
-  if (body.value("echo", false)) return absl::InvalidArgumentError("'echo' is not supported");
-  int max_tokens = 16;
-  float temperature = 1.0f, top_p = 1.0f;
-  int top_k = 0, logprobs = 0;
-  if (absl::Status s = ReadNumber(body, "max_tokens", &max_tokens); !s.ok()) return s;
-  if (absl::Status s = ReadNumber(body, "temperature", &temperature); !s.ok()) return s;
-  if (absl::Status s = ReadNumber(body, "top_p", &top_p); !s.ok()) return s;
-  if (absl::Status s = ReadNumber(body, "top_k", &top_k); !s.ok()) return s;
-  if (absl::Status s = ReadNumber(body, "logprobs", &logprobs); !s.ok()) return s;
-  if (top_k < 0) top_k = 0;  // vLLM's -1 means off
-  request.mutable_stop()->set_max_tokens(max_tokens);
-  request.mutable_sampling()->set_temperature(temperature);
-  request.mutable_sampling()->set_top_p(top_p);
-  request.mutable_sampling()->set_top_k(top_k);
-  request.set_logprobs(logprobs);
-  if (body.contains("seed") && !body["seed"].is_null()) {
-    if (!body["seed"].is_number_integer()) return absl::InvalidArgumentError("'seed' must be an integer");
-    request.mutable_sampling()->set_seed(body["seed"].get<uint64_t>());
-  }
-  if (body.contains("stop") && !body["stop"].is_null()) {
-    const json& stop = body["stop"];
-    if (stop.is_string()) {
-      request.mutable_stop()->add_stop(stop.get<std::string>());
-    } else if (stop.is_array()) {
-      for (const json& s : stop) {
-        if (!s.is_string()) return absl::InvalidArgumentError("'stop' must hold strings");
-        request.mutable_stop()->add_stop(s.get<std::string>());
-      }
-    } else {
-      return absl::InvalidArgumentError("'stop' must be a string or an array of strings");
-    }
-  }
-  request.mutable_stop()->set_ignore_eos(body.value("ignore_eos", false));
-  *stream = body.value("stream", false);
-  return request;
-}
-
-json LogprobsJson(const v1::GenerateResponse& response, const runtime::Tokenizer& tokenizer) {
-  json tokens = json::array(), token_logprobs = json::array(), top = json::array();
-  for (int i = 0; i < response.logprobs_size(); ++i) {
-    const int32_t id = response.token_ids(i);
-    tokens.push_back(tokenizer.Decode({&id, 1}, false));
-    float chosen = 0;
-    json alternatives = json::object();
-    for (const auto& lp : response.logprobs(i).top()) {
-      const int32_t alt = lp.token_id();
-      alternatives[tokenizer.Decode({&alt, 1}, false)] = lp.logprob();
-      if (lp.token_id() == id) chosen = lp.logprob();
-    }
-    token_logprobs.push_back(chosen);
-    top.push_back(std::move(alternatives));
-  }
-  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}};
 }
 
 int64_t UnixSeconds() { return absl::ToUnixSeconds(absl::Now()); }
@@ -151,6 +39,7 @@ OpenAiHttpServer::~OpenAiHttpServer() {
 }
 
 absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(RequestDriver* driver,
+                                                                          WorkerStubs* stubs,
                                                                           const std::string& host,
                                                                           int port) {
   auto server = std::unique_ptr<OpenAiHttpServer>(new OpenAiHttpServer(driver));
@@ -175,59 +64,56 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(Reques
                     {"max_model_len", model.max_model_len}}}}};
     res.set_content(data.dump(), "application/json");
   });
-  http.Post("/v1/completions", [driver](const httplib::Request& req, httplib::Response& res) {
+  http.Post("/v1/completions", [driver, stubs](const httplib::Request& req, httplib::Response& res) {
     const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded()) return SendError(res, absl::InvalidArgumentError("the body is not valid JSON"));
     bool stream = false;
-    absl::StatusOr<v1::GenerateRequest> request = CompletionToProto(body, &stream);
+    absl::StatusOr<GenerateRequest> request = CompletionToRequest(body, &stream);
     if (!request.ok()) return SendError(res, request.status());
-    absl::StatusOr<PreparedRequest> prepared = driver->Prepare(*request);
+    absl::StatusOr<PreparedRequest> prepared = driver->Prepare(*std::move(request));
     if (!prepared.ok()) return SendError(res, prepared.status());
     const std::string id = absl::StrCat("cmpl-", prepared->request.request_id);
     const std::string model = driver->model().name;
     const int64_t created = UnixSeconds();
     const int num_prompt_tokens = static_cast<int>(prepared->prompt.size());
     const bool want_logprobs = prepared->request.params.num_logprobs > 0;
-    auto chunk_json = [=](const v1::GenerateResponse& response) {
-      const char* finish = FinishReasonName(response.finish_reason());
+    auto chunk_json = [=](const GenerateChunk& chunk) {
+      const char* finish = FinishReasonName(chunk.finish_reason);
       return json{{"id", id},
                   {"object", "text_completion"},
                   {"created", created},
                   {"model", model},
                   {"choices",
                    {{{"index", 0},
-                     {"text", response.text()},
-                     {"logprobs", want_logprobs ? LogprobsJson(response, *driver->model().tokenizer) : json(nullptr)},
+                     {"text", chunk.text},
+                     {"logprobs", want_logprobs ? LogprobsJson(chunk, *driver->model().tokenizer) : json(nullptr)},
                      {"finish_reason", finish ? json(finish) : json(nullptr)}}}}};
     };
-    auto no_parent = [] {
-      auto context = std::make_unique<grpc::ClientContext>();
-      context->set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(30));
-      return context;
-    };
-
     if (!stream) {
       std::string text;
-      v1::GenerateResponse last;
+      GenerateChunk last;
       int num_generated = 0;
       json logprobs = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}};
-      const grpc::Status status = driver->Execute(
-          *std::move(prepared), no_parent,
-          [&](const v1::GenerateResponse& response) {
-            text += response.text();
-            num_generated += response.token_ids_size();
-            if (want_logprobs) {
-              json part = LogprobsJson(response, *driver->model().tokenizer);
-              for (const char* key : {"tokens", "token_logprobs", "top_logprobs"}) {
-                for (auto& v : part[key]) logprobs[key].push_back(v);
-              }
-            }
-            last = response;
-            return true;
-          },
-          [] { return false; });
-      if (!status.ok()) return SendError(res, rpc::FromGrpcStatus(status));
-      last.set_text(text);
+      // No parent call to tie the worker calls to: the HTTP client's departure is not observable
+      // before the answer is written.
+      GrpcWorkerClient workers(stubs);
+      const absl::Status status = driver->Execute(
+          *std::move(prepared),
+          RequestIo{.workers = &workers,
+                    .write = [&](const GenerateChunk& chunk) {
+                      text += chunk.text;
+                      num_generated += static_cast<int>(chunk.token_ids.size());
+                      if (want_logprobs) {
+                        json part = LogprobsJson(chunk, *driver->model().tokenizer);
+                        for (const char* key : {"tokens", "token_logprobs", "top_logprobs"}) {
+                          for (auto& v : part[key]) logprobs[key].push_back(v);
+                        }
+                      }
+                      last = chunk;
+                      return true;
+                    }});
+      if (!status.ok()) return SendError(res, status);
+      last.text = text;
       json out = chunk_json(last);
       if (want_logprobs) out["choices"][0]["logprobs"] = logprobs;
       out["usage"] = {{"prompt_tokens", num_prompt_tokens},
@@ -251,15 +137,17 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(Reques
             if (!client_gone && !sink.write(line.data(), line.size())) client_gone = true;
             return !client_gone;
           };
-          const grpc::Status status = driver->Execute(
-              std::move(*shared), no_parent,
-              [&](const v1::GenerateResponse& response) {
-                num_generated += response.token_ids_size();
-                return send(chunk_json(response));
-              },
-              [&] { return client_gone; });
+          GrpcWorkerClient workers(stubs);
+          const absl::Status status = driver->Execute(
+              std::move(*shared),
+              RequestIo{.workers = &workers,
+                        .write = [&](const GenerateChunk& chunk) {
+                          num_generated += static_cast<int>(chunk.token_ids.size());
+                          return send(chunk_json(chunk));
+                        },
+                        .is_cancelled = [&] { return client_gone; }});
           if (!status.ok() && !client_gone) {
-            send(json{{"error", {{"message", status.error_message()}, {"code", HttpStatusOf(static_cast<absl::StatusCode>(status.error_code()))}}}});
+            send(json{{"error", {{"message", std::string(status.message())}, {"code", HttpStatusOf(status.code())}}}});
           }
           if (include_usage && !client_gone) {
             send(json{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},

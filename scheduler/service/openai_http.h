@@ -1,7 +1,8 @@
 // OpenAiHttpServer: the OpenAI-compatible HTTP front end of the scheduler, as vLLM and SGLang serve
 // it: POST /v1/completions (streaming with Server-Sent Events, or one JSON body), GET /v1/models,
-// GET /health. Converts JSON to a Generate request and runs it through the same RequestDriver as
-// the gRPC API. Bad requests get HTTP 400 with {"error": {"message", "type", "code"}}; a request
+// GET /health. Only converts and delegates: the JSON body becomes a native GenerateRequest once (no
+// proto in between), runs through the same RequestDriver as the gRPC API, and each GenerateChunk
+// becomes JSON. Bad requests get HTTP 400 with {"error": {"message", "type", "code"}}; a request
 // admission sheds (RESOURCE_EXHAUSTED) gets 429 with type "rate_limit_error"; no live worker gets
 // 503. Runs its own listener thread.
 #pragma once
@@ -11,7 +12,8 @@
 #include <thread>
 
 #include "absl/status/status.h"
-#include "scheduler/service/request_driver.h"
+#include "scheduler/global/request_driver.h"
+#include "scheduler/service/grpc_worker_client.h"
 
 namespace httplib {
 class Server;
@@ -22,7 +24,9 @@ namespace baton::scheduler {
 class OpenAiHttpServer {
  public:
   // Binds host:port (port 0 picks a free one) and starts serving. Unavailable if it cannot bind.
+  // driver and stubs must outlive the server.
   static absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> Start(RequestDriver* driver,
+                                                                  WorkerStubs* stubs,
                                                                   const std::string& host, int port);
   ~OpenAiHttpServer();  // stops and joins
 

@@ -7,6 +7,8 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "kernels/common/status_macros.h"
+#include "scheduler/global/request_driver.h"
+#include "scheduler/service/grpc_worker_client.h"
 #include "scheduler/service/inference_service.h"
 #include "scheduler/service/openai_http.h"
 #include "scheduler/service/registry_service.h"
@@ -24,8 +26,12 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
   model.dtype = std::string(DTypeName(options.weight_dtype));
 
   WorkerRegistry registry(options.expected_workers, options.liveness_timeout);
-  RequestDriver driver(&model, &registry, options.disaggregated, options.kv_lease, options.admission);
-  InferenceServiceImpl inference(&driver);
+  RequestDriver driver(&model, &registry,
+                       RequestDriverOptions{.disaggregated = options.disaggregated,
+                                            .kv_lease = options.kv_lease,
+                                            .admission = options.admission});
+  WorkerStubs stubs;
+  InferenceServiceImpl inference(&driver, &stubs);
   RegistryServiceImpl registry_service(&registry);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -41,7 +47,7 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
   }
   std::unique_ptr<OpenAiHttpServer> http;
   if (options.http_port > 0) {
-    ASSIGN_OR_RETURN(http, OpenAiHttpServer::Start(&driver, options.host, options.http_port));
+    ASSIGN_OR_RETURN(http, OpenAiHttpServer::Start(&driver, &stubs, options.host, options.http_port));
   }
   std::fprintf(stderr, "baton scheduler: serving %s on %s:%d (gRPC)%s\n", model.name.c_str(),
                options.host.c_str(), port,

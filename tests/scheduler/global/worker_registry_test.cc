@@ -2,7 +2,10 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -32,9 +35,9 @@ TEST(WorkerRegistryTest, LoadsFollowTheSchedulersAccounting) {
   registry.AddActive("d1", 1);
   registry.AddActive("d0", 1);
 
-  const std::optional<WorkerRef> pick = registry.PickPrefill();
+  const std::optional<RoutingDecision> pick = PickPrefill(registry.LiveInstances(WorkerRole::kPrefill));
   ASSERT_TRUE(pick.has_value());
-  const std::optional<InstanceLoad> load = registry.LoadOf(*pick);
+  const std::optional<InstanceLoad> load = registry.LoadOf(pick->worker);
   ASSERT_TRUE(load.has_value());
   EXPECT_EQ(load->name, "prefill worker 1");
   EXPECT_EQ(load->outstanding_prefill_tokens, 100);
@@ -52,6 +55,32 @@ TEST(WorkerRegistryTest, LoadsFollowTheSchedulersAccounting) {
   EXPECT_THAT(registry.LiveLoads(WorkerRole::kDecode),
               ElementsAre(Field(&InstanceLoad::name, "decode worker 1")));
   EXPECT_EQ(registry.LoadOf(WorkerRef{.incarnation_id = "d0"}), std::nullopt);
+}
+
+// The snapshot routing decides from: live instances of one role, by index, with free KV blocks from
+// the last heartbeat and the scheduler's own accounting.
+TEST(WorkerRegistryTest, LiveInstancesSnapshot) {
+  WorkerRegistry registry({{WorkerRole::kDecode, 3}}, absl::Seconds(1));
+  const absl::Time now = absl::Now();
+  for (int idx : {2, 0, 1}) {
+    WorkerEntry entry = Entry(WorkerRole::kDecode, idx, absl::StrCat("d", idx));
+    entry.block_size = 4;
+    registry.Register(std::move(entry), now);
+  }
+  registry.Register(Entry(WorkerRole::kPrefill, 0, "p0"), now);
+  ASSERT_TRUE(registry.Heartbeat("d1", WorkerLoad{.num_kv_blocks_total = 10, .num_kv_blocks_used = 7}, now));
+  registry.AddActive("d1", 2);
+  registry.MarkDead("d2", "gone");
+
+  const std::vector<InstanceSnapshot> live = registry.LiveInstances(WorkerRole::kDecode);
+  ASSERT_EQ(live.size(), 2u);
+  EXPECT_EQ(live[0].worker.incarnation_id, "d0");
+  EXPECT_EQ(live[1].worker.incarnation_id, "d1");
+  EXPECT_EQ(live[1].worker.address, "127.0.0.1:6001");
+  EXPECT_EQ(live[1].block_size, 4);
+  EXPECT_EQ(live[1].num_kv_blocks_free, 3);
+  EXPECT_EQ(live[1].num_active_requests, 2);
+  EXPECT_TRUE(registry.LiveInstances(WorkerRole::kColocated).empty());
 }
 
 }  // namespace

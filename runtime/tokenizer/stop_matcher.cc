@@ -1,4 +1,4 @@
-#include "runtime/engine/stop_matcher.h"
+#include "runtime/tokenizer/stop_matcher.h"
 
 #include <algorithm>
 #include <utility>

@@ -1,0 +1,45 @@
+#include "scheduler/global/generate_request.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace baton::scheduler {
+
+absl::Status ValidateRequest(const GenerateRequest& request) {
+  if (request.prompt_text.has_value()) {
+    if (request.prompt_text->empty()) return absl::InvalidArgumentError("prompt: text is empty");
+  } else if (request.prompt_ids.has_value()) {
+    if (request.prompt_ids->empty()) return absl::InvalidArgumentError("prompt: token_ids is empty");
+  } else {
+    return absl::InvalidArgumentError("prompt: set text or token_ids");
+  }
+  const runtime::GenerationParams& params = request.params;
+  const float temperature = params.sampling.temperature;
+  if (!std::isfinite(temperature) || temperature < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.temperature ", temperature, " must be >= 0"));
+  }
+  if (params.sampling.top_k < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.top_k ", params.sampling.top_k, " must be >= 0"));
+  }
+  const float top_p = params.sampling.top_p;
+  if (!(top_p > 0 && top_p <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.top_p ", top_p, " must be in (0, 1]"));
+  }
+  if (params.num_logprobs < 0 || params.num_logprobs > 20) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("logprobs ", params.num_logprobs, " must be in [0, 20]"));
+  }
+  if (request.max_tokens_given && params.max_tokens <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stop.max_tokens ", params.max_tokens, " must be >= 1"));
+  }
+  for (const std::string& stop : request.stop_strings) {
+    if (stop.empty()) return absl::InvalidArgumentError("stop: empty stop string");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace baton::scheduler

@@ -1,0 +1,42 @@
+// GenerateRequest: a public Generate request in native form, whatever front end it came from. The
+// gRPC service (scheduler/service/generate_proto.h) and the OpenAI HTTP server (openai_http.cc) each
+// convert their wire type to it once; everything below them sees only this.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "runtime/batch/sequence.h"
+
+namespace baton::scheduler {
+
+struct GenerateRequest {
+  std::string request_id;  // empty: the scheduler assigns one ("req-<arrival us>-<n>")
+  std::string model;       // empty: whatever model is served
+  // Exactly one of the two prompts is set (ValidateRequest).
+  std::optional<std::string> prompt_text;
+  std::optional<std::vector<int32_t>> prompt_ids;
+  // Sampling, seed, stop token ids, ignore_eos, num_logprobs, and max_tokens when max_tokens_given.
+  // A front end maps its wire defaults here (top_p unset -> 1).
+  runtime::GenerationParams params;
+  bool max_tokens_given = false;  // false: generate up to the context length
+  bool seed_given = false;        // false: the scheduler seeds from the arrival time
+  std::vector<std::string> stop_strings;
+};
+
+// Checks what the request alone can tell, in a fixed order (prompt, sampling, logprobs, max_tokens,
+// stop strings): InvalidArgument naming the field as the public API spells it ("sampling.top_p 2
+// must be in (0, 1]"). Checks that need the model (vocabulary, context length) are Prepare's.
+absl::Status ValidateRequest(const GenerateRequest& request);
+
+// A validated, tokenized, admitted request, ready to run.
+struct PreparedRequest {
+  GenerateRequest request;      // request_id set, max_tokens and seed resolved
+  std::vector<int32_t> prompt;  // [num_prompt_tokens]
+  int64_t arrival_us = 0;       // Unix microseconds
+};
+
+}  // namespace baton::scheduler

@@ -1,0 +1,142 @@
+#include "scheduler/global/request_driver.h"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "scheduler/global/request_flow.h"
+#include "scheduler/global/routing.h"
+
+namespace baton::scheduler {
+namespace {
+
+int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
+
+}  // namespace
+
+RequestDriver::RequestDriver(const ServedModel* model, WorkerRegistry* registry,
+                             RequestDriverOptions options)
+    : model_(model), registry_(registry), options_(std::move(options)) {}
+
+std::string RequestDriver::NewRequestId() const {
+  absl::MutexLock lock(&mu_);
+  return absl::StrCat("req-", NowMicros(), "-", next_request_id_++);
+}
+
+absl::StatusOr<PreparedRequest> RequestDriver::Prepare(GenerateRequest request) const {
+  const int64_t arrival_us = NowMicros();
+  if (absl::Status valid = ValidateRequest(request); !valid.ok()) return valid;
+  if (!request.model.empty() && request.model != model_->name) {
+    return absl::InvalidArgumentError(absl::StrCat("model '", request.model,
+                                                   "' is not served here (serving '", model_->name,
+                                                   "')"));
+  }
+  std::vector<int32_t> prompt = request.prompt_ids
+                                    ? *request.prompt_ids
+                                    : model_->tokenizer->Encode(*request.prompt_text, true);
+  const int vocab_size = model_->config.vocab_size;
+  for (int32_t id : prompt) {
+    if (id < 0 || id >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt: token id ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+  }
+  const int num_prompt_tokens = static_cast<int>(prompt.size());
+  if (num_prompt_tokens == 0) {
+    return absl::InvalidArgumentError("prompt: no tokens");
+  }
+  if (num_prompt_tokens >= model_->max_model_len) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt length ", num_prompt_tokens,
+                                                   " leaves no room in max_model_len ",
+                                                   model_->max_model_len));
+  }
+  runtime::GenerationParams& params = request.params;
+  if (!request.max_tokens_given) {
+    params.max_tokens = model_->max_model_len - num_prompt_tokens;
+  } else if (num_prompt_tokens + params.max_tokens > model_->max_model_len) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt length ", num_prompt_tokens,
+                                                   " + max_tokens ", params.max_tokens,
+                                                   " exceeds max_model_len ", model_->max_model_len));
+  }
+  if (!request.seed_given) params.seed = static_cast<uint64_t>(arrival_us);
+  if (absl::Status admitted = Admit(num_prompt_tokens); !admitted.ok()) return admitted;
+  if (request.request_id.empty()) request.request_id = NewRequestId();
+  return PreparedRequest{.request = std::move(request), .prompt = std::move(prompt),
+                         .arrival_us = arrival_us};
+}
+
+absl::Status RequestDriver::Admit(int64_t num_prompt_tokens) const {
+  if (!options_.admission.enabled()) return absl::OkStatus();
+  AdmissionRequest request{.num_prompt_tokens = num_prompt_tokens};
+  // The instance the flow would send the prefill to now (routing.h).
+  const std::optional<RoutingDecision> prefill =
+      options_.disaggregated ? PickPrefill(registry_->LiveInstances(WorkerRole::kPrefill))
+                             : PickColocated(registry_->LiveInstances(WorkerRole::kColocated));
+  if (prefill) request.prefill_instance = registry_->LoadOf(prefill->worker);
+  request.decode_instances =
+      registry_->LiveLoads(options_.disaggregated ? WorkerRole::kDecode : WorkerRole::kColocated);
+  AdmissionDecision decision = DecideAdmission(options_.admission, latency_model_, request);
+  absl::MutexLock lock(&admission_mu_);
+  ++num_checked_;
+  if (!decision.status.ok()) {
+    ++num_rejected_;
+    last_rejection_ = std::string(decision.status.message());
+  }
+  return decision.status;
+}
+
+std::string RequestDriver::TakeAdmissionReport() {
+  std::vector<std::string> parts;
+  if (options_.admission.enabled()) {
+    absl::MutexLock lock(&admission_mu_);
+    auto slo = [](const std::optional<double>& ms) {
+      return ms ? absl::StrCat(FormatMs(*ms), " ms") : std::string("off");
+    };
+    std::string part = absl::StrCat("admission (TTFT SLO ", slo(options_.admission.ttft_ms),
+                                    ", TPOT SLO ", slo(options_.admission.tpot_ms), "): rejected ",
+                                    num_rejected_, " of ", num_checked_, " requests");
+    if (num_rejected_ > 0) absl::StrAppend(&part, " (last: ", last_rejection_, ")");
+    parts.push_back(std::move(part));
+    num_checked_ = 0;
+    num_rejected_ = 0;
+  }
+  for (const InstanceEstimate& estimate : latency_model_.Estimates()) {
+    std::string part = absl::StrCat(estimate.name, ":");
+    if (estimate.prefill_tokens_per_s) {
+      absl::StrAppend(&part, " prefill ", absl::StrFormat("%.0f", *estimate.prefill_tokens_per_s),
+                      " tokens/s (", estimate.num_prefill_samples, " steps)");
+    }
+    if (estimate.decode) {
+      absl::StrAppend(&part, " decode step ", FormatMs(estimate.decode->intercept_ms), " ms + ",
+                      FormatMs(estimate.decode->slope_ms), " ms per request (last ",
+                      estimate.decode->num_observations, " tokens)");
+    }
+    parts.push_back(std::move(part));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+absl::Status RequestDriver::Run(GenerateRequest request, const RequestIo& io) {
+  absl::StatusOr<PreparedRequest> prepared = Prepare(std::move(request));
+  if (!prepared.ok()) return prepared.status();
+  return Execute(*std::move(prepared), io);
+}
+
+absl::Status RequestDriver::Execute(PreparedRequest prepared, const RequestIo& io) {
+  RequestFlow flow(RequestFlowParams{.tokenizer = model_->tokenizer.get(),
+                                     .registry = registry_,
+                                     .latency_model = &latency_model_,
+                                     .workers = io.workers,
+                                     .disaggregated = options_.disaggregated,
+                                     .kv_lease = options_.kv_lease,
+                                     .write = io.write,
+                                     .is_cancelled = io.is_cancelled},
+                   std::move(prepared));
+  return flow.Run();
+}
+
+}  // namespace baton::scheduler

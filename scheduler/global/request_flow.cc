@@ -1,0 +1,213 @@
+#include "scheduler/global/request_flow.h"
+
+#include <span>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace baton::scheduler {
+namespace {
+
+// A worker that failed a call this way is gone (process dead or unreachable). One that is draining
+// answers UNAVAILABLE too, but it is alive and finishes what it has.
+bool WorkerUnreachable(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable &&
+         !absl::StrContains(status.message(), "draining");
+}
+
+bool IsTerminal(FlowState state) {
+  return state == FlowState::kFinished || state == FlowState::kFailed ||
+         state == FlowState::kCancelled;
+}
+
+}  // namespace
+
+const char* FlowStateName(FlowState state) {
+  switch (state) {
+    case FlowState::kPrefilling: return "prefilling";
+    case FlowState::kHandingOff: return "handing off";
+    case FlowState::kDecoding: return "decoding";
+    case FlowState::kFinished: return "finished";
+    case FlowState::kFailed: return "failed";
+    case FlowState::kCancelled: return "cancelled";
+  }
+  return "?";
+}
+
+RequestFlow::RequestFlow(RequestFlowParams params, PreparedRequest prepared)
+    : params_(std::move(params)),
+      prepared_(std::move(prepared)),
+      stream_(*params_.tokenizer, prepared_.request.request_id, prepared_.prompt,
+              prepared_.request.stop_strings, &params_.write),
+      num_prompt_tokens_(static_cast<int>(prepared_.prompt.size())),
+      state_(params_.disaggregated ? FlowState::kPrefilling : FlowState::kDecoding) {
+  pending_.timing.arrival_us = prepared_.arrival_us;
+}
+
+absl::Status RequestFlow::Run() {
+  trace_.push_back(state_);
+  while (!IsTerminal(state_)) {
+    // Prefill ends in kHandingOff; StartDecode runs the decode stream to the request's end (and
+    // enters kDecoding itself when the KV arrives).
+    const FlowState next = state_ == FlowState::kPrefilling ? Prefill() : StartDecode();
+    if (next != state_) Enter(next);
+  }
+  return status_;
+}
+
+void RequestFlow::Enter(FlowState state) {
+  state_ = state;
+  trace_.push_back(state);
+}
+
+FlowState RequestFlow::End(absl::Status status) {
+  status_ = std::move(status);
+  if (status_.ok()) return FlowState::kFinished;
+  return status_.code() == absl::StatusCode::kCancelled ? FlowState::kCancelled : FlowState::kFailed;
+}
+
+absl::Status RequestFlow::WorkerFailed(const WorkerRef& worker, const absl::Status& status) {
+  if (!WorkerUnreachable(status)) return status;
+  params_.registry->MarkDead(worker.incarnation_id, std::string(status.message()));
+  return absl::UnavailableError(
+      absl::StrCat(WorkerName(worker.role, worker.instance_idx), " failed: ", status.message()));
+}
+
+CallOptions RequestFlow::CallDeadline() const {
+  return CallOptions{.deadline = absl::Now() + params_.max_call_duration};
+}
+
+void RequestFlow::ReleasePrefillKv() {
+  if (!prefill_kv_held_) return;
+  prefill_kv_held_ = false;
+  // Best effort: a worker that misses it frees the KV when the lease expires.
+  (void)params_.workers->Release(*prefill_, prepared_.request.request_id,
+                                 CallOptions{.deadline = absl::Now() + params_.release_deadline});
+}
+
+void RequestFlow::PrefillDone() {
+  if (!colocated_prefill_outstanding_) return;
+  colocated_prefill_outstanding_ = false;
+  params_.registry->AddPrefillLoad(decoder_->incarnation_id, -num_prompt_tokens_);
+}
+
+FlowState RequestFlow::Prefill() {
+  const std::optional<RoutingDecision> pick =
+      PickPrefill(params_.registry->LiveInstances(WorkerRole::kPrefill));
+  if (!pick) return End(absl::UnavailableError("no live prefill worker"));
+  prefill_ = pick->worker;
+  const PrefillCall call{.request_id = prepared_.request.request_id,
+                         .prompt_token_ids = prepared_.prompt,
+                         .params = prepared_.request.params,
+                         .kv_lease = params_.kv_lease};
+  params_.registry->AddPrefillLoad(prefill_->incarnation_id, num_prompt_tokens_);
+  absl::StatusOr<PrefillResult> result = params_.workers->Prefill(*prefill_, call, CallDeadline());
+  params_.registry->AddPrefillLoad(prefill_->incarnation_id, -num_prompt_tokens_);
+  if (!result.ok()) return End(WorkerFailed(*prefill_, result.status()));
+  prefilled_ = *std::move(result);
+  // A request the first token finished holds no KV on the worker.
+  prefill_kv_held_ = prefilled_->finish_reason == runtime::FinishReason::kNone;
+
+  pending_.timing.prefill_start_us = prefilled_->prefill_start_us;
+  pending_.timing.prefill_end_us = prefilled_->prefill_end_us;
+  params_.latency_model->ObservePrefill(WorkerName(prefill_->role, prefill_->instance_idx),
+                                        num_prompt_tokens_, prefilled_->prefill_start_us,
+                                        prefilled_->prefill_end_us);
+  const int32_t first = prefilled_->first_token_id;
+  const int64_t first_emit_us = prefilled_->prefill_end_us;
+  std::span<const std::vector<kernels::TokenLogprob>> first_logprobs;
+  if (prefilled_->first_logprobs) first_logprobs = {&*prefilled_->first_logprobs, 1};
+  const bool written = stream_.Write(std::exchange(pending_, {}), {&first, 1}, first_logprobs,
+                                     {&first_emit_us, 1}, prefilled_->finish_reason);
+  if (!written || stream_.finished()) {
+    ReleasePrefillKv();
+    return End(stream_.finished() ? absl::OkStatus() : absl::CancelledError("client gone"));
+  }
+  // A client that left while the prompt ran: no decode instance needs to pull anything.
+  if (params_.is_cancelled()) {
+    ReleasePrefillKv();
+    return End(absl::CancelledError("client cancelled"));
+  }
+  return FlowState::kHandingOff;
+}
+
+FlowState RequestFlow::StartDecode() {
+  const bool disaggregated = params_.disaggregated;
+  const std::optional<RoutingDecision> pick =
+      disaggregated
+          ? PickDecode(params_.registry->LiveInstances(WorkerRole::kDecode), num_prompt_tokens_)
+          : PickColocated(params_.registry->LiveInstances(WorkerRole::kColocated));
+  if (!pick) {
+    ReleasePrefillKv();
+    return End(absl::UnavailableError(disaggregated ? "no live decode worker"
+                                                    : "no live colocated worker"));
+  }
+  decoder_ = pick->worker;
+  decoder_name_ = WorkerName(decoder_->role, decoder_->instance_idx);
+  params_.registry->AddActive(decoder_->incarnation_id, 1);
+  // Colocated: the prompt counts as outstanding prefill work on the instance until its first token.
+  if (!disaggregated) {
+    colocated_prefill_outstanding_ = true;
+    params_.registry->AddPrefillLoad(decoder_->incarnation_id, num_prompt_tokens_);
+  }
+  DecodeCall call{.request_id = prepared_.request.request_id,
+                  .prompt_token_ids = prepared_.prompt,
+                  .params = prepared_.request.params};
+  if (disaggregated) {
+    call.generated_token_ids.push_back(prefilled_->first_token_id);
+    call.kv_source = prefilled_->kv;
+  }
+  const absl::Status stream_status = params_.workers->Decode(
+      *decoder_, call, CallDeadline(), [this](const DecodeEvent& event) { return OnDecodeEvent(event); });
+  return EndDecode(stream_status);
+}
+
+bool RequestFlow::OnDecodeEvent(const DecodeEvent& event) {
+  if (const auto* kv = std::get_if<KvTransferred>(&event)) {
+    pending_.timing.kv_transfer_start_us = kv->start_us;
+    pending_.timing.kv_transfer_end_us = kv->end_us;
+    ReleasePrefillKv();
+    if (state_ == FlowState::kHandingOff) Enter(FlowState::kDecoding);
+    return true;
+  }
+  const TokenChunk& chunk = std::get<TokenChunk>(event);
+  if (state_ == FlowState::kHandingOff) Enter(FlowState::kDecoding);
+  if (chunk.prefill_start_us != 0) {
+    pending_.timing.prefill_start_us = chunk.prefill_start_us;
+    pending_.timing.prefill_end_us = chunk.prefill_end_us;
+    params_.latency_model->ObservePrefill(decoder_name_, num_prompt_tokens_, chunk.prefill_start_us,
+                                          chunk.prefill_end_us);
+  }
+  if (!chunk.token_ids.empty()) PrefillDone();
+  for (const int64_t emit_us : chunk.emit_us) {
+    if (last_emit_us_ != 0) {
+      params_.latency_model->ObserveDecodeStep(
+          decoder_name_, params_.registry->NumActive(decoder_->incarnation_id),
+          emit_us - last_emit_us_);
+    }
+    last_emit_us_ = emit_us;
+  }
+  if (!stream_.Write(std::exchange(pending_, {}), chunk.token_ids, chunk.logprobs, chunk.emit_us,
+                     chunk.finish_reason)) {
+    client_gone_ = true;
+    return false;
+  }
+  // Finished (a finish reason, or a stop string the worker does not know of): stop the stream.
+  return !stream_.finished();
+}
+
+FlowState RequestFlow::EndDecode(const absl::Status& stream_status) {
+  ReleasePrefillKv();
+  PrefillDone();
+  params_.registry->AddActive(decoder_->incarnation_id, -1);
+  if (stream_.finished()) return End(absl::OkStatus());
+  if (client_gone_ || params_.is_cancelled()) return End(absl::CancelledError("client cancelled"));
+  if (stream_status.ok()) {
+    return End(absl::InternalError("decode stream ended without a finish reason"));
+  }
+  return End(WorkerFailed(*decoder_, stream_status));
+}
+
+}  // namespace baton::scheduler

@@ -1,0 +1,119 @@
+// RequestFlow: one admitted request's life on the workers, as an explicit state machine (DESIGN.md,
+// "A request's path", steps 2-6), over a WorkerClient, the WorkerRegistry, routing.h and the
+// LatencyModel. No RPC types: the gRPC client is one WorkerClient, a scripted fake another.
+//
+// States and transitions (disaggregated):
+//   kPrefilling  route to a prefill instance (routing.h PickPrefill), Prefill, write the first token
+//                -> kHandingOff; -> kFinished if the first token ends the request
+//   kHandingOff  route to a decode instance (PickDecode), open Decode with the KV lease; the decode
+//                instance pulls the KV when it has room -> kDecoding on KvTransferred, which
+//                releases the prefill instance's KV
+//   kDecoding    stream token chunks to the client -> kFinished on a finish reason or stop string
+// Colocated: kDecoding from the start, on PickColocated's instance (Decode without kv_source).
+// From any state: -> kCancelled when the client leaves (status CANCELLED), -> kFailed otherwise
+// (UNAVAILABLE when no live instance can take the request or one dies under it; a worker's own
+// error as it returned it).
+//
+// What each path guarantees:
+//   - The prefill instance's KV is released exactly once, as soon as the decode instance reports it
+//     pulled it, or when the request ends on any other path while the prefill instance holds it
+//     (not when the prefill itself failed, was cancelled, or finished the request: the worker holds
+//     nothing then).
+//   - A worker whose call fails as unreachable (UNAVAILABLE without "draining") is marked dead in
+//     the registry: it gets no new requests.
+//   - The registry's accounting is restored on every path: outstanding prefill tokens while a
+//     prefill runs (on the colocated instance until its first token), one active request on the
+//     decode instance while its stream is open.
+//   - The LatencyModel learns every prefill's timing and every gap between consecutive tokens of
+//     the decode stream (with the decode instance's active requests as the batch size).
+//
+// Lifecycle: construct per request, call Run once. Not thread-safe (one request, one thread); the
+// objects in the params must outlive it.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "scheduler/global/generate_chunk.h"
+#include "scheduler/global/generate_request.h"
+#include "scheduler/global/latency_model.h"
+#include "scheduler/global/response_stream.h"
+#include "scheduler/global/worker_client.h"
+#include "scheduler/global/worker_registry.h"
+
+namespace baton::scheduler {
+
+enum class FlowState { kPrefilling, kHandingOff, kDecoding, kFinished, kFailed, kCancelled };
+
+const char* FlowStateName(FlowState state);
+
+// Where the request's flow runs and how it reaches its client.
+struct RequestFlowParams {
+  const runtime::Tokenizer* tokenizer = nullptr;
+  WorkerRegistry* registry = nullptr;
+  LatencyModel* latency_model = nullptr;
+  WorkerClient* workers = nullptr;
+  bool disaggregated = true;               // false: colocated instances
+  absl::Duration kv_lease = absl::Seconds(30);  // how long a prefill instance holds KV for decode
+  // Prefill and Decode calls end by this long after they start (or by the front end's deadline).
+  absl::Duration max_call_duration = absl::Minutes(30);
+  absl::Duration release_deadline = absl::Seconds(2);  // for Release, which nothing waits on
+  ChunkSink write;                     // false: the client is gone
+  std::function<bool()> is_cancelled;  // true once the client cancelled or disconnected
+};
+
+class RequestFlow {
+ public:
+  RequestFlow(RequestFlowParams params, PreparedRequest prepared);
+  RequestFlow(const RequestFlow&) = delete;  // its ResponseStream points into params_
+  RequestFlow& operator=(const RequestFlow&) = delete;
+
+  // Runs the request to its end: OK with the last chunk written (kFinished), CANCELLED
+  // (kCancelled), or the failure (kFailed). Call once.
+  absl::Status Run();
+
+  FlowState state() const { return state_; }
+  // Every state entered, in order (for tests and logs).
+  const std::vector<FlowState>& trace() const { return trace_; }
+
+ private:
+  FlowState Prefill();
+  FlowState StartDecode();
+  // Handles one event of the decode stream; false stops the stream.
+  bool OnDecodeEvent(const DecodeEvent& event);
+  FlowState EndDecode(const absl::Status& stream_status);
+
+  void Enter(FlowState state);
+  // Ends the request with `status`: kFinished when OK, kCancelled when CANCELLED, else kFailed.
+  FlowState End(absl::Status status);
+  // A failed call to `worker`: marks it dead when unreachable; the request's status.
+  absl::Status WorkerFailed(const WorkerRef& worker, const absl::Status& status);
+  void ReleasePrefillKv();
+  void PrefillDone();  // colocated: the prompt no longer counts as outstanding prefill work
+  CallOptions CallDeadline() const;
+
+  RequestFlowParams params_;
+  PreparedRequest prepared_;
+  ResponseStream stream_;
+  const int num_prompt_tokens_;
+  FlowState state_;
+  std::vector<FlowState> trace_;
+  absl::Status status_;
+
+  GenerateChunk pending_;  // timing that rides on the next chunk written
+  std::optional<WorkerRef> prefill_;
+  std::optional<PrefillResult> prefilled_;
+  bool prefill_kv_held_ = false;  // the prefill instance holds KV that we must release
+  std::optional<WorkerRef> decoder_;
+  std::string decoder_name_;
+  bool colocated_prefill_outstanding_ = false;
+  int64_t last_emit_us_ = 0;  // the decode stream's previous emission; 0 before the first
+  bool client_gone_ = false;
+};
+
+}  // namespace baton::scheduler

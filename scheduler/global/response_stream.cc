@@ -1,0 +1,37 @@
+#include "scheduler/global/response_stream.h"
+
+#include <utility>
+
+namespace baton::scheduler {
+
+ResponseStream::ResponseStream(const runtime::Tokenizer& tokenizer, std::string request_id,
+                               std::vector<int32_t> prompt_ids, std::vector<std::string> stop_strings,
+                               const ChunkSink* write)
+    : text_(tokenizer, prompt_ids, std::move(stop_strings)),
+      request_id_(std::move(request_id)),
+      prompt_ids_(std::move(prompt_ids)),
+      write_(write) {}
+
+bool ResponseStream::Write(GenerateChunk chunk, std::span<const int32_t> token_ids,
+                           std::span<const std::vector<kernels::TokenLogprob>> logprobs,
+                           std::span<const int64_t> emit_us, runtime::FinishReason worker_finish) {
+  for (size_t i = 0; i < token_ids.size() && !text_.stopped(); ++i) {
+    chunk.text += text_.Append(token_ids[i]);
+    chunk.token_ids.push_back(token_ids[i]);
+    ++num_generated_;
+    if (i < logprobs.size()) chunk.logprobs.push_back(logprobs[i]);
+    if (i < emit_us.size()) chunk.timing.token_emit_us.push_back(emit_us[i]);
+  }
+  if (!text_.stopped() && worker_finish != runtime::FinishReason::kNone) chunk.text += text_.Finish();
+  chunk.finish_reason = text_.stopped() ? runtime::FinishReason::kStop : worker_finish;
+  chunk.request_id = request_id_;
+  finished_ = chunk.finish_reason != runtime::FinishReason::kNone;
+  if (finished_) {
+    chunk.prompt_token_ids = prompt_ids_;
+    chunk.num_prompt_tokens = static_cast<int>(prompt_ids_.size());
+    chunk.num_generated_tokens = num_generated_;
+  }
+  return (*write_)(chunk);
+}
+
+}  // namespace baton::scheduler

@@ -1,0 +1,22 @@
+// ServedModel: what the scheduler serves — the model's name, config, context length and tokenizer.
+// Loaded once by the scheduler process (scheduler_server.cc); read-only afterwards, shared by every
+// request and front end.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/model/model_config.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace baton::scheduler {
+
+struct ServedModel {
+  std::string name;  // the model directory's name, as clients pass it in `model`
+  runtime::ModelConfig config;
+  int max_model_len = 0;  // tokens, prompt + generated
+  std::string dtype;      // the workers' weight dtype, for GetModelInfo
+  std::unique_ptr<runtime::Tokenizer> tokenizer;
+};
+
+}  // namespace baton::scheduler

@@ -1,0 +1,15 @@
+// The public gRPC API's Generate messages <-> the scheduler's native request and chunk, in one
+// place. The conversion from the wire only maps (proto3 defaults included: top_p 0 means 1, an unset
+// max_tokens or seed is "not given"); ValidateRequest checks the result.
+#pragma once
+
+#include "baton/v1/inference.pb.h"
+#include "scheduler/global/generate_chunk.h"
+#include "scheduler/global/generate_request.h"
+
+namespace baton::scheduler {
+
+GenerateRequest FromProto(const v1::GenerateRequest& request);
+void ToProto(const GenerateChunk& chunk, v1::GenerateResponse* out);
+
+}  // namespace baton::scheduler

@@ -1,0 +1,118 @@
+#include "scheduler/service/grpc_worker_client.h"
+
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "runtime/rpc/kv_source_conversion.h"
+#include "runtime/rpc/proto_conversion.h"
+#include "runtime/rpc/status_conversion.h"
+
+namespace baton::scheduler {
+namespace {
+
+std::vector<kernels::TokenLogprob> FromProto(const v1::TokenLogprobs& logprobs) {
+  std::vector<kernels::TokenLogprob> out;
+  for (const auto& lp : logprobs.top()) out.push_back({lp.token_id(), lp.logprob()});
+  return out;
+}
+
+TokenChunk FromProto(const v1::TokenChunk& chunk) {
+  TokenChunk out{.token_ids = {chunk.token_ids().begin(), chunk.token_ids().end()},
+                 .emit_us = {chunk.emit_us().begin(), chunk.emit_us().end()},
+                 .finish_reason = rpc::FromProto(chunk.finish_reason()),
+                 .prefill_start_us = chunk.prefill_start_us(),
+                 .prefill_end_us = chunk.prefill_end_us()};
+  for (const v1::TokenLogprobs& lp : chunk.logprobs()) out.logprobs.push_back(FromProto(lp));
+  return out;
+}
+
+}  // namespace
+
+v1::WorkerService::Stub* WorkerStubs::For(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  auto& stub = stubs_[address];
+  if (stub == nullptr) {
+    stub = v1::WorkerService::NewStub(
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  }
+  return stub.get();
+}
+
+std::unique_ptr<grpc::ClientContext> GrpcWorkerClient::NewCallContext(
+    const CallOptions& options) const {
+  std::unique_ptr<grpc::ClientContext> context =
+      parent_ != nullptr ? grpc::ClientContext::FromServerContext(*parent_)
+                         : std::make_unique<grpc::ClientContext>();
+  // With a parent, the call ends by the earlier of this and the parent's deadline.
+  context->set_deadline(absl::ToChronoTime(options.deadline));
+  return context;
+}
+
+absl::StatusOr<PrefillResult> GrpcWorkerClient::Prefill(const WorkerRef& worker,
+                                                        const PrefillCall& call,
+                                                        const CallOptions& options) {
+  v1::PrefillRequest request;
+  request.set_request_id(call.request_id);
+  request.mutable_prompt_token_ids()->Assign(call.prompt_token_ids.begin(),
+                                             call.prompt_token_ids.end());
+  rpc::ToProto(call.params, request.mutable_sampling(), request.mutable_stop());
+  request.set_logprobs(call.params.num_logprobs);
+  request.set_seed(call.params.seed);
+  request.set_kv_lease_ms(absl::ToInt64Milliseconds(call.kv_lease));
+  v1::PrefillResponse response;
+  const std::unique_ptr<grpc::ClientContext> context = NewCallContext(options);
+  const grpc::Status status = stubs_->For(worker.address)->Prefill(context.get(), request, &response);
+  if (!status.ok()) return rpc::FromGrpcStatus(status);
+  PrefillResult result{.first_token_id = response.first_token_id(),
+                       .finish_reason = rpc::FromProto(response.finish_reason()),
+                       .kv = rpc::FromProto(response.kv()),
+                       .prefill_start_us = response.prefill_start_us(),
+                       .prefill_end_us = response.prefill_end_us()};
+  if (response.has_first_logprobs()) result.first_logprobs = FromProto(response.first_logprobs());
+  return result;
+}
+
+absl::Status GrpcWorkerClient::Release(const WorkerRef& worker, const std::string& request_id,
+                                       const CallOptions& options) {
+  grpc::ClientContext context;  // never the parent's child: see the header
+  context.set_deadline(absl::ToChronoTime(options.deadline));
+  v1::ReleaseRequest request;
+  request.set_request_id(request_id);
+  v1::ReleaseResponse response;
+  return rpc::FromGrpcStatus(stubs_->For(worker.address)->Release(&context, request, &response));
+}
+
+absl::Status GrpcWorkerClient::Decode(const WorkerRef& worker, const DecodeCall& call,
+                                      const CallOptions& options,
+                                      const DecodeEventHandler& on_event) {
+  v1::DecodeRequest request;
+  request.set_request_id(call.request_id);
+  request.mutable_prompt_token_ids()->Assign(call.prompt_token_ids.begin(),
+                                             call.prompt_token_ids.end());
+  request.mutable_generated_token_ids()->Assign(call.generated_token_ids.begin(),
+                                                call.generated_token_ids.end());
+  rpc::ToProto(call.params, request.mutable_sampling(), request.mutable_stop());
+  request.set_logprobs(call.params.num_logprobs);
+  request.set_seed(call.params.seed);
+  if (call.kv_source) rpc::ToProto(*call.kv_source, request.mutable_kv_source());
+
+  const std::unique_ptr<grpc::ClientContext> context = NewCallContext(options);
+  std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader =
+      stubs_->For(worker.address)->Decode(context.get(), request);
+  v1::DecodeEvent event;
+  while (reader->Read(&event)) {
+    const bool more =
+        event.has_kv_transferred()
+            ? on_event(KvTransferred{.start_us = event.kv_transferred().start_us(),
+                                     .end_us = event.kv_transferred().end_us(),
+                                     .num_bytes = event.kv_transferred().num_bytes()})
+            : on_event(FromProto(event.tokens()));
+    if (!more) {
+      context->TryCancel();
+      break;
+    }
+  }
+  return rpc::FromGrpcStatus(reader->Finish());
+}
+
+}  // namespace baton::scheduler

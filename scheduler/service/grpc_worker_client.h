@@ -1,0 +1,56 @@
+// GrpcWorkerClient: WorkerClient over the workers' gRPC API (baton.v1.WorkerService). Converts the
+// native calls to proto and back (runtime/rpc/proto_conversion.h, kv_source_conversion.h) and the
+// statuses through runtime/rpc/status_conversion.h; every call carries its deadline.
+//
+// Cancellation: with a parent server context (the public Generate call being served), Prefill and
+// Decode contexts are its children: a client that cancels or disconnects cancels them at once, which
+// frees the request's KV and queue slots on every worker, and the client's own deadline bounds them.
+// Release never has a parent: it must reach the worker after the client left.
+//
+// WorkerStubs caches one stub (and channel) per worker address for the scheduler's lifetime; a
+// GrpcWorkerClient is cheap, one per request. Both are thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "baton/v1/worker.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "scheduler/global/worker_client.h"
+
+namespace baton::scheduler {
+
+class WorkerStubs {
+ public:
+  v1::WorkerService::Stub* For(const std::string& address);
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<v1::WorkerService::Stub>> stubs_
+      ABSL_GUARDED_BY(mu_);  // by address
+};
+
+class GrpcWorkerClient final : public WorkerClient {
+ public:
+  // parent: nullptr, or the server call the worker calls belong to (it must outlive them).
+  explicit GrpcWorkerClient(WorkerStubs* stubs, const grpc::ServerContext* parent = nullptr)
+      : stubs_(stubs), parent_(parent) {}
+
+  absl::StatusOr<PrefillResult> Prefill(const WorkerRef& worker, const PrefillCall& call,
+                                        const CallOptions& options) override;
+  absl::Status Release(const WorkerRef& worker, const std::string& request_id,
+                       const CallOptions& options) override;
+  absl::Status Decode(const WorkerRef& worker, const DecodeCall& call, const CallOptions& options,
+                      const DecodeEventHandler& on_event) override;
+
+ private:
+  // A context for a Prefill or Decode call: the parent's child when there is one.
+  std::unique_ptr<grpc::ClientContext> NewCallContext(const CallOptions& options) const;
+
+  WorkerStubs* stubs_;
+  const grpc::ServerContext* parent_;
+};
+
+}  // namespace baton::scheduler

@@ -1,0 +1,29 @@
+// OpenAI /v1/completions JSON <-> the scheduler's native types, in one place (no proto in between):
+// the body becomes a GenerateRequest once, each GenerateChunk's fields become JSON, a status becomes
+// an HTTP code. OpenAI's defaults apply (max_tokens 16, temperature 1); what JSON alone can get
+// wrong (types, unsupported options) is InvalidArgument here, values are checked by ValidateRequest.
+#pragma once
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "runtime/batch/sequence.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "scheduler/global/generate_chunk.h"
+#include "scheduler/global/generate_request.h"
+
+namespace baton::scheduler {
+
+// *stream: whether the client asked for Server-Sent Events.
+absl::StatusOr<GenerateRequest> CompletionToRequest(const nlohmann::json& body, bool* stream);
+
+// "length", "stop", "abort"; nullptr for kNone (JSON null: not finished).
+const char* FinishReasonName(runtime::FinishReason reason);
+
+// OpenAI's logprobs object for the tokens of `chunk` that carry logprobs.
+nlohmann::json LogprobsJson(const GenerateChunk& chunk, const runtime::Tokenizer& tokenizer);
+
+// 400 bad request, 404, 429 admission shed it, 503 no live worker, 504, 499 cancelled, else 500.
+int HttpStatusOf(absl::StatusCode code);
+
+}  // namespace baton::scheduler

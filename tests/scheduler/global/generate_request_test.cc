@@ -1,0 +1,78 @@
+// ValidateRequest: what a Generate request alone can get wrong, with the messages both front ends
+// return (tests/python/test_serving.py checks some of them end to end).
+#include "scheduler/global/generate_request.h"
+
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace baton::scheduler {
+namespace {
+
+using absl_testing::IsOk;
+using absl_testing::StatusIs;
+using ::testing::HasSubstr;
+
+GenerateRequest Valid() {
+  GenerateRequest request;
+  request.prompt_text = "hello";
+  return request;
+}
+
+TEST(ValidateRequestTest, Table) {
+  struct Case {
+    std::string name;
+    std::function<void(GenerateRequest&)> change;
+    std::string want_message;  // empty: valid
+  };
+  const std::vector<Case> cases = {
+      {"valid text", [](GenerateRequest&) {}, ""},
+      {"valid ids", [](GenerateRequest& r) { r.prompt_text.reset(); r.prompt_ids = {{1, 2}}; }, ""},
+      {"no prompt", [](GenerateRequest& r) { r.prompt_text.reset(); }, "prompt: set text or token_ids"},
+      {"empty text", [](GenerateRequest& r) { r.prompt_text = ""; }, "prompt: text is empty"},
+      {"empty ids", [](GenerateRequest& r) { r.prompt_text.reset(); r.prompt_ids.emplace(); },
+       "prompt: token_ids is empty"},
+      {"negative temperature", [](GenerateRequest& r) { r.params.sampling.temperature = -1; },
+       "sampling.temperature -1 must be >= 0"},
+      {"nan temperature",
+       [](GenerateRequest& r) { r.params.sampling.temperature = std::numeric_limits<float>::quiet_NaN(); },
+       "must be >= 0"},
+      {"negative top_k", [](GenerateRequest& r) { r.params.sampling.top_k = -2; },
+       "sampling.top_k -2 must be >= 0"},
+      {"top_p above 1", [](GenerateRequest& r) { r.params.sampling.top_p = 1.5f; },
+       "sampling.top_p 1.5 must be in (0, 1]"},
+      {"top_p 0 (front ends map unset to 1)", [](GenerateRequest& r) { r.params.sampling.top_p = 0; },
+       "sampling.top_p 0 must be in (0, 1]"},
+      {"logprobs above 20", [](GenerateRequest& r) { r.params.num_logprobs = 21; },
+       "logprobs 21 must be in [0, 20]"},
+      {"max_tokens 0 given",
+       [](GenerateRequest& r) { r.max_tokens_given = true; r.params.max_tokens = 0; },
+       "stop.max_tokens 0 must be >= 1"},
+      {"max_tokens 0 not given: up to the context",
+       [](GenerateRequest& r) { r.params.max_tokens = 0; }, ""},
+      {"empty stop string", [](GenerateRequest& r) { r.stop_strings = {"x", ""}; },
+       "stop: empty stop string"},
+      {"prompt checked first",
+       [](GenerateRequest& r) { r.prompt_text = ""; r.params.sampling.top_k = -1; },
+       "prompt: text is empty"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    GenerateRequest request = Valid();
+    c.change(request);
+    if (c.want_message.empty()) {
+      EXPECT_THAT(ValidateRequest(request), IsOk());
+    } else {
+      EXPECT_THAT(ValidateRequest(request),
+                  StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.want_message)));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace baton::scheduler

@@ -1,0 +1,400 @@
+// Table-driven tests of a request's flow (scheduler/global/request_flow.h) against a scripted
+// FakeWorkerClient, in the manner of TensorRT-LLM's batch manager tests: each row scripts the
+// workers, and states what the client sees, which states the flow went through, which calls the
+// workers got (in order), and what the registry knows afterwards. No process, no socket.
+#include "scheduler/global/request_flow.h"
+
+#include <algorithm>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scheduler/global/latency_model.h"
+#include "scheduler/global/worker_registry.h"
+#include "tests/runtime/tokenizer/tokenizer_test_util.h"
+#include "tests/scheduler/global/fake_worker_client.h"
+#include "tests/testing/status_matchers.h"
+
+namespace baton::scheduler {
+namespace {
+
+using absl_testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using testing::DecodeScript;
+using testing::FakeWorkerClient;
+using testing::PrefillScript;
+using FS = FlowState;
+using runtime::FinishReason;
+
+// The test tokenizer is byte-level: token id = byte value, so 'A' decodes to "A".
+constexpr int32_t kPromptA = 'h', kPromptB = 'i';
+
+PrefillResult FirstToken(int32_t id, FinishReason finish = FinishReason::kNone) {
+  return PrefillResult{.first_token_id = id,
+                       .finish_reason = finish,
+                       .kv = runtime::KvPullSpec{.src_blocks = {7}, .num_tokens = 2},
+                       .prefill_start_us = 1000,
+                       .prefill_end_us = 2000};
+}
+DecodeEvent Kv() { return KvTransferred{.start_us = 2100, .end_us = 2200, .num_bytes = 64}; }
+DecodeEvent Tokens(std::string text, int64_t first_emit_us,
+                   FinishReason finish = FinishReason::kNone) {
+  TokenChunk chunk{.finish_reason = finish};
+  for (size_t i = 0; i < text.size(); ++i) {
+    chunk.token_ids.push_back(static_cast<unsigned char>(text[i]));
+    chunk.emit_us.push_back(first_emit_us + 1000 * static_cast<int64_t>(i));
+  }
+  return chunk;
+}
+
+struct Case {
+  std::string name;
+  bool disaggregated = true;
+  bool prefill_live = true;
+  bool decode_live = true;
+  int decode_free_blocks = 100;  // from d0's last heartbeat
+  PrefillScript prefill;
+  DecodeScript decode;
+  std::vector<std::string> stop_strings;
+  std::optional<int> client_gone_at_chunk;  // the sink fails on this chunk (0-based)
+
+  absl::StatusCode want_code = absl::StatusCode::kOk;
+  std::string want_message = "";
+  std::vector<FlowState> want_states;
+  std::vector<std::string> want_log;
+  std::string want_text = "";
+  FinishReason want_finish = FinishReason::kNone;  // of the last chunk written
+  std::vector<std::string> want_dead;              // incarnations marked dead
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class RequestFlowTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(RequestFlowTest, Runs) {
+  const Case& c = GetParam();
+  auto tokenizer = runtime::testing::LoadTokenizer(runtime::testing::Gpt2StyleJson());
+  ASSERT_NE(tokenizer, nullptr);
+  WorkerRegistry registry({}, absl::Seconds(10));
+  const absl::Time now = absl::Now();
+  auto add = [&](WorkerRole role, const std::string& id, bool live, int free_blocks) {
+    registry.Register({.role = role, .instance_idx = 0, .incarnation_id = id, .address = id}, now);
+    registry.Heartbeat(id, {.num_kv_blocks_total = free_blocks}, now);
+    if (!live) registry.MarkDead(id, "down before the request");
+  };
+  if (c.disaggregated) {
+    add(WorkerRole::kPrefill, "p0", c.prefill_live, 100);
+    add(WorkerRole::kDecode, "d0", c.decode_live, c.decode_free_blocks);
+  } else {
+    add(WorkerRole::kColocated, "c0", c.decode_live, 100);
+  }
+  FakeWorkerClient workers;
+  workers.SetPrefill("p0", c.prefill);
+  workers.SetDecode(c.disaggregated ? "d0" : "c0", c.decode);
+  LatencyModel latency;
+
+  std::vector<GenerateChunk> chunks;
+  PreparedRequest prepared{.request = {.request_id = "req-1", .stop_strings = c.stop_strings},
+                           .prompt = {kPromptA, kPromptB},
+                           .arrival_us = 500};
+  prepared.request.params.max_tokens = 8;
+  RequestFlow flow(RequestFlowParams{.tokenizer = tokenizer.get(),
+                                     .registry = &registry,
+                                     .latency_model = &latency,
+                                     .workers = &workers,
+                                     .disaggregated = c.disaggregated,
+                                     .write =
+                                         [&](const GenerateChunk& chunk) {
+                                           if (c.client_gone_at_chunk == chunks.size()) return false;
+                                           chunks.push_back(chunk);
+                                           return true;
+                                         },
+                                     .is_cancelled = [&] { return workers.client_cancelled(); }},
+                   std::move(prepared));
+
+  const absl::Status status = flow.Run();
+
+  EXPECT_THAT(status, StatusIs(c.want_code, HasSubstr(c.want_message)));
+  EXPECT_THAT(flow.trace(), ElementsAreArray(c.want_states));
+  EXPECT_EQ(flow.state(), c.want_states.back());
+  EXPECT_THAT(workers.log(), ElementsAreArray(c.want_log));
+  std::string text;
+  for (const GenerateChunk& chunk : chunks) text += chunk.text;
+  EXPECT_EQ(text, c.want_text);
+  if (!chunks.empty()) {
+    EXPECT_EQ(chunks.back().finish_reason, c.want_finish);
+  }
+  // The KV lease is released at most once, and only for this request.
+  EXPECT_LE(workers.released().size(), 1u);
+  for (const std::string& id : workers.released()) EXPECT_EQ(id, "req-1");
+  // Liveness: exactly the instances the row names died.
+  for (const std::string id : {"p0", "d0", "c0"}) {
+    const bool dead = std::find(c.want_dead.begin(), c.want_dead.end(), id) != c.want_dead.end();
+    const bool was_down = (id == std::string("p0") && !c.prefill_live) ||
+                          (id != std::string("p0") && !c.decode_live);
+    const std::optional<InstanceLoad> load = registry.LoadOf(WorkerRef{.incarnation_id = id});
+    if (dead) {
+      EXPECT_FALSE(load.has_value()) << id << " should be dead";
+    }
+    // The scheduler's accounting is back to zero on every path.
+    if (load) {
+      EXPECT_FALSE(dead || was_down) << id;
+      EXPECT_EQ(load->outstanding_prefill_tokens, 0) << id;
+      EXPECT_EQ(load->num_active_requests, 0) << id;
+    }
+  }
+}
+
+const std::vector<std::string> kHappyLog = {"Prefill p0", "Decode d0", "kv", "Release p0",
+                                            "tokens", "tokens"};
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, RequestFlowTest,
+    ::testing::Values(
+        // --- finishing ---------------------------------------------------------------------------
+        Case{.name = "FinishOnLength_KvReleasedOnceAfterThePull",
+             .prefill = {.result = FirstToken('A')},
+             .decode = {.events = {Kv(), Tokens("B", 3000), Tokens("C", 4000, FinishReason::kLength)}},
+             .want_states = {FS::kPrefilling, FS::kHandingOff, FS::kDecoding, FS::kFinished},
+             .want_log = kHappyLog,
+             .want_text = "ABC",
+             .want_finish = FinishReason::kLength},
+        Case{.name = "FirstTokenFinishes_NothingToDecodeOrRelease",
+             .prefill = {.result = FirstToken('A', FinishReason::kLength)},
+             .want_states = {FS::kPrefilling, FS::kFinished},
+             .want_log = {"Prefill p0"},
+             .want_text = "A",
+             .want_finish = FinishReason::kLength},
+        Case{.name = "StopStringInTheFirstToken_ReleasesTheHeldKv",
+             .prefill = {.result = FirstToken('A')},
+             .stop_strings = {"A"},
+             .want_states = {FS::kPrefilling, FS::kFinished},
+             .want_log = {"Prefill p0", "Release p0"},
+             .want_text = "",
+             .want_finish = FinishReason::kStop},
+        Case{.name = "StopStringMidStream_StopsReadingTheStream",
+             .prefill = {.result = FirstToken('A')},
+             .decode = {.events = {Kv(), Tokens("BC", 3000), Tokens("D", 5000),
+                                   Tokens("E", 6000, FinishReason::kLength)}},
+             .stop_strings = {"CD"},
+             .want_states = {FS::kPrefilling, FS::kHandingOff, FS::kDecoding, FS::kFinished},
+             .want_log = {"Prefill p0", "Decode d0", "kv", "Release p0", "tokens", "tokens"},
+             .want_text = "AB",
+             .want_finish = FinishReason::kStop},
+        Case{.name = "StreamEndsWithoutFinishReason",
+             .prefill = {.result = FirstToken('A')},
+             .decode = {.events = {Kv(), Tokens("B", 3000)}},
+             .want_code = absl::StatusCode::kInternal,
+             .want_message = "decode stream ended without a finish reason",
+             .want_states = {FS::kPrefilling, FS::kHandingOff, FS::kDecoding, FS::kFailed},
+             .want_log = {"Prefill p0", "Decode d0", "kv", "Release p0", "tokens"},
+             .want_text = "AB"},
+        // --- backpressure --------------------------------------------------------------------------
+        Case{.name = "DecodeFull_StillRoutedThere_KvHeldUntilItPulls",
+             .decode_free_blocks = 0,
+             .prefill = {.result = FirstToken('A')},
+             .decode = {.events = {Kv(), Tokens("B", 3000, FinishReason::kLength)}},
+             .want_states = {FS::kPrefilling, FS::kHandingOff, FS::kDecoding, FS::kFinished},
+             .want_log = {"Prefill p0", "Decode d0", "kv", "Release p0", "tokens"},
+             .want_text = "AB",
+             .want_finish = FinishReason::kLength},
+        // --- no instance ---------------------------------------------------------------------------
+        Case{.name = "NoLivePrefillWorker",
+             .prefill_live = false,
+             .want_code = absl::StatusCode::kUnavailable,
+             .want_message = "no live prefill worker",
+             .want_states = {FS::kPrefilling, FS::kFailed},
+             .want_log = {}},
+        Case{.name = "NoLiveDecodeWorker_ReleasesTheKv",
+             .decode_live = false,
+             .prefill = {.result = FirstToken('A')},
+             .want_code = absl::StatusCode::kUnavailable,
+             .want_message = "no live decode worker",
+             .want_states = {FS::kPrefilling, FS::kHandingOff, FS::kFailed},
+             .want_log = {"Prefill p0", "Release p0"},
+             .want_text = "A"},
+        // --- a worker dies at each stage -----------------------------------------------------------
+        Case{.name = "PrefillUnreachable_MarkedDead",
+             .prefill = {.result = absl::UnavailableError("failed to connect to all addresses")},
+             .want_code = absl::StatusCode::kUnavailable,
+             .want_message = "prefill worker 0 failed: failed to connect to all addresses",
+             .want_states = {FS::kPrefilling, FS::kFailed},
+             .want_log = {"Prefill p0"},
+             .want_dead = {"p0"}},
+        Case{.name = "PrefillDraining_NotMarkedDead",
+             .prefill = {.result = absl::UnavailableError("worker is draining")},
+             .want_code = absl::StatusCode::kUnavailable,
+             .want_message = "worker is draining",
+             .want_states = {FS::kPrefilling, FS::kFailed},
+             .want_log = {"Prefill p0"}},
+        Case{.name = "PrefillOtherError_PassedThrough",
+             .prefill = {.result = absl::ResourceExhaustedError("request 7: 900 blocks needed")},
+             .want_code = absl::StatusCode::kResourceExhausted,
+             .want_message = "900 blocks needed",
+             .want_states = {FS::kPrefilling, FS::kFailed},
+             .want_log = {"Prefill p0"}},
+        Case{.name = "DecodeDiesBeforeKvTransfer_MarkedDead_KvReleased",
+             .prefill = {.result = FirstToken('A')},
+             .decode = {.end_status = absl::UnavailableError("Socket closed")},
+             .want_code = absl::StatusCode::kUnavailable,
+             .want_message = "decode worker 0 failed: Socket closed",
+             .want_states = {FS::kPrefilling, FS::kHandingOff, FS::kFailed},
+             .want_log = {"Prefill p0", "Decode d0", "Release p0"},
+             .want_text = "A",
+             .want_dead = {"d0"}},
+        Case{.name = "DecodeDiesAfterKvTransfer_KvReleasedOnce",
+             .prefill = {.result = FirstToken('A')},
+             .decode = {.events = {Kv()}, .end_status = absl::UnavailableError("Socket closed")},
+             .want_code = absl::StatusCode::kUnavailable,
+             .want_message = "decode worker 0 failed",
+             .want_states = {FS::kPrefilling, FS::kHandingOff, FS::kDecoding, FS::kFailed},
+             .want_log = {"Prefill p0", "Decode d0", "kv", "Release p0"},
+             .want_text = "A",
+             .want_dead = {"d0"}},
+        Case{.name = "DecodeDiesMidStream",
+             .prefill = {.result = FirstToken('A')},
+             .decode = {.events = {Kv(), Tokens("B", 3000)},
+                        .end_status = absl::UnavailableError("Socket closed")},
+             .want_code = absl::StatusCode::kUnavailable,
+             .want_message = "decode worker 0 failed",
+             .want_states = {FS::kPrefilling, FS::kHandingOff, FS::kDecoding, FS::kFailed},
+             .want_log = {"Prefill p0", "Decode d0", "kv", "Release p0", "tokens"},
+             .want_text = "AB",
+             .want_dead = {"d0"}},
+        // --- the client cancels at each stage --------------------------------------------------------
+        Case{.name = "ClientCancelsDuringPrefill_WorkerHoldsNothing",
+             .prefill = {.client_cancels_during = true},
+             .want_code = absl::StatusCode::kCancelled,
+             .want_states = {FS::kPrefilling, FS::kCancelled},
+             .want_log = {"Prefill p0"}},
+        Case{.name = "ClientCancelsAfterPrefill_KvReleasedNoDecode",
+             .prefill = {.result = FirstToken('A'), .client_cancels_after = true},
+             .want_code = absl::StatusCode::kCancelled,
+             .want_message = "client cancelled",
+             .want_states = {FS::kPrefilling, FS::kCancelled},
+             .want_log = {"Prefill p0", "Release p0"},
+             .want_text = "A"},
+        Case{.name = "ClientGoneAtTheFirstToken_KvReleased",
+             .prefill = {.result = FirstToken('A')},
+             .client_gone_at_chunk = 0,
+             .want_code = absl::StatusCode::kCancelled,
+             .want_message = "client gone",
+             .want_states = {FS::kPrefilling, FS::kCancelled},
+             .want_log = {"Prefill p0", "Release p0"}},
+        Case{.name = "ClientCancelsDuringHandOff_KvReleased",
+             .prefill = {.result = FirstToken('A')},
+             .decode = {.events = {Kv()}, .client_cancels_before = 0},
+             .want_code = absl::StatusCode::kCancelled,
+             .want_message = "client cancelled",
+             .want_states = {FS::kPrefilling, FS::kHandingOff, FS::kCancelled},
+             .want_log = {"Prefill p0", "Decode d0", "Release p0"},
+             .want_text = "A"},
+        Case{.name = "ClientCancelsMidStream",
+             .prefill = {.result = FirstToken('A')},
+             .decode = {.events = {Kv(), Tokens("B", 3000), Tokens("C", 4000)},
+                        .client_cancels_before = 2},
+             .want_code = absl::StatusCode::kCancelled,
+             .want_message = "client cancelled",
+             .want_states = {FS::kPrefilling, FS::kHandingOff, FS::kDecoding, FS::kCancelled},
+             .want_log = {"Prefill p0", "Decode d0", "kv", "Release p0", "tokens"},
+             .want_text = "AB"},
+        Case{.name = "ClientGoneMidStream_StreamCancelled",
+             .prefill = {.result = FirstToken('A')},
+             .decode = {.events = {Kv(), Tokens("B", 3000), Tokens("C", 4000)}},
+             .client_gone_at_chunk = 1,
+             .want_code = absl::StatusCode::kCancelled,
+             .want_message = "client cancelled",
+             .want_states = {FS::kPrefilling, FS::kHandingOff, FS::kDecoding, FS::kCancelled},
+             .want_log = {"Prefill p0", "Decode d0", "kv", "Release p0", "tokens"},
+             .want_text = "A"},
+        // --- colocated ------------------------------------------------------------------------------
+        Case{.name = "Colocated_OneDecodeCallNoRelease",
+             .disaggregated = false,
+             .decode = {.events = {Tokens("AB", 2000), Tokens("C", 4000, FinishReason::kStop)}},
+             .want_states = {FS::kDecoding, FS::kFinished},
+             .want_log = {"Decode c0", "tokens", "tokens"},
+             .want_text = "ABC",
+             .want_finish = FinishReason::kStop},
+        Case{.name = "Colocated_NoLiveWorker",
+             .disaggregated = false,
+             .decode_live = false,
+             .want_code = absl::StatusCode::kUnavailable,
+             .want_message = "no live colocated worker",
+             .want_states = {FS::kDecoding, FS::kFailed},
+             .want_log = {}},
+        Case{.name = "Colocated_WorkerDies",
+             .disaggregated = false,
+             .decode = {.events = {Tokens("A", 2000)},
+                        .end_status = absl::UnavailableError("Socket closed")},
+             .want_code = absl::StatusCode::kUnavailable,
+             .want_message = "colocated worker 0 failed: Socket closed",
+             .want_states = {FS::kDecoding, FS::kFailed},
+             .want_log = {"Decode c0", "tokens"},
+             .want_text = "A",
+             .want_dead = {"c0"}}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// What the decode instance is asked to do, and what the latency model and the client learn.
+TEST(RequestFlowDetailTest, HandOffCarriesTheFirstTokenAndTheKvLease) {
+  auto tokenizer = runtime::testing::LoadTokenizer(runtime::testing::Gpt2StyleJson());
+  WorkerRegistry registry({}, absl::Seconds(10));
+  const absl::Time now = absl::Now();
+  registry.Register({.role = WorkerRole::kPrefill, .incarnation_id = "p0"}, now);
+  registry.Register({.role = WorkerRole::kDecode, .incarnation_id = "d0"}, now);
+  FakeWorkerClient workers;
+  workers.SetPrefill("p0", {.result = FirstToken('A')});
+  workers.SetDecode("d0", {.events = {Kv(), Tokens("BC", 3000, FinishReason::kLength)}});
+  LatencyModel latency;
+  std::vector<GenerateChunk> chunks;
+  PreparedRequest prepared{.request = {.request_id = "req-9"}, .prompt = {kPromptA, kPromptB},
+                           .arrival_us = 500};
+  prepared.request.params.seed = 42;
+  RequestFlow flow({.tokenizer = tokenizer.get(), .registry = &registry, .latency_model = &latency,
+                    .workers = &workers, .kv_lease = absl::Seconds(7),
+                    .write = [&](const GenerateChunk& chunk) {
+                      chunks.push_back(chunk);
+                      return true;
+                    },
+                    .is_cancelled = [] { return false; }},
+                   std::move(prepared));
+  ASSERT_THAT(flow.Run(), absl_testing::IsOk());
+
+  ASSERT_EQ(workers.prefill_calls().size(), 1u);
+  EXPECT_EQ(workers.prefill_calls()[0].kv_lease, absl::Seconds(7));
+  EXPECT_EQ(workers.prefill_calls()[0].params.seed, 42u);
+  ASSERT_EQ(workers.decode_calls().size(), 1u);
+  const DecodeCall& decode = workers.decode_calls()[0];
+  EXPECT_THAT(decode.prompt_token_ids, ElementsAre(kPromptA, kPromptB));
+  EXPECT_THAT(decode.generated_token_ids, ElementsAre('A'));
+  ASSERT_TRUE(decode.kv_source.has_value());
+  EXPECT_THAT(decode.kv_source->src_blocks, ElementsAre(7));
+
+  // Timing rides on the first chunk after the scheduler learns it.
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0].timing.arrival_us, 500);
+  EXPECT_EQ(chunks[0].timing.prefill_end_us, 2000);
+  EXPECT_THAT(chunks[0].timing.token_emit_us, ElementsAre(2000));
+  EXPECT_EQ(chunks[1].timing.kv_transfer_end_us, 2200);
+  EXPECT_THAT(chunks[1].timing.token_emit_us, ElementsAre(3000, 4000));
+  EXPECT_EQ(chunks[1].request_id, "req-9");
+  EXPECT_THAT(chunks[1].prompt_token_ids, ElementsAre(kPromptA, kPromptB));
+  EXPECT_EQ(chunks[1].num_generated_tokens, 3);
+  EXPECT_EQ(chunks[0].num_generated_tokens, 0);  // counts only on the last chunk
+
+  // The latency model saw the prefill and one decode gap (the first decode emission has no
+  // predecessor in the stream).
+  EXPECT_TRUE(latency.PrefillTokensPerSecond("prefill worker 0").has_value());
+  const std::optional<DecodeStepFit> fit = latency.DecodeFit("decode worker 0");
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->num_observations, 1);
+  EXPECT_DOUBLE_EQ(fit->StepMs(1), 1.0);
+}
+
+}  // namespace
+}  // namespace baton::scheduler

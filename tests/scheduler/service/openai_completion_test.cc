@@ -1,0 +1,92 @@
+// OpenAI /v1/completions JSON -> native request: OpenAI's defaults, the prompt forms, and the errors
+// the JSON alone can cause (test_serving.py checks the same end to end, through a server).
+#include "scheduler/service/openai_completion.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace baton::scheduler {
+namespace {
+
+using absl_testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+TEST(OpenAiCompletionTest, DefaultsAndFields) {
+  bool stream = true;
+  absl::StatusOr<GenerateRequest> request =
+      CompletionToRequest(json::parse(R"({"model": "tiny", "prompt": "hi"})"), &stream);
+  ASSERT_THAT(request, absl_testing::IsOk());
+  EXPECT_FALSE(stream);
+  EXPECT_EQ(request->model, "tiny");
+  EXPECT_EQ(request->prompt_text, "hi");
+  EXPECT_FALSE(request->prompt_ids.has_value());
+  EXPECT_TRUE(request->max_tokens_given);
+  EXPECT_EQ(request->params.max_tokens, 16);
+  EXPECT_EQ(request->params.sampling.temperature, 1.0f);
+  EXPECT_EQ(request->params.sampling.top_p, 1.0f);
+  EXPECT_FALSE(request->seed_given);
+
+  request = CompletionToRequest(json::parse(R"({
+      "prompt": [1, 2, 3], "max_tokens": 4, "temperature": 0, "top_p": 0, "top_k": -1,
+      "logprobs": 2, "seed": 9, "stop": ["a", "b"], "ignore_eos": true, "stream": true})"),
+                                &stream);
+  ASSERT_THAT(request, absl_testing::IsOk());
+  EXPECT_TRUE(stream);
+  EXPECT_THAT(*request->prompt_ids, ElementsAre(1, 2, 3));
+  EXPECT_EQ(request->params.max_tokens, 4);
+  EXPECT_EQ(request->params.sampling.temperature, 0.0f);
+  EXPECT_EQ(request->params.sampling.top_p, 1.0f);  // 0: unset, as in the gRPC API
+  EXPECT_EQ(request->params.sampling.top_k, 0);     // vLLM's -1: off
+  EXPECT_EQ(request->params.num_logprobs, 2);
+  EXPECT_TRUE(request->seed_given);
+  EXPECT_EQ(request->params.seed, 9u);
+  EXPECT_THAT(request->stop_strings, ElementsAre("a", "b"));
+  EXPECT_TRUE(request->params.ignore_eos);
+
+  request = CompletionToRequest(json::parse(R"({"prompt": ["one"], "stop": "x"})"), &stream);
+  ASSERT_THAT(request, absl_testing::IsOk());
+  EXPECT_EQ(request->prompt_text, "one");
+  EXPECT_THAT(request->stop_strings, ElementsAre("x"));
+}
+
+TEST(OpenAiCompletionTest, Errors) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"([1])", "the body must be a JSON object"},
+      {R"({})", "'prompt' is required"},
+      {R"({"prompt": 5})", "'prompt' must be a string or an array of token ids"},
+      {R"({"prompt": ["a", "b"]})", "one prompt per request"},
+      {R"({"prompt": [1, "a"]})", "'prompt': mixed token id array"},
+      {R"({"prompt": "x", "n": 2})", "'n' other than 1 is not supported"},
+      {R"({"prompt": "x", "echo": true})", "'echo' is not supported"},
+      {R"({"prompt": "x", "max_tokens": 1.5})", "'max_tokens' must be an integer"},
+      {R"({"prompt": "x", "temperature": "hot"})", "'temperature' must be a number"},
+      {R"({"prompt": "x", "seed": 1.5})", "'seed' must be an integer"},
+      {R"({"prompt": "x", "stop": 3})", "'stop' must be a string or an array of strings"},
+      {R"({"prompt": "x", "stop": [3]})", "'stop' must hold strings"},
+  };
+  for (const auto& [body, message] : cases) {
+    SCOPED_TRACE(body);
+    bool stream = false;
+    EXPECT_THAT(CompletionToRequest(json::parse(body), &stream),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message)));
+  }
+}
+
+TEST(OpenAiCompletionTest, StatusAndFinishReason) {
+  EXPECT_EQ(HttpStatusOf(absl::StatusCode::kInvalidArgument), 400);
+  EXPECT_EQ(HttpStatusOf(absl::StatusCode::kResourceExhausted), 429);
+  EXPECT_EQ(HttpStatusOf(absl::StatusCode::kUnavailable), 503);
+  EXPECT_EQ(HttpStatusOf(absl::StatusCode::kInternal), 500);
+  EXPECT_STREQ(FinishReasonName(runtime::FinishReason::kLength), "length");
+  EXPECT_STREQ(FinishReasonName(runtime::FinishReason::kStop), "stop");
+  EXPECT_EQ(FinishReasonName(runtime::FinishReason::kNone), nullptr);
+}
+
+}  // namespace
+}  // namespace baton::scheduler
