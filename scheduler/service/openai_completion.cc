@@ -23,6 +23,16 @@ absl::Status ReadNumber(const json& body, const char* field, T* out) {
   return absl::OkStatus();
 }
 
+// Reads a boolean field (absent or null: *out unchanged); InvalidArgument naming the field otherwise.
+absl::Status ReadBool(const json& object, const char* field, bool* out) {
+  if (!object.contains(field) || object[field].is_null()) return absl::OkStatus();
+  if (!object[field].is_boolean()) {
+    return absl::InvalidArgumentError(absl::StrCat("'", field, "' must be true or false"));
+  }
+  *out = object[field].get<bool>();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int HttpStatusOf(absl::StatusCode code) {
@@ -47,7 +57,7 @@ const char* FinishReasonName(runtime::FinishReason reason) {
   return nullptr;
 }
 
-absl::StatusOr<GenerateRequest> CompletionToRequest(const json& body, bool* stream) {
+absl::StatusOr<GenerateRequest> CompletionToRequest(const json& body, CompletionStreaming* streaming) {
   if (!body.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
   GenerateRequest request;
   if (body.contains("model") && body["model"].is_string()) request.model = body["model"];
@@ -69,7 +79,9 @@ absl::StatusOr<GenerateRequest> CompletionToRequest(const json& body, bool* stre
   int n = 1;
   if (absl::Status s = ReadNumber(body, "n", &n); !s.ok()) return s;
   if (n != 1) return absl::InvalidArgumentError("'n' other than 1 is not supported");
-  if (body.value("echo", false)) return absl::InvalidArgumentError("'echo' is not supported");
+  bool echo = false;
+  if (absl::Status s = ReadBool(body, "echo", &echo); !s.ok()) return s;
+  if (echo) return absl::InvalidArgumentError("'echo' is not supported");
   int max_tokens = 16;
   float temperature = 1.0f, top_p = 1.0f;
   int top_k = 0, logprobs = 0;
@@ -104,8 +116,16 @@ absl::StatusOr<GenerateRequest> CompletionToRequest(const json& body, bool* stre
       return absl::InvalidArgumentError("'stop' must be a string or an array of strings");
     }
   }
-  params.ignore_eos = body.value("ignore_eos", false);
-  *stream = body.value("stream", false);
+  if (absl::Status s = ReadBool(body, "ignore_eos", &params.ignore_eos); !s.ok()) return s;
+  *streaming = CompletionStreaming{};
+  if (absl::Status s = ReadBool(body, "stream", &streaming->stream); !s.ok()) return s;
+  if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+    const json& options = body["stream_options"];
+    if (!options.is_object()) return absl::InvalidArgumentError("'stream_options' must be an object");
+    if (absl::Status s = ReadBool(options, "include_usage", &streaming->include_usage); !s.ok()) {
+      return s;
+    }
+  }
   return request;
 }
 

@@ -14,8 +14,14 @@
 
 namespace baton::scheduler {
 
-// *stream: whether the client asked for Server-Sent Events.
-absl::StatusOr<GenerateRequest> CompletionToRequest(const nlohmann::json& body, bool* stream);
+// How the client asked for the answer: Server-Sent Events or one JSON body.
+struct CompletionStreaming {
+  bool stream = false;         // "stream"
+  bool include_usage = false;  // "stream_options": {"include_usage"}: a last chunk with usage
+};
+
+absl::StatusOr<GenerateRequest> CompletionToRequest(const nlohmann::json& body,
+                                                    CompletionStreaming* streaming);
 
 // "length", "stop", "abort"; nullptr for kNone (JSON null: not finished).
 const char* FinishReasonName(runtime::FinishReason reason);

@@ -67,8 +67,8 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(Reques
   http.Post("/v1/completions", [driver, stubs](const httplib::Request& req, httplib::Response& res) {
     const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded()) return SendError(res, absl::InvalidArgumentError("the body is not valid JSON"));
-    bool stream = false;
-    absl::StatusOr<GenerateRequest> request = CompletionToRequest(body, &stream);
+    CompletionStreaming streaming;
+    absl::StatusOr<GenerateRequest> request = CompletionToRequest(body, &streaming);
     if (!request.ok()) return SendError(res, request.status());
     absl::StatusOr<PreparedRequest> prepared = driver->Prepare(*std::move(request));
     if (!prepared.ok()) return SendError(res, prepared.status());
@@ -89,7 +89,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(Reques
                      {"logprobs", want_logprobs ? LogprobsJson(chunk, *driver->model().tokenizer) : json(nullptr)},
                      {"finish_reason", finish ? json(finish) : json(nullptr)}}}}};
     };
-    if (!stream) {
+    if (!streaming.stream) {
       std::string text;
       GenerateChunk last;
       int num_generated = 0;
@@ -123,8 +123,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(Reques
       return;
     }
 
-    const bool include_usage =
-        body.contains("stream_options") && body["stream_options"].value("include_usage", false);
+    const bool include_usage = streaming.include_usage;
     auto shared = std::make_shared<PreparedRequest>(*std::move(prepared));
     res.set_chunked_content_provider(
         "text/event-stream",

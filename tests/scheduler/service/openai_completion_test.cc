@@ -18,11 +18,12 @@ using ::testing::HasSubstr;
 using nlohmann::json;
 
 TEST(OpenAiCompletionTest, DefaultsAndFields) {
-  bool stream = true;
+  CompletionStreaming stream{.stream = true};
   absl::StatusOr<GenerateRequest> request =
       CompletionToRequest(json::parse(R"({"model": "tiny", "prompt": "hi"})"), &stream);
   ASSERT_THAT(request, absl_testing::IsOk());
-  EXPECT_FALSE(stream);
+  EXPECT_FALSE(stream.stream);
+  EXPECT_FALSE(stream.include_usage);
   EXPECT_EQ(request->model, "tiny");
   EXPECT_EQ(request->prompt_text, "hi");
   EXPECT_FALSE(request->prompt_ids.has_value());
@@ -34,10 +35,12 @@ TEST(OpenAiCompletionTest, DefaultsAndFields) {
 
   request = CompletionToRequest(json::parse(R"({
       "prompt": [1, 2, 3], "max_tokens": 4, "temperature": 0, "top_p": 0, "top_k": -1,
-      "logprobs": 2, "seed": 9, "stop": ["a", "b"], "ignore_eos": true, "stream": true})"),
+      "logprobs": 2, "seed": 9, "stop": ["a", "b"], "ignore_eos": true, "stream": true,
+      "stream_options": {"include_usage": true}})"),
                                 &stream);
   ASSERT_THAT(request, absl_testing::IsOk());
-  EXPECT_TRUE(stream);
+  EXPECT_TRUE(stream.stream);
+  EXPECT_TRUE(stream.include_usage);
   EXPECT_THAT(*request->prompt_ids, ElementsAre(1, 2, 3));
   EXPECT_EQ(request->params.max_tokens, 4);
   EXPECT_EQ(request->params.sampling.temperature, 0.0f);
@@ -69,10 +72,16 @@ TEST(OpenAiCompletionTest, Errors) {
       {R"({"prompt": "x", "seed": 1.5})", "'seed' must be an integer"},
       {R"({"prompt": "x", "stop": 3})", "'stop' must be a string or an array of strings"},
       {R"({"prompt": "x", "stop": [3]})", "'stop' must hold strings"},
+      {R"({"prompt": "x", "stream": "yes"})", "'stream' must be true or false"},
+      {R"({"prompt": "x", "echo": 1})", "'echo' must be true or false"},
+      {R"({"prompt": "x", "ignore_eos": "no"})", "'ignore_eos' must be true or false"},
+      {R"({"prompt": "x", "stream_options": 1})", "'stream_options' must be an object"},
+      {R"({"prompt": "x", "stream_options": {"include_usage": "y"}})",
+       "'include_usage' must be true or false"},
   };
   for (const auto& [body, message] : cases) {
     SCOPED_TRACE(body);
-    bool stream = false;
+    CompletionStreaming stream;
     EXPECT_THAT(CompletionToRequest(json::parse(body), &stream),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message)));
   }
