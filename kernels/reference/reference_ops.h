@@ -10,7 +10,7 @@
 #include "baton/kernels/embedding.h"
 #include "baton/kernels/matmul.h"
 #include "baton/kernels/paged_attention.h"
-#include "baton/kernels/paged_kv.h"
+#include "baton/kernels/kv_write.h"
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"

@@ -9,7 +9,7 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/status_macros.h"
 #include "kernels/cuda/embedding.h"
-#include "kernels/cuda/kv_cache_write.h"
+#include "kernels/cuda/kv_write.h"
 #include "kernels/cuda/paged_attention_decode.h"
 #include "kernels/cuda/prefill_attention.h"
 #include "kernels/cuda/rms_norm.h"
