@@ -1,5 +1,6 @@
 // The paged KV cache as the kernels see it: a view over one layer's K and V blocks. The ops that go
-// through it: kv_write.h (new tokens into their slots) and paged_attention.h (decode attention).
+// through it: kv_write.h (new tokens into their slots), kv_gather.h (cached tokens out into
+// contiguous rows) and paged_attention.h (decode attention).
 //
 // A block holds `block_size` consecutive tokens (slots) of one sequence. Element (block b, slot s,
 // kv head h, dim d) of K is at
