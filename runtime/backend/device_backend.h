@@ -1,12 +1,13 @@
-// DeviceBackend: the device one rank computes on. The forward pass (runtime/model/llama_model.cc) is
-// written once against this interface; each backend implements it for one kind of device, the way
-// a ggml backend does (ggml-backend-impl.h).
+// DeviceBackend: the device one rank computes on. The forward pass (runtime/model/llama_model.cc)
+// is written once against this interface; each backend implements it for one kind of device, the
+// way a ggml backend does (ggml-backend-impl.h).
 //
 // Lifecycle: the engine creates one backend per rank (backend_registry.h) before it loads the model
 // and keeps it alive as long as the model. The model allocates its scratch through the backend
-// (DeviceBuffer), copies each step's index arrays in, enqueues the ops of the forward pass in order,
-// and copies the logits out. Ops and copies between device buffers run in issue order (one stream);
-// CopyToHost returns once the bytes are on the host, so an error of an earlier op may surface there.
+// (DeviceBuffer), copies each step's index arrays in, enqueues the ops of the forward pass in
+// order, and copies the logits out. Ops and copies between device buffers run in issue order (one
+// stream); CopyToHost returns once the bytes are on the host, so an error of an earlier op may
+// surface there.
 //
 // Pointers: every pointer in an op's params, and every `device` pointer below, must be valid on
 // this backend's device: memory from Allocate(), or memory that the backend can address directly

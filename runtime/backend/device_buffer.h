@@ -1,5 +1,5 @@
-// DeviceBuffer: one allocation of a DeviceBackend, freed with it (RAII, move-only). Its bytes live on
-// backend->device(): host code reaches them only through the backend's copies and ops.
+// DeviceBuffer: one allocation of a DeviceBackend, freed with it (RAII, move-only). Its bytes live
+// on backend->device(): host code reaches them only through the backend's copies and ops.
 #pragma once
 
 #include <cstddef>

@@ -17,8 +17,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   auto pool = std::make_unique<ThreadPool>(config.num_threads);
   ASSIGN_OR_RETURN(std::unique_ptr<DeviceBackend> backend,
                    CreateBackend(BackendOptions{.device = DeviceKind::kCpu, .pool = pool.get()}));
-  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
-                   LlamaModel::Load(config.model_dir, config.weight_dtype, backend.get(), pool.get()));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<LlamaModel> model,
+      LlamaModel::Load(config.model_dir, config.weight_dtype, backend.get(), pool.get()));
   const int model_len = model->config().max_position_embeddings;
   const int max_model_len = config.max_model_len > 0 ? std::min(config.max_model_len, model_len)
                                                      : model_len;

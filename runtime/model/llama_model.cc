@@ -166,8 +166,9 @@ absl::Status LlamaModel::PrepareStep(const StepBatch& batch) {
     ctx_start_[i + 1] = ctx_start_[i] + batch.context_lens[s];
   }
   if (has_prefix_) {
-    RETURN_IF_ERROR(ReserveElems<float>(ctx_k_, static_cast<size_t>(ctx_start_[num_prefill]) * kv_dim));
-    RETURN_IF_ERROR(ReserveElems<float>(ctx_v_, static_cast<size_t>(ctx_start_[num_prefill]) * kv_dim));
+    const size_t ctx_elems = static_cast<size_t>(ctx_start_[num_prefill]) * kv_dim;
+    RETURN_IF_ERROR(ReserveElems<float>(ctx_k_, ctx_elems));
+    RETURN_IF_ERROR(ReserveElems<float>(ctx_v_, ctx_elems));
   }
 
   ASSIGN_OR_RETURN(step_.token_ids, ToDevice(batch.token_ids, token_ids_staging_));
@@ -224,8 +225,9 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, const KvPool& kv_pool,
   if (backend_->IsHostMemory()) {
     return Linear(*backend_, weights_->lm_head, nullptr, h, logits->data(), num_seqs);
   }
-  RETURN_IF_ERROR(Linear(*backend_, weights_->lm_head, nullptr, h, logits_.data<float>(), num_seqs));
-  return backend_->CopyToHost(logits->data(), logits_.data<float>(), sizeof(float) * logits->size());
+  float* device_logits = logits_.data<float>();
+  RETURN_IF_ERROR(Linear(*backend_, weights_->lm_head, nullptr, h, device_logits, num_seqs));
+  return backend_->CopyToHost(logits->data(), device_logits, sizeof(float) * logits->size());
 }
 
 absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPool& kv_pool) {
@@ -260,9 +262,9 @@ absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPo
                              .hidden = hidden,
                              .eps = config_.rms_norm_eps}));
   const int inter = shard_.intermediate_size;
-  RETURN_IF_ERROR(LinearGroup(*backend_,
-                              {{w.gate_proj, nullptr, gate}, {w.up_proj, nullptr, up_.data<float>()}},
-                              h, num_tokens));
+  RETURN_IF_ERROR(LinearGroup(
+      *backend_, {{w.gate_proj, nullptr, gate}, {w.up_proj, nullptr, up_.data<float>()}}, h,
+      num_tokens));
   RETURN_IF_ERROR(backend_->Swiglu(kernels::SwigluParams{.out = gate,
                                                          .gate = gate,
                                                          .up = up_.data<float>(),
@@ -328,11 +330,13 @@ absl::Status LlamaModel::Attention(int layer_idx, const StepBatch& batch, const 
   const float* ctx_k = k + first_token * kv_dim;
   const float* ctx_v = v + first_token * kv_dim;
   if (has_prefix_) {
+    const int32_t* prefill_block_tables =
+        step_.block_tables + static_cast<size_t>(num_decode) * batch.max_blocks_per_seq;
     RETURN_IF_ERROR(backend_->KvGather(kernels::KvGatherParams{
         .k_out = ctx_k_.data<float>(),
         .v_out = ctx_v_.data<float>(),
         .cache = cache,
-        .block_tables = step_.block_tables + static_cast<size_t>(num_decode) * batch.max_blocks_per_seq,
+        .block_tables = prefill_block_tables,
         .out_start = step_.ctx_start,
         .num_seqs = num_prefill,
         .max_blocks_per_seq = batch.max_blocks_per_seq,

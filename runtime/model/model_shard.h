@@ -1,6 +1,6 @@
-// Which part of the model one rank computes. Tensor parallelism (TP) splits every layer's attention
-// heads and MLP columns over tp_size ranks; pipeline parallelism (PP) splits the layers into pp_size
-// consecutive stages. A rank is (tp_rank, pp_rank); today every instance is one rank holding the
+// Which part of the model one rank computes. Tensor parallelism (TP) splits every layer's
+// attention heads and MLP columns over tp_size ranks; pipeline parallelism (PP) splits the layers
+// into pp_size consecutive stages. A rank is (tp_rank, pp_rank); today every instance is one rank holding the
 // whole model (ShardSpec{}), and LlamaModel::Load accepts nothing else yet.
 #pragma once
 

@@ -59,7 +59,7 @@ struct GatherProblem {
             .out_stride = out_stride,
             .max_len = max_len};
   }
-  // The dense expectation: each sequence's logical K (or V) rows, and kUnwritten in the spare column.
+  // The dense expectation: each sequence's logical K (or V) rows, kUnwritten in the spare column.
   std::vector<float> Expected(bool values) const {
     std::vector<float> out(k_out.size(), kUnwritten);
     for (int s = 0; s < cache.num_seqs(); ++s) {

@@ -64,7 +64,8 @@ absl::Status AppendCache(kernels::PagedKvView& cache, bool output, DeviceArrays*
 // with the same host address, such as an in-place output, share one device copy), points the
 // params' fields at the copies, launches on a fresh stream, waits, copies the outputs back and
 // frees everything.
-absl::Status Run(const DeviceArrays& arrays, const std::function<absl::Status(cudaStream_t)>& launch) {
+absl::Status Run(const DeviceArrays& arrays,
+                 const std::function<absl::Status(cudaStream_t)>& launch) {
   struct Allocation {
     const void* host;
     size_t bytes;

@@ -1,7 +1,7 @@
-// The forward pass through the DeviceBackend interface: on a backend whose memory is not the host's,
-// the model must stage its inputs and logits through the backend's copies and still produce the
-// CPU backend's logits bit for bit, on a step that mixes decode, a fresh prompt and a prompt chunk
-// with a cached prefix (the KV gather).
+// The forward pass through the DeviceBackend interface: on a backend whose memory is not the
+// host's, the model must stage its inputs and logits through the backend's copies and still
+// produce the CPU backend's logits bit for bit, on a step that mixes decode, a fresh prompt and a
+// prompt chunk with a cached prefix (the KV gather).
 #include "runtime/model/llama_model.h"
 
 #include <cstring>
@@ -28,6 +28,7 @@ class StagedCpuBackend final : public DeviceBackend {
   explicit StagedCpuBackend(ThreadPool* pool) : cpu_(pool) {}
   int num_copies_to_device = 0;
   int num_copies_to_host = 0;
+  int num_gathers = 0;
 
   DeviceKind device() const override { return DeviceKind::kCpu; }
   bool IsHostMemory() const override { return false; }
@@ -66,7 +67,6 @@ class StagedCpuBackend final : public DeviceBackend {
   absl::Status Add(float* out, const float* a, const float* b, int64_t n) override {
     return cpu_.Add(out, a, b, n);
   }
-  int num_gathers = 0;
 
  private:
   CpuBackend cpu_;
