@@ -1,7 +1,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "baton/kernels/paged_kv.h"
+#include "baton/kernels/kv_write.h"
 #include "kernels/common/status_macros.h"
 #include "kernels/cpu/parallel.h"
 

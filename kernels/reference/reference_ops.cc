@@ -96,6 +96,25 @@ void KvWrite(const KvWriteParams& p) {
   }
 }
 
+void KvGather(const KvGatherParams& p) {
+  const PagedKvView& c = p.cache;
+  for (int s = 0; s < p.num_seqs; ++s) {
+    for (int j = 0; j < p.out_start[s + 1] - p.out_start[s]; ++j) {
+      const int32_t block_id = p.block_tables[int64_t{s} * p.max_blocks_per_seq + j / c.block_size];
+      const int64_t slot_idx = int64_t{block_id} * c.block_size + j % c.block_size;
+      const int64_t row = int64_t{p.out_start[s]} + j;
+      for (int h = 0; h < c.num_kv_heads; ++h) {
+        const int64_t src = KvOffset(c, slot_idx, h);
+        const int64_t dst = row * p.out_stride + int64_t{h} * c.head_dim;
+        for (int d = 0; d < c.head_dim; ++d) {
+          p.k_out[dst + d] = c.k[src + d];
+          p.v_out[dst + d] = c.v[src + d];
+        }
+      }
+    }
+  }
+}
+
 void Swiglu(const SwigluParams& p) {
   for (int t = 0; t < p.num_tokens; ++t) {
     for (int i = 0; i < p.intermediate; ++i) {

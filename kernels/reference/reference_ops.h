@@ -10,7 +10,8 @@
 #include "baton/kernels/embedding.h"
 #include "baton/kernels/matmul.h"
 #include "baton/kernels/paged_attention.h"
-#include "baton/kernels/paged_kv.h"
+#include "baton/kernels/kv_gather.h"
+#include "baton/kernels/kv_write.h"
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
@@ -23,6 +24,7 @@ void Embedding(const EmbeddingParams& params);
 void RmsNorm(const RmsNormParams& params);
 void Rope(const RopeParams& params);
 void KvWrite(const KvWriteParams& params);
+void KvGather(const KvGatherParams& params);
 void Swiglu(const SwigluParams& params);
 void Add(float* out, const float* a, const float* b, int64_t n);
 void Matmul(const MatmulParams& params);

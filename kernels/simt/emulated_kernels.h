@@ -6,7 +6,8 @@
 #include "absl/status/status.h"
 #include "baton/kernels/embedding.h"
 #include "baton/kernels/paged_attention.h"
-#include "baton/kernels/paged_kv.h"
+#include "baton/kernels/kv_gather.h"
+#include "baton/kernels/kv_write.h"
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
@@ -20,6 +21,7 @@ absl::Status RmsNormEmulated(const RmsNormParams& params);
 absl::Status EmbeddingEmulated(const EmbeddingParams& params);
 absl::Status RopeEmulated(const RopeParams& params);
 absl::Status KvWriteEmulated(const KvWriteParams& params);
+absl::Status KvGatherEmulated(const KvGatherParams& params);
 absl::Status SwigluEmulated(const SwigluParams& params);
 absl::Status PagedAttentionDecodeEmulated(const PagedAttentionParams& params);
 absl::Status PrefillAttentionEmulated(const PrefillAttentionParams& params);

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "kernels/common/status_macros.h"
+#include "runtime/backend/backend_registry.h"
 
 namespace baton::runtime {
 
@@ -14,8 +15,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
         "engine: block_size, num_threads and max_num_seqs must be positive");
   }
   auto pool = std::make_unique<ThreadPool>(config.num_threads);
-  ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
-                   LlamaModel::Load(config.model_dir, config.weight_dtype, pool.get()));
+  ASSIGN_OR_RETURN(std::unique_ptr<DeviceBackend> backend,
+                   CreateBackend(BackendOptions{.device = DeviceKind::kCpu, .pool = pool.get()}));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<LlamaModel> model,
+      LlamaModel::Load(config.model_dir, config.weight_dtype, backend.get(), pool.get()));
   const int model_len = model->config().max_position_embeddings;
   const int max_model_len = config.max_model_len > 0 ? std::min(config.max_model_len, model_len)
                                                      : model_len;
@@ -34,14 +38,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   } else if (config.max_num_batched_tokens < 2) {
     return absl::InvalidArgumentError("engine: chunked prefill needs max_num_batched_tokens >= 2");
   }
-  return std::unique_ptr<Engine>(new Engine(effective, std::move(pool), std::move(model),
-                                            std::move(kv_pool), max_model_len));
+  return std::unique_ptr<Engine>(new Engine(effective, std::move(pool), std::move(backend),
+                                            std::move(model), std::move(kv_pool), max_model_len));
 }
 
 Engine::Engine(const EngineConfig& config, std::unique_ptr<ThreadPool> pool,
-               std::unique_ptr<LlamaModel> model, std::unique_ptr<KvPool> kv_pool,
-               int max_model_len)
+               std::unique_ptr<DeviceBackend> backend, std::unique_ptr<LlamaModel> model,
+               std::unique_ptr<KvPool> kv_pool, int max_model_len)
     : pool_(std::move(pool)),
+      backend_(std::move(backend)),
       model_(std::move(model)),
       kv_pool_(std::move(kv_pool)),
       max_model_len_(max_model_len),

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "kernels/common/thread_pool.h"
+#include "runtime/backend/device_backend.h"
 #include "runtime/batch/sequence.h"
 #include "runtime/engine/model_runner.h"
 #include "runtime/engine/step_scheduler.h"
@@ -95,7 +96,8 @@ class Engine {
 
  private:
   Engine(const EngineConfig& config, std::unique_ptr<ThreadPool> pool,
-         std::unique_ptr<LlamaModel> model, std::unique_ptr<KvPool> kv_pool, int max_model_len);
+         std::unique_ptr<DeviceBackend> backend, std::unique_ptr<LlamaModel> model,
+         std::unique_ptr<KvPool> kv_pool, int max_model_len);
 
   FinishReason CheckFinished(const Sequence& seq, int32_t token) const;
   absl::Status ValidateRequest(SeqId seq_id, const std::vector<int32_t>& prompt_token_ids,
@@ -103,6 +105,7 @@ class Engine {
   Sequence* Find(SeqId seq_id) const;
 
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<DeviceBackend> backend_;  // the CPU backend over pool_; outlives model_
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<KvPool> kv_pool_;
   int max_model_len_;

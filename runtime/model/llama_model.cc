@@ -2,20 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <initializer_list>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "baton/kernels/add.h"
-#include "baton/kernels/embedding.h"
-#include "baton/kernels/matmul.h"
-#include "baton/kernels/paged_attention.h"
 #include "baton/kernels/paged_kv.h"
-#include "baton/kernels/prefill_attention.h"
-#include "baton/kernels/rms_norm.h"
-#include "baton/kernels/rope.h"
-#include "baton/kernels/swiglu.h"
 #include "kernels/common/status_macros.h"
 
 namespace baton::runtime {
@@ -40,194 +31,128 @@ kernels::MatmulParams ToParams(const Projection& p, const float* in, int m) {
       .k = static_cast<int>(p.weight.shape[1])};
 }
 
-absl::Status Linear(const Weight& w, const Weight* bias, const float* in, float* out, int m,
-                    ThreadPool* pool) {
-  return kernels::MatmulCpu(ToParams({w, bias, out}, in, m), pool);
+absl::Status Linear(DeviceBackend& backend, const Weight& w, const Weight* bias, const float* in,
+                    float* out, int m) {
+  return backend.Matmul(ToParams({w, bias, out}, in, m));
 }
 
-// Projections of the same input in one kernel call (one pass over the pool when decoding).
-absl::Status LinearGroup(std::initializer_list<Projection> projections, const float* in, int m,
-                         ThreadPool* pool) {
+// Projections of the same input in one op (one pass over the pool when decoding on the CPU).
+absl::Status LinearGroup(DeviceBackend& backend, std::initializer_list<Projection> projections,
+                         const float* in, int m) {
   absl::InlinedVector<kernels::MatmulParams, 3> group;
   for (const Projection& p : projections) group.push_back(ToParams(p, in, m));
-  return kernels::MatmulGroupCpu(group, pool);
+  return backend.MatmulGroup(group);
 }
 
 const Weight* OptionalBias(const Weight& bias) { return bias.data != nullptr ? &bias : nullptr; }
 
+template <typename T>
+absl::Status ReserveElems(DeviceBuffer& buffer, size_t count) {
+  return buffer.Reserve(count * sizeof(T));
+}
+
 }  // namespace
 
+LlamaModel::LlamaModel(ModelConfig config, ModelShard shard, std::unique_ptr<LlamaWeights> weights,
+                       DType matmul_dtype, DeviceBackend* backend)
+    : config_(std::move(config)),
+      shard_(shard),
+      weights_(std::move(weights)),
+      matmul_dtype_(matmul_dtype),
+      backend_(backend),
+      x_(backend),
+      h_(backend),
+      q_(backend),
+      k_(backend),
+      v_(backend),
+      attn_(backend),
+      gate_(backend),
+      up_(backend),
+      ctx_k_(backend),
+      ctx_v_(backend),
+      logits_(backend),
+      inv_freq_(backend),
+      token_ids_staging_(backend),
+      positions_staging_(backend),
+      slot_mapping_staging_(backend),
+      context_lens_staging_(backend),
+      block_tables_staging_(backend),
+      prefill_q_start_staging_(backend),
+      ctx_start_staging_(backend) {}
+
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesystem::path& model_dir,
-                                                             DType matmul_dtype, ThreadPool* pool) {
+                                                             DType matmul_dtype,
+                                                             DeviceBackend* backend,
+                                                             ThreadPool* load_pool,
+                                                             const ShardSpec& shard_spec) {
   if (matmul_dtype != DType::kF32 && matmul_dtype != DType::kBF16) {
     return absl::InvalidArgumentError(
         absl::StrCat("weight dtype ", std::string(DTypeName(matmul_dtype)), " is not supported (f32 or bf16)"));
   }
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
+  ASSIGN_OR_RETURN(ModelShard shard, MakeModelShard(config, shard_spec));
+  if (!shard_spec.IsWholeModel()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "model: tensor/pipeline-parallel shards (tp ", shard_spec.tp_size, ", pp ",
+        shard_spec.pp_size, ") are not supported yet; load the whole model"));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaWeights> weights,
-                   LoadLlamaWeights(model_dir, config, matmul_dtype, pool));
+                   LoadLlamaWeights(model_dir, config, matmul_dtype, load_pool));
+  ASSIGN_OR_RETURN(std::vector<float> inv_freq,
+                   kernels::RopeInvFreq(config.rope_theta, config.head_dim, config.rope_scaling));
   auto model = std::unique_ptr<LlamaModel>(
-      new LlamaModel(std::move(config), std::move(weights), matmul_dtype, pool));
-  ASSIGN_OR_RETURN(model->inv_freq_,
-                   kernels::RopeInvFreq(model->config_.rope_theta, model->config_.head_dim,
-                                        model->config_.rope_scaling));
+      new LlamaModel(std::move(config), shard, std::move(weights), matmul_dtype, backend));
+  const size_t inv_freq_bytes = inv_freq.size() * sizeof(float);
+  RETURN_IF_ERROR(model->inv_freq_.Reserve(inv_freq_bytes));
+  RETURN_IF_ERROR(backend->CopyToDevice(model->inv_freq_.data<void>(), inv_freq.data(),
+                                        inv_freq_bytes));
   return model;
 }
 
 KvPoolShape LlamaModel::KvShape(int block_size) const {
-  return KvPoolShape{.num_layers = config_.num_layers,
-                     .num_kv_heads = config_.num_kv_heads,
+  return KvPoolShape{.num_layers = shard_.num_layers(),
+                     .num_kv_heads = shard_.num_kv_heads,
                      .head_dim = config_.head_dim,
                      .block_size = block_size};
 }
 
-absl::Status LlamaModel::Forward(const StepBatch& batch, const KvPool& kv_pool,
-                                 std::vector<float>* logits) {
-  const int num_tokens = batch.num_tokens();
+template <typename T>
+absl::StatusOr<const T*> LlamaModel::ToDevice(std::span<const T> host, DeviceBuffer& staging) {
+  if (backend_->IsHostMemory()) return host.data();
+  const size_t bytes = host.size_bytes();
+  RETURN_IF_ERROR(staging.Reserve(bytes));
+  if (bytes > 0) RETURN_IF_ERROR(backend_->CopyToDevice(staging.data<void>(), host.data(), bytes));
+  return staging.data<const T>();
+}
+
+absl::Status LlamaModel::PrepareStep(const StepBatch& batch) {
+  const size_t num_tokens = batch.num_tokens();
   const int num_seqs = batch.num_seqs();
-  const int hidden = config_.hidden_size;
-  const int q_dim = config_.num_heads * config_.head_dim;
-  const int kv_dim = config_.num_kv_heads * config_.head_dim;
-  if (num_tokens == 0 || num_seqs == 0) {
-    return absl::InvalidArgumentError("forward: empty batch");
+  const size_t q_dim = static_cast<size_t>(shard_.num_heads) * config_.head_dim;
+  const size_t kv_dim = static_cast<size_t>(shard_.num_kv_heads) * config_.head_dim;
+  RETURN_IF_ERROR(ReserveElems<float>(x_, num_tokens * config_.hidden_size));
+  RETURN_IF_ERROR(ReserveElems<float>(h_, num_tokens * config_.hidden_size));
+  RETURN_IF_ERROR(ReserveElems<float>(q_, num_tokens * q_dim));
+  RETURN_IF_ERROR(ReserveElems<float>(k_, num_tokens * kv_dim));
+  RETURN_IF_ERROR(ReserveElems<float>(v_, num_tokens * kv_dim));
+  RETURN_IF_ERROR(ReserveElems<float>(attn_, num_tokens * q_dim));
+  RETURN_IF_ERROR(ReserveElems<float>(gate_, num_tokens * shard_.intermediate_size));
+  RETURN_IF_ERROR(ReserveElems<float>(up_, num_tokens * shard_.intermediate_size));
+  if (!backend_->IsHostMemory()) {
+    RETURN_IF_ERROR(
+        ReserveElems<float>(logits_, static_cast<size_t>(num_seqs) * config_.vocab_size));
   }
-  x_.resize(static_cast<size_t>(num_tokens) * hidden);
-  h_.resize(x_.size());
-  q_.resize(static_cast<size_t>(num_tokens) * q_dim);
-  k_.resize(static_cast<size_t>(num_tokens) * kv_dim);
-  v_.resize(k_.size());
-  attn_.resize(q_.size());
-  gate_.resize(static_cast<size_t>(num_tokens) * config_.intermediate_size);
-  up_.resize(gate_.size());
-
-  RETURN_IF_ERROR(kernels::EmbeddingCpu(
-      kernels::EmbeddingParams{.out = x_.data(),
-                               .table = weights_->embed_tokens.data,
-                               .table_dtype = weights_->embed_tokens.dtype,
-                               .token_ids = batch.token_ids.data(),
-                               .num_tokens = num_tokens,
-                               .hidden = hidden,
-                               .vocab_size = config_.vocab_size},
-      pool_));
-  for (int layer_idx = 0; layer_idx < config_.num_layers; ++layer_idx) {
-    RETURN_IF_ERROR(Layer(layer_idx, batch, kv_pool));
-  }
-
-  // Only each sequence's last token needs logits.
-  for (int s = 0; s < num_seqs; ++s) {
-    const int last = batch.q_start[s + 1] - 1;
-    std::memcpy(&h_[static_cast<size_t>(s) * hidden], &x_[static_cast<size_t>(last) * hidden],
-                sizeof(float) * hidden);
-  }
-  RETURN_IF_ERROR(kernels::RmsNormCpu(
-      kernels::RmsNormParams{.out = h_.data(),
-                             .in = h_.data(),
-                             .weight = static_cast<const float*>(weights_->final_norm.data),
-                             .num_tokens = num_seqs,
-                             .hidden = hidden,
-                             .eps = config_.rms_norm_eps},
-      pool_));
-  logits->resize(static_cast<size_t>(num_seqs) * config_.vocab_size);
-  return Linear(weights_->lm_head, nullptr, h_.data(), logits->data(), num_seqs, pool_);
-}
-
-absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPool& kv_pool) {
-  const LayerWeights& w = weights_->layers[layer_idx];
-  const int num_tokens = batch.num_tokens();
-  const int hidden = config_.hidden_size;
-
-  RETURN_IF_ERROR(kernels::RmsNormCpu(
-      kernels::RmsNormParams{.out = h_.data(),
-                             .in = x_.data(),
-                             .weight = static_cast<const float*>(w.input_norm.data),
-                             .num_tokens = num_tokens,
-                             .hidden = hidden,
-                             .eps = config_.rms_norm_eps},
-      pool_));
-  RETURN_IF_ERROR(LinearGroup({{w.q_proj, OptionalBias(w.q_bias), q_.data()},
-                               {w.k_proj, OptionalBias(w.k_bias), k_.data()},
-                               {w.v_proj, OptionalBias(w.v_bias), v_.data()}},
-                              h_.data(), num_tokens, pool_));
-  RETURN_IF_ERROR(Attention(layer_idx, batch, kv_pool));
-  RETURN_IF_ERROR(Linear(w.o_proj, nullptr, attn_.data(), h_.data(), num_tokens, pool_));
-  RETURN_IF_ERROR(kernels::AddCpu(x_.data(), x_.data(), h_.data(),
-                                  static_cast<int64_t>(num_tokens) * hidden, pool_));
-
-  RETURN_IF_ERROR(kernels::RmsNormCpu(
-      kernels::RmsNormParams{.out = h_.data(),
-                             .in = x_.data(),
-                             .weight = static_cast<const float*>(w.post_attention_norm.data),
-                             .num_tokens = num_tokens,
-                             .hidden = hidden,
-                             .eps = config_.rms_norm_eps},
-      pool_));
-  const int inter = config_.intermediate_size;
-  RETURN_IF_ERROR(LinearGroup({{w.gate_proj, nullptr, gate_.data()}, {w.up_proj, nullptr, up_.data()}},
-                              h_.data(), num_tokens, pool_));
-  RETURN_IF_ERROR(kernels::SwigluCpu(kernels::SwigluParams{.out = gate_.data(),
-                                                           .gate = gate_.data(),
-                                                           .up = up_.data(),
-                                                           .num_tokens = num_tokens,
-                                                           .intermediate = inter,
-                                                           .in_stride = inter,
-                                                           .out_stride = inter},
-                                     pool_));
-  RETURN_IF_ERROR(Linear(w.down_proj, nullptr, gate_.data(), h_.data(), num_tokens, pool_));
-  return kernels::AddCpu(x_.data(), x_.data(), h_.data(), static_cast<int64_t>(num_tokens) * hidden,
-                         pool_);
-}
-
-absl::Status LlamaModel::Attention(int layer_idx, const StepBatch& batch, const KvPool& kv_pool) {
-  const int num_tokens = batch.num_tokens();
-  const int head_dim = config_.head_dim;
-  const int q_dim = config_.num_heads * head_dim;
-  const int kv_dim = config_.num_kv_heads * head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  const kernels::PagedKvView cache = kv_pool.LayerView(layer_idx);
-
-  RETURN_IF_ERROR(kernels::RopeCpu(kernels::RopeParams{.q = q_.data(),
-                                                       .k = k_.data(),
-                                                       .positions = batch.positions.data(),
-                                                       .inv_freq = inv_freq_.data(),
-                                                       .num_tokens = num_tokens,
-                                                       .num_heads = config_.num_heads,
-                                                       .num_kv_heads = config_.num_kv_heads,
-                                                       .head_dim = head_dim,
-                                                       .q_stride = q_dim,
-                                                       .k_stride = kv_dim},
-                                   pool_));
-  RETURN_IF_ERROR(kernels::KvWriteCpu(kernels::KvWriteParams{.cache = cache,
-                                                             .k = k_.data(),
-                                                             .v = v_.data(),
-                                                             .slot_mapping = batch.slot_mapping.data(),
-                                                             .num_tokens = num_tokens,
-                                                             .kv_stride = kv_dim},
-                                      pool_));
-
-  const int num_decode = batch.num_decode_seqs;
-  if (num_decode > 0) {
-    RETURN_IF_ERROR(kernels::PagedAttentionDecodeCpu(
-        kernels::PagedAttentionParams{.out = attn_.data(),
-                                      .q = q_.data(),
-                                      .cache = cache,
-                                      .block_tables = batch.block_tables.data(),
-                                      .context_lens = batch.context_lens.data(),
-                                      .num_seqs = num_decode,
-                                      .num_heads = config_.num_heads,
-                                      .max_blocks_per_seq = batch.max_blocks_per_seq,
-                                      .q_stride = q_dim,
-                                      .scale = scale},
-        pool_));
-  }
-  const int num_prefill = batch.num_seqs() - num_decode;
-  if (num_prefill == 0) return absl::OkStatus();
 
   // Prefill chunks. When no chunk has a cached prefix, the fresh K/V rows are the whole context;
-  // otherwise every chunk's context is gathered from the cache into contiguous rows.
-  const int first_token = batch.q_start[num_decode];
+  // otherwise every chunk's context is gathered from the cache into contiguous rows (Attention).
+  const int num_decode = batch.num_decode_seqs;
+  const int num_prefill = num_seqs - num_decode;
   prefill_q_start_.resize(num_prefill + 1);
   ctx_start_.resize(num_prefill + 1);
-  bool has_prefix = false;
+  has_prefix_ = false;
+  max_prefill_q_len_ = 0;
+  max_prefill_ctx_len_ = 0;
+  const int first_token = batch.q_start[num_decode];
   for (int i = 0; i <= num_prefill; ++i) {
     prefill_q_start_[i] = batch.q_start[num_decode + i] - first_token;
   }
@@ -235,47 +160,206 @@ absl::Status LlamaModel::Attention(int layer_idx, const StepBatch& batch, const 
   for (int i = 0; i < num_prefill; ++i) {
     const int s = num_decode + i;
     const int q_len = batch.q_start[s + 1] - batch.q_start[s];
-    has_prefix |= batch.context_lens[s] != q_len;
+    has_prefix_ |= batch.context_lens[s] != q_len;
+    max_prefill_q_len_ = std::max(max_prefill_q_len_, q_len);
+    max_prefill_ctx_len_ = std::max(max_prefill_ctx_len_, batch.context_lens[s]);
     ctx_start_[i + 1] = ctx_start_[i] + batch.context_lens[s];
   }
-  const float* ctx_k = k_.data() + static_cast<size_t>(first_token) * kv_dim;
-  const float* ctx_v = v_.data() + static_cast<size_t>(first_token) * kv_dim;
-  if (has_prefix) {
-    ctx_k_.resize(static_cast<size_t>(ctx_start_[num_prefill]) * kv_dim);
-    ctx_v_.resize(ctx_k_.size());
-    for (int i = 0; i < num_prefill; ++i) {
-      const int s = num_decode + i;
-      const int32_t* table = batch.block_tables.data() + static_cast<size_t>(s) * batch.max_blocks_per_seq;
-      for (int pos = 0; pos < batch.context_lens[s]; ++pos) {
-        const int64_t slot_idx =
-            int64_t{table[pos / cache.block_size]} * cache.block_size + pos % cache.block_size;
-        const size_t row = static_cast<size_t>(ctx_start_[i] + pos) * kv_dim;
-        for (int h = 0; h < cache.num_kv_heads; ++h) {
-          const int64_t offset = kernels::KvOffset(cache, slot_idx, h);
-          const size_t dst = row + static_cast<size_t>(h) * cache.head_dim;
-          std::memcpy(&ctx_k_[dst], cache.k + offset, sizeof(float) * cache.head_dim);
-          std::memcpy(&ctx_v_[dst], cache.v + offset, sizeof(float) * cache.head_dim);
-        }
-      }
-    }
-    ctx_k = ctx_k_.data();
-    ctx_v = ctx_v_.data();
+  if (has_prefix_) {
+    const size_t ctx_elems = static_cast<size_t>(ctx_start_[num_prefill]) * kv_dim;
+    RETURN_IF_ERROR(ReserveElems<float>(ctx_k_, ctx_elems));
+    RETURN_IF_ERROR(ReserveElems<float>(ctx_v_, ctx_elems));
   }
-  return kernels::PrefillAttentionCpu(
-      kernels::PrefillAttentionParams{.out = attn_.data() + static_cast<size_t>(first_token) * q_dim,
-                                      .q = q_.data() + static_cast<size_t>(first_token) * q_dim,
+
+  ASSIGN_OR_RETURN(step_.token_ids, ToDevice(batch.token_ids, token_ids_staging_));
+  ASSIGN_OR_RETURN(step_.positions, ToDevice(batch.positions, positions_staging_));
+  ASSIGN_OR_RETURN(step_.slot_mapping, ToDevice(batch.slot_mapping, slot_mapping_staging_));
+  ASSIGN_OR_RETURN(step_.context_lens, ToDevice(batch.context_lens, context_lens_staging_));
+  ASSIGN_OR_RETURN(step_.block_tables, ToDevice(batch.block_tables, block_tables_staging_));
+  ASSIGN_OR_RETURN(step_.prefill_q_start, ToDevice(std::span<const int32_t>(prefill_q_start_),
+                                                   prefill_q_start_staging_));
+  ASSIGN_OR_RETURN(step_.ctx_start,
+                   ToDevice(std::span<const int32_t>(ctx_start_), ctx_start_staging_));
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::Forward(const StepBatch& batch, const KvPool& kv_pool,
+                                 std::vector<float>* logits) {
+  const int num_tokens = batch.num_tokens();
+  const int num_seqs = batch.num_seqs();
+  const int hidden = config_.hidden_size;
+  if (num_tokens == 0 || num_seqs == 0) {
+    return absl::InvalidArgumentError("forward: empty batch");
+  }
+  RETURN_IF_ERROR(PrepareStep(batch));
+  float* x = x_.data<float>();
+  float* h = h_.data<float>();
+
+  RETURN_IF_ERROR(backend_->Embedding(
+      kernels::EmbeddingParams{.out = x,
+                               .table = weights_->embed_tokens.data,
+                               .table_dtype = weights_->embed_tokens.dtype,
+                               .token_ids = step_.token_ids,
+                               .num_tokens = num_tokens,
+                               .hidden = hidden,
+                               .vocab_size = config_.vocab_size}));
+  for (int layer_idx = shard_.layer_begin; layer_idx < shard_.layer_end; ++layer_idx) {
+    RETURN_IF_ERROR(Layer(layer_idx, batch, kv_pool));
+  }
+
+  // Only each sequence's last token needs logits.
+  for (int s = 0; s < num_seqs; ++s) {
+    const int last = batch.q_start[s + 1] - 1;
+    RETURN_IF_ERROR(backend_->CopyOnDevice(h + static_cast<size_t>(s) * hidden,
+                                           x + static_cast<size_t>(last) * hidden,
+                                           sizeof(float) * hidden));
+  }
+  RETURN_IF_ERROR(backend_->RmsNorm(
+      kernels::RmsNormParams{.out = h,
+                             .in = h,
+                             .weight = static_cast<const float*>(weights_->final_norm.data),
+                             .num_tokens = num_seqs,
+                             .hidden = hidden,
+                             .eps = config_.rms_norm_eps}));
+  logits->resize(static_cast<size_t>(num_seqs) * config_.vocab_size);
+  if (backend_->IsHostMemory()) {
+    return Linear(*backend_, weights_->lm_head, nullptr, h, logits->data(), num_seqs);
+  }
+  float* device_logits = logits_.data<float>();
+  RETURN_IF_ERROR(Linear(*backend_, weights_->lm_head, nullptr, h, device_logits, num_seqs));
+  return backend_->CopyToHost(logits->data(), device_logits, sizeof(float) * logits->size());
+}
+
+absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPool& kv_pool) {
+  const LayerWeights& w = weights_->layers[layer_idx];
+  const int num_tokens = batch.num_tokens();
+  const int hidden = config_.hidden_size;
+  float* x = x_.data<float>();
+  float* h = h_.data<float>();
+  float* gate = gate_.data<float>();
+
+  RETURN_IF_ERROR(backend_->RmsNorm(
+      kernels::RmsNormParams{.out = h,
+                             .in = x,
+                             .weight = static_cast<const float*>(w.input_norm.data),
+                             .num_tokens = num_tokens,
+                             .hidden = hidden,
+                             .eps = config_.rms_norm_eps}));
+  RETURN_IF_ERROR(LinearGroup(*backend_,
+                              {{w.q_proj, OptionalBias(w.q_bias), q_.data<float>()},
+                               {w.k_proj, OptionalBias(w.k_bias), k_.data<float>()},
+                               {w.v_proj, OptionalBias(w.v_bias), v_.data<float>()}},
+                              h, num_tokens));
+  RETURN_IF_ERROR(Attention(layer_idx, batch, kv_pool));
+  RETURN_IF_ERROR(Linear(*backend_, w.o_proj, nullptr, attn_.data<float>(), h, num_tokens));
+  RETURN_IF_ERROR(backend_->Add(x, x, h, static_cast<int64_t>(num_tokens) * hidden));
+
+  RETURN_IF_ERROR(backend_->RmsNorm(
+      kernels::RmsNormParams{.out = h,
+                             .in = x,
+                             .weight = static_cast<const float*>(w.post_attention_norm.data),
+                             .num_tokens = num_tokens,
+                             .hidden = hidden,
+                             .eps = config_.rms_norm_eps}));
+  const int inter = shard_.intermediate_size;
+  RETURN_IF_ERROR(LinearGroup(
+      *backend_, {{w.gate_proj, nullptr, gate}, {w.up_proj, nullptr, up_.data<float>()}}, h,
+      num_tokens));
+  RETURN_IF_ERROR(backend_->Swiglu(kernels::SwigluParams{.out = gate,
+                                                         .gate = gate,
+                                                         .up = up_.data<float>(),
+                                                         .num_tokens = num_tokens,
+                                                         .intermediate = inter,
+                                                         .in_stride = inter,
+                                                         .out_stride = inter}));
+  RETURN_IF_ERROR(Linear(*backend_, w.down_proj, nullptr, gate, h, num_tokens));
+  return backend_->Add(x, x, h, static_cast<int64_t>(num_tokens) * hidden);
+}
+
+absl::Status LlamaModel::Attention(int layer_idx, const StepBatch& batch, const KvPool& kv_pool) {
+  const int num_tokens = batch.num_tokens();
+  const int head_dim = config_.head_dim;
+  const int num_heads = shard_.num_heads;
+  const int num_kv_heads = shard_.num_kv_heads;
+  const int q_dim = num_heads * head_dim;
+  const int kv_dim = num_kv_heads * head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const kernels::PagedKvView cache = kv_pool.LayerView(layer_idx - shard_.layer_begin);
+  float* q = q_.data<float>();
+  float* k = k_.data<float>();
+  float* v = v_.data<float>();
+  float* attn = attn_.data<float>();
+
+  RETURN_IF_ERROR(backend_->Rope(kernels::RopeParams{.q = q,
+                                                     .k = k,
+                                                     .positions = step_.positions,
+                                                     .inv_freq = inv_freq_.data<float>(),
+                                                     .num_tokens = num_tokens,
+                                                     .num_heads = num_heads,
+                                                     .num_kv_heads = num_kv_heads,
+                                                     .head_dim = head_dim,
+                                                     .q_stride = q_dim,
+                                                     .k_stride = kv_dim}));
+  RETURN_IF_ERROR(backend_->KvWrite(kernels::KvWriteParams{.cache = cache,
+                                                           .k = k,
+                                                           .v = v,
+                                                           .slot_mapping = step_.slot_mapping,
+                                                           .num_tokens = num_tokens,
+                                                           .kv_stride = kv_dim}));
+
+  const int num_decode = batch.num_decode_seqs;
+  if (num_decode > 0) {
+    RETURN_IF_ERROR(backend_->PagedAttentionDecode(
+        kernels::PagedAttentionParams{.out = attn,
+                                      .q = q,
+                                      .cache = cache,
+                                      .block_tables = step_.block_tables,
+                                      .context_lens = step_.context_lens,
+                                      .num_seqs = num_decode,
+                                      .num_heads = num_heads,
+                                      .max_blocks_per_seq = batch.max_blocks_per_seq,
+                                      .q_stride = q_dim,
+                                      .scale = scale}));
+  }
+  const int num_prefill = batch.num_seqs() - num_decode;
+  if (num_prefill == 0) return absl::OkStatus();
+
+  // Prefill chunks: their context is the fresh K/V rows, or, when some chunk has a cached prefix,
+  // every chunk's context gathered from the cache (which now holds the fresh rows too).
+  const size_t first_token = static_cast<size_t>(batch.q_start[num_decode]);
+  const float* ctx_k = k + first_token * kv_dim;
+  const float* ctx_v = v + first_token * kv_dim;
+  if (has_prefix_) {
+    const int32_t* prefill_block_tables =
+        step_.block_tables + static_cast<size_t>(num_decode) * batch.max_blocks_per_seq;
+    RETURN_IF_ERROR(backend_->KvGather(kernels::KvGatherParams{
+        .k_out = ctx_k_.data<float>(),
+        .v_out = ctx_v_.data<float>(),
+        .cache = cache,
+        .block_tables = prefill_block_tables,
+        .out_start = step_.ctx_start,
+        .num_seqs = num_prefill,
+        .max_blocks_per_seq = batch.max_blocks_per_seq,
+        .out_stride = kv_dim,
+        .max_len = max_prefill_ctx_len_}));
+    ctx_k = ctx_k_.data<float>();
+    ctx_v = ctx_v_.data<float>();
+  }
+  return backend_->PrefillAttention(
+      kernels::PrefillAttentionParams{.out = attn + first_token * q_dim,
+                                      .q = q + first_token * q_dim,
                                       .k = ctx_k,
                                       .v = ctx_v,
-                                      .q_start = prefill_q_start_.data(),
-                                      .kv_start = ctx_start_.data(),
+                                      .q_start = step_.prefill_q_start,
+                                      .kv_start = step_.ctx_start,
                                       .num_seqs = num_prefill,
-                                      .num_heads = config_.num_heads,
-                                      .num_kv_heads = config_.num_kv_heads,
+                                      .num_heads = num_heads,
+                                      .num_kv_heads = num_kv_heads,
                                       .head_dim = head_dim,
                                       .q_stride = q_dim,
                                       .kv_stride = kv_dim,
-                                      .scale = scale},
-      pool_);
+                                      .scale = scale,
+                                      .max_q_len = max_prefill_q_len_});
 }
 
 }  // namespace baton::runtime

@@ -1,4 +1,4 @@
-#include "baton/kernels/kv_cache_write.h"
+#include "baton/kernels/kv_write.h"
 
 #include <cmath>
 #include <string>

@@ -1,14 +1,16 @@
 // Runs the CUDA kernels on host buffers, for tests: each *OnDevice function copies every buffer the
 // params point at (sizes derived from the params) to the GPU, launches the real kernel on a fresh
-// stream, waits, copies the outputs back into the host buffers, and frees everything. Built only
-// when BATON_HAS_CUDA (baton_testing_cuda); reference these only from `#if BATON_HAS_CUDA`
-// instantiation lists.
+// stream, waits, copies the outputs back into the host buffers, and frees everything. The dance is
+// written once (device_runners.cc: Run); an op adds one function that lists its params' arrays
+// (In/Out with an element count) and names its launcher. Built only when BATON_HAS_CUDA
+// (baton_testing_cuda); reference these only from `#if BATON_HAS_CUDA` instantiation lists.
 #pragma once
 
 #include "absl/status/status.h"
 #include "baton/kernels/embedding.h"
 #include "baton/kernels/paged_attention.h"
-#include "baton/kernels/paged_kv.h"
+#include "baton/kernels/kv_gather.h"
+#include "baton/kernels/kv_write.h"
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
@@ -25,6 +27,7 @@ absl::Status RmsNormOnDevice(const kernels::RmsNormParams& host_params);
 absl::Status EmbeddingOnDevice(const kernels::EmbeddingParams& host_params);
 absl::Status RopeOnDevice(const kernels::RopeParams& host_params);
 absl::Status KvWriteOnDevice(const kernels::KvWriteParams& host_params);
+absl::Status KvGatherOnDevice(const kernels::KvGatherParams& host_params);
 absl::Status SwigluOnDevice(const kernels::SwigluParams& host_params);
 absl::Status PagedAttentionDecodeOnDevice(const kernels::PagedAttentionParams& host_params);
 absl::Status PrefillAttentionOnDevice(const kernels::PrefillAttentionParams& host_params);

@@ -1,11 +1,13 @@
-// The paged KV cache as the kernels see it: a view over one layer's K and V blocks, and the op that
-// writes new tokens' K/V into their slots.
+// The paged KV cache as the kernels see it: a view over one layer's K and V blocks. The ops that go
+// through it: kv_write.h (new tokens into their slots), kv_gather.h (cached tokens out into
+// contiguous rows) and paged_attention.h (decode attention).
 //
 // A block holds `block_size` consecutive tokens (slots) of one sequence. Element (block b, slot s,
 // kv head h, dim d) of K is at
 //     k[b * block_stride + (h * block_size + s) * head_dim + d]
 // and likewise for V: head-major inside a block, so the block's keys of one head (what decode
-// attention reads for one (sequence, kv head)) are one contiguous run of block_size * head_dim. The pool stores all layers of a block contiguously, so in general
+// attention reads for one (sequence, kv head)) are one contiguous run of block_size * head_dim.
+// The pool stores all layers of a block contiguously, so in general
 // block_stride > block_size * num_kv_heads * head_dim; the caller offsets `k`/`v` to the layer.
 // A slot index (as in KvWriteParams::slot_mapping) is block_id * block_size + slot.
 #pragma once
@@ -14,7 +16,6 @@
 
 #include "absl/status/status.h"
 #include "baton/kernels/host_device.h"
-#include "kernels/common/thread_pool.h"
 
 namespace baton::kernels {
 
@@ -40,24 +41,5 @@ BATON_HOST_DEVICE inline int64_t KvOffset(const PagedKvView& view, int64_t slot_
   const int64_t slot = slot_idx % view.block_size;
   return block_id * view.block_stride + (kv_head * int64_t{view.block_size} + slot) * view.head_dim;
 }
-
-struct KvWriteParams {
-  PagedKvView cache;
-  const float* k;               // [num_tokens, kv_stride], first num_kv_heads*head_dim used
-  const float* v;               // [num_tokens, kv_stride], first num_kv_heads*head_dim used
-  const int32_t* slot_mapping;  // [num_tokens] = block_id * block_size + slot; < 0 skips the token
-  int num_tokens;
-  int kv_stride;  // elements between consecutive tokens of k and v, >= num_kv_heads*head_dim
-};
-
-// Checks the cache view, pointers (which may be null only when num_tokens == 0) and strides.
-// Does not read slot_mapping (it may live on a device).
-absl::Status Validate(const KvWriteParams& params);
-
-// Copies token t's K and V heads into slot slot_mapping[t]. Validates first; then, if
-// cache.num_blocks > 0, returns InvalidArgument naming the first token whose slot is out of range
-// (before writing anything). Tokens with a negative slot are skipped (padding). Two tokens must not
-// map to the same slot. `pool` may be nullptr (runs on the calling thread).
-absl::Status KvWriteCpu(const KvWriteParams& params, ThreadPool* pool);
 
 }  // namespace baton::kernels

@@ -1,10 +1,10 @@
-// CUDA KV write into the paged cache (see baton/kernels/paged_kv.h). Device pointers.
+// CUDA KV write into the paged cache (see baton/kernels/kv_write.h). Device pointers.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include "absl/status/status.h"
-#include "baton/kernels/paged_kv.h"
+#include "baton/kernels/kv_write.h"
 
 namespace baton::kernels {
 

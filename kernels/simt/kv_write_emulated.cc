@@ -1,5 +1,5 @@
 #include "kernels/common/status_macros.h"
-#include "kernels/cuda/kv_cache_write.cuh"
+#include "kernels/cuda/kv_write.cuh"
 #include "kernels/simt/emulated_kernels.h"
 
 namespace baton::kernels {

@@ -1,8 +1,8 @@
-#include "kernels/cuda/kv_cache_write.h"
+#include "kernels/cuda/kv_write.h"
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/status_macros.h"
-#include "kernels/cuda/kv_cache_write.cuh"
+#include "kernels/cuda/kv_write.cuh"
 
 namespace baton::kernels {
 

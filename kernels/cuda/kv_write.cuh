@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "baton/kernels/paged_kv.h"
+#include "baton/kernels/kv_write.h"
 #include "kernels/simt/device.h"
 
 namespace baton::kernels::cuda_detail {

@@ -1,0 +1,87 @@
+#include "runtime/backend/cpu_backend.h"
+
+#include <cstring>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+#include "baton/kernels/add.h"
+
+namespace baton::runtime {
+
+namespace {
+
+constexpr std::align_val_t kAlignment{64};  // one cache line, and an AVX-512 register
+
+}  // namespace
+
+absl::StatusOr<void*> CpuBackend::Allocate(size_t bytes) {
+  void* ptr = ::operator new(bytes, kAlignment, std::nothrow);
+  if (ptr == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("cpu backend: cannot allocate ", bytes,
+                                                     " bytes"));
+  }
+  return ptr;
+}
+
+void CpuBackend::Free(void* device) { ::operator delete(device, kAlignment); }
+
+absl::Status CpuBackend::CopyToDevice(void* device, const void* host, size_t bytes) {
+  std::memcpy(device, host, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::CopyToHost(void* host, const void* device, size_t bytes) {
+  std::memcpy(host, device, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::CopyOnDevice(void* device_dst, const void* device_src, size_t bytes) {
+  std::memcpy(device_dst, device_src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Embedding(const kernels::EmbeddingParams& params) {
+  return kernels::EmbeddingCpu(params, pool_);
+}
+
+absl::Status CpuBackend::RmsNorm(const kernels::RmsNormParams& params) {
+  return kernels::RmsNormCpu(params, pool_);
+}
+
+absl::Status CpuBackend::Matmul(const kernels::MatmulParams& params) {
+  return kernels::MatmulCpu(params, pool_);
+}
+
+absl::Status CpuBackend::MatmulGroup(absl::Span<const kernels::MatmulParams> group) {
+  return kernels::MatmulGroupCpu(group, pool_);
+}
+
+absl::Status CpuBackend::Rope(const kernels::RopeParams& params) {
+  return kernels::RopeCpu(params, pool_);
+}
+
+absl::Status CpuBackend::KvWrite(const kernels::KvWriteParams& params) {
+  return kernels::KvWriteCpu(params, pool_);
+}
+
+absl::Status CpuBackend::KvGather(const kernels::KvGatherParams& params) {
+  return kernels::KvGatherCpu(params, pool_);
+}
+
+absl::Status CpuBackend::PagedAttentionDecode(const kernels::PagedAttentionParams& params) {
+  return kernels::PagedAttentionDecodeCpu(params, pool_);
+}
+
+absl::Status CpuBackend::PrefillAttention(const kernels::PrefillAttentionParams& params) {
+  return kernels::PrefillAttentionCpu(params, pool_);
+}
+
+absl::Status CpuBackend::Swiglu(const kernels::SwigluParams& params) {
+  return kernels::SwigluCpu(params, pool_);
+}
+
+absl::Status CpuBackend::Add(float* out, const float* a, const float* b, int64_t n) {
+  return kernels::AddCpu(out, a, b, n, pool_);
+}
+
+}  // namespace baton::runtime

@@ -1,0 +1,78 @@
+// DeviceBackend: the device one rank computes on. The forward pass (runtime/model/llama_model.cc)
+// is written once against this interface; each backend implements it for one kind of device, the
+// way a ggml backend does (ggml-backend-impl.h).
+//
+// Lifecycle: the engine creates one backend per rank (backend_registry.h) before it loads the model
+// and keeps it alive as long as the model. The model allocates its scratch through the backend
+// (DeviceBuffer), copies each step's index arrays in, enqueues the ops of the forward pass in
+// order, and copies the logits out. Ops and copies between device buffers run in issue order (one
+// stream); CopyToHost returns once the bytes are on the host, so an error of an earlier op may
+// surface there.
+//
+// Pointers: every pointer in an op's params, and every `device` pointer below, must be valid on
+// this backend's device: memory from Allocate(), or memory that the backend can address directly
+// (the CPU backend's device is the host, so it takes the checkpoint's mmap and the KV pool as they
+// are). Ops validate their params like the kernels do and return InvalidArgument; device failures
+// are Internal. No device type (cudaStream_t, ...) appears here: a backend keeps its streams.
+//
+// Not thread-safe: one engine thread drives a backend.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "baton/kernels/embedding.h"
+#include "baton/kernels/kv_gather.h"
+#include "baton/kernels/kv_write.h"
+#include "baton/kernels/matmul.h"
+#include "baton/kernels/paged_attention.h"
+#include "baton/kernels/prefill_attention.h"
+#include "baton/kernels/rms_norm.h"
+#include "baton/kernels/rope.h"
+#include "baton/kernels/swiglu.h"
+
+namespace baton::runtime {
+
+enum class DeviceKind { kCpu, kCuda };
+
+absl::string_view DeviceKindName(DeviceKind kind);
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+
+  virtual DeviceKind device() const = 0;
+  // True when device memory is host memory (the CPU backend): a host array may then be passed to
+  // an op as it is, and an op may write straight into a host array, with no copy in between.
+  virtual bool IsHostMemory() const = 0;
+
+  // ---- Memory ----
+  // `bytes` > 0. ResourceExhausted when the device has no room. The memory is uninitialized.
+  virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
+  // `device` from Allocate() of this backend, or nullptr.
+  virtual void Free(void* device) = 0;
+  virtual absl::Status CopyToDevice(void* device, const void* host, size_t bytes) = 0;
+  virtual absl::Status CopyToHost(void* host, const void* device, size_t bytes) = 0;
+  virtual absl::Status CopyOnDevice(void* device_dst, const void* device_src, size_t bytes) = 0;
+
+  // ---- Ops of the forward pass: each one kernel op, with that op's params (kernels/include) ----
+  virtual absl::Status Embedding(const kernels::EmbeddingParams& params) = 0;
+  virtual absl::Status RmsNorm(const kernels::RmsNormParams& params) = 0;
+  virtual absl::Status Matmul(const kernels::MatmulParams& params) = 0;
+  // Products that share their input (Q/K/V, gate/up), each with Matmul's result.
+  virtual absl::Status MatmulGroup(absl::Span<const kernels::MatmulParams> group) = 0;
+  virtual absl::Status Rope(const kernels::RopeParams& params) = 0;
+  virtual absl::Status KvWrite(const kernels::KvWriteParams& params) = 0;
+  virtual absl::Status KvGather(const kernels::KvGatherParams& params) = 0;
+  virtual absl::Status PagedAttentionDecode(const kernels::PagedAttentionParams& params) = 0;
+  virtual absl::Status PrefillAttention(const kernels::PrefillAttentionParams& params) = 0;
+  virtual absl::Status Swiglu(const kernels::SwigluParams& params) = 0;
+  // out[i] = a[i] + b[i] for i < n; out may alias a or b.
+  virtual absl::Status Add(float* out, const float* a, const float* b, int64_t n) = 0;
+};
+
+}  // namespace baton::runtime

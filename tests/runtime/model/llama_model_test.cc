@@ -1,0 +1,173 @@
+// The forward pass through the DeviceBackend interface: on a backend whose memory is not the
+// host's, the model must stage its inputs and logits through the backend's copies and still
+// produce the CPU backend's logits bit for bit, on a step that mixes decode, a fresh prompt and a
+// prompt chunk with a cached prefix (the KV gather).
+#include "runtime/model/llama_model.h"
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/backend/cpu_backend.h"
+#include "tests/testing/safetensors_writer.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
+
+namespace baton::runtime {
+namespace {
+
+using ::absl_testing::IsOk;
+using ::absl_testing::StatusIs;
+
+// The CPU backend posing as a device with its own memory: IsHostMemory() is false, so the model
+// takes its device path (copies in and out); every call is forwarded, and the copies are counted.
+class StagedCpuBackend final : public DeviceBackend {
+ public:
+  explicit StagedCpuBackend(ThreadPool* pool) : cpu_(pool) {}
+  int num_copies_to_device = 0;
+  int num_copies_to_host = 0;
+  int num_gathers = 0;
+
+  DeviceKind device() const override { return DeviceKind::kCpu; }
+  bool IsHostMemory() const override { return false; }
+  absl::StatusOr<void*> Allocate(size_t bytes) override { return cpu_.Allocate(bytes); }
+  void Free(void* device) override { cpu_.Free(device); }
+  absl::Status CopyToDevice(void* device, const void* host, size_t bytes) override {
+    ++num_copies_to_device;
+    return cpu_.CopyToDevice(device, host, bytes);
+  }
+  absl::Status CopyToHost(void* host, const void* device, size_t bytes) override {
+    ++num_copies_to_host;
+    return cpu_.CopyToHost(host, device, bytes);
+  }
+  absl::Status CopyOnDevice(void* dst, const void* src, size_t bytes) override {
+    return cpu_.CopyOnDevice(dst, src, bytes);
+  }
+  absl::Status Embedding(const kernels::EmbeddingParams& p) override { return cpu_.Embedding(p); }
+  absl::Status RmsNorm(const kernels::RmsNormParams& p) override { return cpu_.RmsNorm(p); }
+  absl::Status Matmul(const kernels::MatmulParams& p) override { return cpu_.Matmul(p); }
+  absl::Status MatmulGroup(absl::Span<const kernels::MatmulParams> g) override {
+    return cpu_.MatmulGroup(g);
+  }
+  absl::Status Rope(const kernels::RopeParams& p) override { return cpu_.Rope(p); }
+  absl::Status KvWrite(const kernels::KvWriteParams& p) override { return cpu_.KvWrite(p); }
+  absl::Status KvGather(const kernels::KvGatherParams& p) override {
+    ++num_gathers;
+    return cpu_.KvGather(p);
+  }
+  absl::Status PagedAttentionDecode(const kernels::PagedAttentionParams& p) override {
+    return cpu_.PagedAttentionDecode(p);
+  }
+  absl::Status PrefillAttention(const kernels::PrefillAttentionParams& p) override {
+    return cpu_.PrefillAttention(p);
+  }
+  absl::Status Swiglu(const kernels::SwigluParams& p) override { return cpu_.Swiglu(p); }
+  absl::Status Add(float* out, const float* a, const float* b, int64_t n) override {
+    return cpu_.Add(out, a, b, n);
+  }
+
+ private:
+  CpuBackend cpu_;
+};
+
+constexpr int kBlockSize = 4;
+
+// A hand-built step: its arrays, and the StepBatch view of them.
+struct Step {
+  std::vector<int32_t> token_ids, positions, slot_mapping, q_start{0}, context_lens, block_tables;
+  int num_decode_seqs = 0;
+  int max_blocks_per_seq = 4;
+
+  // Tokens [begin, end) of a sequence whose blocks are `blocks` (padded to max_blocks_per_seq).
+  void Add(const std::vector<int32_t>& tokens, int begin, int end, std::vector<int32_t> blocks) {
+    for (int pos = begin; pos < end; ++pos) {
+      token_ids.push_back(tokens[pos]);
+      positions.push_back(pos);
+      slot_mapping.push_back(blocks[pos / kBlockSize] * kBlockSize + pos % kBlockSize);
+    }
+    q_start.push_back(static_cast<int32_t>(token_ids.size()));
+    context_lens.push_back(end);
+    blocks.resize(max_blocks_per_seq, 0);
+    block_tables.insert(block_tables.end(), blocks.begin(), blocks.end());
+  }
+  StepBatch Batch() const {
+    return StepBatch{.token_ids = token_ids,
+                     .positions = positions,
+                     .slot_mapping = slot_mapping,
+                     .q_start = q_start,
+                     .context_lens = context_lens,
+                     .block_tables = block_tables,
+                     .num_decode_seqs = num_decode_seqs,
+                     .max_blocks_per_seq = max_blocks_per_seq};
+  }
+};
+
+class LlamaModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::TinyModelSpec spec;
+    spec.hidden_size = 32;
+    spec.num_heads = 4;
+    spec.num_kv_heads = 2;
+    spec.intermediate_size = 48;
+    spec.vocab_size = 96;
+    ASSERT_THAT(testing::WriteTinyModel(dir_.path(), spec), IsOk());
+  }
+
+  // Runs the same two steps on `backend` and returns the logits of both.
+  std::vector<float> RunSteps(DeviceBackend* backend) {
+    auto model = LlamaModel::Load(dir_.path(), DType::kF32, backend, &pool_);
+    EXPECT_THAT(model, IsOk());
+    if (!model.ok()) return {};
+    auto kv_pool = KvPool::Create((*model)->KvShape(kBlockSize), 16);
+    EXPECT_THAT(kv_pool, IsOk());
+    const std::vector<int32_t> a = {5, 17, 3, 88, 42, 9, 60, 1, 2, 33, 71};
+    const std::vector<int32_t> b = {7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    const std::vector<int32_t> c = {90, 4, 4, 4, 61};
+    // Step 1: prompt a (10 tokens) and the first 6 tokens of b.
+    Step first;
+    first.Add(a, 0, 10, {3, 7, 1});
+    first.Add(b, 0, 6, {5, 2});
+    // Step 2: a decodes one token; b's second chunk (cached prefix of 6); c's whole prompt.
+    Step second;
+    second.num_decode_seqs = 1;
+    second.Add(a, 10, 11, {3, 7, 1});
+    second.Add(b, 6, 10, {5, 2, 9});
+    second.Add(c, 0, 5, {11, 0});
+    std::vector<float> all, logits;
+    for (const Step* step : {&first, &second}) {
+      EXPECT_THAT((*model)->Forward(step->Batch(), **kv_pool, &logits), IsOk());
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  }
+
+  testing::ScopedTempDir dir_;
+  ThreadPool pool_{2};
+};
+
+TEST_F(LlamaModelTest, DevicePathMatchesHostPathBitForBit) {
+  CpuBackend cpu(&pool_);
+  StagedCpuBackend staged(&pool_);
+  const std::vector<float> expected = RunSteps(&cpu);
+  const std::vector<float> actual = RunSteps(&staged);
+  ASSERT_EQ(expected.size(), size_t{(2 + 3) * 96});
+  ASSERT_EQ(actual.size(), expected.size());
+  EXPECT_EQ(std::memcmp(actual.data(), expected.data(), sizeof(float) * actual.size()), 0);
+  EXPECT_EQ(staged.num_copies_to_host, 2);  // the logits of each step
+  EXPECT_GT(staged.num_copies_to_device, 0);
+  EXPECT_EQ(staged.num_gathers, 2);  // step 2 only, once per layer
+}
+
+TEST_F(LlamaModelTest, ShardsOtherThanTheWholeModelAreNotSupportedYet) {
+  CpuBackend cpu(&pool_);
+  EXPECT_THAT(LlamaModel::Load(dir_.path(), DType::kF32, &cpu, &pool_, ShardSpec{.tp_size = 2}),
+              StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_THAT(LlamaModel::Load(dir_.path(), DType::kF32, &cpu, &pool_, ShardSpec{.tp_size = 3}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace baton::runtime
