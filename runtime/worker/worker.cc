@@ -112,12 +112,12 @@ absl::StatusOr<TokenOutput> Worker::NextOutput(TokenChannel& channel, absl::Time
     const absl::Time now = absl::Now();
     if (now >= deadline) return absl::DeadlineExceededError("deadline passed while generating");
     if (is_cancelled()) return absl::CancelledError("cancelled by the caller");
-    std::optional<absl::StatusOr<TokenOutput>> item = channel.Pop(std::min(deadline, now + kPollInterval));
-    if (!item) continue;
-    if (item->ok() && (*item)->finish_reason == FinishReason::kCancelled) {
+    absl::StatusOr<TokenOutput> item;
+    if (!channel.Pop(std::min(deadline, now + kPollInterval), &item)) continue;
+    if (item.ok() && item->finish_reason == FinishReason::kCancelled) {
       return absl::CancelledError("cancelled");
     }
-    return std::move(*item);
+    return item;
   }
 }
 
