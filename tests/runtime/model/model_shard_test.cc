@@ -49,13 +49,130 @@ TEST(ModelShardTest, SplitsHeadsOverTpAndLayersOverPp) {
   }
 }
 
-TEST(ModelShardTest, RejectsShardsThatDoNotDivide) {
-  EXPECT_THAT(MakeModelShard(Config(), ShardSpec{.tp_size = 4}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_kv_heads 2")));
-  EXPECT_THAT(MakeModelShard(Config(), ShardSpec{.pp_size = 7}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("7 pipeline stages")));
-  EXPECT_THAT(MakeModelShard(Config(), ShardSpec{.tp_rank = 2, .tp_size = 2}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("out of range")));
+TEST(ModelShardTest, HeadRangesTable) {
+  struct Case {
+    const char* what;
+    int num_heads, num_kv_heads, tp_size, tp_rank;
+    IndexRange heads, kv_heads;
+  };
+  const std::vector<Case> cases = {
+      {"whole model", 8, 2, 1, 0, {0, 8}, {0, 2}},
+      {"tp2 splits kv heads", 8, 2, 2, 1, {4, 8}, {1, 2}},
+      {"tp2 of 4 kv heads", 8, 4, 2, 1, {4, 8}, {2, 4}},
+      {"tp4 replicates 2 kv heads, rank 0", 8, 2, 4, 0, {0, 2}, {0, 1}},
+      {"tp4 replicates 2 kv heads, rank 1", 8, 2, 4, 1, {2, 4}, {0, 1}},
+      {"tp4 replicates 2 kv heads, rank 2", 8, 2, 4, 2, {4, 6}, {1, 2}},
+      {"tp4 replicates 2 kv heads, rank 3", 8, 2, 4, 3, {6, 8}, {1, 2}},
+      {"tp8 of 1 kv head (MQA)", 8, 1, 8, 5, {5, 6}, {0, 1}},
+      {"tp4 of 8 kv heads (MHA)", 8, 8, 4, 3, {6, 8}, {6, 8}},
+  };
+  for (const Case& c : cases) {
+    ModelConfig config = Config();
+    config.num_heads = c.num_heads;
+    config.num_kv_heads = c.num_kv_heads;
+    auto shard = MakeModelShard(config, ShardSpec{.tp_rank = c.tp_rank, .tp_size = c.tp_size});
+    ASSERT_THAT(shard, IsOk()) << c.what;
+    EXPECT_EQ((IndexRange{shard->head_begin, shard->head_end}), c.heads) << c.what;
+    EXPECT_EQ((IndexRange{shard->kv_head_begin, shard->kv_head_end}), c.kv_heads) << c.what;
+    EXPECT_EQ(shard->num_heads, c.heads.size()) << c.what;
+    EXPECT_EQ(shard->num_kv_heads, c.kv_heads.size()) << c.what;
+    // Every query head's GQA group is one of the rank's KV heads.
+    const int group_size = c.num_heads / c.num_kv_heads;
+    for (int q = shard->head_begin; q < shard->head_end; ++q) {
+      EXPECT_GE(q / group_size, shard->kv_head_begin) << c.what << " head " << q;
+      EXPECT_LT(q / group_size, shard->kv_head_end) << c.what << " head " << q;
+    }
+  }
+}
+
+TEST(ModelShardTest, KvHeadReplicas) {
+  EXPECT_EQ(KvHeadReplicas(2, 1), 1);
+  EXPECT_EQ(KvHeadReplicas(2, 2), 1);
+  EXPECT_EQ(KvHeadReplicas(2, 4), 2);
+  EXPECT_EQ(KvHeadReplicas(1, 8), 8);
+}
+
+TEST(ModelShardTest, StageLayerRangeTable) {
+  struct Case {
+    const char* what;
+    int num_layers, pp_size;
+    std::vector<int> split;
+    std::vector<IndexRange> stages;  // expected, one per pp_rank
+  };
+  const std::vector<Case> cases = {
+      {"one stage", 5, 1, {}, {{0, 5}}},
+      {"balanced 5 over 2", 5, 2, {}, {{0, 3}, {3, 5}}},
+      {"balanced 5 over 3", 5, 3, {}, {{0, 2}, {2, 4}, {4, 5}}},
+      {"balanced 6 over 3", 6, 3, {}, {{0, 2}, {2, 4}, {4, 6}}},
+      {"explicit 1 + 4", 5, 2, {1, 4}, {{0, 1}, {1, 5}}},
+      {"explicit 3 + 1 + 2", 6, 3, {3, 1, 2}, {{0, 3}, {3, 4}, {4, 6}}},
+  };
+  for (const Case& c : cases) {
+    for (int pp_rank = 0; pp_rank < c.pp_size; ++pp_rank) {
+      auto range = StageLayerRange(c.num_layers, c.pp_size, pp_rank, c.split);
+      ASSERT_THAT(range, IsOk()) << c.what;
+      EXPECT_EQ(*range, c.stages[pp_rank]) << c.what << " stage " << pp_rank;
+      ModelConfig config = Config();
+      config.num_layers = c.num_layers;
+      auto shard = MakeModelShard(
+          config, ShardSpec{.pp_rank = pp_rank, .pp_size = c.pp_size, .stage_num_layers = c.split});
+      ASSERT_THAT(shard, IsOk()) << c.what;
+      EXPECT_EQ((IndexRange{shard->layer_begin, shard->layer_end}), c.stages[pp_rank]) << c.what;
+    }
+  }
+}
+
+TEST(ModelShardTest, ShardSpecOfRankIsStageMajor) {
+  // tp 2 x pp 3: rank = pp_rank * 2 + tp_rank, as deployment_config.h orders devices.
+  for (int rank_idx = 0; rank_idx < 6; ++rank_idx) {
+    auto spec = ShardSpecOfRank(rank_idx, 2, 3, {1, 2, 3});
+    ASSERT_THAT(spec, IsOk());
+    EXPECT_EQ(spec->tp_rank, rank_idx % 2);
+    EXPECT_EQ(spec->pp_rank, rank_idx / 2);
+    EXPECT_EQ(spec->tp_size, 2);
+    EXPECT_EQ(spec->pp_size, 3);
+    EXPECT_EQ(spec->stage_num_layers, (std::vector<int>{1, 2, 3}));
+    EXPECT_EQ(spec->rank_idx(), rank_idx);
+  }
+  EXPECT_THAT(ShardSpecOfRank(6, 2, 3),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rank 6 of tp 2 x pp 3")));
+  EXPECT_THAT(ShardSpecOfRank(-1, 2, 3), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ShardSpecOfRank(0, 0, 1), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(ModelShardTest, RejectsShardsThatDoNotFit) {
+  struct Case {
+    const char* what;
+    int num_heads, num_kv_heads, intermediate_size;
+    ShardSpec spec;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"tp does not divide num_heads", 8, 2, 64, {.tp_size = 3},
+       "tp_size 3 does not divide num_heads 8"},
+      {"tp does not divide the MLP", 8, 2, 60, {.tp_size = 8}, "intermediate_size 60"},
+      {"tp neither divides nor is a multiple of num_kv_heads", 12, 4, 48, {.tp_size = 6},
+       "tp_size 6 neither divides nor is a multiple of num_kv_heads 4"},
+      {"num_kv_heads does not divide num_heads", 8, 3, 64, {}, "num_kv_heads 3 does not divide"},
+      {"more stages than layers", 8, 2, 64, {.pp_size = 7}, "7 pipeline stages for 6 layers"},
+      {"tp rank out of range", 8, 2, 64, {.tp_rank = 2, .tp_size = 2}, "out of range"},
+      {"pp rank out of range", 8, 2, 64, {.pp_rank = 2, .pp_size = 2}, "out of range"},
+      {"split sums wrong", 8, 2, 64, {.pp_size = 2, .stage_num_layers = {2, 3}},
+       "layer split [2, 3] sums to 5, the model has 6 layers"},
+      {"split has an empty stage", 8, 2, 64, {.pp_size = 2, .stage_num_layers = {6, 0}},
+       "stage 1 has 0 layers"},
+      {"split has the wrong stage count", 8, 2, 64, {.pp_size = 2, .stage_num_layers = {6}},
+       "has 1 stages, pp_size is 2"},
+  };
+  for (const Case& c : cases) {
+    ModelConfig config = Config();
+    config.num_heads = c.num_heads;
+    config.num_kv_heads = c.num_kv_heads;
+    config.intermediate_size = c.intermediate_size;
+    EXPECT_THAT(MakeModelShard(config, c.spec),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)))
+        << c.what;
+  }
 }
 
 }  // namespace
