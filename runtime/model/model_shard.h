@@ -88,9 +88,10 @@ absl::StatusOr<IndexRange> TpKvHeadRange(int num_kv_heads, int tp_size, int tp_r
 int KvHeadReplicas(int num_kv_heads, int tp_size);
 
 // The rank's layers, heads and MLP columns. InvalidArgument, naming the numbers, if a rank is out
-// of range, tp_size does not fit the model (num_heads % tp_size, intermediate_size % tp_size, tp_size
-// neither dividing nor a multiple of num_kv_heads, num_kv_heads not dividing num_heads, or a rank's
-// query heads outside its KV head's GQA group), or the layer split is invalid (StageLayerRange).
+// of range, tp_size does not fit the model (num_heads % tp_size, intermediate_size % tp_size,
+// tp_size neither dividing nor a multiple of num_kv_heads, num_kv_heads not dividing num_heads, or
+// a rank's query heads outside its KV head's GQA group), or the layer split is invalid
+// (StageLayerRange).
 absl::StatusOr<ModelShard> MakeModelShard(const ModelConfig& config, const ShardSpec& spec);
 
 }  // namespace baton::runtime
