@@ -51,7 +51,8 @@ void BM_AllReduce(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * count * sizeof(float));
-  state.counters["tokens"] = static_cast<double>(state.range(0));
+  state.counters["tokens"] =
+      benchmark::Counter(static_cast<double>(state.range(0)), benchmark::Counter::kAvgThreads);
 }
 
 void BM_Memcpy(benchmark::State& state) {
@@ -64,7 +65,8 @@ void BM_Memcpy(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * count * sizeof(float));
-  state.counters["tokens"] = static_cast<double>(state.range(0));
+  state.counters["tokens"] =
+      benchmark::Counter(static_cast<double>(state.range(0)), benchmark::Counter::kAvgThreads);
 }
 
 // Tokens per call: decode batches 1, 8, 32 and a 512-token prefill.

@@ -1,9 +1,11 @@
 #include "runtime/parallel/cpu_communicator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -38,6 +40,9 @@ struct Post {
 
 // Elements per rank's reduce slice, rounded up to 16 (a cache line of f32) so slices do not share
 // lines of the scratch buffer.
+// How long a rank polls for the end of a barrier before it sleeps.
+constexpr absl::Duration kSpin = absl::Microseconds(20);
+
 size_t SliceLength(size_t count, int num_ranks) {
   const size_t per_rank = (count + num_ranks - 1) / num_ranks;
   return (per_rank + 15) / 16 * 16;
@@ -52,7 +57,8 @@ class CpuCommGroupState {
         timeout_(params.timeout),
         joined_(params.num_ranks, false),
         posts_(params.num_ranks),
-        mailboxes_(static_cast<size_t>(params.num_ranks) * params.num_ranks) {}
+        mailboxes_(static_cast<size_t>(params.num_ranks) * params.num_ranks),
+        spin_(static_cast<unsigned>(params.num_ranks) <= std::thread::hardware_concurrency()) {}
 
   int num_ranks() const { return num_ranks_; }
 
@@ -221,20 +227,36 @@ class CpuCommGroupState {
   // others Aborted). Waiting past `deadline` aborts the group and returns DeadlineExceeded.
   absl::Status Arrive(int rank, absl::Time deadline, const Post* post,
                       absl::FunctionRef<absl::Status()> on_last) {
-    absl::MutexLock lock(&mu_);
-    if (!abort_status_.ok()) return abort_status_;
-    if (post != nullptr) posts_[rank] = *post;
-    const uint64_t generation = generation_;
-    if (++num_arrived_ == num_ranks_) {
-      if (absl::Status status = on_last(); !status.ok()) {
-        AbortLocked(status.message());
-        return status;
+    uint64_t generation;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!abort_status_.ok()) return abort_status_;
+      if (post != nullptr) posts_[rank] = *post;
+      generation = generation_;
+      if (++num_arrived_ == num_ranks_) {
+        if (absl::Status status = on_last(); !status.ok()) {
+          AbortLocked(status.message());
+          return status;
+        }
+        num_arrived_ = 0;
+        ++generation_;
+        completed_generation_.store(generation_, std::memory_order_release);
+        cv_.SignalAll();
+        return absl::OkStatus();
       }
-      num_arrived_ = 0;
-      ++generation_;
-      cv_.SignalAll();
-      return absl::OkStatus();
     }
+    // With a core per rank the others are usually microseconds away: poll briefly before sleeping
+    // on the condition variable (a futex wake-up costs as much as the whole decode all-reduce).
+    if (spin_) {
+      const absl::Time spin_end = absl::Now() + kSpin;
+      while (absl::Now() < spin_end) {
+        if (completed_generation_.load(std::memory_order_acquire) != generation) {
+          return absl::OkStatus();
+        }
+        std::this_thread::yield();
+      }
+    }
+    absl::MutexLock lock(&mu_);
     while (generation_ == generation && abort_status_.ok()) {
       if (cv_.WaitWithDeadline(&mu_, deadline) && generation_ == generation &&
           abort_status_.ok()) {
@@ -297,6 +319,9 @@ class CpuCommGroupState {
   // last arrival of an all-reduce's first barrier, otherwise accessed between barriers.
   std::vector<float> scratch_;
   std::vector<std::deque<std::vector<char>>> mailboxes_ ABSL_GUARDED_BY(mu_);  // [src * n + dst]
+  // generation_, readable without mu_ by the ranks that poll for the end of a barrier.
+  std::atomic<uint64_t> completed_generation_{0};
+  const bool spin_;  // poll before sleeping in a barrier: only with at least a core per rank
 };
 
 namespace {
