@@ -12,7 +12,8 @@
 // sequential sum in rank order. bf16 inputs are widened to f32, summed in f32 in rank order, and
 // rounded to bf16 once (round to nearest even). The reduce work is split by element ranges: rank r
 // reduces the r-th of size() equal slices into a group scratch buffer, then every rank copies the
-// whole result out (two barriers per all-reduce).
+// whole result out (two barriers per all-reduce). A rank waiting in a barrier polls for up to 20 us
+// before it sleeps, when the machine has a core per rank.
 //
 // Send buffers: Send copies the bytes into a per-(src, dst) FIFO mailbox and returns without waiting
 // for the Recv; the mailbox is unbounded.
