@@ -38,14 +38,13 @@ class NcclCommunicator final : public Communicator {
         owns_stream_(params.stream == nullptr) {}
 
   ~NcclCommunicator() override {
-    if (comm_ != nullptr) {
+    // An aborted communicator was freed by ncclCommAbort (WaitComm aborts it on a timeout).
+    if (comm_ != nullptr && !comm_aborted_) {
       cudaSetDevice(device_);
-      if (comm_aborted_) {
-        // ncclCommAbort already freed it.
-      } else if (Started(ncclCommFinalize(comm_)) == ncclSuccess &&
-                 WaitComm(absl::Now() + timeout_, "finalize").ok()) {
+      if (Started(ncclCommFinalize(comm_)) == ncclSuccess &&
+          WaitComm(absl::Now() + timeout_, "finalize").ok()) {
         ncclCommDestroy(comm_);
-      } else {
+      } else if (!comm_aborted_) {
         ncclCommAbort(comm_);
       }
     }
