@@ -36,9 +36,15 @@
 // process gone, connection refused or closed); DeadlineExceeded when `deadline` passes (every wait
 // is bounded by it, a pull never hangs); Internal for a protocol violation.
 //
-// Shapes: source and destination pools must have the same KvPoolShape. Re-slicing blocks by head or
-// layer between instances with different TP/PP is out of scope for the host transports (CPU workers
-// run one rank per instance); a mismatch is InvalidArgument.
+// Shapes: a same-layout pull (spec.slabs empty) needs source and destination pools of the same
+// KvPoolShape; a mismatch is InvalidArgument. When the prefill and decode instances shard the model
+// differently (TP/PP), the decode rank pulls a re-slicing spec instead: spec.slabs (its entry of
+// MapKvSlabs, kv_slab_mapping.h) names, per slab, the prefill rank holding it
+// (spec.rank_sources[slab.src_rank_idx]: that rank's KvSource, pool shape and block ids) and its
+// layers x KV heads; every (layer, KV head) of the destination pool must be covered by exactly one
+// slab, and head_dim and block_size must agree (InvalidArgument otherwise). Supported by the
+// shared-memory transport; the TCP transport answers a re-slicing spec with InvalidArgument (its
+// wire protocol serves whole blocks only), never with wrong bytes.
 //
 // Copies are coalesced: a run of consecutive source ids that maps onto consecutive destination ids
 // is one contiguous byte range on both sides, moved as one memcpy (shm) or one message segment
@@ -53,6 +59,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "runtime/kv_cache/kv_pool.h"
+#include "runtime/transfer/kv_slab_mapping.h"
 
 namespace baton::runtime {
 
@@ -65,11 +72,28 @@ struct KvSource {
   std::string tcp_address;  // "host:port" of the source's KvServer; "" if none
 };
 
+// One prefill rank that a re-slicing pull reads from (KvPullSpec::rank_sources).
+struct KvRankSource {
+  KvSource source;
+  KvPoolShape shape;                // that rank's pool shape (its layers and KV heads)
+  std::vector<BlockId> src_blocks;  // [ceil(num_tokens / block_size)] its block ids, token order
+};
+
 struct KvPullSpec {
   KvSource source;
   KvPoolShape shape;                // the source pool's shape; must equal the destination's
   std::vector<BlockId> src_blocks;  // [ceil(num_tokens / block_size)] source block ids, token order
   int num_tokens = 0;  // tokens of KV held by src_blocks (the last block may be partial)
+
+  // Re-slicing between layouts ("Shapes" above). slabs empty (default): a same-layout pull of whole
+  // blocks from `source` (rank_sources is ignored). Otherwise `source`, `shape` and `src_blocks` are unused: for each slab,
+  // its layers x KV heads of rank_sources[slab.src_rank_idx].src_blocks[i] are copied into the
+  // destination's block dst_blocks[i], for every i. rank_sources is indexed by prefill rank_idx
+  // (stage-major); entries that no slab names are not read and may be left empty.
+  std::vector<KvRankSource> rank_sources;
+  std::vector<KvSlab> slabs;  // this decode rank's slabs, MapKvSlabs(...)[decode rank_idx]
+
+  bool resliced() const { return !slabs.empty(); }
 };
 
 class KvTransport {
@@ -91,7 +115,10 @@ class KvTransport {
 // block ids are range-checked by the transport, which knows the source pool): InvalidArgument for a
 // shape mismatch, num_tokens < 0, src_blocks.size() != ceil(num_tokens / block_size),
 // dst_blocks.size() != src_blocks.size(), a negative source id, and destination ids out of range or
-// repeated.
+// repeated. For a re-slicing spec (spec.resliced()) the same, per rank source that a slab names,
+// plus: a slab's src_rank_idx outside rank_sources, a slab that does not fit its source's shape or
+// the destination's (CheckSlabFits, kv_slab_copy.h), and a destination (layer, KV head) covered by
+// no slab or by two; `shape` and `src_blocks` of the spec itself are not checked.
 absl::Status ValidatePull(const KvPullSpec& spec, const KvPool& dst,
                           std::span<const BlockId> dst_blocks);
 

@@ -6,8 +6,15 @@
 // each pull it checks that the segment still exists under its name and its owner process is alive,
 // so a dead prefill worker gives Unavailable, not stale bytes; a stale mapping is dropped from the
 // cache. Thread-safe.
+//
+// Re-slicing specs (KvPullSpec::slabs, kv_transport.h "Shapes"): every prefill rank a slab names is
+// mapped and checked first (live, shape, block ids), then each slab is copied as the byte ranges of
+// SlabByteRanges (kv_slab_copy.h): 2 x layers contiguous ranges per block, merged where both sides
+// continue. Same-shape specs keep the whole-block run copies above.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,7 +29,8 @@ namespace baton::runtime {
 class ShmTransport : public KvTransport {
  public:
   // See KvTransport::Pull. Also InvalidArgument if spec.source.shm_name is empty or the segment's
-  // own shape differs from spec.shape. The deadline is checked before the first copy and between
+  // own shape differs from spec.shape (for a re-slicing spec: per prefill rank a slab names, its
+  // rank source's shm_name and shape). The deadline is checked before the first copy and between
   // runs (a memcpy cannot block).
   absl::Status Pull(const KvPullSpec& spec, const KvPool& dst, std::span<const BlockId> dst_blocks,
                     absl::Time deadline) override;
@@ -33,11 +41,18 @@ class ShmTransport : public KvTransport {
   absl::StatusOr<std::shared_ptr<const KvPoolMapping>> LiveMapping(const std::string& shm_name);
 
   int num_cached_mappings() const;
+  // Bytes written into destination pools by successful pulls so far (all threads).
+  int64_t num_bytes_copied() const { return num_bytes_copied_.load(std::memory_order_relaxed); }
 
  private:
+  // Pull of a validated re-slicing spec.
+  absl::Status PullSlabs(const KvPullSpec& spec, const KvPool& dst,
+                         std::span<const BlockId> dst_blocks, absl::Time deadline);
+
   mutable std::mutex mu_;
   // Guarded by mu_. Keyed by shm name.
   absl::flat_hash_map<std::string, std::shared_ptr<const KvPoolMapping>> mappings_;
+  std::atomic<int64_t> num_bytes_copied_{0};
 };
 
 }  // namespace baton::runtime

@@ -23,6 +23,12 @@ absl::Status Annotate(const absl::Status& status, const std::string& address) {
 absl::Status TcpKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
                                   std::span<const BlockId> dst_blocks, absl::Time deadline) {
   if (absl::Status status = ValidatePull(spec, dst, dst_blocks); !status.ok()) return status;
+  if (spec.resliced()) {
+    // The wire protocol (tcp_wire.h) serves whole blocks of the server's pool only.
+    return absl::InvalidArgumentError(
+        "KV pull over TCP: re-slicing between TP/PP layouts is not supported by the TCP transport "
+        "(whole blocks only); use shared memory on one host");
+  }
   const std::string& address = spec.source.tcp_address;
   if (address.empty()) {
     return absl::InvalidArgumentError("KV pull over TCP: the source names no TCP address");

@@ -14,7 +14,8 @@ class TcpKvTransport : public KvTransport {
  public:
   // See KvTransport::Pull. Also InvalidArgument if spec.source.tcp_address is empty or malformed,
   // or if the server rejects the request (its pool's shape differs from spec.shape, source block
-  // out of range: the server's message is passed through). Unavailable if the server cannot be
+  // out of range: the server's message is passed through), and for any re-slicing spec
+  // (KvPullSpec::slabs): the wire protocol serves whole blocks only. Unavailable if the server cannot be
   // reached or closes the connection before the last byte; Internal if it breaks the protocol.
   absl::Status Pull(const KvPullSpec& spec, const KvPool& dst, std::span<const BlockId> dst_blocks,
                     absl::Time deadline) override;

@@ -71,6 +71,19 @@ absl::StatusOr<KvTransportKind> AutoKvTransport::Select(const KvSource& source) 
 absl::Status AutoKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
                                    std::span<const BlockId> dst_blocks, absl::Time deadline) {
   if (absl::Status status = ValidatePull(spec, dst, dst_blocks); !status.ok()) return status;
+  if (spec.resliced()) {
+    // Shared memory only if every prefill rank a slab names is reachable through it; otherwise TCP,
+    // which answers InvalidArgument (it does not re-slice yet).
+    if (dst_blocks.empty()) return absl::OkStatus();
+    bool all_shm = true;
+    for (const KvSlab& slab : spec.slabs) {
+      absl::StatusOr<KvTransportKind> kind = Select(spec.rank_sources[slab.src_rank_idx].source);
+      if (!kind.ok()) return kind.status();
+      all_shm = all_shm && *kind == KvTransportKind::kShm;
+    }
+    if (all_shm) return shm_.Pull(spec, dst, dst_blocks, deadline);
+    return tcp_.Pull(spec, dst, dst_blocks, deadline);
+  }
   if (spec.src_blocks.empty()) return absl::OkStatus();
   absl::StatusOr<KvTransportKind> kind = Select(spec.source);
   if (!kind.ok()) return kind.status();

@@ -47,7 +47,9 @@ class AutoKvTransport : public KvTransport {
   // owner is gone), or InvalidArgument if the source names no usable route at all.
   absl::StatusOr<KvTransportKind> Select(const KvSource& source);
 
-  // Validates, selects, then delegates to the chosen transport (see KvTransport::Pull).
+  // Validates, selects, then delegates to the chosen transport (see KvTransport::Pull). A
+  // re-slicing spec goes to shm when every prefill rank a slab names selects kShm, else to TCP
+  // (InvalidArgument: TCP does not re-slice yet).
   absl::Status Pull(const KvPullSpec& spec, const KvPool& dst, std::span<const BlockId> dst_blocks,
                     absl::Time deadline) override;
   std::string_view name() const override { return "auto"; }
