@@ -20,8 +20,8 @@
 // slab of one block is num_layers x 2 contiguous ranges of num_kv_heads * block_size * head_dim
 // elements on each side; consecutive blocks then coalesce as block_runs.h does.
 //
-// Pure functions, no I/O. The transports do not use this yet (they require equal pool shapes,
-// kv_transport.h); wiring it into KvPullSpec and the shm/TCP transports is a later step.
+// Pure functions, no I/O. A decode rank's slabs go into a re-slicing KvPullSpec (kv_transport.h,
+// "Shapes"); kv_slab_copy.h turns each into byte ranges, ShmTransport copies them.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <span>
 #include <string>
@@ -78,6 +79,8 @@ struct Case {
   KvLayout prefill;
   KvLayout decode;
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 KvPoolShape Model(int num_layers, int num_kv_heads) {
   return KvPoolShape{.num_layers = num_layers, .num_kv_heads = num_kv_heads, .head_dim = 4,
