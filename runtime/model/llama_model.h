@@ -70,6 +70,8 @@ class LlamaModel {
   const ModelConfig& config() const { return config_; }
   const ModelShard& shard() const { return shard_; }
   DType matmul_dtype() const { return matmul_dtype_; }
+  // The rank's weights (its slices only).
+  const LlamaWeights& weights() const { return *weights_; }
   // The KV pool shape this rank needs (its layers and kv heads), for a given block size.
   KvPoolShape KvShape(int block_size) const;
 
