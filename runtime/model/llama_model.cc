@@ -44,6 +44,21 @@ absl::Status LinearGroup(DeviceBackend& backend, std::initializer_list<Projectio
   return backend.MatmulGroup(group);
 }
 
+// A communicator of a group of `size` ranks in which this rank is `rank`, when size > 1.
+absl::Status CheckComm(const Communicator* comm, absl::string_view name, int size, int rank) {
+  if (size == 1) return absl::OkStatus();
+  if (comm == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model: ", name, "_size ", size, " needs a ", name, " communicator"));
+  }
+  if (comm->size() != size || comm->rank() != rank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model: the ", name, " communicator is rank ", comm->rank(), " of ", comm->size(),
+        ", the shard is ", name, " rank ", rank, " of ", size));
+  }
+  return absl::OkStatus();
+}
+
 const Weight* OptionalBias(const Weight& bias) { return bias.data != nullptr ? &bias : nullptr; }
 
 template <typename T>
@@ -53,10 +68,12 @@ absl::Status ReserveElems(DeviceBuffer& buffer, size_t count) {
 
 }  // namespace
 
-LlamaModel::LlamaModel(ModelConfig config, ModelShard shard, std::unique_ptr<LlamaWeights> weights,
-                       DType matmul_dtype, DeviceBackend* backend)
+LlamaModel::LlamaModel(ModelConfig config, ModelShard shard, ModelComms comms,
+                       std::unique_ptr<LlamaWeights> weights, DType matmul_dtype,
+                       DeviceBackend* backend)
     : config_(std::move(config)),
-      shard_(shard),
+      shard_(std::move(shard)),
+      comms_(comms),
       weights_(std::move(weights)),
       matmul_dtype_(matmul_dtype),
       backend_(backend),
@@ -84,24 +101,25 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesyst
                                                              DType matmul_dtype,
                                                              DeviceBackend* backend,
                                                              ThreadPool* load_pool,
-                                                             const ShardSpec& shard_spec) {
+                                                             const ShardSpec& shard_spec,
+                                                             ModelComms comms) {
   if (matmul_dtype != DType::kF32 && matmul_dtype != DType::kBF16) {
     return absl::InvalidArgumentError(
         absl::StrCat("weight dtype ", std::string(DTypeName(matmul_dtype)), " is not supported (f32 or bf16)"));
   }
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
   ASSIGN_OR_RETURN(ModelShard shard, MakeModelShard(config, shard_spec));
-  if (!shard_spec.IsWholeModel()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "model: tensor/pipeline-parallel shards (tp ", shard_spec.tp_size, ", pp ",
-        shard_spec.pp_size, ") are not supported yet; load the whole model"));
-  }
+  RETURN_IF_ERROR(CheckComm(comms.tp, "tp", shard_spec.tp_size, shard_spec.tp_rank));
+  RETURN_IF_ERROR(CheckComm(comms.pp, "pp", shard_spec.pp_size, shard_spec.pp_rank));
+  if (shard_spec.tp_size == 1) comms.tp = nullptr;
+  if (shard_spec.pp_size == 1) comms.pp = nullptr;
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaWeights> weights,
-                   LoadLlamaWeights(model_dir, config, matmul_dtype, load_pool));
+                   LoadLlamaWeights(model_dir, config, matmul_dtype, load_pool, &shard));
   ASSIGN_OR_RETURN(std::vector<float> inv_freq,
                    kernels::RopeInvFreq(config.rope_theta, config.head_dim, config.rope_scaling));
   auto model = std::unique_ptr<LlamaModel>(
-      new LlamaModel(std::move(config), shard, std::move(weights), matmul_dtype, backend));
+      new LlamaModel(std::move(config), std::move(shard), comms, std::move(weights), matmul_dtype,
+                     backend));
   const size_t inv_freq_bytes = inv_freq.size() * sizeof(float);
   RETURN_IF_ERROR(model->inv_freq_.Reserve(inv_freq_bytes));
   RETURN_IF_ERROR(backend->CopyToDevice(model->inv_freq_.data<void>(), inv_freq.data(),
@@ -194,17 +212,27 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, const KvPool& kv_pool,
   RETURN_IF_ERROR(PrepareStep(batch));
   float* x = x_.data<float>();
   float* h = h_.data<float>();
+  const size_t x_bytes = sizeof(float) * static_cast<size_t>(num_tokens) * hidden;
+  const int pp_rank = shard_.spec.pp_rank;
 
-  RETURN_IF_ERROR(backend_->Embedding(
-      kernels::EmbeddingParams{.out = x,
-                               .table = weights_->embed_tokens.data,
-                               .table_dtype = weights_->embed_tokens.dtype,
-                               .token_ids = step_.token_ids,
-                               .num_tokens = num_tokens,
-                               .hidden = hidden,
-                               .vocab_size = config_.vocab_size}));
+  if (pp_rank == 0) {
+    RETURN_IF_ERROR(backend_->Embedding(
+        kernels::EmbeddingParams{.out = x,
+                                 .table = weights_->embed_tokens.data,
+                                 .table_dtype = weights_->embed_tokens.dtype,
+                                 .token_ids = step_.token_ids,
+                                 .num_tokens = num_tokens,
+                                 .hidden = hidden,
+                                 .vocab_size = config_.vocab_size}));
+  } else {
+    RETURN_IF_ERROR(comms_.pp->Recv(x, x_bytes, pp_rank - 1));
+  }
   for (int layer_idx = shard_.layer_begin; layer_idx < shard_.layer_end; ++layer_idx) {
     RETURN_IF_ERROR(Layer(layer_idx, batch, kv_pool));
+  }
+  if (!IsLastStage()) {
+    logits->clear();
+    return comms_.pp->Send(x, x_bytes, pp_rank + 1);
   }
 
   // Only each sequence's last token needs logits.
@@ -231,7 +259,7 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, const KvPool& kv_pool,
 }
 
 absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPool& kv_pool) {
-  const LayerWeights& w = weights_->layers[layer_idx];
+  const LayerWeights& w = weights_->layers[layer_idx - weights_->layer_begin];
   const int num_tokens = batch.num_tokens();
   const int hidden = config_.hidden_size;
   float* x = x_.data<float>();
@@ -252,6 +280,7 @@ absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPo
                               h, num_tokens));
   RETURN_IF_ERROR(Attention(layer_idx, batch, kv_pool));
   RETURN_IF_ERROR(Linear(*backend_, w.o_proj, nullptr, attn_.data<float>(), h, num_tokens));
+  RETURN_IF_ERROR(ReduceTp(h, num_tokens));
   RETURN_IF_ERROR(backend_->Add(x, x, h, static_cast<int64_t>(num_tokens) * hidden));
 
   RETURN_IF_ERROR(backend_->RmsNorm(
@@ -273,7 +302,14 @@ absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPo
                                                          .in_stride = inter,
                                                          .out_stride = inter}));
   RETURN_IF_ERROR(Linear(*backend_, w.down_proj, nullptr, gate, h, num_tokens));
+  RETURN_IF_ERROR(ReduceTp(h, num_tokens));
   return backend_->Add(x, x, h, static_cast<int64_t>(num_tokens) * hidden);
+}
+
+absl::Status LlamaModel::ReduceTp(float* out, int num_tokens) {
+  if (comms_.tp == nullptr) return absl::OkStatus();
+  // o_proj and down_proj have no bias in the LLaMA family, so the partial products simply add up.
+  return comms_.tp->AllReduceSum(out, static_cast<size_t>(num_tokens) * config_.hidden_size);
 }
 
 absl::Status LlamaModel::Attention(int layer_idx, const StepBatch& batch, const KvPool& kv_pool) {

@@ -3,9 +3,22 @@
 // DeviceBackend: every op and every copy goes through the backend, so the same code runs on any
 // device that implements one (runtime/README.md, "Backends").
 //
-// Forward() runs one StepBatch on this rank's shard (model_shard.h; today the whole model): it
-// writes every new token's K/V into the pool and returns the logits of each sequence's last token.
-// Holds scratch on the device: not thread-safe, one engine thread calls it.
+// Forward() runs one StepBatch on this rank's shard (model_shard.h): it writes every new token's
+// K/V (of the rank's layers and KV heads) into the rank's pool and, on the last pipeline stage,
+// returns the logits of each sequence's last token.
+//
+// Ranks (runtime/README.md, "Ranks"): a tp x pp instance runs one LlamaModel per rank, each on its
+// own backend, KV pool and thread, and calls Forward with the same StepBatch (same block ids) on
+// every rank. Tensor parallelism: the rank's q/k/v/gate/up rows and o/down columns
+// (llama_weights.h); the partial [num_tokens, hidden] products of o_proj and down_proj are summed
+// over the stage's TP ranks (ModelComms::tp AllReduceSum) before the residual add, so the residual
+// stream is identical on the TP ranks of a stage. Pipeline parallelism: stage 0 embeds, a later
+// stage receives the residual stream [num_tokens, hidden] f32 from the previous stage and a stage
+// before the last sends its own to the next (ModelComms::pp Send/Recv); the last stage computes the
+// final norm and the logits, replicated on its TP ranks. Numerics equal the whole model's up to the
+// order of the TP reductions.
+//
+// Holds scratch on the device: not thread-safe, one thread (the rank's) calls it.
 #pragma once
 
 #include <filesystem>
@@ -22,40 +35,67 @@
 #include "runtime/model/llama_weights.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/model_shard.h"
+#include "runtime/parallel/communicator.h"
 
 namespace baton::runtime {
+
+// The communicators of one rank, borrowed: they must outlive the model, and only the rank's thread
+// uses them (communicator.h).
+struct ModelComms {
+  // The TP ranks of the rank's stage: size() == tp_size, rank() == tp_rank. Required when
+  // tp_size > 1, else ignored.
+  Communicator* tp = nullptr;
+  // The pipeline of the rank's tp_rank (the ranks of every stage with that tp_rank):
+  // size() == pp_size, rank() == pp_rank; stage s receives from s - 1 and sends to s + 1. Required
+  // when pp_size > 1, else ignored.
+  Communicator* pp = nullptr;
+};
 
 class LlamaModel {
  public:
   // Loads config.json and the safetensors of model_dir. matmul_dtype (kF32 or kBF16) is the dtype the
   // projection weights are kept in (zero-copy when the checkpoint already has it); `load_pool`
   // (may be nullptr) converts them. The model computes on `backend`, which must outlive it.
-  // Unimplemented for a shard other than the whole model (sharded weights and the all-reduce are
-  // not written yet).
+  // `shard_spec` picks the rank's part (only its slices are loaded); `comms` connects it to the
+  // other ranks (see ModelComms). InvalidArgument (from MakeModelShard) for a shard that does not
+  // fit the model; InvalidArgument for a missing communicator or one whose rank()/size() do not
+  // match the shard.
   static absl::StatusOr<std::unique_ptr<LlamaModel>> Load(const std::filesystem::path& model_dir,
                                                           DType matmul_dtype,
                                                           DeviceBackend* backend,
                                                           ThreadPool* load_pool,
-                                                          const ShardSpec& shard_spec = {});
+                                                          const ShardSpec& shard_spec = {},
+                                                          ModelComms comms = {});
 
   const ModelConfig& config() const { return config_; }
   const ModelShard& shard() const { return shard_; }
   DType matmul_dtype() const { return matmul_dtype_; }
+  // The rank's weights (its slices only).
+  const LlamaWeights& weights() const { return *weights_; }
   // The KV pool shape this rank needs (its layers and kv heads), for a given block size.
   KvPoolShape KvShape(int block_size) const;
 
+  // True on the pipeline's last stage, the one whose Forward returns logits.
+  bool IsLastStage() const { return shard_.spec.pp_rank == shard_.spec.pp_size - 1; }
+
   // Pre-condition: batch is consistent (see StepBatch) and its slots belong to kv_pool, whose
-  // storage the backend can address. On return, (*logits) is [num_seqs, vocab_size] on the host.
+  // storage the backend can address; every rank of the instance runs the same batch. On return,
+  // (*logits) is [num_seqs, vocab_size] on the host on the last stage, empty on the others. Errors
+  // of the communicators are returned as they are (a peer that failed aborts the group, see
+  // communicator.h).
   absl::Status Forward(const StepBatch& batch, const KvPool& kv_pool, std::vector<float>* logits);
 
  private:
-  LlamaModel(ModelConfig config, ModelShard shard, std::unique_ptr<LlamaWeights> weights,
-             DType matmul_dtype, DeviceBackend* backend);
+  LlamaModel(ModelConfig config, ModelShard shard, ModelComms comms,
+             std::unique_ptr<LlamaWeights> weights, DType matmul_dtype, DeviceBackend* backend);
 
   // Sizes the scratch for the step and makes its index arrays visible to the backend.
   absl::Status PrepareStep(const StepBatch& batch);
   absl::Status Layer(int layer_idx, const StepBatch& batch, const KvPool& kv_pool);
   absl::Status Attention(int layer_idx, const StepBatch& batch, const KvPool& kv_pool);
+  // Sums a row-parallel product's partial out [num_tokens, hidden] over the TP ranks (a no-op when
+  // tp_size == 1).
+  absl::Status ReduceTp(float* out, int num_tokens);
   // The device address of a host array: the array itself when the backend computes on host
   // memory, else a copy in `staging` (grown as needed).
   template <typename T>
@@ -63,6 +103,7 @@ class LlamaModel {
 
   ModelConfig config_;
   ModelShard shard_;
+  ModelComms comms_;
   std::unique_ptr<LlamaWeights> weights_;
   DType matmul_dtype_;
   DeviceBackend* backend_;

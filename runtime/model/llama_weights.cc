@@ -81,19 +81,20 @@ class WeightLoader {
     return FromInfo(info, target.value_or(info.dtype));
   }
 
+  // The tensor `name` of exactly `shape`, as stored.
+  absl::StatusOr<TensorInfo> Get(const std::string& name, std::vector<int64_t> shape) {
+    return checkpoint_.Get(name, shape);
+  }
+
   // `info` as `target`: zero-copy when it already is and is aligned, else a converted copy.
   Weight FromInfo(const TensorInfo& info, DType target) {
     Weight weight{.dtype = target, .shape = info.shape, .data = info.data};
     if (info.dtype == target && reinterpret_cast<uintptr_t>(info.data) % DTypeBytes(target) == 0) {
+      out_.num_mapped_bytes += weight.num_bytes();
       return weight;
     }
     const int64_t numel = weight.numel();
-    const size_t num_bytes = weight.num_bytes();
-    const size_t alloc_bytes = std::max<size_t>(
-        kBufferAlignment, (num_bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
-    OwnedBuffer buffer(static_cast<std::byte*>(std::aligned_alloc(kBufferAlignment, alloc_bytes)));
-    BATON_CHECK(buffer != nullptr);
-    std::byte* dst = buffer.get();
+    std::byte* dst = Allocate(weight.num_bytes());
     if (numel < kMinParallelElements) {
       ConvertRange(info.data, info.dtype, dst, target, 0, numel);
     } else {
@@ -102,26 +103,92 @@ class WeightLoader {
       });
     }
     weight.data = dst;
-    out_.owned.push_back(std::move(buffer));
-    out_.num_owned_bytes += num_bytes;
     return weight;
   }
 
+  // Rows [begin, end) of `info` (a matrix [rows, cols] or a vector [rows]) as `target`. A row slice
+  // of a row-major tensor is contiguous: zero-copy like FromInfo when the dtype already matches.
+  static TensorInfo RowSlice(const TensorInfo& info, int64_t begin, int64_t end) {
+    const int64_t row_elems = info.shape.size() > 1 ? info.shape[1] : 1;
+    TensorInfo slice = info;
+    slice.shape[0] = end - begin;
+    slice.data = info.data + begin * row_elems * DTypeBytes(info.dtype);
+    slice.num_bytes = static_cast<size_t>(NumElements(slice.shape)) * DTypeBytes(info.dtype);
+    return slice;
+  }
+
+  // Columns [begin, end) of the matrix `info` [rows, cols] as `target` [rows, end - begin]: always
+  // a copy, since a column slice is strided.
+  Weight ColumnSlice(const TensorInfo& info, DType target, int64_t begin, int64_t end) {
+    const int64_t rows = info.shape[0];
+    const int64_t cols = info.shape[1];
+    const int64_t width = end - begin;
+    const size_t src_elem = DTypeBytes(info.dtype);
+    const size_t dst_elem = DTypeBytes(target);
+    std::byte* dst = Allocate(static_cast<size_t>(rows * width) * dst_elem);
+    auto copy_rows = [&](int64_t row_begin, int64_t row_end) {
+      for (int64_t r = row_begin; r < row_end; ++r) {
+        ConvertRange(info.data + (r * cols + begin) * src_elem, info.dtype,
+                     dst + r * width * dst_elem, target, 0, width);
+      }
+    };
+    if (rows * width < kMinParallelElements) {
+      copy_rows(0, rows);
+    } else {
+      pool_.ParallelFor(rows, [&](int64_t b, int64_t e, int) { copy_rows(b, e); });
+    }
+    return Weight{.dtype = target, .shape = {rows, width}, .data = dst};
+  }
+
  private:
+  // Aligned storage of num_bytes owned by the weights, counted in num_owned_bytes.
+  std::byte* Allocate(size_t num_bytes) {
+    const size_t alloc_bytes = std::max<size_t>(
+        kBufferAlignment, (num_bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
+    OwnedBuffer buffer(static_cast<std::byte*>(std::aligned_alloc(kBufferAlignment, alloc_bytes)));
+    BATON_CHECK(buffer != nullptr);
+    std::byte* dst = buffer.get();
+    out_.owned.push_back(std::move(buffer));
+    out_.num_owned_bytes += num_bytes;
+    return dst;
+  }
+
   const Checkpoint& checkpoint_;
   ThreadPool& pool_;
   LlamaWeights& out_;
 };
 
+// Layer `layer_idx`, keeping only `shard`'s slices: q/k/v rows (and biases) of its query and KV
+// heads, gate/up rows of its MLP columns, o_proj/down_proj columns of the same (Megatron). The whole
+// tensors' shapes are checked as without sharding.
 absl::StatusOr<LayerWeights> LoadLayer(WeightLoader& loader, const ModelConfig& config,
-                                       int layer_idx, DType matmul_dtype) {
+                                       const ModelShard& shard, int layer_idx,
+                                       DType matmul_dtype) {
   const std::string prefix = absl::StrCat("model.layers.", layer_idx, ".");
   const int64_t hidden = config.hidden_size;
-  const int64_t q_dim = int64_t{config.num_heads} * config.head_dim;
-  const int64_t kv_dim = int64_t{config.num_kv_heads} * config.head_dim;
+  const int64_t hd = config.head_dim;
+  const int64_t q_dim = int64_t{config.num_heads} * hd;
+  const int64_t kv_dim = int64_t{config.num_kv_heads} * hd;
   const int64_t inter = config.intermediate_size;
-  auto matmul = [&](std::string_view name, std::vector<int64_t> shape) {
-    return loader.Load(prefix + std::string(name), std::move(shape), matmul_dtype);
+  const int64_t q_begin = shard.head_begin * hd, q_end = shard.head_end * hd;
+  const int64_t kv_begin = shard.kv_head_begin * hd, kv_end = shard.kv_head_end * hd;
+  const int64_t mlp_begin = int64_t{shard.spec.tp_rank} * shard.intermediate_size;
+  const int64_t mlp_end = mlp_begin + shard.intermediate_size;
+  auto get = [&](std::string_view name, std::vector<int64_t> shape) {
+    return loader.Get(prefix + std::string(name), std::move(shape));
+  };
+  // Rows [begin, end) of a tensor of `shape`, as `target`.
+  auto rows = [&](std::string_view name, std::vector<int64_t> shape, DType target, int64_t begin,
+                  int64_t end) -> absl::StatusOr<Weight> {
+    ASSIGN_OR_RETURN(TensorInfo info, get(name, std::move(shape)));
+    return loader.FromInfo(WeightLoader::RowSlice(info, begin, end), target);
+  };
+  // Columns [begin, end) of a [hidden, cols] matmul weight.
+  auto columns = [&](std::string_view name, int64_t cols, int64_t begin,
+                     int64_t end) -> absl::StatusOr<Weight> {
+    ASSIGN_OR_RETURN(TensorInfo info, get(name, {hidden, cols}));
+    if (begin == 0 && end == cols) return loader.FromInfo(info, matmul_dtype);
+    return loader.ColumnSlice(info, matmul_dtype, begin, end);
   };
   auto f32 = [&](std::string_view name, std::vector<int64_t> shape) {
     return loader.Load(prefix + std::string(name), std::move(shape), DType::kF32);
@@ -129,19 +196,27 @@ absl::StatusOr<LayerWeights> LoadLayer(WeightLoader& loader, const ModelConfig& 
 
   LayerWeights layer;
   ASSIGN_OR_RETURN(layer.input_norm, f32("input_layernorm.weight", {hidden}));
-  ASSIGN_OR_RETURN(layer.q_proj, matmul("self_attn.q_proj.weight", {q_dim, hidden}));
-  ASSIGN_OR_RETURN(layer.k_proj, matmul("self_attn.k_proj.weight", {kv_dim, hidden}));
-  ASSIGN_OR_RETURN(layer.v_proj, matmul("self_attn.v_proj.weight", {kv_dim, hidden}));
-  ASSIGN_OR_RETURN(layer.o_proj, matmul("self_attn.o_proj.weight", {hidden, q_dim}));
+  ASSIGN_OR_RETURN(layer.q_proj,
+                   rows("self_attn.q_proj.weight", {q_dim, hidden}, matmul_dtype, q_begin, q_end));
+  ASSIGN_OR_RETURN(layer.k_proj, rows("self_attn.k_proj.weight", {kv_dim, hidden}, matmul_dtype,
+                                      kv_begin, kv_end));
+  ASSIGN_OR_RETURN(layer.v_proj, rows("self_attn.v_proj.weight", {kv_dim, hidden}, matmul_dtype,
+                                      kv_begin, kv_end));
+  ASSIGN_OR_RETURN(layer.o_proj, columns("self_attn.o_proj.weight", q_dim, q_begin, q_end));
   if (config.attention_bias) {
-    ASSIGN_OR_RETURN(layer.q_bias, f32("self_attn.q_proj.bias", {q_dim}));
-    ASSIGN_OR_RETURN(layer.k_bias, f32("self_attn.k_proj.bias", {kv_dim}));
-    ASSIGN_OR_RETURN(layer.v_bias, f32("self_attn.v_proj.bias", {kv_dim}));
+    ASSIGN_OR_RETURN(layer.q_bias,
+                     rows("self_attn.q_proj.bias", {q_dim}, DType::kF32, q_begin, q_end));
+    ASSIGN_OR_RETURN(layer.k_bias,
+                     rows("self_attn.k_proj.bias", {kv_dim}, DType::kF32, kv_begin, kv_end));
+    ASSIGN_OR_RETURN(layer.v_bias,
+                     rows("self_attn.v_proj.bias", {kv_dim}, DType::kF32, kv_begin, kv_end));
   }
   ASSIGN_OR_RETURN(layer.post_attention_norm, f32("post_attention_layernorm.weight", {hidden}));
-  ASSIGN_OR_RETURN(layer.gate_proj, matmul("mlp.gate_proj.weight", {inter, hidden}));
-  ASSIGN_OR_RETURN(layer.up_proj, matmul("mlp.up_proj.weight", {inter, hidden}));
-  ASSIGN_OR_RETURN(layer.down_proj, matmul("mlp.down_proj.weight", {hidden, inter}));
+  ASSIGN_OR_RETURN(layer.gate_proj, rows("mlp.gate_proj.weight", {inter, hidden}, matmul_dtype,
+                                         mlp_begin, mlp_end));
+  ASSIGN_OR_RETURN(layer.up_proj, rows("mlp.up_proj.weight", {inter, hidden}, matmul_dtype,
+                                       mlp_begin, mlp_end));
+  ASSIGN_OR_RETURN(layer.down_proj, columns("mlp.down_proj.weight", inter, mlp_begin, mlp_end));
   return layer;
 }
 
@@ -151,10 +226,15 @@ int64_t Weight::numel() const { return data == nullptr ? 0 : NumElements(shape);
 
 absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
     const std::filesystem::path& model_dir, const ModelConfig& config, DType matmul_dtype,
-    ThreadPool* pool) {
+    ThreadPool* pool, const ModelShard* shard) {
   if (matmul_dtype != DType::kF32 && matmul_dtype != DType::kBF16) {
     return absl::InvalidArgumentError(absl::StrCat("matmul dtype must be f32 or bf16, got ",
                                                    std::string(DTypeName(matmul_dtype))));
+  }
+  ModelShard whole;
+  if (shard == nullptr) {
+    ASSIGN_OR_RETURN(whole, MakeModelShard(config, ShardSpec{}));
+    shard = &whole;
   }
   std::optional<ThreadPool> local_pool;
   if (pool == nullptr) {
@@ -166,26 +246,41 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
   weights->checkpoint = std::make_unique<const Checkpoint>(std::move(checkpoint));
   WeightLoader loader(*weights->checkpoint, *pool, *weights);
 
+  // The embedding lives on the first stage, the final norm and lm_head on the last. Both stay
+  // replicated across the stage's TP ranks rather than vocabulary-split: every last-stage rank then
+  // has the whole logits with no all-gather, and the tables are small next to the layers.
+  const bool first_stage = shard->spec.pp_rank == 0;
+  const bool last_stage = shard->spec.pp_rank == shard->spec.pp_size - 1;
   const int64_t hidden = config.hidden_size;
   const int64_t vocab = config.vocab_size;
-  ASSIGN_OR_RETURN(TensorInfo embed, weights->checkpoint->Get("model.embed_tokens.weight",
-                                                              std::vector<int64_t>{vocab, hidden}));
-  // The embedding kernel reads f32 and bf16 tables; f16 is widened.
-  weights->embed_tokens =
-      loader.FromInfo(embed, embed.dtype == DType::kF16 ? DType::kF32 : embed.dtype);
-  if (config.tie_word_embeddings) {
-    weights->lm_head = weights->embed_tokens.dtype == matmul_dtype
-                           ? weights->embed_tokens
-                           : loader.FromInfo(embed, matmul_dtype);
-  } else {
-    ASSIGN_OR_RETURN(weights->lm_head,
-                     loader.Load("lm_head.weight", {vocab, hidden}, matmul_dtype));
+  std::optional<TensorInfo> embed;
+  if (first_stage || (last_stage && config.tie_word_embeddings)) {
+    ASSIGN_OR_RETURN(embed, weights->checkpoint->Get("model.embed_tokens.weight",
+                                                     std::vector<int64_t>{vocab, hidden}));
   }
-  ASSIGN_OR_RETURN(weights->final_norm, loader.Load("model.norm.weight", {hidden}, DType::kF32));
+  if (first_stage) {
+    // The embedding kernel reads f32 and bf16 tables; f16 is widened.
+    weights->embed_tokens =
+        loader.FromInfo(*embed, embed->dtype == DType::kF16 ? DType::kF32 : embed->dtype);
+  }
+  if (last_stage) {
+    if (config.tie_word_embeddings) {
+      weights->lm_head = first_stage && weights->embed_tokens.dtype == matmul_dtype
+                             ? weights->embed_tokens
+                             : loader.FromInfo(*embed, matmul_dtype);
+    } else {
+      ASSIGN_OR_RETURN(weights->lm_head,
+                       loader.Load("lm_head.weight", {vocab, hidden}, matmul_dtype));
+    }
+    ASSIGN_OR_RETURN(weights->final_norm,
+                     loader.Load("model.norm.weight", {hidden}, DType::kF32));
+  }
 
-  weights->layers.reserve(config.num_layers);
-  for (int layer_idx = 0; layer_idx < config.num_layers; ++layer_idx) {
-    ASSIGN_OR_RETURN(LayerWeights layer, LoadLayer(loader, config, layer_idx, matmul_dtype));
+  weights->layer_begin = shard->layer_begin;
+  weights->layers.reserve(shard->num_layers());
+  for (int layer_idx = shard->layer_begin; layer_idx < shard->layer_end; ++layer_idx) {
+    ASSIGN_OR_RETURN(LayerWeights layer,
+                     LoadLayer(loader, config, *shard, layer_idx, matmul_dtype));
     weights->layers.push_back(std::move(layer));
   }
   return weights;

@@ -26,6 +26,20 @@
 // LlamaWeights. With tied embeddings, lm_head.data == embed_tokens.data when the table's dtype is
 // matmul_dtype, else lm_head is a converted copy of the table.
 //
+// Sharding (model_shard.h): LoadLlamaWeights keeps only a rank's part of the model. `layers` holds
+// the layers [layer_begin, layer_end) of its pipeline stage (layers[i] is layer layer_begin + i);
+// within a layer, Megatron's split over the TP ranks:
+//   - column-parallel q/k/v (and their biases): the output rows of the rank's query / KV heads
+//     ([num_heads * hd, hidden] and [num_kv_heads * hd, hidden] with the shard's head counts);
+//     gate/up: the rows of its MLP columns ([intermediate, hidden], shard's intermediate);
+//     a row slice is contiguous, so it stays zero-copy as above;
+//   - row-parallel o_proj / down_proj: the input columns of the same heads / MLP columns
+//     ([hidden, num_heads * hd], [hidden, intermediate]); a strided slice, so always a copy;
+//   - embed_tokens only on the first stage, final_norm and lm_head only on the last (absent,
+//     data == nullptr, elsewhere), replicated across the stage's TP ranks.
+// The whole tensors' names and shapes are checked as for the whole model. The checkpoint files
+// stay mapped whole, but only the pages of the rank's slices are read.
+//
 // Errors: those of Checkpoint::Open, and of Checkpoint::Get for each tensor (kNotFound naming a
 // missing tensor and the directory; kInvalidArgument for a wrong shape, naming the tensor, both
 // shapes and the file); kInvalidArgument for a matmul_dtype other than kF32/kBF16.
@@ -45,6 +59,7 @@
 #include "kernels/common/thread_pool.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/model_config.h"
+#include "runtime/model/model_shard.h"
 
 namespace baton::runtime {
 
@@ -79,21 +94,25 @@ struct FreeDeleter {
 using OwnedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
 
 struct LlamaWeights {
-  Weight embed_tokens;               // [vocab_size, hidden] f32 or bf16
-  Weight final_norm;                 // [hidden] f32
-  Weight lm_head;                    // [vocab_size, hidden] matmul dtype
-  std::vector<LayerWeights> layers;  // [num_layers]
+  Weight embed_tokens;               // [vocab_size, hidden] f32 or bf16; first stage only
+  Weight final_norm;                 // [hidden] f32; last stage only
+  Weight lm_head;                    // [vocab_size, hidden] matmul dtype; last stage only
+  int layer_begin = 0;               // global index of layers[0]
+  std::vector<LayerWeights> layers;  // [shard num_layers]: layers [layer_begin, layer_end)
 
   // Storage the Weight::data pointers refer to: the memory maps and the converted copies.
   std::unique_ptr<const Checkpoint> checkpoint;
   std::vector<OwnedBuffer> owned;
-  size_t num_owned_bytes = 0;  // sum of the converted copies' sizes
+  size_t num_owned_bytes = 0;   // sum of the converted (or column-sliced) copies' sizes
+  size_t num_mapped_bytes = 0;  // sum of the zero-copy weights' sizes (a tied lm_head aliasing the
+                                // table counted once)
 };
 
 // Loads model_dir's safetensors for `config` (from LoadModelConfig on the same directory).
-// Conversions run on `pool`, or on a temporary pool of the machine's cores when nullptr.
+// Conversions run on `pool`, or on a temporary pool of the machine's cores when nullptr. `shard`
+// (from MakeModelShard for the same config; nullptr: the whole model) selects the rank's slices.
 absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
     const std::filesystem::path& model_dir, const ModelConfig& config, DType matmul_dtype,
-    ThreadPool* pool = nullptr);
+    ThreadPool* pool = nullptr, const ModelShard* shard = nullptr);
 
 }  // namespace baton::runtime

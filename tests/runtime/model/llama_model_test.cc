@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/backend/cpu_backend.h"
+#include "runtime/parallel/cpu_communicator.h"
 #include "tests/testing/safetensors_writer.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
@@ -20,6 +21,7 @@ namespace {
 
 using ::absl_testing::IsOk;
 using ::absl_testing::StatusIs;
+using ::testing::HasSubstr;
 
 // The CPU backend posing as a device with its own memory: IsHostMemory() is false, so the model
 // takes its device path (copies in and out); every call is forwarded, and the copies are counted.
@@ -161,10 +163,20 @@ TEST_F(LlamaModelTest, DevicePathMatchesHostPathBitForBit) {
   EXPECT_EQ(staged.num_gathers, 2);  // step 2 only, once per layer
 }
 
-TEST_F(LlamaModelTest, ShardsOtherThanTheWholeModelAreNotSupportedYet) {
+TEST_F(LlamaModelTest, ShardsNeedFittingSizesAndTheirCommunicators) {
   CpuBackend cpu(&pool_);
+  // tp 2 without a TP communicator.
   EXPECT_THAT(LlamaModel::Load(dir_.path(), DType::kF32, &cpu, &pool_, ShardSpec{.tp_size = 2}),
-              StatusIs(absl::StatusCode::kUnimplemented));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tp communicator")));
+  // pp 2 with a communicator of the wrong size.
+  auto group = CpuCommGroup::Create({.num_ranks = 3});
+  ASSERT_THAT(group, IsOk());
+  auto comm = (*group)->Join(0);
+  ASSERT_THAT(comm, IsOk());
+  EXPECT_THAT(LlamaModel::Load(dir_.path(), DType::kF32, &cpu, &pool_, ShardSpec{.pp_size = 2},
+                               ModelComms{.pp = comm->get()}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rank 0 of 3")));
+  // 4 heads do not split over 3 ranks.
   EXPECT_THAT(LlamaModel::Load(dir_.path(), DType::kF32, &cpu, &pool_, ShardSpec{.tp_size = 3}),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "kernels/common/thread_pool.h"
 #include "runtime/model/model_config.h"
+#include "runtime/model/model_shard.h"
 #include "tests/testing/safetensors_writer.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
@@ -228,6 +229,165 @@ TEST_F(LlamaWeightsTest, LargeConversionsRunOnThePool) {
   absl::StatusOr<std::unique_ptr<LlamaWeights>> weights = WriteAndLoad(spec, DType::kBF16, &pool);
   ASSERT_THAT(weights, IsOk());
   ExpectAllWeights(**weights, spec, DType::kBF16);
+}
+
+// A checkpoint with 8 query heads over 2 KV heads (so tp 4 replicates KV heads), QKV biases
+// (Qwen2) and 3 layers (so pp 2 splits them 2 + 1).
+TinyModelSpec ShardableSpec() {
+  TinyModelSpec spec;
+  spec.architecture = "Qwen2ForCausalLM";
+  spec.hidden_size = 32;
+  spec.num_heads = 8;
+  spec.num_kv_heads = 2;
+  spec.intermediate_size = 48;
+  spec.num_layers = 3;
+  return spec;
+}
+
+// Rows [row_begin, row_begin + slice rows) and columns [col_begin, col_begin + slice cols) of
+// `whole` ([rows, cols], or [rows] for a vector) equal `slice` element for element.
+void ExpectSliceOf(const Weight& slice, const Weight& whole, int64_t row_begin, int64_t col_begin) {
+  ASSERT_NE(slice.data, nullptr);
+  ASSERT_EQ(slice.shape.size(), whole.shape.size());
+  const int64_t rows = slice.shape[0];
+  const int64_t cols = slice.shape.size() > 1 ? slice.shape[1] : 1;
+  const int64_t whole_cols = whole.shape.size() > 1 ? whole.shape[1] : 1;
+  ASSERT_LE(row_begin + rows, whole.shape[0]);
+  ASSERT_LE(col_begin + cols, whole_cols);
+  int64_t num_mismatches = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      num_mismatches += ElementAsF32(slice, r * cols + c) !=
+                        ElementAsF32(whole, (row_begin + r) * whole_cols + col_begin + c);
+    }
+  }
+  EXPECT_EQ(num_mismatches, 0);
+}
+
+struct ShardLayout {
+  int tp_size;
+  int pp_size;
+};
+
+class LlamaWeightsShardTest : public LlamaWeightsTest,
+                              public ::testing::WithParamInterface<ShardLayout> {};
+
+// Every rank of the layout keeps exactly the rows / columns of its heads, KV heads and MLP columns
+// of its stage's layers, and the embedding / final norm / lm_head only where its stage needs them;
+// its bytes are the exact sums of those slices (for tp <= num_kv_heads, 1/tp of a layer's).
+TEST_P(LlamaWeightsShardTest, RanksKeepTheirSlicesOfTheWholeModel) {
+  const TinyModelSpec spec = ShardableSpec();
+  absl::StatusOr<std::unique_ptr<LlamaWeights>> whole = WriteAndLoad(spec, DType::kF32);
+  ASSERT_THAT(whole, IsOk());
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(dir_.path());
+  ASSERT_THAT(config, IsOk());
+  const int64_t hidden = config->hidden_size;
+  const int64_t hd = config->head_dim;
+  const int64_t vocab = config->vocab_size;
+  const auto [tp_size, pp_size] = GetParam();
+  size_t whole_layer_bytes = 0;  // the layers' matmul weights, summed over the TP ranks of stage 0
+  for (int rank = 0; rank < tp_size * pp_size; ++rank) {
+    SCOPED_TRACE(::testing::Message() << "rank " << rank);
+    absl::StatusOr<ShardSpec> spec_of_rank = ShardSpecOfRank(rank, tp_size, pp_size);
+    ASSERT_THAT(spec_of_rank, IsOk());
+    absl::StatusOr<ModelShard> shard = MakeModelShard(*config, *spec_of_rank);
+    ASSERT_THAT(shard, IsOk());
+    absl::StatusOr<std::unique_ptr<LlamaWeights>> part =
+        LoadLlamaWeights(dir_.path(), *config, DType::kF32, nullptr, &*shard);
+    ASSERT_THAT(part, IsOk());
+    const LlamaWeights& w = **part;
+    ASSERT_EQ(w.layer_begin, shard->layer_begin);
+    ASSERT_EQ(static_cast<int>(w.layers.size()), shard->num_layers());
+
+    const int64_t q_rows = shard->num_heads * hd;
+    const int64_t kv_rows = shard->num_kv_heads * hd;
+    const int64_t inter = shard->intermediate_size;
+    const int64_t q_begin = shard->head_begin * hd;
+    const int64_t kv_begin = shard->kv_head_begin * hd;
+    const int64_t mlp_begin = spec_of_rank->tp_rank * inter;
+    for (int i = 0; i < shard->num_layers(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "layer " << shard->layer_begin + i);
+      const LayerWeights& got = w.layers[i];
+      const LayerWeights& all = (*whole)->layers[shard->layer_begin + i];
+      EXPECT_EQ(got.q_proj.shape, (std::vector<int64_t>{q_rows, hidden}));
+      EXPECT_EQ(got.k_proj.shape, (std::vector<int64_t>{kv_rows, hidden}));
+      EXPECT_EQ(got.o_proj.shape, (std::vector<int64_t>{hidden, q_rows}));
+      EXPECT_EQ(got.gate_proj.shape, (std::vector<int64_t>{inter, hidden}));
+      EXPECT_EQ(got.down_proj.shape, (std::vector<int64_t>{hidden, inter}));
+      ExpectSliceOf(got.input_norm, all.input_norm, 0, 0);
+      ExpectSliceOf(got.post_attention_norm, all.post_attention_norm, 0, 0);
+      ExpectSliceOf(got.q_proj, all.q_proj, q_begin, 0);
+      ExpectSliceOf(got.k_proj, all.k_proj, kv_begin, 0);
+      ExpectSliceOf(got.v_proj, all.v_proj, kv_begin, 0);
+      ExpectSliceOf(got.q_bias, all.q_bias, q_begin, 0);
+      ExpectSliceOf(got.k_bias, all.k_bias, kv_begin, 0);
+      ExpectSliceOf(got.v_bias, all.v_bias, kv_begin, 0);
+      ExpectSliceOf(got.o_proj, all.o_proj, 0, q_begin);
+      ExpectSliceOf(got.gate_proj, all.gate_proj, mlp_begin, 0);
+      ExpectSliceOf(got.up_proj, all.up_proj, mlp_begin, 0);
+      ExpectSliceOf(got.down_proj, all.down_proj, 0, mlp_begin);
+      // Row slices stay in the mapping; column slices are copies.
+      const auto& file = w.checkpoint->files().front();
+      EXPECT_TRUE(file.Contains(got.q_proj.data, got.q_proj.num_bytes()));
+      EXPECT_TRUE(file.Contains(got.gate_proj.data, got.gate_proj.num_bytes()));
+      EXPECT_EQ(file.Contains(got.o_proj.data, got.o_proj.num_bytes()), tp_size == 1);
+    }
+    const bool first = spec_of_rank->pp_rank == 0;
+    const bool last = spec_of_rank->pp_rank == pp_size - 1;
+    EXPECT_EQ(w.embed_tokens.data != nullptr, first);
+    EXPECT_EQ(w.lm_head.data != nullptr, last);
+    EXPECT_EQ(w.final_norm.data != nullptr, last);
+    if (first) ExpectSliceOf(w.embed_tokens, (*whole)->embed_tokens, 0, 0);
+    if (last) ExpectSliceOf(w.lm_head, (*whole)->lm_head, 0, 0);
+
+    // Bytes (f32 stored, f32 kept): the column slices of o/down are owned when tp > 1, the rest
+    // mapped.
+    const size_t f = sizeof(float);
+    const size_t layers = shard->num_layers();
+    const size_t row_sliced = ((q_rows + 2 * kv_rows) * hidden + 2 * inter * hidden) * f;
+    const size_t column_sliced = (hidden * q_rows + hidden * inter) * f;
+    const size_t small = (2 * hidden + q_rows + 2 * kv_rows) * f;  // norms and biases
+    const size_t ends = (first ? vocab * hidden * f : 0) + (last ? (vocab + 1) * hidden * f : 0);
+    const size_t owned = tp_size > 1 ? layers * column_sliced : 0;
+    EXPECT_EQ(w.num_owned_bytes, owned);
+    EXPECT_EQ(w.num_mapped_bytes + w.num_owned_bytes,
+              layers * (row_sliced + column_sliced + small) + ends);
+    if (spec_of_rank->pp_rank == 0) whole_layer_bytes += row_sliced + column_sliced;
+  }
+  // Over the TP ranks of a stage the layer weights add up to the whole model's, plus the
+  // replicated KV heads when tp > num_kv_heads.
+  const size_t whole_layer = ((8 + 2 * 2) * 4 * 32 + 2 * 48 * 32 + 32 * 8 * 4 + 32 * 48) * 4;
+  const size_t replicated_kv = tp_size > 2 ? (tp_size - 2) * 2 * 4 * 32 * 4 : 0;
+  EXPECT_EQ(whole_layer_bytes, whole_layer + replicated_kv);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, LlamaWeightsShardTest,
+                         ::testing::Values(ShardLayout{1, 1}, ShardLayout{2, 1}, ShardLayout{4, 1},
+                                           ShardLayout{1, 2}, ShardLayout{1, 3},
+                                           ShardLayout{2, 2}),
+                         [](const auto& info) {
+                           return "tp" + std::to_string(info.param.tp_size) + "_pp" +
+                                  std::to_string(info.param.pp_size);
+                         });
+
+TEST_F(LlamaWeightsTest, Bf16RowSlicesAreZeroCopyAndColumnSlicesOwned) {
+  TinyModelSpec spec = ShardableSpec();
+  spec.dtype = DType::kBF16;
+  ASSERT_THAT(WriteTinyModel(dir_.path(), spec), IsOk());
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(dir_.path());
+  ASSERT_THAT(config, IsOk());
+  absl::StatusOr<ModelShard> shard = MakeModelShard(*config, ShardSpec{.tp_rank = 1, .tp_size = 2});
+  ASSERT_THAT(shard, IsOk());
+  absl::StatusOr<std::unique_ptr<LlamaWeights>> part =
+      LoadLlamaWeights(dir_.path(), *config, DType::kBF16, nullptr, &*shard);
+  ASSERT_THAT(part, IsOk());
+  // Owned: the o/down column slices (bf16) and the norms and biases widened to f32.
+  const size_t per_layer = (32 * 16 + 32 * 24) * 2 + (2 * 32 + 16 + 2 * 4) * 4;
+  EXPECT_EQ((*part)->num_owned_bytes, 3 * per_layer + 32 * 4);  // + the final norm
+  const auto& file = (*part)->checkpoint->files().front();
+  EXPECT_TRUE(file.Contains((*part)->layers[2].v_proj.data, (*part)->layers[2].v_proj.num_bytes()));
+  EXPECT_FALSE(
+      file.Contains((*part)->layers[2].down_proj.data, (*part)->layers[2].down_proj.num_bytes()));
 }
 
 TEST_F(LlamaWeightsTest, MissingTensorIsNotFound) {
