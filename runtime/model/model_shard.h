@@ -2,8 +2,8 @@
 // attention heads and MLP columns over tp_size ranks (Megatron); pipeline parallelism (PP) splits
 // the layers into pp_size consecutive stages. A rank is (tp_rank, pp_rank); an instance's ranks are
 // numbered stage-major, rank_idx = pp_rank * tp_size + tp_rank, as scheduler/config/
-// deployment_config.h documents for the device list. Today every instance is one rank holding the
-// whole model (ShardSpec{}), and LlamaModel::Load accepts nothing else yet.
+// deployment_config.h documents for the device list. LlamaModel::Load takes any shard with its
+// communicators (ModelComms); the engine and workers still run one rank holding the whole model.
 //
 // KV heads: when tp_size divides num_kv_heads, each rank holds num_kv_heads / tp_size consecutive
 // KV heads. When tp_size is a multiple of num_kv_heads (tp_size > num_kv_heads), KV heads are
