@@ -24,6 +24,7 @@
 #include "runtime/parallel/cpu_communicator.h"
 #include "tests/testing/safetensors_writer.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/step_builder.h"
 #include "tests/testing/temp_dir.h"
 
 namespace baton::runtime {
@@ -37,32 +38,11 @@ constexpr int kNumBlocks = 24;
 constexpr int kNumDecodeSteps = 5;
 constexpr double kMaxRelativeError = 1e-5;
 
-// A hand-built step: its arrays, and the StepBatch view of them.
-struct Step {
-  std::vector<int32_t> token_ids, positions, slot_mapping, q_start{0}, context_lens, block_tables;
-  int num_decode_seqs = 0;
-
-  // Tokens [begin, end) of a sequence whose blocks are `blocks`.
-  void Add(const std::vector<int32_t>& tokens, int begin, int end, std::vector<int32_t> blocks) {
-    for (int pos = begin; pos < end; ++pos) {
-      token_ids.push_back(tokens[pos]);
-      positions.push_back(pos);
-      slot_mapping.push_back(blocks[pos / kBlockSize] * kBlockSize + pos % kBlockSize);
-    }
-    q_start.push_back(static_cast<int32_t>(token_ids.size()));
-    context_lens.push_back(end);
-    blocks.resize(kMaxBlocksPerSeq, 0);
-    block_tables.insert(block_tables.end(), blocks.begin(), blocks.end());
-  }
-  StepBatch Batch() const {
-    return StepBatch{.token_ids = token_ids,
-                     .positions = positions,
-                     .slot_mapping = slot_mapping,
-                     .q_start = q_start,
-                     .context_lens = context_lens,
-                     .block_tables = block_tables,
-                     .num_decode_seqs = num_decode_seqs,
-                     .max_blocks_per_seq = kMaxBlocksPerSeq};
+// Steps of this test address up to kMaxBlocksPerSeq blocks per sequence.
+struct Step : testing::StepBuilder {
+  Step() {
+    block_size = kBlockSize;
+    max_blocks_per_seq = kMaxBlocksPerSeq;
   }
 };
 
