@@ -80,6 +80,19 @@ struct TinyModelSpec {
   std::map<std::string, std::vector<int64_t>> shape_overrides;  // tensors written with this shape
 };
 
+// The model the engine, worker and forward-pass tests run: hidden 32, 2 layers, 4 query heads over
+// 2 kv heads (head_dim 8), intermediate 48, vocabulary 96.
+inline TinyModelSpec TinyEngineSpec() {
+  TinyModelSpec spec;
+  spec.hidden_size = 32;
+  spec.num_layers = 2;
+  spec.num_heads = 4;
+  spec.num_kv_heads = 2;
+  spec.intermediate_size = 48;
+  spec.vocab_size = 96;
+  return spec;
+}
+
 int TinyHeadDim(const TinyModelSpec& spec);
 // Every tensor of the model, in a fixed order (embed, layers, norm, lm_head), with its HF shape.
 // Includes q/k/v biases for Qwen2ForCausalLM and lm_head unless tie_word_embeddings.

@@ -22,14 +22,7 @@ using ::testing::HasSubstr;
 class EngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    testing::TinyModelSpec spec;
-    spec.hidden_size = 32;
-    spec.num_layers = 2;
-    spec.num_heads = 4;
-    spec.num_kv_heads = 2;
-    spec.intermediate_size = 48;
-    spec.vocab_size = 96;
-    ASSERT_THAT(testing::WriteTinyModel(dir_.path(), spec), IsOk());
+    ASSERT_THAT(testing::WriteTinyModel(dir_.path(), testing::TinyEngineSpec()), IsOk());
   }
 
   std::unique_ptr<Engine> MakeEngine(size_t kv_cache_bytes = 1 << 20, int block_size = 4,

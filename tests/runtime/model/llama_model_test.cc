@@ -82,13 +82,7 @@ using Step = testing::StepBuilder;  // block_size 4 (kBlockSize), 4 blocks per s
 class LlamaModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    testing::TinyModelSpec spec;
-    spec.hidden_size = 32;
-    spec.num_heads = 4;
-    spec.num_kv_heads = 2;
-    spec.intermediate_size = 48;
-    spec.vocab_size = 96;
-    ASSERT_THAT(testing::WriteTinyModel(dir_.path(), spec), IsOk());
+    ASSERT_THAT(testing::WriteTinyModel(dir_.path(), testing::TinyEngineSpec()), IsOk());
   }
 
   // Runs the same two steps on `backend` and returns the logits of both.

@@ -24,7 +24,7 @@ using ::absl_testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr int kVocabSize = 96;
+constexpr int kVocabSize = 96;  // testing::TinyEngineSpec().vocab_size
 constexpr int kBlockSize = 4;
 constexpr int kMaxModelLen = 128;
 // The decode pool holds exactly one sequence of max_model_len: 32 blocks of
@@ -54,14 +54,7 @@ struct DecodeLog {
 class WorkerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    testing::TinyModelSpec spec;
-    spec.hidden_size = 32;
-    spec.num_layers = 2;
-    spec.num_heads = 4;
-    spec.num_kv_heads = 2;
-    spec.intermediate_size = 48;
-    spec.vocab_size = kVocabSize;
-    ASSERT_THAT(testing::WriteTinyModel(dir_.path(), spec), IsOk());
+    ASSERT_THAT(testing::WriteTinyModel(dir_.path(), testing::TinyEngineSpec()), IsOk());
     prefill_ = MakeWorker(WorkerRole::kPrefill, 1 << 20);
     decode_ = MakeWorker(WorkerRole::kDecode, kDecodeKvBytes);
     ASSERT_NE(prefill_, nullptr);
