@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "kernels/common/status_macros.h"
-#include "runtime/backend/backend_registry.h"
 
 namespace baton::runtime {
 
@@ -14,52 +13,48 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
     return absl::InvalidArgumentError(
         "engine: block_size, num_threads and max_num_seqs must be positive");
   }
-  auto pool = std::make_unique<ThreadPool>(config.num_threads);
-  ASSIGN_OR_RETURN(std::unique_ptr<DeviceBackend> backend,
-                   CreateBackend(BackendOptions{.device = DeviceKind::kCpu, .pool = pool.get()}));
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<LlamaModel> model,
-      LlamaModel::Load(config.model_dir, config.weight_dtype, backend.get(), pool.get()));
-  const int model_len = model->config().max_position_embeddings;
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelRanks> ranks,
+                   ModelRanks::Create(ModelRanksOptions{.model_dir = config.model_dir,
+                                                        .weight_dtype = config.weight_dtype,
+                                                        .layout = config.parallel,
+                                                        .threads_per_rank = config.num_threads,
+                                                        .block_size = config.block_size,
+                                                        .kv_cache_bytes = config.kv_cache_bytes,
+                                                        .kv_shm_names = config.kv_shm_names}));
+  const int model_len = ranks->config().max_position_embeddings;
   const int max_model_len = config.max_model_len > 0 ? std::min(config.max_model_len, model_len)
                                                      : model_len;
-  const KvPoolShape shape = model->KvShape(config.block_size);
-  const int num_blocks = KvPool::NumBlocksForBudget(shape, config.kv_cache_bytes);
+  const int num_blocks = ranks->num_blocks();
   if (num_blocks < NumBlocksFor(max_model_len, config.block_size)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "engine: a KV budget of ", config.kv_cache_bytes, " bytes holds ", num_blocks,
         " blocks, fewer than one sequence of max_model_len ", max_model_len, " needs (",
-        NumBlocksFor(max_model_len, config.block_size), " blocks of ", shape.BlockBytes(), " bytes)"));
+        NumBlocksFor(max_model_len, config.block_size), " blocks of ",
+        ranks->kv_pool(0).BlockBytes(), " bytes on rank 0)"));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<KvPool> kv_pool, KvPool::Create(shape, num_blocks, KvPoolOptions{.shm_name = config.kv_shm_name}));
   EngineConfig effective = config;
   if (!config.chunked_prefill) {
     effective.max_num_batched_tokens = std::max(config.max_num_batched_tokens, max_model_len);
   } else if (config.max_num_batched_tokens < 2) {
     return absl::InvalidArgumentError("engine: chunked prefill needs max_num_batched_tokens >= 2");
   }
-  return std::unique_ptr<Engine>(new Engine(effective, std::move(pool), std::move(backend),
-                                            std::move(model), std::move(kv_pool), max_model_len));
+  return std::unique_ptr<Engine>(new Engine(effective, std::move(ranks), max_model_len));
 }
 
-Engine::Engine(const EngineConfig& config, std::unique_ptr<ThreadPool> pool,
-               std::unique_ptr<DeviceBackend> backend, std::unique_ptr<LlamaModel> model,
-               std::unique_ptr<KvPool> kv_pool, int max_model_len)
-    : pool_(std::move(pool)),
-      backend_(std::move(backend)),
-      model_(std::move(model)),
-      kv_pool_(std::move(kv_pool)),
+Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRanks> ranks, int max_model_len)
+    : ranks_(std::move(ranks)),
+      block_size_(config.block_size),
       max_model_len_(max_model_len),
-      allocator_(kv_pool_->num_blocks()),
+      allocator_(ranks_->num_blocks()),
       scheduler_(StepSchedulerConfig{.max_num_seqs = config.max_num_seqs,
                                      .max_num_batched_tokens = config.max_num_batched_tokens,
                                      .chunked_prefill = config.chunked_prefill},
                  &allocator_),
-      runner_(model_.get(), kv_pool_.get()) {}
+      runner_(ranks_.get()) {}
 
 absl::Status Engine::ValidateRequest(SeqId seq_id, const std::vector<int32_t>& prompt_token_ids,
                                      const GenerationParams& params) const {
-  const int vocab_size = model_->config().vocab_size;
+  const int vocab_size = ranks_->config().vocab_size;
   if (prompt_token_ids.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("request ", seq_id, ": empty prompt"));
   }
@@ -87,11 +82,11 @@ absl::StatusOr<SeqId> Engine::AddRequest(std::vector<int32_t> prompt_token_ids,
   const SeqId seq_id = next_seq_id_;
   RETURN_IF_ERROR(ValidateRequest(seq_id, prompt_token_ids, params));
   if (!params.ignore_eos) {
-    for (int32_t eos : model_->config().eos_token_ids) params.stop_token_ids.push_back(eos);
+    for (int32_t eos : ranks_->config().eos_token_ids) params.stop_token_ids.push_back(eos);
   }
   ++next_seq_id_;
   auto seq = std::make_unique<Sequence>(seq_id, std::move(prompt_token_ids), std::move(params),
-                                        kv_pool_->shape().block_size);
+                                        block_size_);
   scheduler_.Add(seq.get());
   seqs_.emplace(seq_id, std::move(seq));
   return seq_id;
@@ -132,7 +127,7 @@ absl::Status Engine::ValidatePrefilled(const std::vector<int32_t>& prompt_token_
 
 bool Engine::CanAdmitPrefilled(int num_prompt_tokens) const {
   // Room for the prompt's KV and the next token's, so the first decode step cannot preempt.
-  return allocator_.CanAllocate(NumBlocksFor(num_prompt_tokens + 1, kv_pool_->shape().block_size));
+  return allocator_.CanAllocate(NumBlocksFor(num_prompt_tokens + 1, block_size_));
 }
 
 absl::StatusOr<SeqId> Engine::AdmitPrefilled(std::vector<int32_t> prompt_token_ids,
@@ -141,17 +136,17 @@ absl::StatusOr<SeqId> Engine::AdmitPrefilled(std::vector<int32_t> prompt_token_i
   const SeqId seq_id = next_seq_id_;
   RETURN_IF_ERROR(ValidatePrefilled(prompt_token_ids, generated_token_ids, params));
   const int num_prompt_tokens = static_cast<int>(prompt_token_ids.size());
-  const int num_blocks = NumBlocksFor(num_prompt_tokens, kv_pool_->shape().block_size);
+  const int num_blocks = NumBlocksFor(num_prompt_tokens, block_size_);
   if (!CanAdmitPrefilled(num_prompt_tokens)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "request ", seq_id, ": ", num_blocks, " KV blocks needed, ", allocator_.num_blocks_free(), " free"));
   }
   if (!params.ignore_eos) {
-    for (int32_t eos : model_->config().eos_token_ids) params.stop_token_ids.push_back(eos);
+    for (int32_t eos : ranks_->config().eos_token_ids) params.stop_token_ids.push_back(eos);
   }
   ++next_seq_id_;
   auto seq = std::make_unique<Sequence>(seq_id, std::move(prompt_token_ids), std::move(params),
-                                        kv_pool_->shape().block_size);
+                                        block_size_);
   // The sampler continues where the prefill worker's left off: SampleToken draws one uniform per
   // non-greedy token.
   if (seq->params.sampling.temperature > 0) {
@@ -208,7 +203,7 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
     if (seq->first_scheduled_us == 0) seq->first_scheduled_us = now_us;
   }
   RETURN_IF_ERROR(runner_.Run(step, &logits_));
-  const int vocab_size = model_->config().vocab_size;
+  const int vocab_size = ranks_->config().vocab_size;
   for (size_t i = 0; i < step.seqs.size(); ++i) {
     Sequence& seq = *step.seqs[i];
     if (seq.num_uncomputed_tokens() > 0) continue;  // a prefill chunk short of the prompt's end

@@ -1,4 +1,6 @@
 // Engine: one serving instance's model, KV cache and continuous batch, driven one step at a time.
+// The model runs on the instance's tp x pp ranks (model_ranks.h); the engine keeps one block
+// allocator and one batch for all of them.
 //
 // Lifecycle: Create() loads the model and sizes the KV pool from a memory budget; AddRequest() queues
 // a prompt; each Step() runs one forward pass and returns the token sampled for every sequence that
@@ -14,28 +16,28 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "kernels/common/thread_pool.h"
-#include "runtime/backend/device_backend.h"
 #include "runtime/batch/sequence.h"
+#include "runtime/engine/model_ranks.h"
 #include "runtime/engine/model_runner.h"
 #include "runtime/engine/step_scheduler.h"
 #include "runtime/kv_cache/block_allocator.h"
-#include "runtime/kv_cache/kv_pool.h"
-#include "runtime/model/llama_model.h"
+#include "runtime/model/model_shard.h"
 
 namespace baton::runtime {
 
 struct EngineConfig {
   std::filesystem::path model_dir;
   DType weight_dtype = DType::kF32;     // matmul weights: kF32 or kBF16
-  int num_threads = 1;
+  ParallelLayout parallel;              // tp x pp ranks (model_ranks.h)
+  int num_threads = 1;                  // compute threads per rank
   int block_size = 16;                  // tokens per KV block
-  size_t kv_cache_bytes = 256ull << 20; // KV pool budget
+  size_t kv_cache_bytes = 256ull << 20; // KV budget of the instance, split evenly over its ranks
   int max_num_seqs = 64;
   int max_num_batched_tokens = 2048;    // without chunked prefill, raised to max_model_len
   bool chunked_prefill = false;         // decode-first steps with prompt chunks (colocated)
   int max_model_len = 0;                // 0: the model's max_position_embeddings
-  std::string kv_shm_name;              // non-empty: the KV pool lives in this shm segment
+  // Empty: private KV pools. Else [num_ranks]: rank r's pool lives in shm segment kv_shm_names[r].
+  std::vector<std::string> kv_shm_names;
 };
 
 struct TokenOutput {
@@ -51,7 +53,9 @@ class Engine {
  public:
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config);
 
-  const ModelConfig& model_config() const { return model_->config(); }
+  const ModelConfig& model_config() const { return ranks_->config(); }
+  // The instance's ranks: layout, per-rank KV pools (same block ids on every rank) and holdings.
+  const ModelRanks& ranks() const { return *ranks_; }
   int max_model_len() const { return max_model_len_; }
   const BlockAllocator& allocator() const { return allocator_; }
 
@@ -85,7 +89,6 @@ class Engine {
   absl::StatusOr<std::vector<BlockId>> BlocksOf(SeqId seq_id) const;
   absl::Status StartDecoding(SeqId seq_id);
 
-  const KvPool& kv_pool() const { return *kv_pool_; }
   int num_waiting() const { return scheduler_.num_waiting(); }
   int num_running() const { return scheduler_.num_running(); }
   int num_sequences() const { return static_cast<int>(seqs_.size()); }
@@ -95,19 +98,15 @@ class Engine {
   absl::StatusOr<std::vector<TokenOutput>> Step();
 
  private:
-  Engine(const EngineConfig& config, std::unique_ptr<ThreadPool> pool,
-         std::unique_ptr<DeviceBackend> backend, std::unique_ptr<LlamaModel> model,
-         std::unique_ptr<KvPool> kv_pool, int max_model_len);
+  Engine(const EngineConfig& config, std::unique_ptr<ModelRanks> ranks, int max_model_len);
 
   FinishReason CheckFinished(const Sequence& seq, int32_t token) const;
   absl::Status ValidateRequest(SeqId seq_id, const std::vector<int32_t>& prompt_token_ids,
                                const GenerationParams& params) const;
   Sequence* Find(SeqId seq_id) const;
 
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<DeviceBackend> backend_;  // the CPU backend over pool_; outlives model_
-  std::unique_ptr<LlamaModel> model_;
-  std::unique_ptr<KvPool> kv_pool_;
+  std::unique_ptr<ModelRanks> ranks_;
+  int block_size_;
   int max_model_len_;
   BlockAllocator allocator_;
   StepScheduler scheduler_;

@@ -8,17 +8,26 @@
 
 namespace baton::runtime {
 
-absl::StatusOr<ShardSpec> ShardSpecOfRank(int rank_idx, int tp_size, int pp_size,
-                                          std::vector<int> stage_num_layers) {
+std::string LayoutString(const ParallelLayout& layout) {
+  std::string out = absl::StrCat("tp ", layout.tp_size, " x pp ", layout.pp_size);
+  if (!layout.stage_num_layers.empty()) {
+    absl::StrAppend(&out, " layers ", absl::StrJoin(layout.stage_num_layers, "+"));
+  }
+  return out;
+}
+
+absl::StatusOr<ShardSpec> ShardSpecOfRank(const ParallelLayout& layout, int rank_idx) {
+  const int tp_size = layout.tp_size;
+  const int pp_size = layout.pp_size;
   if (tp_size < 1 || pp_size < 1 || rank_idx < 0 || rank_idx >= tp_size * pp_size) {
-    return absl::InvalidArgumentError(absl::StrCat("shard: rank ", rank_idx, " of tp ", tp_size,
-                                                   " x pp ", pp_size, " is out of range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard: rank ", rank_idx, " of ", LayoutString(layout), " is out of range"));
   }
   return ShardSpec{.tp_rank = rank_idx % tp_size,
                    .tp_size = tp_size,
                    .pp_rank = rank_idx / tp_size,
                    .pp_size = pp_size,
-                   .stage_num_layers = std::move(stage_num_layers)};
+                   .stage_num_layers = layout.stage_num_layers};
 }
 
 absl::StatusOr<IndexRange> StageLayerRange(int num_layers, int pp_size, int pp_rank,

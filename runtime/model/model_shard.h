@@ -14,6 +14,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -21,6 +22,21 @@
 #include "runtime/model/model_config.h"
 
 namespace baton::runtime {
+
+// How one instance shards the model: tp_size x pp_size ranks, stage-major.
+struct ParallelLayout {
+  int tp_size = 1;
+  int pp_size = 1;
+  // [pp_size] layers per stage, each >= 1, summing to num_layers; empty: balanced
+  // (StageLayerRange).
+  std::vector<int> stage_num_layers;
+
+  int num_ranks() const { return tp_size * pp_size; }
+  bool operator==(const ParallelLayout&) const = default;
+};
+
+// "tp 2 x pp 1" (with " layers 3+2" for an explicit split), for logs and errors.
+std::string LayoutString(const ParallelLayout& layout);
 
 struct ShardSpec {
   int tp_rank = 0;  // in [0, tp_size)
@@ -32,15 +48,15 @@ struct ShardSpec {
   std::vector<int> stage_num_layers;
 
   bool IsWholeModel() const { return tp_size == 1 && pp_size == 1; }
+  ParallelLayout layout() const { return {tp_size, pp_size, stage_num_layers}; }
   int rank_idx() const { return pp_rank * tp_size + tp_rank; }  // stage-major
 };
 
-// The spec of rank `rank_idx` of an instance of tp_size x pp_size ranks, stage-major:
-// pp_rank = rank_idx / tp_size, tp_rank = rank_idx % tp_size. InvalidArgument if a size is < 1 or
-// rank_idx is outside [0, tp_size * pp_size). The layer split is copied, not validated (that needs
-// the model: MakeModelShard does it).
-absl::StatusOr<ShardSpec> ShardSpecOfRank(int rank_idx, int tp_size, int pp_size,
-                                          std::vector<int> stage_num_layers = {});
+// The spec of rank `rank_idx` of `layout`, stage-major: pp_rank = rank_idx / tp_size,
+// tp_rank = rank_idx % tp_size. InvalidArgument if a size is < 1 or rank_idx is outside
+// [0, num_ranks()). The layer split is copied, not validated (that needs the model:
+// MakeModelShard does it).
+absl::StatusOr<ShardSpec> ShardSpecOfRank(const ParallelLayout& layout, int rank_idx);
 
 // What the rank computes, in the model's terms. The forward pass runs layers
 // [layer_begin, layer_end) with this rank's heads and MLP columns. Head ranges are global head

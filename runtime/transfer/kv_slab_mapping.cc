@@ -18,7 +18,7 @@ absl::Status Prefixed(const char* prefix, const absl::Status& status) {
 
 }  // namespace
 
-absl::StatusOr<KvRankShard> MakeKvRankShard(const KvPoolShape& model_shape, const KvLayout& layout,
+absl::StatusOr<KvRankShard> MakeKvRankShard(const KvPoolShape& model_shape, const ParallelLayout& layout,
                                             int rank_idx) {
   if (model_shape.num_layers < 1 || model_shape.num_kv_heads < 1 || model_shape.head_dim < 1 ||
       model_shape.block_size < 1) {
@@ -27,7 +27,7 @@ absl::StatusOr<KvRankShard> MakeKvRankShard(const KvPoolShape& model_shape, cons
         model_shape.num_kv_heads, ", head_dim ", model_shape.head_dim, ", block_size ",
         model_shape.block_size, ") has a size below 1"));
   }
-  ASSIGN_OR_RETURN(const ShardSpec spec, ShardSpecOfRank(rank_idx, layout.tp_size, layout.pp_size));
+  ASSIGN_OR_RETURN(const ShardSpec spec, ShardSpecOfRank(layout, rank_idx));
   ASSIGN_OR_RETURN(const IndexRange layers,
                    StageLayerRange(model_shape.num_layers, layout.pp_size, spec.pp_rank,
                                    layout.stage_num_layers));
@@ -45,8 +45,8 @@ absl::StatusOr<KvRankShard> MakeKvRankShard(const KvPoolShape& model_shape, cons
 }
 
 absl::StatusOr<std::vector<std::vector<KvSlab>>> MapKvSlabs(const KvPoolShape& model_shape,
-                                                            const KvLayout& prefill,
-                                                            const KvLayout& decode) {
+                                                            const ParallelLayout& prefill,
+                                                            const ParallelLayout& decode) {
   // max(..., 1): a layout with a size below 1 still reaches MakeKvRankShard, which names it.
   std::vector<KvRankShard> src_ranks;
   for (int rank_idx = 0; rank_idx < std::max(prefill.num_ranks(), 1); ++rank_idx) {

@@ -30,19 +30,9 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/kv_cache/kv_pool.h"
+#include "runtime/model/model_shard.h"
 
 namespace baton::runtime {
-
-// How one instance shards the model: tp_size x pp_size ranks, stage-major.
-struct KvLayout {
-  int tp_size = 1;
-  int pp_size = 1;
-  // [pp_size] layers per stage, each >= 1, summing to num_layers; empty: balanced
-  // (StageLayerRange in model_shard.h).
-  std::vector<int> stage_num_layers;
-
-  int num_ranks() const { return tp_size * pp_size; }
-};
 
 // One piece a decode rank pulls: layers [layer_begin, layer_end) x KV heads
 // [kv_head_begin, kv_head_end), global indices, of every block of the request.
@@ -75,7 +65,7 @@ struct KvRankShard {
 // the numbers, if a model dimension is < 1, rank_idx is outside [0, layout.num_ranks()), tp_size
 // neither divides nor is a multiple of num_kv_heads, there are more stages than layers, or the
 // layer split is invalid.
-absl::StatusOr<KvRankShard> MakeKvRankShard(const KvPoolShape& model_shape, const KvLayout& layout,
+absl::StatusOr<KvRankShard> MakeKvRankShard(const KvPoolShape& model_shape, const ParallelLayout& layout,
                                             int rank_idx);
 
 // For every decode rank (index = decode rank_idx), its slabs in order of (layer_begin,
@@ -83,8 +73,8 @@ absl::StatusOr<KvRankShard> MakeKvRankShard(const KvPoolShape& model_shape, cons
 // every slab lies inside its source rank's layers and heads. InvalidArgument (as MakeKvRankShard,
 // prefixed "prefill layout: " or "decode layout: ") if either layout does not fit the model.
 absl::StatusOr<std::vector<std::vector<KvSlab>>> MapKvSlabs(const KvPoolShape& model_shape,
-                                                            const KvLayout& prefill,
-                                                            const KvLayout& decode);
+                                                            const ParallelLayout& prefill,
+                                                            const ParallelLayout& decode);
 
 struct KvBytes {
   int64_t per_token_bytes = 0;  // sum of num_layers * num_kv_heads * head_dim * 2 * dtype_bytes

@@ -39,7 +39,7 @@ class EngineKvAdmitter final : public KvAdmitter {
       (void)engine_.Cancel(seq_id);
       return blocks.status();
     }
-    return KvAdmission{.seq_id = seq_id, .blocks = *std::move(blocks), .pool = &engine_.kv_pool()};
+    return KvAdmission{.seq_id = seq_id, .blocks = *std::move(blocks), .pool = &engine_.ranks().kv_pool(0)};
   }
 
  private:
@@ -50,10 +50,10 @@ class EngineKvAdmitter final : public KvAdmitter {
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options) {
   EngineConfig engine_config = options.engine;
-  if (options.role == WorkerRole::kPrefill) engine_config.kv_shm_name = NewKvSegmentName();
+  if (options.role == WorkerRole::kPrefill) engine_config.kv_shm_names = {NewKvSegmentName()};
   if (options.role == WorkerRole::kDecode) engine_config.max_num_batched_tokens = 1;
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(engine_config));
-  const KvPool& pool = engine->kv_pool();
+  const KvPool& pool = engine->ranks().kv_pool(0);
   ModelConfig model_config = engine->model_config();
   const int max_model_len = engine->max_model_len();
   const int num_kv_blocks = engine->allocator().num_blocks();

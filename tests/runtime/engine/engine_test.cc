@@ -186,8 +186,8 @@ TEST_F(EngineTest, PrefillHandOffToAnotherEngineContinuesTheSameSequence) {
     ASSERT_THAT(dst, IsOk());
     ASSERT_EQ(dst->size(), held->blocks.size());
     for (size_t b = 0; b < dst->size(); ++b) {
-      std::memcpy(decode->kv_pool().BlockData((*dst)[b]), prefill->kv_pool().BlockData(held->blocks[b]),
-                  prefill->kv_pool().BlockBytes());
+      std::memcpy(decode->ranks().kv_pool(0).BlockData((*dst)[b]), prefill->ranks().kv_pool(0).BlockData(held->blocks[b]),
+                  prefill->ranks().kv_pool(0).BlockBytes());
     }
     ASSERT_THAT(prefill->ReleaseKv(p_id), IsOk());
     EXPECT_EQ(prefill->allocator().num_blocks_used(), 0);

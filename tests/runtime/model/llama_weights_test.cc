@@ -288,7 +288,7 @@ TEST_P(LlamaWeightsShardTest, RanksKeepTheirSlicesOfTheWholeModel) {
   size_t whole_layer_bytes = 0;  // the layers' matmul weights, summed over the TP ranks of stage 0
   for (int rank = 0; rank < tp_size * pp_size; ++rank) {
     SCOPED_TRACE(::testing::Message() << "rank " << rank);
-    absl::StatusOr<ShardSpec> spec_of_rank = ShardSpecOfRank(rank, tp_size, pp_size);
+    absl::StatusOr<ShardSpec> spec_of_rank = ShardSpecOfRank({tp_size, pp_size}, rank);
     ASSERT_THAT(spec_of_rank, IsOk());
     absl::StatusOr<ModelShard> shard = MakeModelShard(*config, *spec_of_rank);
     ASSERT_THAT(shard, IsOk());

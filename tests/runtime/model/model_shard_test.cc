@@ -125,7 +125,7 @@ TEST(ModelShardTest, StageLayerRangeTable) {
 TEST(ModelShardTest, ShardSpecOfRankIsStageMajor) {
   // tp 2 x pp 3: rank = pp_rank * 2 + tp_rank, as deployment_config.h orders devices.
   for (int rank_idx = 0; rank_idx < 6; ++rank_idx) {
-    auto spec = ShardSpecOfRank(rank_idx, 2, 3, {1, 2, 3});
+    auto spec = ShardSpecOfRank({2, 3, {1, 2, 3}}, rank_idx);
     ASSERT_THAT(spec, IsOk());
     EXPECT_EQ(spec->tp_rank, rank_idx % 2);
     EXPECT_EQ(spec->pp_rank, rank_idx / 2);
@@ -134,10 +134,10 @@ TEST(ModelShardTest, ShardSpecOfRankIsStageMajor) {
     EXPECT_EQ(spec->stage_num_layers, (std::vector<int>{1, 2, 3}));
     EXPECT_EQ(spec->rank_idx(), rank_idx);
   }
-  EXPECT_THAT(ShardSpecOfRank(6, 2, 3),
+  EXPECT_THAT(ShardSpecOfRank({2, 3}, 6),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rank 6 of tp 2 x pp 3")));
-  EXPECT_THAT(ShardSpecOfRank(-1, 2, 3), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(ShardSpecOfRank(0, 0, 1), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ShardSpecOfRank({2, 3}, -1), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ShardSpecOfRank({0, 1}, 0), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(ModelShardTest, RejectsShardsThatDoNotFit) {

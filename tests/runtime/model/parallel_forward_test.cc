@@ -183,7 +183,7 @@ class ParallelForwardBase : public ::testing::Test {
     for (int rank = 0; rank < num_ranks; ++rank) {
       threads.emplace_back([&, rank] {
         absl::Status status = [&]() -> absl::Status {
-          ASSIGN_OR_RETURN(ShardSpec spec, ShardSpecOfRank(rank, tp_size, pp_size));
+          ASSIGN_OR_RETURN(ShardSpec spec, ShardSpecOfRank({tp_size, pp_size}, rank));
           ASSIGN_OR_RETURN(std::unique_ptr<Communicator> tp,
                            tp_groups[spec.pp_rank]->Join(spec.tp_rank));
           ASSIGN_OR_RETURN(std::unique_ptr<Communicator> pp,
@@ -225,7 +225,7 @@ class ParallelForwardBase : public ::testing::Test {
     absl::StatusOr<ModelConfig> config = LoadModelConfig(model_dir_);
     EXPECT_THAT(config, IsOk());
     for (int rank = 0; rank < num_ranks && config.ok(); ++rank) {
-      absl::StatusOr<ShardSpec> spec = ShardSpecOfRank(rank, tp_size, pp_size);
+      absl::StatusOr<ShardSpec> spec = ShardSpecOfRank({tp_size, pp_size}, rank);
       absl::StatusOr<ModelShard> shard = MakeModelShard(*config, *spec);
       EXPECT_THAT(shard, IsOk());
       if (!shard.ok()) break;

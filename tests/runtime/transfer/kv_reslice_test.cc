@@ -76,8 +76,8 @@ void ForEachElement(const KvPool& pool, const KvRankShard& shard, BlockId block,
 struct Case {
   const char* name;
   KvPoolShape model;
-  KvLayout prefill;
-  KvLayout decode;
+  ParallelLayout prefill;
+  ParallelLayout decode;
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -87,8 +87,8 @@ KvPoolShape Model(int num_layers, int num_kv_heads) {
                      .block_size = 4};
 }
 
-KvLayout L(int tp_size, int pp_size, std::vector<int> stage_num_layers = {}) {
-  return KvLayout{.tp_size = tp_size, .pp_size = pp_size,
+ParallelLayout L(int tp_size, int pp_size, std::vector<int> stage_num_layers = {}) {
+  return ParallelLayout{.tp_size = tp_size, .pp_size = pp_size,
                   .stage_num_layers = std::move(stage_num_layers)};
 }
 

@@ -39,21 +39,21 @@ KvSlab S(int src, int lb, int le, int hb, int he, int sl, int sh, int dl, int dh
                 .dst_kv_head_idx = dh};
 }
 
-KvLayout L(int tp_size, int pp_size, std::vector<int> stage_num_layers = {}) {
-  return KvLayout{.tp_size = tp_size, .pp_size = pp_size,
+ParallelLayout L(int tp_size, int pp_size, std::vector<int> stage_num_layers = {}) {
+  return ParallelLayout{.tp_size = tp_size, .pp_size = pp_size,
                   .stage_num_layers = std::move(stage_num_layers)};
 }
 
 struct Case {
   const char* what;
   KvPoolShape model;
-  KvLayout prefill;
-  KvLayout decode;
+  ParallelLayout prefill;
+  ParallelLayout decode;
   std::vector<std::vector<KvSlab>> slabs;  // expected, per decode rank
 };
 
 // A function, not a local initializer list: GCC 12 reports a false -Wuse-after-free when that
-// list's KvLayout vectors are destroyed inline in the test body.
+// list's ParallelLayout vectors are destroyed inline in the test body.
 std::vector<Case> TableCases() {
   return {
       {"P(tp2) -> D(tp1)", Model(4, 2), L(2, 1), L(1, 1),
@@ -117,16 +117,12 @@ TEST(MapKvSlabsTest, BytesOfOneCase) {
   EXPECT_EQ(dst->pool_shape.BlockBytes(), size_t{512 * 16});
 }
 
-std::string LayoutString(const KvLayout& layout) {
-  return absl::StrCat("tp", layout.tp_size, " x pp", layout.pp_size);
-}
-
 // For every layout pair of a sweep, checked against MakeModelShard (what each rank holds, derived
 // independently of the mapping): every (layer, head) a decode rank holds is covered exactly once,
 // no slab reads outside its source rank, local offsets agree with the ranks' ranges, slabs are
 // sorted, and bytes moved equal bytes owned.
 TEST(MapKvSlabsTest, PropertiesOverASweepOfLayouts) {
-  std::vector<KvLayout> layouts;
+  std::vector<ParallelLayout> layouts;
   for (int tp_size : {1, 2, 4}) {
     for (int pp_size : {1, 2, 3}) layouts.push_back({.tp_size = tp_size, .pp_size = pp_size});
   }
@@ -139,15 +135,15 @@ TEST(MapKvSlabsTest, PropertiesOverASweepOfLayouts) {
       config.num_kv_heads = num_kv_heads;
       config.num_heads = num_kv_heads * 4;
       config.intermediate_size = 64;
-      auto shard_of = [&](const KvLayout& layout, int rank_idx) {
-        auto spec = ShardSpecOfRank(rank_idx, layout.tp_size, layout.pp_size);
+      auto shard_of = [&](const ParallelLayout& layout, int rank_idx) {
+        auto spec = ShardSpecOfRank(layout, rank_idx);
         BATON_CHECK(spec.ok());
         auto shard = MakeModelShard(config, *spec);
         BATON_CHECK(shard.ok());
         return *shard;
       };
-      for (const KvLayout& prefill : layouts) {
-        for (const KvLayout& decode : layouts) {
+      for (const ParallelLayout& prefill : layouts) {
+        for (const ParallelLayout& decode : layouts) {
           const std::string what =
               absl::StrCat("layers ", num_layers, ", kv heads ", num_kv_heads, ": P(",
                            LayoutString(prefill), ") -> D(", LayoutString(decode), ")");
@@ -224,8 +220,8 @@ TEST(MapKvSlabsTest, RejectsLayoutsThatDoNotFit) {
   struct ErrorCase {
     const char* what;
     KvPoolShape model;
-    KvLayout prefill;
-    KvLayout decode;
+    ParallelLayout prefill;
+    ParallelLayout decode;
     const char* message;
   };
   const std::vector<ErrorCase> cases = {

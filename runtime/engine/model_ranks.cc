@@ -1,0 +1,238 @@
+#include "runtime/engine/model_ranks.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "kernels/common/status_macros.h"
+#include "kernels/common/thread_pool.h"
+#include "runtime/backend/backend_registry.h"
+#include "runtime/model/llama_model.h"
+#include "runtime/parallel/cpu_communicator.h"
+
+namespace baton::runtime {
+
+struct ModelRanks::State {
+  struct Rank {
+    std::unique_ptr<ThreadPool> pool;
+    std::unique_ptr<DeviceBackend> backend;  // over pool; outlives model
+    std::unique_ptr<Communicator> tp_comm;   // the rank's stage; null when tp_size == 1
+    std::unique_ptr<Communicator> pp_comm;   // the rank's pipeline; null when pp_size == 1
+    std::unique_ptr<LlamaModel> model;
+    std::unique_ptr<KvPool> kv_pool;
+    std::vector<std::vector<float>> logits;  // [micro-batch] on the last stage, else empty
+    absl::Status status;                     // of the rank's last Forward
+  };
+
+  // Runs the current micro-batches on rank r; on error aborts the groups so no peer waits.
+  void RunRank(int r);
+  void RankThread(int r);
+  void AbortGroups(absl::string_view reason);
+
+  ModelConfig config;
+  ParallelLayout layout;
+  int num_blocks = 0;
+  int logits_rank = 0;  // the last stage's tp rank 0: its logits are returned
+  std::vector<std::shared_ptr<CpuCommGroup>> groups;
+  std::vector<Rank> ranks;
+  std::vector<std::thread> threads;  // ranks 1.. (rank 0 runs on the caller)
+  bool failed = false;               // a Forward failed: the groups are aborted
+
+  absl::Mutex mu;
+  uint64_t generation ABSL_GUARDED_BY(mu) = 0;  // bumped by each Forward
+  int num_done ABSL_GUARDED_BY(mu) = 0;         // rank threads done with the current generation
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  std::span<const StepBatch> batches;  // the current Forward's; written before generation is bumped
+};
+
+void ModelRanks::State::AbortGroups(absl::string_view reason) {
+  for (const auto& group : groups) group->Abort(reason);
+}
+
+void ModelRanks::State::RunRank(int r) {
+  Rank& rank = ranks[r];
+  rank.status = absl::OkStatus();
+  if (rank.logits.size() < batches.size()) rank.logits.resize(batches.size());
+  for (size_t m = 0; m < batches.size(); ++m) {
+    rank.status = rank.model->Forward(batches[m], *rank.kv_pool, &rank.logits[m]);
+    if (!rank.status.ok()) {
+      rank.status = absl::Status(rank.status.code(),
+                                 absl::StrCat("rank ", r, ": ", rank.status.message()));
+      AbortGroups(rank.status.message());
+      return;
+    }
+  }
+}
+
+void ModelRanks::State::RankThread(int r) {
+  uint64_t seen = 0;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu);
+      auto ready = [this, &seen]() ABSL_SHARED_LOCKS_REQUIRED(mu) {
+        return generation != seen || stopping;
+      };
+      mu.Await(absl::Condition(&ready));
+      if (stopping) return;
+      seen = generation;
+    }
+    RunRank(r);
+    absl::MutexLock lock(&mu);
+    ++num_done;
+  }
+}
+
+absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksOptions& options) {
+  const ParallelLayout& layout = options.layout;
+  const int num_ranks = layout.num_ranks();
+  if (layout.tp_size < 1 || layout.pp_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ranks: ", LayoutString(layout), " needs tp and pp sizes >= 1"));
+  }
+  if (options.threads_per_rank < 1) {
+    return absl::InvalidArgumentError("ranks: threads_per_rank must be >= 1");
+  }
+  if (!options.kv_shm_names.empty() && static_cast<int>(options.kv_shm_names.size()) != num_ranks) {
+    return absl::InvalidArgumentError(absl::StrCat("ranks: ", options.kv_shm_names.size(),
+                                                   " KV segment names for ", num_ranks, " ranks"));
+  }
+  auto state = std::make_unique<State>();
+  state->layout = layout;
+  state->ranks.resize(num_ranks);
+  state->logits_rank = (layout.pp_size - 1) * layout.tp_size;
+
+  // One group per stage for TP, one per tp rank for PP.
+  const CpuCommGroupParams tp_params{.num_ranks = layout.tp_size, .timeout = options.comm_timeout};
+  const CpuCommGroupParams pp_params{.num_ranks = layout.pp_size, .timeout = options.comm_timeout};
+  std::vector<std::shared_ptr<CpuCommGroup>> tp_groups(layout.tp_size > 1 ? layout.pp_size : 0);
+  std::vector<std::shared_ptr<CpuCommGroup>> pp_groups(layout.pp_size > 1 ? layout.tp_size : 0);
+  for (auto& group : tp_groups) {
+    ASSIGN_OR_RETURN(group, CpuCommGroup::Create(tp_params));
+    state->groups.push_back(group);
+  }
+  for (auto& group : pp_groups) {
+    ASSIGN_OR_RETURN(group, CpuCommGroup::Create(pp_params));
+    state->groups.push_back(group);
+  }
+
+  for (int r = 0; r < num_ranks; ++r) {
+    State::Rank& rank = state->ranks[r];
+    ASSIGN_OR_RETURN(const ShardSpec spec, ShardSpecOfRank(layout, r));
+    if (!tp_groups.empty()) {
+      ASSIGN_OR_RETURN(rank.tp_comm, tp_groups[spec.pp_rank]->Join(spec.tp_rank));
+    }
+    if (!pp_groups.empty()) {
+      ASSIGN_OR_RETURN(rank.pp_comm, pp_groups[spec.tp_rank]->Join(spec.pp_rank));
+    }
+    rank.pool = std::make_unique<ThreadPool>(options.threads_per_rank);
+    ASSIGN_OR_RETURN(rank.backend, CreateBackend(BackendOptions{.device = DeviceKind::kCpu,
+                                                                .pool = rank.pool.get()}));
+    ASSIGN_OR_RETURN(rank.model,
+                     LlamaModel::Load(options.model_dir, options.weight_dtype, rank.backend.get(),
+                                      rank.pool.get(), spec,
+                                      ModelComms{.tp = rank.tp_comm.get(), .pp = rank.pp_comm.get()}));
+  }
+  state->config = state->ranks[0].model->config();
+
+  // The same block count on every rank: what the smallest per-rank share of the budget holds.
+  const size_t rank_budget = options.kv_cache_bytes / num_ranks;
+  int num_blocks = -1;
+  for (int r = 0; r < num_ranks; ++r) {
+    const int n = KvPool::NumBlocksForBudget(state->ranks[r].model->KvShape(options.block_size),
+                                             rank_budget);
+    num_blocks = num_blocks < 0 ? n : std::min(num_blocks, n);
+  }
+  if (num_blocks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ranks: a KV budget of ", options.kv_cache_bytes, " bytes over ", num_ranks,
+        " ranks holds no block of ", options.block_size, " tokens"));
+  }
+  state->num_blocks = num_blocks;
+  for (int r = 0; r < num_ranks; ++r) {
+    State::Rank& rank = state->ranks[r];
+    KvPoolOptions pool_options;
+    if (!options.kv_shm_names.empty()) pool_options.shm_name = options.kv_shm_names[r];
+    ASSIGN_OR_RETURN(rank.kv_pool,
+                     KvPool::Create(rank.model->KvShape(options.block_size), num_blocks, pool_options));
+  }
+  for (int r = 1; r < num_ranks; ++r) {
+    state->threads.emplace_back([s = state.get(), r] { s->RankThread(r); });
+  }
+  return std::unique_ptr<ModelRanks>(new ModelRanks(std::move(state)));
+}
+
+ModelRanks::ModelRanks(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+ModelRanks::~ModelRanks() {
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->stopping = true;
+  }
+  for (std::thread& thread : state_->threads) thread.join();
+}
+
+const ModelConfig& ModelRanks::config() const { return state_->config; }
+const ParallelLayout& ModelRanks::layout() const { return state_->layout; }
+int ModelRanks::num_ranks() const { return static_cast<int>(state_->ranks.size()); }
+int ModelRanks::num_blocks() const { return state_->num_blocks; }
+const KvPool& ModelRanks::kv_pool(int rank_idx) const { return *state_->ranks[rank_idx].kv_pool; }
+
+RankHoldings ModelRanks::holdings(int rank_idx) const {
+  const State::Rank& rank = state_->ranks[rank_idx];
+  const LlamaWeights& weights = rank.model->weights();
+  return RankHoldings{
+      .shard = rank.model->shard(),
+      .weight_bytes = static_cast<int64_t>(weights.num_owned_bytes + weights.num_mapped_bytes),
+      .kv_block_bytes = static_cast<int64_t>(rank.kv_pool->BlockBytes())};
+}
+
+absl::Status ModelRanks::Forward(std::span<const StepBatch> micro_batches,
+                                 std::vector<float>* logits) {
+  State& s = *state_;
+  if (s.failed) {
+    return absl::FailedPreconditionError("ranks: an earlier step failed and aborted the instance");
+  }
+  const int num_ranks = static_cast<int>(s.ranks.size());
+  s.batches = micro_batches;
+  if (num_ranks > 1) {
+    absl::MutexLock lock(&s.mu);
+    s.num_done = 0;
+    ++s.generation;
+  }
+  s.RunRank(0);
+  if (num_ranks > 1) {
+    absl::MutexLock lock(&s.mu);
+    auto all_done = [&s, num_ranks]() ABSL_SHARED_LOCKS_REQUIRED(s.mu) {
+      return s.num_done == num_ranks - 1;
+    };
+    s.mu.Await(absl::Condition(&all_done));
+  }
+  // The first failure is the cause; the others are its Aborted echoes.
+  for (const State::Rank& rank : s.ranks) {
+    if (!rank.status.ok() && !absl::IsAborted(rank.status)) {
+      s.failed = true;
+      return rank.status;
+    }
+  }
+  for (const State::Rank& rank : s.ranks) {
+    if (!rank.status.ok()) {
+      s.failed = true;
+      return rank.status;
+    }
+  }
+  std::vector<std::vector<float>>& parts = s.ranks[s.logits_rank].logits;
+  if (micro_batches.size() == 1) {
+    logits->swap(parts[0]);
+    return absl::OkStatus();
+  }
+  logits->clear();
+  for (size_t m = 0; m < micro_batches.size(); ++m) {
+    logits->insert(logits->end(), parts[m].begin(), parts[m].end());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace baton::runtime

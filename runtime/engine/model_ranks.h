@@ -1,0 +1,91 @@
+// ModelRanks: the tp x pp ranks of one serving instance, run as one model (runtime/README.md,
+// "Ranks"). Each rank has its own thread pool, backend, LlamaModel shard (model_shard.h) and KV pool
+// (its layers x its KV heads); the ranks talk through one CpuCommGroup. Ranks are numbered
+// stage-major (rank_idx = pp_rank * tp_size + tp_rank).
+//
+// Threads: rank 0 runs on the thread that calls Forward (so a one-rank instance has no extra
+// thread and no hand-off); every other rank has a thread of its own, started by Create and stopped
+// by the destructor, that waits for the caller's next Forward. Each rank's thread pool has
+// threads_per_rank threads, the rank's thread among them.
+//
+// Blocks: every rank's pool has the same number of blocks, and a sequence's block ids are the same
+// on every rank (one allocator for the instance, in the engine); only the bytes per block differ.
+//
+// Pipeline micro-batches: Forward takes the step as a list of micro-batches. Each rank runs them in
+// order; a stage sends micro-batch m to the next stage and starts m + 1 at once (the CPU
+// communicator buffers sends), so with pp stages and m micro-batches the stages overlap except for
+// a bubble of (pp - 1) micro-batch times per step. With one stage, one micro-batch is best.
+//
+// Failure: an error on any rank aborts the communicator group, so no rank waits for a peer that
+// will never come; Forward returns the first rank's error and every later Forward returns
+// FailedPrecondition: the instance must be recreated. Not thread-safe: one thread (the engine's)
+// calls everything but the const accessors.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "kernels/common/dtype.h"
+#include "runtime/batch/step_batch.h"
+#include "runtime/kv_cache/kv_pool.h"
+#include "runtime/model/model_config.h"
+#include "runtime/model/model_shard.h"
+
+namespace baton::runtime {
+
+struct ModelRanksOptions {
+  std::filesystem::path model_dir;
+  DType weight_dtype = DType::kF32;  // matmul weights: kF32 or kBF16
+  ParallelLayout layout;
+  int threads_per_rank = 1;
+  int block_size = 16;                  // tokens per KV block
+  size_t kv_cache_bytes = 256ull << 20; // the instance's KV budget, split evenly over its ranks
+  // Empty: private pools. Else [num_ranks]: rank r's pool lives in the shm segment kv_shm_names[r].
+  std::vector<std::string> kv_shm_names;
+  absl::Duration comm_timeout = absl::Seconds(60);  // longest wait for a peer rank in one call
+};
+
+// What one rank holds, for stats and logs.
+struct RankHoldings {
+  ModelShard shard;
+  int64_t weight_bytes = 0;   // the rank's weights (owned copies and mapped checkpoint slices)
+  int64_t kv_block_bytes = 0; // one block of the rank's KV pool
+};
+
+class ModelRanks {
+ public:
+  // Loads every rank's shard and creates its pool, then starts the rank threads. InvalidArgument
+  // for a layout that does not fit the model (MakeModelShard's message), threads_per_rank < 1,
+  // kv_shm_names of the wrong length, or a KV budget whose per-rank share holds no block; the
+  // load's and the pools' errors otherwise.
+  static absl::StatusOr<std::unique_ptr<ModelRanks>> Create(const ModelRanksOptions& options);
+  ~ModelRanks();
+  ModelRanks(const ModelRanks&) = delete;
+  ModelRanks& operator=(const ModelRanks&) = delete;
+
+  const ModelConfig& config() const;
+  const ParallelLayout& layout() const;
+  int num_ranks() const;
+  int num_blocks() const;  // of every rank's pool
+  const KvPool& kv_pool(int rank_idx) const;
+  RankHoldings holdings(int rank_idx) const;
+
+  // Runs the micro-batches, in order, on every rank. Pre-condition: each is consistent (StepBatch)
+  // and its slots and block ids are below num_blocks(). On OK, (*logits) is
+  // [sum of the micro-batches' num_seqs, vocab_size], the micro-batches' rows in order.
+  absl::Status Forward(std::span<const StepBatch> micro_batches, std::vector<float>* logits);
+
+ private:
+  struct State;
+  explicit ModelRanks(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace baton::runtime
