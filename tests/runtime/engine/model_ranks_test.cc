@@ -1,0 +1,307 @@
+// The engine on tp x pp ranks (model_ranks.h): the same greedy tokens and (up to the order of the TP
+// reductions) the same logits as one rank, for a continuous batch of mixed prompts; batch invariance
+// inside each layout (the same tokens, and logits within 1e-5, alone as in a batch: as for one rank,
+// the kernels' blocking depends on the batch, so the last bits may differ); micro-batch splits; what each rank holds; clear errors for layouts that do not
+// fit.
+#include "runtime/engine/model_ranks.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/engine/engine.h"
+#include "runtime/engine/model_runner.h"
+#include "tests/testing/safetensors_writer.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
+
+namespace baton::runtime {
+namespace {
+
+using ::absl_testing::IsOk;
+using ::absl_testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(SplitMicroBatchesTest, CutsContiguousRangesOfAboutEqualTokens) {
+  EXPECT_THAT(SplitMicroBatches({}, 2), ElementsAre());
+  EXPECT_THAT(SplitMicroBatches({5}, 3), ElementsAre(1));
+  EXPECT_THAT(SplitMicroBatches({1, 1, 1, 1}, 1), ElementsAre(4));
+  EXPECT_THAT(SplitMicroBatches({1, 1, 1, 1}, 2), ElementsAre(2, 4));
+  EXPECT_THAT(SplitMicroBatches({1, 1, 1, 1, 1}, 2), ElementsAre(3, 5));
+  EXPECT_THAT(SplitMicroBatches({100, 1, 1}, 2), ElementsAre(1, 3));
+  EXPECT_THAT(SplitMicroBatches({1, 1, 100}, 2), ElementsAre(2, 3));
+  // Never an empty part: three sequences over three stages, whatever their sizes.
+  EXPECT_THAT(SplitMicroBatches({1, 1, 100}, 3), ElementsAre(1, 2, 3));
+  EXPECT_THAT(SplitMicroBatches({100, 1, 1}, 3), ElementsAre(1, 2, 3));
+  EXPECT_THAT(SplitMicroBatches({1, 1}, 4), ElementsAre(1, 2));
+}
+
+struct Layout {
+  int tp;
+  int pp;
+};
+
+std::string LayoutName(const ::testing::TestParamInfo<Layout>& info) {
+  return "tp" + std::to_string(info.param.tp) + "_pp" + std::to_string(info.param.pp);
+}
+
+// Generated tokens and per-token logits of each request of a run.
+struct RunResult {
+  std::map<SeqId, std::vector<int32_t>> tokens;
+  std::map<SeqId, std::vector<std::vector<float>>> logits;
+};
+
+class EngineLayoutBase : public ::testing::Test {
+ protected:
+  std::unique_ptr<Engine> MakeEngine(const std::filesystem::path& model_dir, Layout layout,
+                                     bool chunked_prefill = false) {
+    EngineConfig config{.model_dir = model_dir,
+                        .parallel = {.tp_size = layout.tp, .pp_size = layout.pp},
+                        .num_threads = 1,
+                        .block_size = 4,
+                        .kv_cache_bytes = 4 << 20,
+                        .max_num_seqs = 16,
+                        .max_num_batched_tokens = chunked_prefill ? 16 : 64,
+                        .chunked_prefill = chunked_prefill,
+                        .max_model_len = 96};
+    auto engine = Engine::Create(config);
+    EXPECT_THAT(engine, IsOk());
+    return engine.ok() ? std::move(*engine) : nullptr;
+  }
+
+  static std::vector<int32_t> Prompt(int len, int salt, int vocab_size) {
+    std::vector<int32_t> ids(len);
+    for (int i = 0; i < len; ++i) ids[i] = (i * 37 + salt * 11 + 5) % vocab_size;
+    return ids;
+  }
+
+  static GenerationParams Greedy(int max_tokens) {
+    GenerationParams params;
+    params.max_tokens = max_tokens;
+    params.ignore_eos = true;
+    params.return_logits = true;
+    return params;
+  }
+
+  // Adds the prompts (lengths) at once and runs the engine until idle.
+  static RunResult Run(Engine& engine, const std::vector<int>& lengths, int max_tokens) {
+    RunResult result;
+    std::vector<SeqId> ids;
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      auto id = engine.AddRequest(Prompt(lengths[i], static_cast<int>(i),
+                                         engine.model_config().vocab_size),
+                                  Greedy(max_tokens));
+      EXPECT_THAT(id, IsOk());
+    }
+    while (engine.HasWork()) {
+      auto outputs = engine.Step();
+      EXPECT_THAT(outputs, IsOk());
+      if (!outputs.ok()) break;
+      for (auto& out : *outputs) {
+        result.tokens[out.seq_id].push_back(out.token_id);
+        result.logits[out.seq_id].push_back(std::move(out.logits));
+      }
+    }
+    EXPECT_EQ(engine.allocator().num_blocks_used(), 0);
+    return result;
+  }
+
+  // Greedy tokens equal, logits within 1e-5 of the largest |logit| of the row.
+  static void ExpectSameTokens(const std::vector<int32_t>& expected_tokens,
+                               const std::vector<std::vector<float>>& expected_logits,
+                               const std::vector<int32_t>& tokens,
+                               const std::vector<std::vector<float>>& logits) {
+    ASSERT_EQ(expected_tokens, tokens);
+    ASSERT_EQ(expected_logits.size(), logits.size());
+    for (size_t t = 0; t < logits.size(); ++t) {
+      ASSERT_EQ(expected_logits[t].size(), logits[t].size());
+      float scale = 0;
+      for (float x : expected_logits[t]) scale = std::max(scale, std::abs(x));
+      for (size_t v = 0; v < logits[t].size(); ++v) {
+        ASSERT_NEAR(logits[t][v], expected_logits[t][v], 1e-5f * scale)
+            << "token " << t << " logit " << v;
+      }
+    }
+  }
+
+  static void ExpectSameRun(const RunResult& expected, const RunResult& actual) {
+    ASSERT_EQ(expected.tokens.size(), actual.tokens.size());
+    for (const auto& [seq, tokens] : expected.tokens) {
+      SCOPED_TRACE(::testing::Message() << "request " << seq);
+      ExpectSameTokens(tokens, expected.logits.at(seq), actual.tokens.at(seq), actual.logits.at(seq));
+    }
+  }
+};
+
+// Prompts of mixed lengths arriving together: prefill steps of several prompts, then decode steps of
+// up to eight sequences (cut into micro-batches on pp > 1).
+const std::vector<int> kLengths = {1, 3, 17, 5, 30, 9, 2, 12};
+
+class EngineLayoutTest : public EngineLayoutBase, public ::testing::WithParamInterface<Layout> {
+ protected:
+  void SetUp() override {
+    ASSERT_THAT(testing::WriteTinyModel(dir_.path(), testing::TinyEngineSpec()), IsOk());
+  }
+  testing::ScopedTempDir dir_;
+};
+
+TEST_P(EngineLayoutTest, MatchesOneRankOnABatchOfMixedPrompts) {
+  for (bool chunked : {false, true}) {
+    SCOPED_TRACE(chunked ? "chunked prefill" : "prefill-first");
+    auto whole = MakeEngine(dir_.path(), {1, 1}, chunked);
+    auto ranked = MakeEngine(dir_.path(), GetParam(), chunked);
+    ASSERT_NE(whole, nullptr);
+    ASSERT_NE(ranked, nullptr);
+    EXPECT_EQ(ranked->ranks().num_ranks(), GetParam().tp * GetParam().pp);
+    ExpectSameRun(Run(*whole, kLengths, 10), Run(*ranked, kLengths, 10));
+  }
+}
+
+TEST_P(EngineLayoutTest, EachPromptGivesTheSameTokensAloneAndInTheBatch) {
+  auto batched_engine = MakeEngine(dir_.path(), GetParam());
+  ASSERT_NE(batched_engine, nullptr);
+  const RunResult batched = Run(*batched_engine, kLengths, 6);
+  for (size_t i = 0; i < kLengths.size(); ++i) {
+    auto engine = MakeEngine(dir_.path(), GetParam());
+    ASSERT_NE(engine, nullptr);
+    // Prompt i was request i of the batch.
+    auto id = engine->AddRequest(Prompt(kLengths[i], static_cast<int>(i),
+                                        engine->model_config().vocab_size),
+                                 Greedy(6));
+    ASSERT_THAT(id, IsOk());
+    RunResult alone;
+    while (engine->HasWork()) {
+      auto outputs = engine->Step();
+      ASSERT_THAT(outputs, IsOk());
+      for (auto& out : *outputs) {
+        alone.tokens[out.seq_id].push_back(out.token_id);
+        alone.logits[out.seq_id].push_back(std::move(out.logits));
+      }
+    }
+    SCOPED_TRACE(::testing::Message() << "prompt " << i);
+    const SeqId in_batch = static_cast<SeqId>(i);
+    ExpectSameTokens(batched.tokens.at(in_batch), batched.logits.at(in_batch), alone.tokens.at(*id),
+                     alone.logits.at(*id));
+  }
+}
+
+// TinyEngineSpec: 4 heads, 2 KV heads, 2 layers, intermediate 48. tp 4 replicates each KV head on
+// two ranks.
+INSTANTIATE_TEST_SUITE_P(Layouts, EngineLayoutTest,
+                         ::testing::Values(Layout{2, 1}, Layout{4, 1}, Layout{1, 2}, Layout{2, 2}),
+                         LayoutName);
+
+class ModelRanksTest : public EngineLayoutBase {
+ protected:
+  void SetUp() override {
+    ASSERT_THAT(testing::WriteTinyModel(dir_.path(), testing::TinyEngineSpec()), IsOk());
+  }
+  testing::ScopedTempDir dir_;
+};
+
+TEST_F(ModelRanksTest, EachRankHoldsItsLayersAndKvHeads) {
+  auto whole = ModelRanks::Create({.model_dir = dir_.path(), .kv_cache_bytes = 1 << 20});
+  auto tp2_pp2 = ModelRanks::Create({.model_dir = dir_.path(),
+                                     .layout = {.tp_size = 2, .pp_size = 2},
+                                     .kv_cache_bytes = 1 << 20});
+  ASSERT_THAT(whole, IsOk());
+  ASSERT_THAT(tp2_pp2, IsOk());
+  // Each rank holds one layer and one KV head: a quarter of a whole block, and the budget split
+  // four ways holds as many blocks as the whole model's.
+  EXPECT_EQ((*tp2_pp2)->num_blocks(), (*whole)->num_blocks());
+  int64_t kv_bytes = 0;
+  for (int r = 0; r < 4; ++r) {
+    const RankHoldings held = (*tp2_pp2)->holdings(r);
+    EXPECT_EQ(held.shard.layer_begin, r / 2);
+    EXPECT_EQ(held.shard.layer_end, r / 2 + 1);
+    EXPECT_EQ(held.shard.kv_head_begin, r % 2);
+    EXPECT_EQ(held.shard.kv_head_end, r % 2 + 1);
+    EXPECT_EQ((*tp2_pp2)->kv_pool(r).num_blocks(), (*whole)->num_blocks());
+    EXPECT_GT(held.weight_bytes, 0);
+    kv_bytes += held.kv_block_bytes;
+  }
+  EXPECT_EQ(kv_bytes, (*whole)->holdings(0).kv_block_bytes);
+}
+
+TEST_F(ModelRanksTest, LayoutsThatDoNotFitAreClearErrors) {
+  // 4 heads do not split over 3 ranks; 2 layers do not fill 3 stages.
+  EXPECT_THAT(ModelRanks::Create({.model_dir = dir_.path(), .layout = {.tp_size = 3}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("3")));
+  EXPECT_THAT(ModelRanks::Create({.model_dir = dir_.path(), .layout = {.pp_size = 3}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("3")));
+  EXPECT_THAT(ModelRanks::Create({.model_dir = dir_.path(), .layout = {.tp_size = 0}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tp 0")));
+  EXPECT_THAT(ModelRanks::Create({.model_dir = dir_.path(), .threads_per_rank = 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("threads_per_rank")));
+  EXPECT_THAT(ModelRanks::Create({.model_dir = dir_.path(),
+                                  .layout = {.tp_size = 2},
+                                  .kv_shm_names = {"/baton-test-only-one"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("1 KV segment names for 2")));
+  EXPECT_THAT(ModelRanks::Create({.model_dir = dir_.path(),
+                                  .layout = {.tp_size = 2},
+                                  .kv_cache_bytes = 16}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("holds no block")));
+}
+
+// The Python-generated checkpoints (tiny, small, qwen2-tiny: scripts/make_checkpoint.py --all DIR)
+// when BATON_TEST_MODELS_DIR names DIR (tests/python/test_parallel_checkpoints.py runs this so);
+// skipped otherwise.
+struct CheckpointCase {
+  std::string model;
+  Layout layout;
+};
+
+class EngineCheckpointLayoutTest : public EngineLayoutBase,
+                                   public ::testing::WithParamInterface<CheckpointCase> {
+ protected:
+  void SetUp() override {
+    const char* models = std::getenv("BATON_TEST_MODELS_DIR");
+    if (models == nullptr) GTEST_SKIP() << "BATON_TEST_MODELS_DIR is not set";
+    model_dir_ = std::filesystem::path(models) / GetParam().model;
+    if (!std::filesystem::exists(model_dir_ / "config.json")) {
+      GTEST_SKIP() << model_dir_ << " has no checkpoint";
+    }
+  }
+  std::filesystem::path model_dir_;
+};
+
+TEST_P(EngineCheckpointLayoutTest, MatchesOneRankOnABatchOfMixedPrompts) {
+  auto whole = MakeEngine(model_dir_, {1, 1});
+  auto ranked = MakeEngine(model_dir_, GetParam().layout);
+  ASSERT_NE(whole, nullptr);
+  ASSERT_NE(ranked, nullptr);
+  ExpectSameRun(Run(*whole, kLengths, 8), Run(*ranked, kLengths, 8));
+}
+
+std::vector<CheckpointCase> CheckpointCases() {
+  std::vector<CheckpointCase> cases;
+  // tiny has 6 heads: tp 3 instead of 4. qwen2-tiny has 2 KV heads: tp 4 replicates them.
+  for (const char* model : {"tiny", "small", "qwen2-tiny"}) {
+    const int tp = std::string(model) == "tiny" ? 3 : 4;
+    for (Layout layout : {Layout{2, 1}, Layout{tp, 1}, Layout{1, 2}, Layout{1, 3}, Layout{2, 2}}) {
+      cases.push_back({model, layout});
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, EngineCheckpointLayoutTest,
+                         ::testing::ValuesIn(CheckpointCases()),
+                         [](const ::testing::TestParamInfo<CheckpointCase>& info) {
+                           std::string name = info.param.model + "_tp" +
+                                              std::to_string(info.param.layout.tp) + "_pp" +
+                                              std::to_string(info.param.layout.pp);
+                           for (char& c : name) {
+                             if (c == '-') c = '_';
+                           }
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace baton::runtime
