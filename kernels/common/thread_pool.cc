@@ -1,6 +1,9 @@
 #include "kernels/common/thread_pool.h"
 
 #include <algorithm>
+#include <utility>
+
+#include "kernels/common/cpu_affinity.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -28,7 +31,8 @@ void RunChunk(const std::function<void(int64_t, int64_t, int)>& fn, int64_t n, i
 
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+ThreadPool::ThreadPool(int num_threads, std::vector<int> cpus)
+    : num_threads_(std::max(1, num_threads)), cpus_(std::move(cpus)) {
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
@@ -68,6 +72,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
 }
 
 void ThreadPool::WorkerLoop(int thread_idx) {
+  if (static_cast<size_t>(thread_idx) < cpus_.size()) (void)PinThisThread(cpus_[thread_idx]);
   uint64_t seen = 0;
   while (true) {
     uint64_t current = generation_.load(std::memory_order_acquire);

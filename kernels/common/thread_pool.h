@@ -19,8 +19,10 @@ namespace baton {
 
 class ThreadPool {
  public:
-  // num_threads >= 1 counts the calling thread: a pool of 1 runs everything inline.
-  explicit ThreadPool(int num_threads);
+  // num_threads >= 1 counts the calling thread: a pool of 1 runs everything inline. With `cpus`
+  // ([num_threads]), worker i pins itself to cpus[i]; cpus[0] is the caller's, which the pool does
+  // not own (its owner pins it, see cpu_affinity.h).
+  explicit ThreadPool(int num_threads, std::vector<int> cpus = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -34,6 +36,7 @@ class ThreadPool {
   void WorkerLoop(int thread_idx);
 
   const int num_threads_;
+  const std::vector<int> cpus_;  // empty: unpinned
   std::vector<std::thread> workers_;
   // The current task; written before generation_ is bumped (release), read after (acquire).
   const std::function<void(int64_t, int64_t, int)>* task_ = nullptr;

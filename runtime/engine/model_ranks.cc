@@ -7,6 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/common/cpu_affinity.h"
 #include "kernels/common/status_macros.h"
 #include "kernels/common/thread_pool.h"
 #include "runtime/backend/backend_registry.h"
@@ -38,7 +39,8 @@ struct ModelRanks::State {
   int logits_rank = 0;  // the last stage's tp rank 0: its logits are returned
   std::vector<std::shared_ptr<CpuCommGroup>> groups;
   std::vector<Rank> ranks;
-  std::vector<std::thread> threads;  // ranks 1.. (rank 0 runs on the caller)
+  std::vector<std::thread> threads;  // one per rank when there are several; none for one rank
+  std::vector<std::vector<int>> rank_cpus;  // [rank]: the CPUs its threads are pinned to, or empty
   bool failed = false;               // a Forward failed: the groups are aborted
 
   absl::Mutex mu;
@@ -68,6 +70,7 @@ void ModelRanks::State::RunRank(int r) {
 }
 
 void ModelRanks::State::RankThread(int r) {
+  if (!rank_cpus[r].empty()) (void)PinThisThread(rank_cpus[r][0]);
   uint64_t seen = 0;
   while (true) {
     {
@@ -118,6 +121,15 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
     state->groups.push_back(group);
   }
 
+  // Several ranks get cores of their own when the machine has enough; one rank is left to the OS.
+  const std::vector<int> cpus = AllowedCpus();
+  state->rank_cpus.resize(num_ranks);
+  if (num_ranks > 1 && static_cast<int>(cpus.size()) >= num_ranks * options.threads_per_rank) {
+    for (int r = 0; r < num_ranks; ++r) {
+      const auto first = cpus.begin() + r * options.threads_per_rank;
+      state->rank_cpus[r].assign(first, first + options.threads_per_rank);
+    }
+  }
   for (int r = 0; r < num_ranks; ++r) {
     State::Rank& rank = state->ranks[r];
     ASSIGN_OR_RETURN(const ShardSpec spec, ShardSpecOfRank(layout, r));
@@ -127,7 +139,7 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
     if (!pp_groups.empty()) {
       ASSIGN_OR_RETURN(rank.pp_comm, pp_groups[spec.tp_rank]->Join(spec.pp_rank));
     }
-    rank.pool = std::make_unique<ThreadPool>(options.threads_per_rank);
+    rank.pool = std::make_unique<ThreadPool>(options.threads_per_rank, state->rank_cpus[r]);
     ASSIGN_OR_RETURN(rank.backend, CreateBackend(BackendOptions{.device = DeviceKind::kCpu,
                                                                 .pool = rank.pool.get()}));
     ASSIGN_OR_RETURN(rank.model,
@@ -158,7 +170,7 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
     ASSIGN_OR_RETURN(rank.kv_pool,
                      KvPool::Create(rank.model->KvShape(options.block_size), num_blocks, pool_options));
   }
-  for (int r = 1; r < num_ranks; ++r) {
+  for (int r = 0; num_ranks > 1 && r < num_ranks; ++r) {
     state->threads.emplace_back([s = state.get(), r] { s->RankThread(r); });
   }
   return std::unique_ptr<ModelRanks>(new ModelRanks(std::move(state)));
@@ -197,16 +209,14 @@ absl::Status ModelRanks::Forward(std::span<const StepBatch> micro_batches,
   }
   const int num_ranks = static_cast<int>(s.ranks.size());
   s.batches = micro_batches;
-  if (num_ranks > 1) {
+  if (num_ranks == 1) {
+    s.RunRank(0);
+  } else {
     absl::MutexLock lock(&s.mu);
     s.num_done = 0;
     ++s.generation;
-  }
-  s.RunRank(0);
-  if (num_ranks > 1) {
-    absl::MutexLock lock(&s.mu);
     auto all_done = [&s, num_ranks]() ABSL_SHARED_LOCKS_REQUIRED(s.mu) {
-      return s.num_done == num_ranks - 1;
+      return s.num_done == num_ranks;
     };
     s.mu.Await(absl::Condition(&all_done));
   }

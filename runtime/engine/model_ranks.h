@@ -3,10 +3,14 @@
 // (its layers x its KV heads); the ranks talk through one CpuCommGroup. Ranks are numbered
 // stage-major (rank_idx = pp_rank * tp_size + tp_rank).
 //
-// Threads: rank 0 runs on the thread that calls Forward (so a one-rank instance has no extra
-// thread and no hand-off); every other rank has a thread of its own, started by Create and stopped
-// by the destructor, that waits for the caller's next Forward. Each rank's thread pool has
-// threads_per_rank threads, the rank's thread among them.
+// Threads: a one-rank instance runs on the thread that calls Forward (no extra thread, no
+// hand-off). With several ranks, every rank has a thread of its own, started by Create and stopped
+// by the destructor, that waits for the caller's next Forward while the caller sleeps. Each rank's
+// thread pool has threads_per_rank threads, the rank's thread among them. When the process may run
+// on at least num_ranks x threads_per_rank CPUs, rank r's threads are pinned to the r-th group of
+// threads_per_rank of them (cpu_affinity.h), so ranks do not trade cores mid-step; the memory a
+// rank first touches then stays near its cores (one NUMA node on the machines we test; binding
+// ranks to nodes explicitly is not done).
 //
 // Blocks: every rank's pool has the same number of blocks, and a sequence's block ids are the same
 // on every rank (one allocator for the instance, in the engine); only the bytes per block differ.
