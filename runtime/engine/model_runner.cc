@@ -2,35 +2,56 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/common/status_macros.h"
 
 namespace baton::runtime {
 
-std::vector<int> SplitMicroBatches(const std::vector<int>& q_lens, int max_parts) {
-  std::vector<int> ends;
-  const int n = static_cast<int>(q_lens.size());
-  const int parts = std::min(std::max(max_parts, 1), n);
+std::vector<std::vector<StepPiece>> PlanMicroBatches(std::span<const int> q_lens, int num_stages) {
+  const int num_seqs = static_cast<int>(q_lens.size());
+  std::vector<std::vector<StepPiece>> plan;
+  if (num_seqs == 0) return plan;
   int64_t total = 0;
-  for (int q : q_lens) total += q;
-  int64_t prefix = 0;
-  for (int i = 0; i < n; ++i) {
-    prefix += q_lens[i];
-    const int parts_done = static_cast<int>(ends.size());
-    const int left_after = n - (i + 1);
-    const int parts_left_after = parts - (parts_done + 1);
-    // Close the part once it reaches its share of the tokens, or when every remaining sequence must
-    // start a part of its own; never close the last part early.
-    const bool reached_share = prefix * parts >= total * (parts_done + 1);
-    if (parts_left_after > 0 && (reached_share || left_after == parts_left_after)) {
-      ends.push_back(i + 1);
+  bool has_prompt = false;
+  for (int q : q_lens) {
+    total += q;
+    has_prompt = has_prompt || q > 1;
+  }
+  int64_t parts = num_stages <= 1 ? 1 : has_prompt ? 2 * num_stages : num_stages;
+  parts = std::max<int64_t>(1, std::min<int64_t>(parts, has_prompt ? total / kMinChunkTokens
+                                                                    : num_seqs));
+  if (parts == 1) {
+    plan.emplace_back();
+    for (int i = 0; i < num_seqs; ++i) plan.back().push_back({.seq = i, .q_begin = 0, .q_len = q_lens[i]});
+    return plan;
+  }
+  const int64_t target = (total + parts - 1) / parts;
+  plan.emplace_back();
+  int64_t fill = 0;
+  for (int i = 0; i < num_seqs; ++i) {
+    int begin = 0;
+    while (begin < q_lens[i]) {
+      if (fill >= target && static_cast<int64_t>(plan.size()) < parts) {
+        plan.emplace_back();
+        fill = 0;
+      }
+      int take = static_cast<int>(std::min<int64_t>(q_lens[i] - begin, target - fill));
+      // The last part takes the rest; a leftover too small for a chunk of its own stays here.
+      if (static_cast<int64_t>(plan.size()) == parts || q_lens[i] - begin - take < kMinChunkTokens) {
+        take = q_lens[i] - begin;
+      }
+      take = std::max(take, 1);
+      plan.back().push_back({.seq = i, .q_begin = begin, .q_len = take});
+      begin += take;
+      fill += take;
     }
   }
-  if (n > 0) ends.push_back(n);
-  return ends;
+  return plan;
 }
 
-void ModelRunner::Build(const ScheduledStep& step, int begin, int end, MicroBatch& mb) {
+void ModelRunner::Build(const ScheduledStep& step, std::span<const StepPiece> pieces,
+                        MicroBatch& mb) {
   mb.token_ids.clear();
   mb.positions.clear();
   mb.slot_mapping.clear();
@@ -38,10 +59,10 @@ void ModelRunner::Build(const ScheduledStep& step, int begin, int end, MicroBatc
   mb.q_start.assign(1, 0);
   int max_blocks_per_seq = 1;
   int num_decode_seqs = 0;
-  for (int i = begin; i < end; ++i) {
-    const Sequence& seq = *step.seqs[i];
-    const int first = seq.num_computed_tokens;
-    const int last = first + step.q_lens[i];
+  for (const StepPiece& piece : pieces) {
+    const Sequence& seq = *step.seqs[piece.seq];
+    const int first = seq.num_computed_tokens + piece.q_begin;
+    const int last = first + piece.q_len;
     for (int pos = first; pos < last; ++pos) {
       mb.token_ids.push_back(seq.token_ids[pos]);
       mb.positions.push_back(pos);
@@ -51,13 +72,12 @@ void ModelRunner::Build(const ScheduledStep& step, int begin, int end, MicroBatc
     mb.context_lens.push_back(last);
     max_blocks_per_seq =
         std::max(max_blocks_per_seq, static_cast<int>(seq.block_table.blocks().size()));
-    if (i < step.num_decode_seqs) ++num_decode_seqs;
+    if (piece.seq < step.num_decode_seqs) ++num_decode_seqs;
   }
-  mb.block_tables.assign(static_cast<size_t>(end - begin) * max_blocks_per_seq, 0);
-  for (int i = begin; i < end; ++i) {
-    const auto& blocks = step.seqs[i]->block_table.blocks();
-    std::copy(blocks.begin(), blocks.end(),
-              mb.block_tables.begin() + static_cast<size_t>(i - begin) * max_blocks_per_seq);
+  mb.block_tables.assign(pieces.size() * max_blocks_per_seq, 0);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const auto& blocks = step.seqs[pieces[i].seq]->block_table.blocks();
+    std::copy(blocks.begin(), blocks.end(), mb.block_tables.begin() + i * max_blocks_per_seq);
   }
   mb.batch = StepBatch{.token_ids = mb.token_ids,
                        .positions = mb.positions,
@@ -70,16 +90,34 @@ void ModelRunner::Build(const ScheduledStep& step, int begin, int end, MicroBatc
 }
 
 absl::Status ModelRunner::Run(const ScheduledStep& step, std::vector<float>* logits) {
-  const std::vector<int> ends = SplitMicroBatches(step.q_lens, ranks_->layout().pp_size);
-  if (micro_batches_.size() < ends.size()) micro_batches_.resize(ends.size());
+  const std::vector<std::vector<StepPiece>> plan =
+      PlanMicroBatches(step.q_lens, ranks_->layout().pp_size);
+  if (micro_batches_.size() < plan.size()) micro_batches_.resize(plan.size());
   batches_.clear();
-  int begin = 0;
-  for (size_t m = 0; m < ends.size(); ++m) {
-    Build(step, begin, ends[m], micro_batches_[m]);
+  size_t num_pieces = 0;
+  for (size_t m = 0; m < plan.size(); ++m) {
+    Build(step, plan[m], micro_batches_[m]);
     batches_.push_back(micro_batches_[m].batch);
-    begin = ends[m];
+    num_pieces += plan[m].size();
   }
-  RETURN_IF_ERROR(ranks_->Forward(batches_, logits));
+  if (num_pieces == step.seqs.size()) {
+    // No sequence was cut: the rows are the sequences', in order.
+    RETURN_IF_ERROR(ranks_->Forward(batches_, logits));
+  } else {
+    RETURN_IF_ERROR(ranks_->Forward(batches_, &piece_logits_));
+    const size_t vocab = piece_logits_.size() / num_pieces;
+    logits->resize(step.seqs.size() * vocab);
+    size_t row = 0;
+    for (const auto& pieces : plan) {
+      for (const StepPiece& piece : pieces) {
+        if (piece.q_begin + piece.q_len == step.q_lens[piece.seq]) {  // the sequence's last chunk
+          std::memcpy(logits->data() + piece.seq * vocab, piece_logits_.data() + row * vocab,
+                      vocab * sizeof(float));
+        }
+        ++row;
+      }
+    }
+  }
   for (size_t i = 0; i < step.seqs.size(); ++i) {
     Sequence& seq = *step.seqs[i];
     seq.num_computed_tokens += step.q_lens[i];

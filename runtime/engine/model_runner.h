@@ -2,13 +2,17 @@
 // advances the sequences' KV bookkeeping. Owns the steps' index arrays. Not thread-safe: engine
 // thread only.
 //
-// Pipeline micro-batches: on an instance with pp stages, the step's sequences are cut into up to
-// pp contiguous micro-batches of about equal token counts (decode sequences stay before prefill
-// ones inside each), so the stages work on different micro-batches at once (model_ranks.h). A
-// sequence is never split, so a step of one prompt is one micro-batch. With one stage, the step is
-// one batch.
+// Pipeline micro-batches: on an instance of pp > 1 stages the step is cut into micro-batches that
+// the stages work on at once (model_ranks.h), with a bubble of pp - 1 micro-batch times per step:
+//   - decode-only steps: pp micro-batches of whole sequences (DistServe's one per stage);
+//   - steps with prompt tokens: 2 x pp micro-batches of about equal token counts, cutting a prompt
+//     into chunks where needed (chunk k attends to the KV chunk k - 1 wrote on the same rank just
+//     before), so even a lone prompt flows through the stages; chunks keep >= kMinChunkTokens
+//     tokens so the matmuls stay efficient. Only a sequence's last chunk yields its logits.
+// With one stage the step is one batch.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -17,6 +21,22 @@
 #include "runtime/engine/step_scheduler.h"
 
 namespace baton::runtime {
+
+// Part of one sequence's new tokens in a micro-batch: [q_begin, q_begin + q_len) of its q_len.
+struct StepPiece {
+  int seq = 0;      // index into the step's sequences
+  int q_begin = 0;  // offset into the sequence's new tokens this step
+  int q_len = 0;
+  bool operator==(const StepPiece&) const = default;
+};
+
+inline constexpr int kMinChunkTokens = 16;
+
+// The micro-batches of a step whose sequences feed q_lens new tokens each (decode sequences, of
+// q_len 1, first), for num_stages pipeline stages (see the top of this file). Every token is in
+// exactly one piece; pieces keep the step's order, so each micro-batch has its decode sequences
+// first and a sequence's chunks come in order.
+std::vector<std::vector<StepPiece>> PlanMicroBatches(std::span<const int> q_lens, int num_stages);
 
 class ModelRunner {
  public:
@@ -38,16 +58,12 @@ class ModelRunner {
     std::vector<int32_t> block_tables;
     StepBatch batch;
   };
-  // Fills micro-batch `mb` from step.seqs[begin, end).
-  static void Build(const ScheduledStep& step, int begin, int end, MicroBatch& mb);
+  static void Build(const ScheduledStep& step, std::span<const StepPiece> pieces, MicroBatch& mb);
 
   ModelRanks* ranks_;
   std::vector<MicroBatch> micro_batches_;  // grown, reused
   std::vector<StepBatch> batches_;
+  std::vector<float> piece_logits_;  // [pieces, vocab_size] when a prompt was cut into chunks
 };
-
-// Cuts [0, q_lens.size()) into at most max_parts contiguous non-empty ranges of about equal sums
-// of q_lens; returns the range ends (the last is q_lens.size()). Empty for empty q_lens.
-std::vector<int> SplitMicroBatches(const std::vector<int>& q_lens, int max_parts);
 
 }  // namespace baton::runtime

@@ -1,8 +1,8 @@
 // The engine on tp x pp ranks (model_ranks.h): the same greedy tokens and (up to the order of the TP
 // reductions) the same logits as one rank, for a continuous batch of mixed prompts; batch invariance
-// inside each layout (the same tokens, and logits within 1e-5, alone as in a batch: as for one rank,
-// the kernels' blocking depends on the batch, so the last bits may differ); micro-batch splits; what each rank holds; clear errors for layouts that do not
-// fit.
+// inside each layout (the same tokens, and logits within 1e-5, alone as in a batch: as for one
+// rank, the kernels' blocking depends on the batch, so the last bits may differ); micro-batch
+// plans; what each rank holds; clear errors for layouts that do not fit.
 #include "runtime/engine/model_ranks.h"
 
 #include <cmath>
@@ -25,21 +25,51 @@ namespace {
 
 using ::absl_testing::IsOk;
 using ::absl_testing::StatusIs;
-using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-TEST(SplitMicroBatchesTest, CutsContiguousRangesOfAboutEqualTokens) {
-  EXPECT_THAT(SplitMicroBatches({}, 2), ElementsAre());
-  EXPECT_THAT(SplitMicroBatches({5}, 3), ElementsAre(1));
-  EXPECT_THAT(SplitMicroBatches({1, 1, 1, 1}, 1), ElementsAre(4));
-  EXPECT_THAT(SplitMicroBatches({1, 1, 1, 1}, 2), ElementsAre(2, 4));
-  EXPECT_THAT(SplitMicroBatches({1, 1, 1, 1, 1}, 2), ElementsAre(3, 5));
-  EXPECT_THAT(SplitMicroBatches({100, 1, 1}, 2), ElementsAre(1, 3));
-  EXPECT_THAT(SplitMicroBatches({1, 1, 100}, 2), ElementsAre(2, 3));
-  // Never an empty part: three sequences over three stages, whatever their sizes.
-  EXPECT_THAT(SplitMicroBatches({1, 1, 100}, 3), ElementsAre(1, 2, 3));
-  EXPECT_THAT(SplitMicroBatches({100, 1, 1}, 3), ElementsAre(1, 2, 3));
-  EXPECT_THAT(SplitMicroBatches({1, 1}, 4), ElementsAre(1, 2));
+// Micro-batches as (seq, q_begin, q_len) lists.
+using Plan = std::vector<std::vector<StepPiece>>;
+
+TEST(PlanMicroBatchesTest, OneStageIsOneBatchOfWholeSequences) {
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{}, 2), Plan{});
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{1, 1, 300}, 1),
+            (Plan{{{0, 0, 1}, {1, 0, 1}, {2, 0, 300}}}));
+}
+
+TEST(PlanMicroBatchesTest, DecodeStepsGetOneMicroBatchPerStage) {
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{1, 1, 1, 1}, 2),
+            (Plan{{{0, 0, 1}, {1, 0, 1}}, {{2, 0, 1}, {3, 0, 1}}}));
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{1, 1, 1}, 2),
+            (Plan{{{0, 0, 1}, {1, 0, 1}}, {{2, 0, 1}}}));
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{1}, 3), (Plan{{{0, 0, 1}}}));
+}
+
+TEST(PlanMicroBatchesTest, ALonePromptIsCutIntoChunksForTheStages) {
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{512}, 2),
+            (Plan{{{0, 0, 128}}, {{0, 128, 128}}, {{0, 256, 128}}, {{0, 384, 128}}}));
+  // Chunks keep at least kMinChunkTokens tokens: a short prompt is not cut.
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{20}, 2), (Plan{{{0, 0, 20}}}));
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{40}, 2), (Plan{{{0, 0, 20}}, {{0, 20, 20}}}));
+}
+
+TEST(PlanMicroBatchesTest, DecodeSequencesStayFirstAndEveryTokenIsInOnePiece) {
+  const std::vector<int> q_lens = {1, 1, 1, 1, 30, 97, 5};
+  for (int stages : {2, 3, 4}) {
+    const Plan plan = PlanMicroBatches(q_lens, stages);
+    EXPECT_LE(static_cast<int>(plan.size()), 2 * stages);
+    std::vector<int> covered(q_lens.size(), 0);
+    for (const auto& pieces : plan) {
+      ASSERT_FALSE(pieces.empty());
+      bool seen_prompt = false;
+      for (const StepPiece& piece : pieces) {
+        EXPECT_EQ(piece.q_begin, covered[piece.seq]) << "chunks in order, no gap";
+        covered[piece.seq] += piece.q_len;
+        if (piece.seq >= 4) seen_prompt = true;
+        if (piece.seq < 4) EXPECT_FALSE(seen_prompt) << "a decode sequence after a prompt";
+      }
+    }
+    for (size_t i = 0; i < q_lens.size(); ++i) EXPECT_EQ(covered[i], q_lens[i]);
+  }
 }
 
 struct Layout {
