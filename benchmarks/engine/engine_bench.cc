@@ -17,16 +17,18 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "benchmarks/engine/engine_timing.h"
 #include "kernels/common/thread_pool.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine/engine.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using baton::bench::Clock;
+using baton::bench::DecodeTokensPerSecond;
+using baton::bench::Median;
+using baton::bench::Seconds;
 using baton::runtime::Engine;
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // Best of a few passes summing `buffer` (far larger than the caches), split over the pool's threads.
 double ReadBandwidthGBs(baton::ThreadPool& pool, const std::vector<float>& buffer) {
@@ -47,52 +49,13 @@ double ReadBandwidthGBs(baton::ThreadPool& pool, const std::vector<float>& buffe
   return best;
 }
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
-}
-
-std::vector<int32_t> RandomPrompt(int len, int vocab, std::mt19937& rng) {
-  std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
-  std::vector<int32_t> ids(len);
-  for (auto& id : ids) id = dist(rng);
-  return ids;
-}
-
-baton::runtime::GenerationParams Greedy(int max_tokens) {
-  baton::runtime::GenerationParams params;
-  params.max_tokens = max_tokens;
-  params.ignore_eos = true;
-  return params;
-}
-
 // Tokens/s of one prompt's prefill (best of `repeats`).
-double PrefillTokensPerSecond(Engine& engine, int prompt_len, int repeats, std::mt19937& rng) {
+double BestPrefillTokensPerSecond(Engine& engine, int prompt_len, int repeats, std::mt19937& rng) {
   double best = 0;
   for (int r = 0; r < repeats; ++r) {
-    auto prompt = RandomPrompt(prompt_len, engine.model_config().vocab_size, rng);
-    (void)*engine.AddRequest(prompt, Greedy(1));
-    const auto start = Clock::now();
-    while (engine.HasWork()) (void)*engine.Step();
-    best = std::max(best, prompt_len / Seconds(Clock::now() - start));
+    best = std::max(best, baton::bench::PrefillTokensPerSecond(engine, 1, prompt_len, rng));
   }
   return best;
-}
-
-// Decode tokens/s summed over `batch` sequences, timed once all of them are decoding.
-double DecodeTokensPerSecond(Engine& engine, int batch, int context_len, int num_steps,
-                             std::mt19937& rng) {
-  for (int i = 0; i < batch; ++i) {
-    (void)*engine.AddRequest(RandomPrompt(context_len, engine.model_config().vocab_size, rng),
-                             Greedy(num_steps + 1));
-  }
-  int num_started = 0;
-  while (num_started < batch) num_started += static_cast<int>(engine.Step()->size());
-  int64_t num_tokens = 0;
-  const auto start = Clock::now();
-  while (engine.HasWork()) num_tokens += static_cast<int64_t>(engine.Step()->size());
-  return num_tokens / Seconds(Clock::now() - start);
 }
 
 }  // namespace
@@ -142,10 +105,10 @@ int main(int argc, char** argv) {
   }
   const auto& model = (*engine)->model_config();
   std::mt19937 rng(42);
-  (void)PrefillTokensPerSecond(**engine, 32, 1, rng);  // warm-up: page in the weights
+  (void)BestPrefillTokensPerSecond(**engine, 32, 1, rng);  // warm-up: page in the weights
 
   nlohmann::json result = {{"model", model_dir}, {"dtype", dtype}, {"threads", threads}};
-  result["prefill_tokens_per_s"] = PrefillTokensPerSecond(**engine, prompt_len, 3, rng);
+  result["prefill_tokens_per_s"] = BestPrefillTokensPerSecond(**engine, prompt_len, 3, rng);
   // Bytes a batch-1 decode step must read: every matmul weight once, the embedding row, and the
   // KV cache of its context (f32).
   const double weight_elem_bytes = dtype == "bf16" ? 2 : 4;

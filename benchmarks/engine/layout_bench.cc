@@ -26,22 +26,19 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "benchmarks/engine/engine_timing.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine/engine.h"
 #include "runtime/parallel/cpu_communicator.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using baton::bench::Clock;
+using baton::bench::DecodeTokensPerSecond;
+using baton::bench::Median;
+using baton::bench::PrefillTokensPerSecond;
+using baton::bench::Seconds;
 using baton::runtime::Engine;
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
-}
 
 struct Layout {
   int tp = 1;
@@ -59,46 +56,6 @@ bool ParseLayout(const std::string& text, Layout* layout) {
   }
   layout->name = "tp" + parts[0] + "_pp" + parts[1] + "_t" + parts[2];
   return true;
-}
-
-std::vector<int32_t> RandomPrompt(int len, int vocab, std::mt19937& rng) {
-  std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
-  std::vector<int32_t> ids(len);
-  for (auto& id : ids) id = dist(rng);
-  return ids;
-}
-
-baton::runtime::GenerationParams Greedy(int max_tokens) {
-  baton::runtime::GenerationParams params;
-  params.max_tokens = max_tokens;
-  params.ignore_eos = true;
-  return params;
-}
-
-// Tokens/s of the prefill of `num_prompts` prompts of `prompt_len` tokens added together.
-double PrefillTokensPerSecond(Engine& engine, int num_prompts, int prompt_len, std::mt19937& rng) {
-  for (int i = 0; i < num_prompts; ++i) {
-    (void)*engine.AddRequest(RandomPrompt(prompt_len, engine.model_config().vocab_size, rng),
-                             Greedy(1));
-  }
-  const auto start = Clock::now();
-  while (engine.HasWork()) (void)*engine.Step();
-  return num_prompts * prompt_len / Seconds(Clock::now() - start);
-}
-
-// Decode tokens/s summed over `batch` sequences, timed once all of them are decoding.
-double DecodeTokensPerSecond(Engine& engine, int batch, int context_len, int num_steps,
-                             std::mt19937& rng) {
-  for (int i = 0; i < batch; ++i) {
-    (void)*engine.AddRequest(RandomPrompt(context_len, engine.model_config().vocab_size, rng),
-                             Greedy(num_steps + 1));
-  }
-  int num_started = 0;
-  while (num_started < batch) num_started += static_cast<int>(engine.Step()->size());
-  int64_t num_tokens = 0;
-  const auto start = Clock::now();
-  while (engine.HasWork()) num_tokens += static_cast<int64_t>(engine.Step()->size());
-  return num_tokens / Seconds(Clock::now() - start);
 }
 
 // Seconds per AllReduceSum of `count` floats between `num_ranks` threads (median of 200).
