@@ -3,6 +3,7 @@
 // process starts or any weight loads, and the one-line descriptions of what each rank holds.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
