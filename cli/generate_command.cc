@@ -15,6 +15,7 @@
 #include "baton/v1/inference.grpc.pb.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/parallel_layout.h"
 #include "cli/signals.h"
 #include "grpcpp/grpcpp.h"
 #include "kernels/common/status_macros.h"
@@ -49,6 +50,7 @@ struct GenerateOptions {
   std::string dtype = "f32";
   int threads = 0;
   size_t kv_cache_mib = 256;
+  ParallelFlags parallel;
 };
 
 absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text) {
@@ -134,7 +136,16 @@ absl::Status RunLocal(const GenerateOptions& opts) {
   config.num_threads = opts.threads > 0 ? opts.threads : 1;
   config.kv_cache_bytes = opts.kv_cache_mib << 20;
   config.max_num_seqs = 1;
+  ASSIGN_OR_RETURN(config.parallel, ParallelLayoutOf(opts.parallel));
+  if (config.parallel.num_ranks() > 1) {
+    // Checked against config.json before any weight loads; the engine checks again at load.
+    ASSIGN_OR_RETURN(const runtime::ModelConfig model_config, runtime::LoadModelConfig(model_dir));
+    RETURN_IF_ERROR(PlanShards(model_config, config.parallel).status());
+  }
   ASSIGN_OR_RETURN(auto engine, runtime::Engine::Create(config));
+  if (engine->ranks().num_ranks() > 1) {
+    std::fprintf(stderr, "baton: %s\n", DescribeRanks(engine->ranks()).c_str());
+  }
 
   std::vector<int32_t> prompt_ids;
   if (!opts.prompt_ids.empty()) {
@@ -242,6 +253,11 @@ absl::Status RunGenerate(const GenerateOptions& opts) {
   if (opts.prompt.empty() == opts.prompt_ids.empty()) {
     return absl::InvalidArgumentError("give exactly one of --prompt and --prompt-ids");
   }
+  if (!opts.server.empty() && opts.parallel.given()) {
+    return absl::InvalidArgumentError(
+        "--tensor-parallel-size/--pipeline-parallel-size lay out the model in this process; with "
+        "--server the deployment's config decides");
+  }
   return opts.server.empty() ? RunLocal(opts) : RunRemote(opts);
 }
 
@@ -271,7 +287,8 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--dump-logits", opts->dump_logits,
                   "Write each step's logits as raw float32 [num_tokens, vocab] to this file");
   cmd->add_option("--dtype", opts->dtype, "Weight dtype for matmuls: f32 or bf16")->capture_default_str();
-  cmd->add_option("--threads", opts->threads, "CPU threads (default 1)");
+  cmd->add_option("--threads", opts->threads, "CPU compute threads per rank (default 1)");
+  AddParallelFlags(*cmd, &opts->parallel);
   cmd->add_option("--kv-cache-mib", opts->kv_cache_mib, "KV cache budget in MiB")->capture_default_str();
   cmd->callback([opts, exit_code] {
     const absl::Status status = RunGenerate(*opts);

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "baton/v1/inference.grpc.pb.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/parallel_layout.h"
 #include "grpcpp/grpcpp.h"
 #include "kernels/common/status_macros.h"
 #include "runtime/process/await_ready.h"
@@ -51,16 +53,65 @@ struct ServeOptions {
   int http_port = -1;       // -1: the config's
   double startup_timeout_s = 300;
   double stop_grace_s = 10;
+  ParallelFlags parallel;   // with --model only: every phase's tp and pp
 };
 
-absl::StatusOr<DeploymentConfig> BuildConfig(const ServeOptions& opts) {
+// The effective deployment, and what each rank of a multi-rank phase holds (for the start-up log).
+struct ServePlan {
+  DeploymentConfig config;
+  std::vector<std::string> rank_lines;  // "prefill instance, tp 2 x pp 1: rank 0 layers 0-5, ..."
+};
+
+runtime::ParallelLayout PhaseLayout(const scheduler::PhaseConfig& phase) {
+  return {.tp_size = phase.tp, .pp_size = phase.pp, .stage_num_layers = phase.stage_num_layers};
+}
+
+// Checks every multi-rank phase's layout against the model's config.json, so that a tp that does
+// not fit the heads is one line from the launcher rather than every worker dying at load. A phase
+// of one rank always fits and needs no config.json.
+absl::StatusOr<std::vector<std::string>> CheckLayouts(const DeploymentConfig& config) {
+  std::vector<std::string> lines;
+  std::optional<runtime::ModelConfig> model_config;
+  for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
+    const runtime::ParallelLayout layout = PhaseLayout(scheduler::Phase(config, role));
+    if (layout.num_ranks() == 1 && layout.stage_num_layers.empty()) continue;
+    if (!model_config) {
+      ASSIGN_OR_RETURN(model_config, runtime::LoadModelConfig(config.model_dir));
+    }
+    const std::string name(runtime::WorkerRoleName(role));
+    absl::StatusOr<std::vector<runtime::ModelShard>> shards = PlanShards(*model_config, layout);
+    if (!shards.ok()) {
+      return absl::Status(shards.status().code(),
+                          absl::StrCat(name, ": ", shards.status().message()));
+    }
+    std::vector<std::string> ranks;
+    for (size_t r = 0; r < shards->size(); ++r) {
+      ranks.push_back(absl::StrCat("rank ", r, " ", DescribeShard((*shards)[r])));
+    }
+    lines.push_back(absl::StrCat(name, " instance, ", runtime::LayoutString(layout), ": ",
+                                 absl::StrJoin(ranks, "; ")));
+  }
+  return lines;
+}
+
+absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   DeploymentConfig config;
   if (!opts.config_path.empty()) {
+    if (opts.parallel.given()) {
+      return absl::InvalidArgumentError(
+          "--tensor-parallel-size/--pipeline-parallel-size lay out the default deployment of "
+          "--model; with --config, set tp and pp in each phase's section");
+    }
     ASSIGN_OR_RETURN(config, scheduler::LoadDeploymentConfig(opts.config_path));
     if (!opts.model_dir.empty()) config.model_dir = opts.model_dir;
   } else {
+    ASSIGN_OR_RETURN(const runtime::ParallelLayout layout, ParallelLayoutOf(opts.parallel));
     ASSIGN_OR_RETURN(const std::filesystem::path model_dir, ResolveModelDir(opts.model_dir));
     config = scheduler::DefaultDeployment(model_dir);
+    for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
+      scheduler::MutablePhase(config, role).tp = layout.tp_size;
+      scheduler::MutablePhase(config, role).pp = layout.pp_size;
+    }
   }
   if (opts.port != 0) RETURN_IF_ERROR(scheduler::SetSchedulerPort(config, opts.port));
   if (opts.http_port >= 0) config.http_port = opts.http_port;
@@ -71,10 +122,6 @@ absl::StatusOr<DeploymentConfig> BuildConfig(const ServeOptions& opts) {
   for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
     const scheduler::PhaseConfig& phase = scheduler::Phase(config, role);
     const std::string name(runtime::WorkerRoleName(role));
-    if (phase.tp != 1 || phase.pp != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ".tp/", name, ".pp: tensor and pipeline parallelism are not implemented yet (tp: 1, pp: 1)"));
-    }
     if (!phase.on_cpu()) {
       return absl::InvalidArgumentError(
           absl::StrCat(name, ".devices: CUDA workers are not served yet (devices: cpu)"));
@@ -84,7 +131,8 @@ absl::StatusOr<DeploymentConfig> BuildConfig(const ServeOptions& opts) {
     return absl::NotFoundError(
         absl::StrCat("model: ", config.model_dir.string(), " is not a directory"));
   }
-  return config;
+  ASSIGN_OR_RETURN(std::vector<std::string> rank_lines, CheckLayouts(config));
+  return ServePlan{.config = std::move(config), .rank_lines = std::move(rank_lines)};
 }
 
 // The effective config, on disk for as long as the launcher runs.
@@ -178,13 +226,15 @@ std::vector<runtime::ChildSpec> ChildSpecs(const DeploymentConfig& config,
   return specs;
 }
 
-// "disaggregated: 2 prefill (tp 2, pp 1, cuda) + 1 decode (tp 1, pp 1, cpu); OpenAI HTTP on port 8000"
+// "disaggregated: prefill 2 instances x (tp 2 x pp 1, cpu) + decode 1 instance x (tp 1 x pp 1, cpu);
+// OpenAI HTTP on port 8000"
 std::string Summary(const DeploymentConfig& config) {
   std::vector<std::string> phases;
   for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
     const scheduler::PhaseConfig& phase = scheduler::Phase(config, role);
-    phases.push_back(absl::StrCat(phase.num_instances, " ", runtime::WorkerRoleName(role),
-                                  " (tp ", phase.tp, ", pp ", phase.pp, ", ",
+    phases.push_back(absl::StrCat(runtime::WorkerRoleName(role), " ", phase.num_instances,
+                                  phase.num_instances == 1 ? " instance" : " instances", " x (",
+                                  runtime::LayoutString(PhaseLayout(phase)), ", ",
                                   phase.on_cpu() ? "cpu" : "cuda", ")"));
   }
   return absl::StrCat(scheduler::DeploymentModeName(config.mode), ": ",
@@ -211,16 +261,17 @@ int RunServe(const ServeOptions& opts) {
   runtime::BlockSignals(stop_signals);
 
   (void)runtime::RemoveOrphanedKvSegments();  // left by a deployment that was SIGKILLed
-  absl::StatusOr<DeploymentConfig> config = BuildConfig(opts);
-  if (!config.ok()) {
-    std::fprintf(stderr, "baton serve: %s\n", std::string(config.status().message()).c_str());
-    const absl::StatusCode code = config.status().code();
+  absl::StatusOr<ServePlan> plan = BuildConfig(opts);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "baton serve: %s\n", std::string(plan.status().message()).c_str());
+    const absl::StatusCode code = plan.status().code();
     return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound
                ? kExitUsage
                : kExitFailure;
   }
+  const DeploymentConfig& config = plan->config;
   absl::StatusOr<std::unique_ptr<TempConfigFile>> config_file =
-      TempConfigFile::Write(scheduler::ToYaml(*config));
+      TempConfigFile::Write(scheduler::ToYaml(config));
   absl::StatusOr<std::unique_ptr<ProcessSupervisor>> supervisor = ProcessSupervisor::Create();
   for (const absl::Status& status : {config_file.status(), supervisor.status()}) {
     if (!status.ok()) {
@@ -229,9 +280,10 @@ int RunServe(const ServeOptions& opts) {
     }
   }
   std::fprintf(stderr, "baton: effective config in %s\n", (*config_file)->path().c_str());
+  for (const std::string& line : plan->rank_lines) std::fprintf(stderr, "baton: %s\n", line.c_str());
   const absl::Duration grace = absl::Seconds(opts.stop_grace_s);
 
-  for (const runtime::ChildSpec& spec : ChildSpecs(*config, (*config_file)->path())) {
+  for (const runtime::ChildSpec& spec : ChildSpecs(config, (*config_file)->path())) {
     absl::StatusOr<pid_t> pid = (*supervisor)->Start(spec);
     if (!pid.ok()) {
       std::fprintf(stderr, "baton serve: %s; stopping every process\n",
@@ -246,7 +298,7 @@ int RunServe(const ServeOptions& opts) {
   {
     // The channel lives only during start-up: an idle connection held open would slow the
     // scheduler's shutdown later.
-    HealthProbe probe(HealthTarget(*config));
+    HealthProbe probe(HealthTarget(config));
     ready = runtime::AwaitReady(**supervisor, [&] { return probe.Check(); },
                                 {.timeout = absl::Seconds(opts.startup_timeout_s),
                                  .poll_interval = kPollInterval,
@@ -263,8 +315,8 @@ int RunServe(const ServeOptions& opts) {
     StopEverything(**supervisor, grace);
     return kExitFailure;
   }
-  std::printf("baton: serving %s on %s:%d (%s)\n", config->model_dir.filename().c_str(),
-              config->host.c_str(), config->scheduler_port, Summary(*config).c_str());
+  std::printf("baton: serving %s on %s:%d (%s)\n", config.model_dir.filename().c_str(),
+              config.host.c_str(), config.scheduler_port, Summary(config).c_str());
   std::fflush(stdout);
 
   while (true) {
@@ -308,6 +360,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "Seconds between SIGTERM and SIGKILL when stopping the children")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  AddParallelFlags(*cmd, &opts->parallel);
   cmd->callback([opts, exit_code] { *exit_code = RunServe(*opts); });
 }
 

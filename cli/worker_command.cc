@@ -1,4 +1,5 @@
 // `baton worker`: one prefill, decode or colocated instance of a deployment.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 
@@ -29,11 +30,6 @@ absl::Status RunWorker(const std::string& config_path, const std::string& role_n
   if (!phase.on_cpu()) {
     return absl::UnimplementedError("CUDA workers are not served yet; use devices: cpu");
   }
-  if (phase.tp != 1 || phase.pp != 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        role_name, ".tp = ", phase.tp, ", ", role_name, ".pp = ", phase.pp,
-        ": tensor and pipeline parallelism are not implemented yet; use tp: 1, pp: 1"));
-  }
   runtime::WorkerOptions options{
       .role = role,
       .instance_idx = instance,
@@ -42,7 +38,10 @@ absl::Status RunWorker(const std::string& config_path, const std::string& role_n
       .scheduler_address = absl::StrCat(config.host, ":", config.scheduler_port),
       .engine = runtime::EngineConfig{.model_dir = config.model_dir,
                                       .weight_dtype = config.weight_dtype,
-                                      .num_threads = phase.num_threads,
+                                      .parallel = {.tp_size = phase.tp,
+                                                   .pp_size = phase.pp,
+                                                   .stage_num_layers = phase.stage_num_layers},
+                                      .num_threads = phase.num_threads,  // per rank
                                       .block_size = config.block_size,
                                       .kv_cache_bytes = phase.kv_cache_bytes,
                                       .max_num_seqs = phase.max_num_seqs,

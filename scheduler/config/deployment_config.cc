@@ -142,6 +142,17 @@ absl::Status ReadMap(const YAML::Node& node, absl::string_view path, const std::
   return absl::OkStatus();
 }
 
+// A non-empty list of integers: [3, 2].
+absl::Status ReadIntList(const YAML::Node& node, const std::string& path, std::vector<int>* out) {
+  if (!node.IsSequence() || node.size() == 0) return TypeError(path, "a list of integers", node);
+  std::vector<int> values(node.size());
+  for (size_t i = 0; i < node.size(); ++i) {
+    RETURN_IF_ERROR(ReadInt(node[i], absl::StrCat(path, "[", i, "]"), &values[i]));
+  }
+  *out = std::move(values);
+  return absl::OkStatus();
+}
+
 // devices: "cpu", or one list of CUDA device ids per instance.
 absl::Status ReadDevices(const YAML::Node& node, const std::string& path,
                          std::vector<std::vector<int>>* out) {
@@ -173,6 +184,10 @@ absl::Status ReadPhase(const YAML::Node& node, const std::string& path, PhaseCon
       IntField("instances", &phase->num_instances),
       IntField("tp", &phase->tp),
       IntField("pp", &phase->pp),
+      {"pipeline_stage_layers",
+       [phase](const YAML::Node& v, const std::string& p) {
+         return ReadIntList(v, p, &phase->stage_num_layers);
+       }},
       {"devices",
        [phase](const YAML::Node& v, const std::string& p) {
          return ReadDevices(v, p, &phase->cuda_device_ids);
@@ -229,6 +244,16 @@ absl::Status ValidatePhase(WorkerRole role, const PhaseConfig& phase) {
   RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "instances"), phase.num_instances, 1));
   RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "tp"), phase.tp, 1));
   RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "pp"), phase.pp, 1));
+  if (!phase.stage_num_layers.empty()) {
+    const std::string path = JoinPath(name, "pipeline_stage_layers");
+    if (static_cast<int64_t>(phase.stage_num_layers.size()) != phase.pp) {
+      return Invalid(path, absl::StrCat(phase.stage_num_layers.size(), " entries for pp = ",
+                                        phase.pp, " stages (give one layer count per stage)"));
+    }
+    for (size_t s = 0; s < phase.stage_num_layers.size(); ++s) {
+      RETURN_IF_ERROR(CheckAtLeast(absl::StrCat(path, "[", s, "]"), phase.stage_num_layers[s], 1));
+    }
+  }
   RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "threads"), phase.num_threads, 1));
   if (phase.kv_cache_bytes == 0) return Invalid(JoinPath(name, "kv_cache_bytes"), "must be > 0");
   RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "max_num_seqs"), phase.max_num_seqs, 1));
@@ -319,6 +344,9 @@ void EmitPhase(YAML::Emitter& out, WorkerRole role, const PhaseConfig& phase) {
   out << YAML::Key << "instances" << YAML::Value << phase.num_instances;
   out << YAML::Key << "tp" << YAML::Value << phase.tp;
   out << YAML::Key << "pp" << YAML::Value << phase.pp;
+  if (!phase.stage_num_layers.empty()) {
+    out << YAML::Key << "pipeline_stage_layers" << YAML::Value << YAML::Flow << phase.stage_num_layers;
+  }
   out << YAML::Key << "devices" << YAML::Value;
   if (phase.on_cpu()) {
     out << "cpu";

@@ -23,10 +23,12 @@
 //     admission: true               # shed load at the door; default: ttft_ms or tpot_ms is set
 //   prefill:                        # same keys for decode and colocated
 //     instances: 1
-//     tp: 1                         # tensor-parallel ranks per instance
-//     pp: 1                         # pipeline stages per instance
+//     tp: 1                         # tensor-parallel ranks per instance (must fit the model's heads)
+//     pp: 1                         # pipeline stages per instance (at most num_layers)
+//     pipeline_stage_layers: [4, 2] # optional: layers per stage, pp entries summing to num_layers;
+//                                   # absent: balanced (runtime/model/model_shard.h, StageLayerRange)
 //     devices: cpu                  # or CUDA ids, one list of tp*pp per instance: [[0, 1], [2, 3]]
-//     threads: 1                    # CPU compute threads per instance
+//     threads: 1                    # CPU compute threads per rank: an instance uses tp*pp*threads
 //     kv_cache_bytes: 256MiB        # integer bytes or a size: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB
 //     max_num_seqs: 64
 //     max_num_batched_tokens: 2048
@@ -40,6 +42,11 @@
 // request RESOURCE_EXHAUSTED (HTTP 429) when its predicted TTFT exceeds ttft_ms, or when its
 // predicted TPOT exceeds tpot_ms on every decode-capable instance; an unset SLO's check is off.
 // `admission: true` needs at least one of the two.
+//
+// Parallelism: every instance of a phase runs tp x pp ranks (runtime/engine/model_ranks.h), on the
+// CPU one thread pool of `threads` threads per rank. Whether tp, pp and pipeline_stage_layers fit the
+// model is not checked here (that needs its config.json): `baton serve` checks it before starting any
+// process (cli/parallel_layout.h), and the worker's engine checks it again at load.
 //
 // Errors: every parse and validation failure is kInvalidArgument and its message starts with the key
 // path ("prefill.tp: must be >= 1", "unknown key 'decoder' at top level", "decode.devices[1][0]: ...").
@@ -70,11 +77,15 @@ struct PhaseConfig {
   int num_instances = 1;  // yaml: instances
   int tp = 1;
   int pp = 1;
+  // yaml: pipeline_stage_layers. Empty: the layers are split over the pp stages as evenly as
+  // possible. Else [pp] layers per stage, each >= 1 (their sum is checked against the model by the
+  // launcher and the engine, not here).
+  std::vector<int> stage_num_layers;
   // Empty: every instance runs on the CPU backend. Otherwise [num_instances][tp * pp] CUDA device
   // ids, rank order within an instance (stage-major: stage s, tp rank r at s * tp + r); no device
   // appears twice in a deployment.
   std::vector<std::vector<int>> cuda_device_ids;  // yaml: devices
-  int num_threads = 1;                   // yaml: threads; CPU compute threads per instance
+  int num_threads = 1;                   // yaml: threads; CPU compute threads per rank
   uint64_t kv_cache_bytes = 256ull << 20;  // KV pool budget per instance
   int max_num_seqs = 64;                 // sequences in one continuous batch
   int max_num_batched_tokens = 2048;     // tokens in one forward pass
@@ -137,8 +148,9 @@ absl::StatusOr<DeploymentConfig> ParseDeploymentConfig(absl::string_view text);
 // the file cannot be read; parse errors are InvalidArgument prefixed with the file's path.
 absl::StatusOr<DeploymentConfig> LoadDeploymentConfig(const std::filesystem::path& path);
 
-// Checks every field of the phases in use (see the file comment for the ranges), that the CUDA device
-// lists match instances and tp * pp, that no CUDA device and no port (scheduler, http, workers) is
+// Checks every field of the phases in use (see the file comment for the ranges), that
+// pipeline_stage_layers has pp entries when given, that the CUDA device lists match instances and
+// tp * pp, that no CUDA device and no port (scheduler, http, workers) is
 // used twice, and that chunked_prefill is set only in colocated mode.
 absl::Status ValidateDeploymentConfig(const DeploymentConfig& config);
 

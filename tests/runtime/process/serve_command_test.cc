@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -70,8 +71,21 @@ class ServeCommandTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  std::filesystem::path WriteConfig(const std::string& text) {
-    const std::filesystem::path path = dir_ / "deployment.yaml";
+  // The model directory's config.json: the shape of the generated `tiny` model (6 layers, 6 query
+  // and 6 KV heads), which the launcher reads to check a multi-rank layout. No weights: the fake
+  // workers load nothing.
+  void WriteModelConfig() {
+    std::ofstream(dir_ / "model" / "config.json") << R"({
+      "architectures": ["LlamaForCausalLM"], "hidden_size": 288, "intermediate_size": 768,
+      "num_hidden_layers": 6, "num_attention_heads": 6, "num_key_value_heads": 6,
+      "head_dim": 48, "vocab_size": 32000, "max_position_embeddings": 2048,
+      "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "hidden_act": "silu",
+      "torch_dtype": "float32", "bos_token_id": 0, "eos_token_id": 1})";
+  }
+
+  std::filesystem::path WriteConfig(const std::string& text,
+                                    const std::string& name = "deployment.yaml") {
+    const std::filesystem::path path = dir_ / name;
     std::ofstream(path) << "model: " << (dir_ / "model").string() << "\n" << text;
     return path;
   }
@@ -136,8 +150,8 @@ TEST_F(ServeCommandTest, ServesUntilSigintThenStopsEveryChild) {
        std::to_string(port)});
   EXPECT_EQ(WaitForServingLine(),
             absl::StrCat("baton: serving model on 127.0.0.1:", port,
-                         " (disaggregated: 2 prefill (tp 1, pp 1, cpu) + 1 decode (tp 1, pp 1, "
-                         "cpu); no HTTP)"));
+                         " (disaggregated: prefill 2 instances x (tp 1 x pp 1, cpu) + decode 1 "
+                         "instance x (tp 1 x pp 1, cpu); no HTTP)"));
   std::vector<pid_t> children;
   for (const char* name :
        {"scheduler", "prefill worker 0", "prefill worker 1", "decode worker 0"}) {
@@ -230,7 +244,45 @@ TEST_F(ServeCommandTest, TheSchedulerDyingStopsTheDeployment) {
   EXPECT_TRUE(ProcessGone(ChildPid("decode worker 0")));
 }
 
+TEST_F(ServeCommandTest, ParallelFlagsLayOutEveryPhaseAndTheRanksAreLogged) {
+  WriteModelConfig();
+  const int port = FreePort();
+  const pid_t launcher = StartServe({"--model", (dir_ / "model").string(), "--port",
+                                     std::to_string(port), "--http-port", "0",
+                                     "--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"});
+  EXPECT_EQ(WaitForServingLine(),
+            absl::StrCat("baton: serving model on 127.0.0.1:", port,
+                         " (disaggregated: prefill 1 instance x (tp 2 x pp 2, cpu) + decode 1 "
+                         "instance x (tp 2 x pp 2, cpu); no HTTP)"));
+  const std::string ranks =
+      "instance, tp 2 x pp 2: rank 0 layers 0-2, KV heads 0-2; rank 1 layers 0-2, KV heads 3-5; "
+      "rank 2 layers 3-5, KV heads 0-2; rank 3 layers 3-5, KV heads 3-5\n";
+  const std::string err = ReadFile(dir_ / "serve.err");
+  EXPECT_THAT(err, HasSubstr("baton: prefill " + ranks));
+  EXPECT_THAT(err, HasSubstr("baton: decode " + ranks));
+  ASSERT_EQ(kill(launcher, SIGTERM), 0);
+  EXPECT_EQ(WaitForLauncherExit().exit_code, 0);
+}
+
+TEST_F(ServeCommandTest, AConfigLayoutWithAnExplicitStageSplitIsLogged) {
+  WriteModelConfig();
+  const int port = FreePort();
+  const pid_t launcher = StartServe(
+      {"--config",
+       WriteConfig("http_port: 0\nmode: colocated\ncolocated: {pp: 2, pipeline_stage_layers: [4, 2]}\n")
+           .string(),
+       "--port", std::to_string(port)});
+  EXPECT_THAT(WaitForServingLine(),
+              HasSubstr("(colocated: colocated 1 instance x (tp 1 x pp 2 layers 4+2, cpu); no HTTP)"));
+  EXPECT_THAT(ReadFile(dir_ / "serve.err"),
+              HasSubstr("baton: colocated instance, tp 1 x pp 2 layers 4+2: rank 0 layers 0-3, KV "
+                        "heads 0-5; rank 1 layers 4-5, KV heads 0-5\n"));
+  ASSERT_EQ(kill(launcher, SIGTERM), 0);
+  EXPECT_EQ(WaitForLauncherExit().exit_code, 0);
+}
+
 TEST_F(ServeCommandTest, BadConfigurationExitsTwoNamingTheProblem) {
+  WriteModelConfig();
   struct Case {
     std::vector<std::string> args;
     std::string message;
@@ -242,13 +294,30 @@ TEST_F(ServeCommandTest, BadConfigurationExitsTwoNamingTheProblem) {
       {{"--model", (dir_ / "no-such-model").string()}, "no-such-model is not a directory"},
       {{"--model", (dir_ / "model").string(), "--port", "65535"},
        "prefill.base_port: moving the scheduler to port 65535"},
+      {{"--model", (dir_ / "model").string(), "--tensor-parallel-size", "0"},
+       "baton serve: --tensor-parallel-size: must be >= 1, got 0\n"},
+      {{"--model", (dir_ / "model").string(), "--pipeline-parallel-size", "-2"},
+       "baton serve: --pipeline-parallel-size: must be >= 1, got -2\n"},
+      {{"--model", (dir_ / "model").string(), "--tensor-parallel-size", "4"},
+       "baton serve: prefill: tp 4 x pp 1 does not fit the model: shard: tp_size 4 does not divide "
+       "num_heads 6"},
+      {{"--model", (dir_ / "model").string(), "--pipeline-parallel-size", "7"},
+       "baton serve: prefill: tp 1 x pp 7 does not fit the model: shard: 7 pipeline stages for 6 "
+       "layers\n"},
+      {{"--config", WriteConfig("decode: {pp: 2, pipeline_stage_layers: [4, 4]}\n", "split.yaml").string()},
+       "baton serve: decode: tp 1 x pp 2 layers 4+4 does not fit the model: shard: layer split [4, "
+       "4] sums to 8, the model has 6 layers\n"},
+      {{"--config", WriteConfig("", "plain.yaml").string(), "--tensor-parallel-size", "2"},
+       "with --config, set tp and pp in each phase's section\n"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.message);
     StartServe(c.args);
     const ChildExit exit = WaitForLauncherExit();
     EXPECT_EQ(exit.exit_code, 2);
-    EXPECT_THAT(ReadFile(dir_ / "serve.err"), HasSubstr(c.message));
+    const std::string err = ReadFile(dir_ / "serve.err");
+    EXPECT_THAT(err, HasSubstr(c.message));
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << "one line: " << err;
   }
 }
 

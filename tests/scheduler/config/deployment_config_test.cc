@@ -50,6 +50,7 @@ decode:
   instances: 1
   tp: 1
   pp: 2
+  pipeline_stage_layers: [5, 3]
   devices: [[4, 5]]
   threads: 2
   kv_cache_bytes: 1536MiB
@@ -66,7 +67,8 @@ constexpr char kFullJson[] = R"({
 	"prefill": {"instances": 2, "tp": 2, "pp": 1, "devices": [[0, 1], [2, 3]], "threads": 4,
 	            "kv_cache_bytes": "2GiB", "max_num_seqs": 8, "max_num_batched_tokens": 4096,
 	            "base_port": 6010},
-	"decode": {"instances": 1, "tp": 1, "pp": 2, "devices": [[4, 5]], "threads": 2,
+	"decode": {"instances": 1, "tp": 1, "pp": 2, "pipeline_stage_layers": [5, 3],
+	           "devices": [[4, 5]], "threads": 2,
 	           "kv_cache_bytes": 1610612736, "max_num_seqs": 128, "max_num_batched_tokens": 512,
 	           "base_port": 6020}
 })";
@@ -130,6 +132,7 @@ TEST(DeploymentConfigTest, ParsesEveryKey) {
   EXPECT_EQ(c.decode, (PhaseConfig{.num_instances = 1,
                                    .tp = 1,
                                    .pp = 2,
+                                   .stage_num_layers = {5, 3},
                                    .cuda_device_ids = {{4, 5}},
                                    .num_threads = 2,
                                    .kv_cache_bytes = 1536ull << 20,
@@ -239,6 +242,16 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
       {"model: m\nprefill: {tp: 0}\n", "prefill.tp: must be >= 1, got 0"},
       {"model: m\ndecode: {pp: -1}\n", "decode.pp: must be >= 1, got -1"},
       {"model: m\nprefill: {threads: 0}\n", "prefill.threads: must be >= 1, got 0"},
+      {"model: m\nprefill: {pp: 2, pipeline_stage_layers: [3]}\n",
+       "prefill.pipeline_stage_layers: 1 entries for pp = 2 stages"},
+      {"model: m\ndecode: {pp: 2, pipeline_stage_layers: [3, 0]}\n",
+       "decode.pipeline_stage_layers[1]: must be >= 1, got 0"},
+      {"model: m\nprefill: {pipeline_stage_layers: []}\n",
+       "prefill.pipeline_stage_layers: expected a list of integers, got a list"},
+      {"model: m\nprefill: {pipeline_stage_layers: 3}\n",
+       "prefill.pipeline_stage_layers: expected a list of integers, got '3'"},
+      {"model: m\nprefill: {pp: 2, pipeline_stage_layers: [3, x]}\n",
+       "prefill.pipeline_stage_layers[1]: expected an integer, got 'x'"},
       {"model: m\nprefill: {kv_cache_bytes: 0}\n", "prefill.kv_cache_bytes: must be > 0"},
       {"model: m\nprefill: {kv_cache_bytes: 512XB}\n", "prefill.kv_cache_bytes: '512XB': unknown unit"},
       {"model: m\nprefill: {kv_cache_bytes: [1]}\n",
@@ -380,6 +393,8 @@ TEST(DeploymentConfigTest, ToYamlWritesOnlyThePhasesInUse) {
   EXPECT_THAT(yaml, Not(HasSubstr("ttft_ms")));
   EXPECT_THAT(yaml, Not(HasSubstr("tpot_ms")));
   EXPECT_THAT(yaml, Not(HasSubstr("admission")));
+  // A balanced pipeline split stays implicit.
+  EXPECT_THAT(yaml, Not(HasSubstr("pipeline_stage_layers")));
 }
 
 TEST(DeploymentConfigTest, SetSchedulerPortMovesTheWorkersAlong) {
