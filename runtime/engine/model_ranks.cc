@@ -90,11 +90,15 @@ void ModelRanks::State::RankThread(int r) {
 
 absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksOptions& options) {
   const ParallelLayout& layout = options.layout;
-  const int num_ranks = layout.num_ranks();
-  if (layout.tp_size < 1 || layout.pp_size < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ranks: ", LayoutString(layout), " needs tp and pp sizes >= 1"));
+  // Checked before tp * pp is formed, so no size can overflow it.
+  constexpr int kMaxRanks = 1024;
+  if (layout.tp_size < 1 || layout.pp_size < 1 || layout.tp_size > kMaxRanks ||
+      layout.pp_size > kMaxRanks || layout.tp_size * layout.pp_size > kMaxRanks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ranks: ", LayoutString(layout), " needs tp and pp sizes >= 1 and at most ", kMaxRanks,
+        " ranks"));
   }
+  const int num_ranks = layout.num_ranks();
   if (options.threads_per_rank < 1) {
     return absl::InvalidArgumentError("ranks: threads_per_rank must be >= 1");
   }
