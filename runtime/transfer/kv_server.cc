@@ -154,7 +154,7 @@ bool KvServer::ServeRequest(int fd, const KvWireRequest& request) {
                              ShapeString(expected), ") but this pool is (", ShapeString(shape),
                              ")")));
   }
-  // Every piece is checked before the first byte goes out, so an error response is the whole answer.
+  // Every piece is checked before the first byte goes out: an error response is the whole answer.
   std::vector<KvSlab> slabs;
   slabs.reserve(pieces.size());
   KvWireResponse response{.magic = kKvWireMagic,
@@ -165,8 +165,8 @@ bool KvServer::ServeRequest(int fd, const KvWireRequest& request) {
   for (size_t i = 0; i < pieces.size(); ++i) {
     absl::StatusOr<KvSlab> slab = PieceSlab(pieces[i]);
     if (!slab.ok()) {
-      return SendError(fd, absl::InvalidArgumentError(
-                               absl::StrCat("KV server: piece ", i, ": ", slab.status().message())));
+      return SendError(fd, absl::InvalidArgumentError(absl::StrCat(
+                               "KV server: piece ", i, ": ", slab.status().message())));
     }
     response.payload_bytes +=
         PackedSlabShape(*slab, shape).BlockBytes() * static_cast<uint64_t>(pieces[i].num_blocks);
@@ -186,7 +186,7 @@ bool KvServer::ServeRequest(int fd, const KvWireRequest& request) {
          PackedSlabByteRanges(shape, slabs[i], pieces[i].src_start, pieces[i].num_blocks)) {
       std::byte* const data = pool_base + range.src_offset;
       const size_t num_bytes = static_cast<size_t>(range.num_bytes);
-      if (iov.size() > 1 &&
+      if (!iov.empty() && iov.back().iov_base != &response &&
           static_cast<std::byte*>(iov.back().iov_base) + iov.back().iov_len == data) {
         iov.back().iov_len += num_bytes;
         continue;
@@ -220,7 +220,8 @@ absl::StatusOr<KvSlab> KvServer::PieceSlab(const KvWirePiece& piece) const {
                                                    " kv heads)"));
   }
   // Layers and heads inside the pool (the packed side always fits).
-  if (absl::Status status = CheckSlabFits(pool_.shape(), PackedSlabShape(slab, pool_.shape()), slab);
+  const KvPoolShape& shape = pool_.shape();
+  if (absl::Status status = CheckSlabFits(shape, PackedSlabShape(slab, shape), slab);
       !status.ok()) {
     return status;
   }

@@ -4,10 +4,10 @@
 // connection gets its own thread that answers "send me these pieces" requests (a piece: some
 // layers x KV heads of a run of blocks, or whole blocks) by sending the bytes straight from the
 // pool (sendmsg, one iovec per contiguous range; no staging copy). Every piece is checked against
-// the pool first: a request that reaches outside it gets an error response, never bytes. The server only
-// reads the pool: keeping the requested blocks allocated and unwritten until the decode side
-// reports back is the caller's contract (kv_transport.h, lifecycle step 4). No authentication: bind
-// it to an internal interface.
+// the pool first: a request that reaches outside it gets an error response, never bytes. The
+// server only reads the pool: keeping the requested blocks allocated and unwritten until the
+// decode side reports back is the caller's contract (kv_transport.h, lifecycle step 4). No
+// authentication: bind it to an internal interface.
 #pragma once
 
 #include <atomic>

@@ -3,7 +3,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <system_error>
@@ -68,9 +70,69 @@ std::vector<RankPull> PlanRankPulls(std::span<const KvRankSource> sources,
   return pulls;
 }
 
-// One request/response exchange with one KvServer, the payload received into dst_base + ranges.
-absl::Status PullFromRank(const RankPull& pull, std::byte* dst_base, const IoWait& wait) {
+// The ranks of one pull, pulled concurrently: the first failure, which cancels every wait of the
+// others (through an eventfd), and a barrier that holds every payload until all servers have
+// accepted their requests, so a request that a server rejects leaves `dst` untouched, as shm does.
+class RankPullGroup {
+ public:
+  static absl::StatusOr<std::unique_ptr<RankPullGroup>> Create(int num_ranks, absl::Time deadline) {
+    UniqueFd cancel(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!cancel.valid()) return absl::InternalError("KV pull over TCP: cannot create an eventfd");
+    return std::unique_ptr<RankPullGroup>(
+        new RankPullGroup(num_ranks, deadline, std::move(cancel)));
+  }
+
+  IoWait wait() const { return IoWait{.deadline = deadline_, .cancel_fd = cancel_.get()}; }
+
+  // Keeps the first failure and cancels the others' waits. The others' own errors (Cancelled among
+  // them) are its consequences and are dropped.
+  void Fail(absl::Status status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!first_failure_.ok()) return;
+    first_failure_ = std::move(status);
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t written = write(cancel_.get(), &one, sizeof(one));
+    all_accepted_.notify_all();
+  }
+
+  // A rank's server has accepted its request. Returns once every rank's has (OK), or with
+  // Cancelled once a rank has failed, or DeadlineExceeded.
+  absl::Status AcceptedAwaitOthers() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++num_accepted_;
+    const auto settled = [this] { return num_accepted_ == num_ranks_ || !first_failure_.ok(); };
+    all_accepted_.notify_all();
+    if (deadline_ == absl::InfiniteFuture()) {
+      all_accepted_.wait(lock, settled);
+    } else if (!all_accepted_.wait_until(lock, absl::ToChronoTime(deadline_), settled)) {
+      return absl::DeadlineExceededError("deadline exceeded while other ranks' servers answered");
+    }
+    return first_failure_.ok() ? absl::OkStatus() : absl::CancelledError("another rank failed");
+  }
+
+  absl::Status first_failure() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return first_failure_;
+  }
+
+ private:
+  RankPullGroup(int num_ranks, absl::Time deadline, UniqueFd cancel)
+      : num_ranks_(num_ranks), deadline_(deadline), cancel_(std::move(cancel)) {}
+
+  const int num_ranks_;
+  const absl::Time deadline_;
+  const UniqueFd cancel_;  // readable once a rank has failed
+  mutable std::mutex mu_;
+  std::condition_variable all_accepted_;
+  int num_accepted_ = 0;       // guarded by mu_
+  absl::Status first_failure_;  // guarded by mu_
+};
+
+// One request/response exchange with one KvServer, the payload received into dst_base + ranges
+// once every rank of `group` has been accepted.
+absl::Status PullFromRank(const RankPull& pull, std::byte* dst_base, RankPullGroup& group) {
   const std::string& address = pull.address;
+  const IoWait wait = group.wait();
   absl::StatusOr<UniqueFd> fd = ConnectTcp(address, wait);
   if (!fd.ok()) return Annotate(fd.status(), address);
 
@@ -118,6 +180,9 @@ absl::Status PullFromRank(const RankPull& pull, std::byte* dst_base, const IoWai
                                             response.payload_bytes, " payload bytes, expected ",
                                             pull.payload_bytes));
   }
+  if (absl::Status status = group.AcceptedAwaitOthers(); !status.ok()) {
+    return Annotate(status, address);
+  }
   std::vector<iovec> iov;
   iov.reserve(pull.ranges.size());
   for (const KvByteRange& range : pull.ranges) {
@@ -131,26 +196,15 @@ absl::Status PullFromRank(const RankPull& pull, std::byte* dst_base, const IoWai
 }
 
 // Runs every pull, the first on the calling thread and each other one on a thread of its own, and
-// returns once all have stopped: OK, or the first failure, which cancels the pulls still running
-// (their own errors, Cancelled among them, are its consequences and are dropped).
+// returns once all have stopped: OK, or the first failure.
 absl::Status RunRankPulls(std::span<const RankPull> pulls, std::byte* dst_base,
                           absl::Time deadline) {
-  if (pulls.size() == 1) return PullFromRank(pulls[0], dst_base, IoWait{.deadline = deadline});
-  UniqueFd cancel(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!cancel.valid()) return absl::InternalError("KV pull over TCP: cannot create an eventfd");
-  std::mutex mu;
-  absl::Status first_failure;  // guarded by mu
-  const auto fail = [&](absl::Status status) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!first_failure.ok()) return;
-    first_failure = std::move(status);
-    const uint64_t one = 1;
-    [[maybe_unused]] const ssize_t written = write(cancel.get(), &one, sizeof(one));
-  };
-  const IoWait wait{.deadline = deadline, .cancel_fd = cancel.get()};
-  const auto run = [&](const RankPull& pull) {
-    if (absl::Status status = PullFromRank(pull, dst_base, wait); !status.ok()) {
-      fail(std::move(status));
+  absl::StatusOr<std::unique_ptr<RankPullGroup>> group =
+      RankPullGroup::Create(static_cast<int>(pulls.size()), deadline);
+  if (!group.ok()) return group.status();
+  const auto run = [dst_base, &group = **group](const RankPull& pull) {
+    if (absl::Status status = PullFromRank(pull, dst_base, group); !status.ok()) {
+      group.Fail(std::move(status));
     }
   };
   std::vector<std::thread> threads;
@@ -159,14 +213,15 @@ absl::Status RunRankPulls(std::span<const RankPull> pulls, std::byte* dst_base,
     try {
       threads.emplace_back(run, std::cref(pulls[i]));
     } catch (const std::system_error& e) {
-      fail(absl::InternalError(absl::StrCat("KV pull over TCP: cannot start a thread: ", e.what())));
+      // The ranks without a thread never reach the barrier: those started are cancelled.
+      (*group)->Fail(
+          absl::InternalError(absl::StrCat("KV pull over TCP: cannot start a thread: ", e.what())));
       break;
     }
   }
   run(pulls[0]);
   for (std::thread& thread : threads) thread.join();
-  std::lock_guard<std::mutex> lock(mu);
-  return first_failure;
+  return (*group)->first_failure();
 }
 
 }  // namespace
@@ -196,7 +251,8 @@ absl::Status TcpKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
                           : "KV pull over TCP: the source names no TCP address");
     }
     if (absl::StatusOr<HostPort> parsed = ParseHostPort(address); !parsed.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("KV pull over TCP: ", parsed.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("KV pull over TCP: ", parsed.status().message()));
     }
   }
   if (dst_blocks.empty()) return absl::OkStatus();

@@ -15,10 +15,10 @@
 //               num_blocks * num_layers * 2 * num_kv_heads * block_size * head_dim * 4 bytes.
 //
 // The server checks magic and version (a mismatch: it answers InvalidArgument and closes the
-// connection, since it cannot trust the framing), num_pieces (too many: the same), the shape against
-// its pool (InvalidArgument), and that every piece lies inside its pool: blocks, layers and KV heads
-// non-empty and in range (InvalidArgument naming the piece). It checks every piece before sending a
-// byte: an error response has payload_bytes 0 and the connection stays usable. status_code is an
+// connection, since it cannot trust the framing), num_pieces (too many: the same), the shape
+// against its pool (InvalidArgument), and that every piece lies inside its pool: blocks, layers
+// and KV heads non-empty and in range (InvalidArgument naming the piece). It checks every piece
+// before sending a byte: an error response has payload_bytes 0 and the connection stays usable. status_code is an
 // absl::StatusCode. The payload is sent straight from the pool (sendmsg, one iovec per contiguous
 // range) and received straight into the destination pool (recvmsg, one iovec per range).
 #pragma once
