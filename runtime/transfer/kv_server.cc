@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/transfer/kv_slab_copy.h"
 #include "runtime/transfer/kv_transport.h"
 
 namespace baton::runtime {
@@ -133,48 +134,98 @@ bool KvServer::ServeRequest(int fd, const KvWireRequest& request) {
                   "KV server: bad request magic/version (expected version ", kKvWireVersion, ")")));
     return false;  // the framing cannot be trusted any more
   }
-  if (request.num_runs > kKvWireMaxRuns) {
+  if (request.num_pieces > kKvWireMaxPieces) {
     SendError(fd, absl::InvalidArgumentError(
-                      absl::StrCat("KV server: ", request.num_runs, " runs in one request")));
-    return false;  // the runs that follow are not read
+                      absl::StrCat("KV server: ", request.num_pieces, " pieces in one request")));
+    return false;  // the pieces that follow are not read
   }
-  std::vector<KvWireRun> runs(request.num_runs);
+  std::vector<KvWirePiece> pieces(request.num_pieces);
   const IoWait wait{.stall_timeout = options_.io_timeout, .cancel_fd = stop_fd_.get()};
-  if (!RecvAll(fd, runs.data(), runs.size() * sizeof(KvWireRun), wait).ok()) return false;
+  if (!RecvAll(fd, pieces.data(), pieces.size() * sizeof(KvWirePiece), wait).ok()) return false;
 
-  const KvPoolShape shape{.num_layers = request.num_layers,
-                          .num_kv_heads = request.num_kv_heads,
-                          .head_dim = request.head_dim,
-                          .block_size = request.block_size};
-  if (!(shape == pool_.shape())) {
+  const KvPoolShape& shape = pool_.shape();
+  const KvPoolShape expected{.num_layers = request.num_layers,
+                             .num_kv_heads = request.num_kv_heads,
+                             .head_dim = request.head_dim,
+                             .block_size = request.block_size};
+  if (!(expected == shape)) {
     return SendError(fd, absl::InvalidArgumentError(absl::StrCat(
-                             "KV server: the request expects a pool of shape (", ShapeString(shape),
-                             ") but this pool is (", ShapeString(pool_.shape()), ")")));
+                             "KV server: the request expects a pool of shape (",
+                             ShapeString(expected), ") but this pool is (", ShapeString(shape),
+                             ")")));
   }
-  const size_t block_bytes = pool_.BlockBytes();
-  // One iovec for the header, then one per run, straight from the pool.
-  std::vector<iovec> iov;
-  iov.reserve(runs.size() + 1);
+  // Every piece is checked before the first byte goes out: an error response is the whole answer.
+  std::vector<KvSlab> slabs;
+  slabs.reserve(pieces.size());
   KvWireResponse response{.magic = kKvWireMagic,
                           .status_code = 0,
                           .message_bytes = 0,
                           .reserved = 0,
                           .payload_bytes = 0};
-  iov.push_back({.iov_base = &response, .iov_len = sizeof(response)});
-  for (const KvWireRun& run : runs) {
-    if (run.num_blocks < 1 || run.src_start < 0 ||
-        int64_t{run.src_start} + run.num_blocks > pool_.num_blocks()) {
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    absl::StatusOr<KvSlab> slab = PieceSlab(pieces[i]);
+    if (!slab.ok()) {
       return SendError(fd, absl::InvalidArgumentError(absl::StrCat(
-                               "KV server: blocks [", run.src_start, ", ",
-                               int64_t{run.src_start} + run.num_blocks, ") outside the pool of ",
-                               pool_.num_blocks(), " blocks")));
+                               "KV server: piece ", i, ": ", slab.status().message())));
     }
-    const size_t run_bytes = block_bytes * static_cast<size_t>(run.num_blocks);
-    iov.push_back({.iov_base = pool_.BlockData(run.src_start), .iov_len = run_bytes});
-    response.payload_bytes += run_bytes;
+    response.payload_bytes +=
+        PackedSlabShape(*slab, shape).BlockBytes() * static_cast<uint64_t>(pieces[i].num_blocks);
+    slabs.push_back(*slab);
   }
   num_requests_served_.fetch_add(1);  // before the send, so a client that has the bytes sees it
+
+  // The header, then the pieces' ranges straight from the pool, a bounded batch of iovecs per
+  // sendmsg; a range that continues the previous one in the pool joins its iovec.
+  constexpr size_t kIovecsPerSend = 1024;
+  std::byte* const pool_base = pool_.BlockData(0);
+  std::vector<iovec> iov;
+  iov.reserve(kIovecsPerSend + 1);
+  iov.push_back({.iov_base = &response, .iov_len = sizeof(response)});
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    for (const KvByteRange& range :
+         PackedSlabByteRanges(shape, slabs[i], pieces[i].src_start, pieces[i].num_blocks)) {
+      std::byte* const data = pool_base + range.src_offset;
+      const size_t num_bytes = static_cast<size_t>(range.num_bytes);
+      if (!iov.empty() && iov.back().iov_base != &response &&
+          static_cast<std::byte*>(iov.back().iov_base) + iov.back().iov_len == data) {
+        iov.back().iov_len += num_bytes;
+        continue;
+      }
+      if (iov.size() >= kIovecsPerSend) {
+        if (!SendAll(fd, std::span<iovec>(iov), wait).ok()) return false;
+        iov.clear();
+      }
+      iov.push_back({.iov_base = data, .iov_len = num_bytes});
+    }
+  }
   return SendAll(fd, std::span<iovec>(iov), wait).ok();
+}
+
+absl::StatusOr<KvSlab> KvServer::PieceSlab(const KvWirePiece& piece) const {
+  if (piece.num_blocks < 1 || piece.src_start < 0 ||
+      int64_t{piece.src_start} + piece.num_blocks > pool_.num_blocks()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "blocks [", piece.src_start, ", ", int64_t{piece.src_start} + piece.num_blocks,
+        ") outside the pool of ", pool_.num_blocks(), " blocks"));
+  }
+  const KvSlab slab{.layer_begin = 0,
+                    .layer_end = piece.num_layers,
+                    .kv_head_begin = 0,
+                    .kv_head_end = piece.num_kv_heads,
+                    .src_layer_idx = piece.layer_idx,
+                    .src_kv_head_idx = piece.kv_head_idx};
+  if (piece.num_layers < 1 || piece.num_kv_heads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("empty piece (", piece.num_layers,
+                                                   " layers, ", piece.num_kv_heads,
+                                                   " kv heads)"));
+  }
+  // Layers and heads inside the pool (the packed side always fits).
+  const KvPoolShape& shape = pool_.shape();
+  if (absl::Status status = CheckSlabFits(shape, PackedSlabShape(slab, shape), slab);
+      !status.ok()) {
+    return status;
+  }
+  return slab;
 }
 
 }  // namespace baton::runtime

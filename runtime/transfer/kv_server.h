@@ -1,11 +1,13 @@
 // KvServer: serves a prefill instance's KV pool to decode instances over TCP (tcp_wire.h protocol).
 //
 // Runs on the prefill worker next to its pool. A listener thread accepts connections; each
-// connection gets its own thread that answers "send me these block runs" requests by sending the
-// blocks straight from the pool (sendmsg, one iovec per run; no staging copy). The server only
-// reads the pool: keeping the requested blocks allocated and unwritten until the decode side
-// reports back is the caller's contract (kv_transport.h, lifecycle step 4). No authentication: bind
-// it to an internal interface.
+// connection gets its own thread that answers "send me these pieces" requests (a piece: some
+// layers x KV heads of a run of blocks, or whole blocks) by sending the bytes straight from the
+// pool (sendmsg, one iovec per contiguous range; no staging copy). Every piece is checked against
+// the pool first: a request that reaches outside it gets an error response, never bytes. The
+// server only reads the pool: keeping the requested blocks allocated and unwritten until the
+// decode side reports back is the caller's contract (kv_transport.h, lifecycle step 4). No
+// authentication: bind it to an internal interface.
 #pragma once
 
 #include <atomic>
@@ -18,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/kv_cache/kv_pool.h"
+#include "runtime/transfer/kv_slab_mapping.h"
 #include "runtime/transfer/socket_io.h"
 #include "runtime/transfer/tcp_wire.h"
 
@@ -78,6 +81,9 @@ class KvServer {
   // Answers one request whose header is already read. Returns false to close the connection.
   bool ServeRequest(int fd, const KvWireRequest& request);
   bool SendError(int fd, const absl::Status& status);
+  // The slab of this pool that `piece` names (source-local indices), or InvalidArgument if its
+  // blocks, layers or KV heads are empty or reach outside the pool.
+  absl::StatusOr<KvSlab> PieceSlab(const KvWirePiece& piece) const;
   void ReapFinishedConnections();
 
   const KvPool& pool_;

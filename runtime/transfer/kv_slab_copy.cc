@@ -1,6 +1,7 @@
 #include "runtime/transfer/kv_slab_copy.h"
 
 #include <cstring>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 
@@ -20,8 +21,9 @@ absl::Status CheckSlabFits(const KvPoolShape& src_shape, const KvPoolShape& dst_
                                                    "), kv heads [", slab.kv_head_begin, ", ",
                                                    slab.kv_head_end, "))"));
   }
-  const auto fits = [&](const char* side, const KvPoolShape& shape, int layer_idx,
-                        int kv_head_idx) -> absl::Status {
+  // In 64 bits: a KvServer checks slabs built from untrusted wire integers.
+  const auto fits = [&](const char* side, const KvPoolShape& shape, int64_t layer_idx,
+                        int64_t kv_head_idx) -> absl::Status {
     if (layer_idx < 0 || kv_head_idx < 0 || layer_idx + slab.num_layers() > shape.num_layers ||
         kv_head_idx + slab.num_kv_heads() > shape.num_kv_heads) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -81,6 +83,34 @@ std::vector<KvByteRange> SlabByteRanges(const KvPoolShape& src_shape, const KvPo
     }
   }
   return ranges;
+}
+
+KvSlab WholePoolSlab(const KvPoolShape& shape) {
+  return KvSlab{.src_rank_idx = 0,
+                .layer_begin = 0,
+                .layer_end = shape.num_layers,
+                .kv_head_begin = 0,
+                .kv_head_end = shape.num_kv_heads};
+}
+
+KvPoolShape PackedSlabShape(const KvSlab& slab, const KvPoolShape& pool_shape) {
+  return KvPoolShape{.num_layers = slab.num_layers(),
+                     .num_kv_heads = slab.num_kv_heads(),
+                     .head_dim = pool_shape.head_dim,
+                     .block_size = pool_shape.block_size};
+}
+
+std::vector<KvByteRange> PackedSlabByteRanges(const KvPoolShape& src_shape, const KvSlab& slab,
+                                              BlockId src_start, int num_blocks) {
+  KvSlab packed = slab;
+  packed.dst_layer_idx = 0;
+  packed.dst_kv_head_idx = 0;
+  std::vector<BlockId> src_blocks(num_blocks);
+  std::vector<BlockId> dst_blocks(num_blocks);
+  std::iota(src_blocks.begin(), src_blocks.end(), src_start);
+  std::iota(dst_blocks.begin(), dst_blocks.end(), 0);
+  return SlabByteRanges(src_shape, PackedSlabShape(slab, src_shape), packed, src_blocks,
+                        dst_blocks);
 }
 
 void CopyByteRanges(const std::byte* src_base, std::byte* dst_base,

@@ -11,6 +11,11 @@
 //
 // Offsets are in bytes from the start of block 0's data of each pool (KvPool::BlockData(0),
 // KvPoolMapping::BlockData(0)). Pure arithmetic, no I/O, except CopyByteRanges.
+//
+// The TCP transport moves the same ranges through a byte stream (tcp_wire.h): the server sends a
+// slab of a run of blocks "packed", as blocks 0, 1, ... of a pool holding only the slab's layers
+// and KV heads (PackedSlabByteRanges gives the server's side), and the client receives the stream
+// straight into the destination ranges of SlabByteRanges, which come in the same order.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +50,22 @@ absl::Status CheckSlabFits(const KvPoolShape& src_shape, const KvPoolShape& dst_
 std::vector<KvByteRange> SlabByteRanges(const KvPoolShape& src_shape, const KvPoolShape& dst_shape,
                                         const KvSlab& slab, std::span<const BlockId> src_blocks,
                                         std::span<const BlockId> dst_blocks);
+
+// The slab that covers every layer and KV head of a pool of `shape`, local index 0 on both sides: a
+// same-layout (whole-block) pull is this one slab, and its ranges are the block runs.
+KvSlab WholePoolSlab(const KvPoolShape& shape);
+
+// The shape of `slab` alone: its layers and KV heads, with head_dim and block_size of `pool_shape`.
+KvPoolShape PackedSlabShape(const KvSlab& slab, const KvPoolShape& pool_shape);
+
+// The ranges that send `slab` of blocks src_start .. src_start + num_blocks - 1 of a pool of
+// src_shape as one packed byte stream: SlabByteRanges into blocks 0 .. num_blocks - 1 of a pool of
+// PackedSlabShape(slab, src_shape), the slab's destination indices taken as 0. dst_offset is the
+// offset in that stream; ranges are merged where the source continues. The stream is ordered
+// (block, layer, K then V), as SlabByteRanges orders any destination. Pre-conditions:
+// CheckSlabFits(src_shape, PackedSlabShape(...), slab) is OK, num_blocks >= 0, src_start >= 0.
+std::vector<KvByteRange> PackedSlabByteRanges(const KvPoolShape& src_shape, const KvSlab& slab,
+                                              BlockId src_start, int num_blocks);
 
 // memcpy(dst_base + r.dst_offset, src_base + r.src_offset, r.num_bytes) for every range. The caller
 // guarantees every range lies inside both pools.

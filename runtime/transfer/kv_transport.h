@@ -42,13 +42,16 @@
 // MapKvSlabs, kv_slab_mapping.h) names, per slab, the prefill rank holding it
 // (spec.rank_sources[slab.src_rank_idx]: that rank's KvSource, pool shape and block ids) and its
 // layers x KV heads; every (layer, KV head) of the destination pool must be covered by exactly one
-// slab, and head_dim and block_size must agree (InvalidArgument otherwise). Supported by the
-// shared-memory transport; the TCP transport answers a re-slicing spec with InvalidArgument (its
-// wire protocol serves whole blocks only), never with wrong bytes.
+// slab, and head_dim and block_size must agree (InvalidArgument otherwise). Both transports
+// re-slice, with the same checks and codes: shm copies each slab's byte ranges out of every named
+// rank's segment; TCP asks each named rank's KvServer (rank_sources[i].source.tcp_address, one
+// connection per rank, concurrently) for its slabs' pieces (tcp_wire.h) and receives them straight
+// into place. A slab of one block is 2 x its layers contiguous byte ranges on each side
+// (kv_slab_copy.h); a same-layout pull is the one slab that spans the whole pool.
 //
 // Copies are coalesced: a run of consecutive source ids that maps onto consecutive destination ids
 // is one contiguous byte range on both sides, moved as one memcpy (shm) or one message segment
-// (TCP).
+// (TCP); a slab's ranges merge wherever both sides continue (kv_slab_copy.h).
 #pragma once
 
 #include <span>
@@ -86,10 +89,11 @@ struct KvPullSpec {
   int num_tokens = 0;  // tokens of KV held by src_blocks (the last block may be partial)
 
   // Re-slicing between layouts ("Shapes" above). slabs empty (default): a same-layout pull of whole
-  // blocks from `source` (rank_sources is ignored). Otherwise `source`, `shape` and `src_blocks` are unused: for each slab,
-  // its layers x KV heads of rank_sources[slab.src_rank_idx].src_blocks[i] are copied into the
-  // destination's block dst_blocks[i], for every i. rank_sources is indexed by prefill rank_idx
-  // (stage-major); entries that no slab names are not read and may be left empty.
+  // blocks from `source` (rank_sources is ignored). Otherwise `source`, `shape` and `src_blocks`
+  // are unused: for each slab, its layers x KV heads of block src_blocks[i] of rank
+  // rank_sources[slab.src_rank_idx] are copied into the destination's block dst_blocks[i], for
+  // every i. rank_sources is indexed by prefill rank_idx (stage-major); entries that no slab names
+  // are not read and may be left empty.
   std::vector<KvRankSource> rank_sources;
   std::vector<KvSlab> slabs;  // this decode rank's slabs, MapKvSlabs(...)[decode rank_idx]
 

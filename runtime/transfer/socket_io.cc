@@ -49,6 +49,18 @@ absl::Status Wait(int fd, short events, const IoWait& wait) {
   }
 }
 
+// Consumes `num_bytes` from iov[*first] onwards, moving *first past the buffers filled up.
+void AdvanceIovecs(std::span<iovec> iov, size_t* first, size_t num_bytes) {
+  while (num_bytes > 0) {
+    iovec& v = iov[*first];
+    const size_t step = std::min(num_bytes, v.iov_len);
+    v.iov_base = static_cast<char*>(v.iov_base) + step;
+    v.iov_len -= step;
+    num_bytes -= step;
+    if (v.iov_len == 0) ++*first;
+  }
+}
+
 absl::Status PeerError(const char* op, int err) {
   return absl::UnavailableError(absl::StrCat(op, ": ", std::strerror(err)));
 }
@@ -100,14 +112,7 @@ absl::Status SendAll(int fd, std::span<iovec> iov, const IoWait& wait) {
       }
       return PeerError("send", errno);
     }
-    size_t left = static_cast<size_t>(sent);
-    while (left > 0) {
-      const size_t step = std::min(left, iov[first].iov_len);
-      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + step;
-      iov[first].iov_len -= step;
-      left -= step;
-      if (iov[first].iov_len == 0) ++first;
-    }
+    AdvanceIovecs(iov, &first, static_cast<size_t>(sent));
   }
   return absl::OkStatus();
 }
@@ -118,16 +123,29 @@ absl::Status SendAll(int fd, const void* data, size_t num_bytes, const IoWait& w
 }
 
 absl::Status RecvAll(int fd, void* data, size_t num_bytes, const IoWait& wait) {
+  iovec iov{.iov_base = data, .iov_len = num_bytes};
+  return RecvAll(fd, std::span<iovec>(&iov, 1), wait);
+}
+
+absl::Status RecvAll(int fd, std::span<iovec> iov, const IoWait& wait) {
+  size_t total = 0;
+  for (const iovec& v : iov) total += v.iov_len;
   size_t received = 0;
-  while (received < num_bytes) {
-    const ssize_t n = recv(fd, static_cast<char*>(data) + received, num_bytes - received, 0);
+  size_t first = 0;
+  while (received < total) {
+    while (iov[first].iov_len == 0) ++first;
+    msghdr msg{};
+    msg.msg_iov = &iov[first];
+    msg.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
+    const ssize_t n = recvmsg(fd, &msg, 0);
     if (n > 0) {
       received += static_cast<size_t>(n);
+      AdvanceIovecs(iov, &first, static_cast<size_t>(n));
       continue;
     }
     if (n == 0) {
       return absl::UnavailableError(absl::StrCat("connection closed by the peer after ", received,
-                                                 " of ", num_bytes, " bytes"));
+                                                 " of ", total, " bytes"));
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -167,6 +185,10 @@ absl::StatusOr<HostPort> ParseHostPort(const std::string& address) {
 }
 
 absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address, absl::Time deadline) {
+  return ConnectTcp(address, IoWait{.deadline = deadline});
+}
+
+absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address, const IoWait& wait) {
   absl::StatusOr<HostPort> host_port = ParseHostPort(address);
   if (!host_port.ok()) return host_port.status();
   absl::StatusOr<AddrInfoPtr> addrs = Resolve(host_port->host, host_port->port, 0);
@@ -186,7 +208,7 @@ absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address, absl::Time deadl
         last_error = PeerError("connect", errno);
         continue;
       }
-      if (absl::Status status = Wait(fd.get(), POLLOUT, IoWait{.deadline = deadline});
+      if (absl::Status status = Wait(fd.get(), POLLOUT, wait);
           !status.ok()) {
         return absl::Status(status.code(),
                             absl::StrCat("connecting to ", address, ": ", status.message()));

@@ -63,6 +63,9 @@ absl::Status SendAll(int fd, const void* data, size_t num_bytes, const IoWait& w
 // Receives exactly num_bytes into data. Unavailable if the peer closes first (the message says how
 // many bytes had arrived), DeadlineExceeded, Cancelled.
 absl::Status RecvAll(int fd, void* data, size_t num_bytes, const IoWait& wait);
+// Receives exactly the bytes `iov` describes, in order (a scatter receive: each recvmsg fills as
+// many buffers as the socket has bytes for; `iov` is advanced in place). Codes as above.
+absl::Status RecvAll(int fd, std::span<iovec> iov, const IoWait& wait);
 
 // Waits until fd is readable or has hung up (the next recv will not block). OK, DeadlineExceeded or
 // Cancelled.
@@ -81,6 +84,8 @@ absl::StatusOr<HostPort> ParseHostPort(const std::string& address);
 // DeadlineExceeded. Name resolution itself (getaddrinfo) is not bounded by the deadline: use
 // numeric addresses or names the resolver answers locally.
 absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address, absl::Time deadline);
+// The same, waiting as `wait` says (a readable cancel fd gives Cancelled).
+absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address, const IoWait& wait);
 
 // A non-blocking listening socket on host:port (port 0 picks a free port; see LocalPort).
 // InvalidArgument for a bad host; Unavailable if the address is in use.

@@ -1,20 +1,26 @@
 // The KV pull wire protocol between TcpKvTransport (client, decode side) and KvServer (prefill
-// side).
+// side), version 2: a request names pieces of the server's pool, each a (layers x KV heads) slab
+// of a run of blocks; a whole-block pull is the piece that spans every layer and KV head.
 //
 // One TCP connection carries any number of request/response exchanges, one at a time. All integers
 // are little-endian, fixed width, and sent as the packed structs below.
 //
-//   request  := KvWireRequest, then num_runs x KvWireRun
+//   request  := KvWireRequest, then num_pieces x KvWirePiece
 //   response := KvWireResponse, then message_bytes of UTF-8 (an error message, only if status_code
-//               != 0), then payload_bytes of block data: for each run in request order, blocks
-//               src_start .. src_start + num_blocks - 1 of the server's pool, BlockBytes() each,
-//               exactly as they lie in the pool.
+//               != 0), then payload_bytes of KV data: for each piece in request order, for each
+//               block src_start .. src_start + num_blocks - 1, for each of its layers, K then V:
+//               its KV heads' [num_kv_heads][block_size][head_dim] f32, exactly as they lie in the
+//               pool. That is, each piece packed as blocks 0, 1, ... of a pool holding only its
+//               layers and heads (PackedSlabByteRanges, kv_slab_copy.h); a piece's payload is
+//               num_blocks * num_layers * 2 * num_kv_heads * block_size * head_dim * 4 bytes.
 //
 // The server checks magic and version (a mismatch: it answers InvalidArgument and closes the
-// connection, since it cannot trust the framing), the shape against its pool (InvalidArgument), and
-// that every run lies inside its pool (InvalidArgument); an error response has payload_bytes 0 and
-// the connection stays usable. status_code is an absl::StatusCode. The payload is sent straight
-// from the pool (sendmsg with one iovec per run) and received straight into the destination blocks.
+// connection, since it cannot trust the framing), num_pieces (too many: the same), the shape
+// against its pool (InvalidArgument), and that every piece lies inside its pool: blocks, layers
+// and KV heads non-empty and in range (InvalidArgument naming the piece). It checks every piece
+// before sending a byte: an error response has payload_bytes 0 and the connection stays usable. status_code is an
+// absl::StatusCode. The payload is sent straight from the pool (sendmsg, one iovec per contiguous
+// range) and received straight into the destination pool (recvmsg, one iovec per range).
 #pragma once
 
 #include <bit>
@@ -26,14 +32,14 @@ static_assert(std::endian::native == std::endian::little,
               "the KV wire protocol sends its structs as they are in memory");
 
 inline constexpr uint32_t kKvWireMagic = 0x5650564b;  // "KVPV"
-inline constexpr uint32_t kKvWireVersion = 1;
-// Upper bound on num_runs in one request (a request for more blocks is a bug or garbage).
-inline constexpr uint32_t kKvWireMaxRuns = 1u << 20;
+inline constexpr uint32_t kKvWireVersion = 2;
+// Upper bound on num_pieces in one request (a request for more is a bug or garbage).
+inline constexpr uint32_t kKvWireMaxPieces = 1u << 20;
 
 struct KvWireRequest {
   uint32_t magic;
   uint32_t version;
-  uint32_t num_runs;
+  uint32_t num_pieces;
   int32_t num_layers;  // the shape the client expects the server's pool to have
   int32_t num_kv_heads;
   int32_t head_dim;
@@ -42,18 +48,24 @@ struct KvWireRequest {
 };
 static_assert(sizeof(KvWireRequest) == 32);
 
-struct KvWireRun {
-  int32_t src_start;   // first block in the server's pool
+// Layers [layer_idx, layer_idx + num_layers) x KV heads [kv_head_idx, kv_head_idx + num_kv_heads)
+// of blocks [src_start, src_start + num_blocks), all local to the server's pool.
+struct KvWirePiece {
+  int32_t src_start;   // first block
   int32_t num_blocks;  // >= 1
+  int32_t layer_idx;
+  int32_t num_layers;  // >= 1
+  int32_t kv_head_idx;
+  int32_t num_kv_heads;  // >= 1
 };
-static_assert(sizeof(KvWireRun) == 8);
+static_assert(sizeof(KvWirePiece) == 24);
 
 struct KvWireResponse {
   uint32_t magic;
   int32_t status_code;     // absl::StatusCode; 0 = OK
   uint32_t message_bytes;  // length of the error message that follows
   uint32_t reserved;       // 0
-  uint64_t payload_bytes;  // total block bytes that follow the message
+  uint64_t payload_bytes;  // total KV bytes that follow the message
 };
 static_assert(sizeof(KvWireResponse) == 24);
 

@@ -1,14 +1,22 @@
 // KV hand-off between instances that shard the model differently: every decode rank pulls its
-// slabs (kv_slab_mapping.h) from the prefill ranks' shared-memory pools (ShmTransport, and
-// AutoKvTransport, which picks it on one host) and ends up with exactly the bytes a same-layout
-// hand-off would give it; it moves exactly the bytes it owns and writes no other block.
+// slabs (kv_slab_mapping.h) from the prefill ranks' pools and ends up with exactly the bytes a
+// same-layout hand-off would give it; it moves exactly the bytes it owns and writes no other block.
+// Every case runs over both transports: shared memory (ShmTransport, and AutoKvTransport, which
+// picks it on one host) and TCP (TcpKvTransport from a real KvServer per prefill rank, and
+// AutoKvTransport, which picks it for private pools); the error cases too, with the same codes.
+// Then TCP only: a server stopped mid-pull, and a rank that never answers.
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <ostream>
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -16,9 +24,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/transfer/kv_segment_names.h"
+#include "runtime/transfer/kv_server.h"
 #include "runtime/transfer/kv_slab_mapping.h"
 #include "runtime/transfer/kv_transport.h"
 #include "runtime/transfer/shm_transport.h"
+#include "runtime/transfer/socket_io.h"
 #include "runtime/transfer/tcp_transport.h"
 #include "runtime/transfer/transport_factory.h"
 #include "tests/runtime/transfer/kv_test_pattern.h"
@@ -109,20 +119,29 @@ std::vector<Case> Cases() {
   };
 }
 
-// The prefill instance: one shared pool per rank, each holding the request's KV (the pattern) in
-// its own random block list, garbage elsewhere.
+// The prefill instance: one pool per rank, each holding the request's KV (the pattern) in its own
+// random block list, garbage elsewhere. Over shm the pools are shared segments; over TCP they are
+// private and each rank runs a KvServer (declared after the pools: it stops before they go).
 struct Prefill {
   std::vector<std::unique_ptr<KvPool>> pools;
+  std::vector<std::unique_ptr<KvServer>> servers;  // TCP only, one per rank
   std::vector<KvRankSource> sources;
+
+  // Rank r goes away: its server stops (TCP), its pool (and shm segment) is freed.
+  void Kill(int r) {
+    if (!servers.empty()) servers[r]->Stop();
+    pools[r].reset();
+  }
 };
 
-Prefill MakePrefill(const Case& c, int num_tokens, std::mt19937& rng) {
+Prefill MakePrefill(const Case& c, int num_tokens, std::mt19937& rng, KvTransportKind kind) {
   Prefill prefill;
   for (int r = 0; r < c.prefill.num_ranks(); ++r) {
     absl::StatusOr<KvRankShard> shard = MakeKvRankShard(c.model, c.prefill, r);
     EXPECT_THAT(shard, IsOk());
-    auto pool = KvPool::Create(shard->pool_shape, kPoolBlocks,
-                               KvPoolOptions{.shm_name = NewKvSegmentName()});
+    const KvPoolOptions options{
+        .shm_name = kind == KvTransportKind::kShm ? NewKvSegmentName() : std::string()};
+    auto pool = KvPool::Create(shard->pool_shape, kPoolBlocks, options);
     EXPECT_THAT(pool, IsOk());
     FillPool(**pool, kSrcGarbageSeed + r);
     const int num_blocks = (num_tokens + c.model.block_size - 1) / c.model.block_size;
@@ -132,7 +151,14 @@ Prefill MakePrefill(const Case& c, int num_tokens, std::mt19937& rng) {
         *p = KvWord(l, h, t, d, kv);
       });
     }
-    prefill.sources.push_back(KvRankSource{.source = LocalKvSource(**pool, ""),
+    std::string tcp_address;
+    if (kind == KvTransportKind::kTcp) {
+      auto server = KvServer::Start(**pool, KvServerOptions{});
+      EXPECT_THAT(server, IsOk());
+      tcp_address = (*server)->address();
+      prefill.servers.push_back(*std::move(server));
+    }
+    prefill.sources.push_back(KvRankSource{.source = LocalKvSource(**pool, tcp_address),
                                            .shape = shard->pool_shape,
                                            .src_blocks = std::move(blocks)});
     prefill.pools.push_back(*std::move(pool));
@@ -168,25 +194,49 @@ Prefill MakePrefill(const Case& c, int num_tokens, std::mt19937& rng) {
   return ::testing::AssertionSuccess();
 }
 
-class KvResliceTest : public ::testing::TestWithParam<Case> {};
+// The transports a test of one kind pulls with: that transport itself, and AutoKvTransport, which
+// must pick it; and the bytes each has written into destination pools so far.
+class Transports {
+ public:
+  explicit Transports(KvTransportKind kind) : kind_(kind) {}
+
+  KvTransport& direct() {
+    return kind_ == KvTransportKind::kShm ? static_cast<KvTransport&>(shm_) : tcp_;
+  }
+  std::vector<KvTransport*> all() { return {&direct(), &automatic_}; }
+  int64_t bytes_moved(const KvTransport* transport) const {
+    const bool is_auto = transport == &automatic_;
+    return kind_ == KvTransportKind::kShm
+               ? (is_auto ? automatic_.shm() : shm_).num_bytes_copied()
+               : (is_auto ? automatic_.tcp() : tcp_).num_bytes_received();
+  }
+
+ private:
+  const KvTransportKind kind_;
+  ShmTransport shm_;
+  TcpKvTransport tcp_;
+  mutable AutoKvTransport automatic_;
+};
+
+std::string KindName(KvTransportKind kind) { return std::string(KvTransportKindName(kind)); }
+
+class KvResliceTest : public ::testing::TestWithParam<std::tuple<Case, KvTransportKind>> {};
 
 TEST_P(KvResliceTest, EveryDecodeRankGetsExactlyTheBytesItOwns) {
-  const Case& c = GetParam();
+  const auto& [c, kind] = GetParam();
   absl::StatusOr<std::vector<std::vector<KvSlab>>> plan = MapKvSlabs(c.model, c.prefill, c.decode);
   ASSERT_THAT(plan, IsOk());
   std::mt19937 rng(13);
   const int num_tokens = kRequestBlocks * c.model.block_size - 3;  // last block partial
-  Prefill prefill = MakePrefill(c, num_tokens, rng);
+  Prefill prefill = MakePrefill(c, num_tokens, rng, kind);
   ASSERT_FALSE(::testing::Test::HasFailure());
 
-  ShmTransport shm;
-  AutoKvTransport automatic;
+  Transports transports(kind);
   for (int d = 0; d < c.decode.num_ranks(); ++d) {
     SCOPED_TRACE(absl::StrCat("decode rank ", d));
     absl::StatusOr<KvRankShard> shard = MakeKvRankShard(c.model, c.decode, d);
     ASSERT_THAT(shard, IsOk());
-    for (KvTransport* transport : {static_cast<KvTransport*>(&shm),
-                                   static_cast<KvTransport*>(&automatic)}) {
+    for (KvTransport* transport : transports.all()) {
       SCOPED_TRACE(transport->name());
       auto dst = KvPool::Create(shard->pool_shape, kPoolBlocks);
       ASSERT_THAT(dst, IsOk());
@@ -196,10 +246,9 @@ TEST_P(KvResliceTest, EveryDecodeRankGetsExactlyTheBytesItOwns) {
       const KvPullSpec spec{.num_tokens = num_tokens,
                             .rank_sources = prefill.sources,
                             .slabs = (*plan)[d]};
-      ShmTransport& counter = transport == &shm ? shm : automatic.shm();
-      const int64_t bytes_before = counter.num_bytes_copied();
+      const int64_t bytes_before = transports.bytes_moved(transport);
       ASSERT_THAT(transport->Pull(spec, **dst, dst_blocks, Soon()), IsOk());
-      const int64_t bytes_moved = counter.num_bytes_copied() - bytes_before;
+      const int64_t bytes_moved = transports.bytes_moved(transport) - bytes_before;
       EXPECT_EQ(bytes_moved, OwnedKvBytes(*shard).per_block_bytes * kRequestBlocks);
       EXPECT_EQ(bytes_moved, SlabKvBytes((*plan)[d], c.model).per_block_bytes * kRequestBlocks);
       EXPECT_TRUE(HoldsRequest(**dst, *shard, dst_blocks, kDstSeed + d));
@@ -215,15 +264,21 @@ TEST_P(KvResliceTest, EveryDecodeRankGetsExactlyTheBytesItOwns) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, KvResliceTest, ::testing::ValuesIn(Cases()),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, KvResliceTest,
+    ::testing::Combine(::testing::ValuesIn(Cases()),
+                       ::testing::Values(KvTransportKind::kShm, KvTransportKind::kTcp)),
+    [](const auto& info) {
+      return absl::StrCat(std::get<0>(info.param).name, "_",
+                          KindName(std::get<1>(info.param)));
+    });
 
-// P(tp2) -> D(tp1), for the error paths.
-class KvResliceErrorTest : public ::testing::Test {
+// P(tp2) -> D(tp1), for the error paths, over either transport.
+class KvResliceErrorTest : public ::testing::TestWithParam<KvTransportKind> {
  protected:
   void SetUp() override {
     std::mt19937 rng(5);
-    prefill_ = MakePrefill(case_, kNumTokens, rng);
+    prefill_ = MakePrefill(case_, kNumTokens, rng, GetParam());
     auto plan = MapKvSlabs(case_.model, case_.prefill, case_.decode);
     ASSERT_THAT(plan, IsOk());
     slabs_ = (*plan)[0];
@@ -252,77 +307,191 @@ class KvResliceErrorTest : public ::testing::Test {
   Prefill prefill_;
   std::vector<KvSlab> slabs_;
   std::unique_ptr<KvPool> dst_;
-  ShmTransport shm_;
+  Transports transports_{GetParam()};
+  KvTransport& transport_ = transports_.direct();
 };
 
-TEST_F(KvResliceErrorTest, UncoveredOrTwiceCoveredHeadsAreInvalidArgument) {
+TEST_P(KvResliceErrorTest, UncoveredOrTwiceCoveredHeadsAreInvalidArgument) {
   KvPullSpec spec = Spec();
   spec.slabs.pop_back();
-  EXPECT_THAT(shm_.Pull(spec, *dst_, dst_blocks_, Soon()),
+  EXPECT_THAT(transport_.Pull(spec, *dst_, dst_blocks_, Soon()),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("covered by 0 slabs")));
   spec = Spec();
   spec.slabs.push_back(spec.slabs.back());
-  EXPECT_THAT(shm_.Pull(spec, *dst_, dst_blocks_, Soon()),
+  EXPECT_THAT(transport_.Pull(spec, *dst_, dst_blocks_, Soon()),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("covered by 2 slabs")));
   EXPECT_TRUE(Untouched());
 }
 
-TEST_F(KvResliceErrorTest, MalformedSlabsAndSourcesAreInvalidArgument) {
+TEST_P(KvResliceErrorTest, MalformedSlabsAndSourcesAreInvalidArgument) {
   KvPullSpec spec = Spec();
   spec.slabs[1].src_rank_idx = 2;
-  EXPECT_THAT(shm_.Pull(spec, *dst_, dst_blocks_, Soon()),
+  EXPECT_THAT(transport_.Pull(spec, *dst_, dst_blocks_, Soon()),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("prefill rank 2")));
   spec = Spec();
   spec.slabs[1].src_kv_head_idx = 1;  // the source rank holds one head
-  EXPECT_THAT(shm_.Pull(spec, *dst_, dst_blocks_, Soon()),
+  EXPECT_THAT(transport_.Pull(spec, *dst_, dst_blocks_, Soon()),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outside the source")));
   spec = Spec();
   spec.rank_sources[1].src_blocks.pop_back();
-  EXPECT_THAT(shm_.Pull(spec, *dst_, dst_blocks_, Soon()),
+  EXPECT_THAT(transport_.Pull(spec, *dst_, dst_blocks_, Soon()),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("need 2 blocks")));
   spec = Spec();
   spec.rank_sources[1].src_blocks[0] = kPoolBlocks;
-  EXPECT_THAT(shm_.Pull(spec, *dst_, dst_blocks_, Soon()),
+  EXPECT_THAT(transport_.Pull(spec, *dst_, dst_blocks_, Soon()),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outside the pool")));
   spec = Spec();
   spec.rank_sources[1].shape.head_dim = 8;
-  EXPECT_THAT(shm_.Pull(spec, *dst_, dst_blocks_, Soon()),
+  EXPECT_THAT(transport_.Pull(spec, *dst_, dst_blocks_, Soon()),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("head_dim")));
   spec = Spec();
-  spec.rank_sources[1].shape.num_layers = 5;  // fits the slab, but not the segment's own shape
-  EXPECT_THAT(shm_.Pull(spec, *dst_, dst_blocks_, Soon()),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("holds a pool of shape")));
+  // Fits the slab, but not the pool's own shape (the segment's, or the one the server checks).
+  spec.rank_sources[1].shape.num_layers = 5;
+  EXPECT_THAT(transport_.Pull(spec, *dst_, dst_blocks_, Soon()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pool of shape")));
   spec = Spec();
-  spec.rank_sources[0].source.shm_name = "";
-  EXPECT_THAT(shm_.Pull(spec, *dst_, dst_blocks_, Soon()),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no shm segment")));
-  EXPECT_THAT(shm_.Pull(Spec(), *dst_, std::vector<BlockId>{3, 3}, Soon()),
+  const bool shm = GetParam() == KvTransportKind::kShm;
+  (shm ? spec.rank_sources[0].source.shm_name : spec.rank_sources[0].source.tcp_address) = "";
+  EXPECT_THAT(transport_.Pull(spec, *dst_, dst_blocks_, Soon()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(shm ? "no shm segment" : "no TCP address")));
+  EXPECT_THAT(transport_.Pull(Spec(), *dst_, std::vector<BlockId>{3, 3}, Soon()),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("twice")));
   EXPECT_TRUE(Untouched());
 }
 
-TEST_F(KvResliceErrorTest, TcpRefusesToReslice) {
-  TcpKvTransport tcp;
+TEST_P(KvResliceErrorTest, MalformedAddressIsInvalidArgumentBeforeAnyRankIsPulled) {
+  if (GetParam() != KvTransportKind::kTcp) GTEST_SKIP() << "TCP addresses only";
   KvPullSpec spec = Spec();
-  for (KvRankSource& source : spec.rank_sources) source.source.tcp_address = "127.0.0.1:1";
-  EXPECT_THAT(tcp.Pull(spec, *dst_, dst_blocks_, Soon()),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("re-slicing")));
-  // Auto picks TCP when a source is on another host, and so refuses too.
-  spec.rank_sources[1].source.hostname = "elsewhere";
-  AutoKvTransport automatic;
-  EXPECT_THAT(automatic.Pull(spec, *dst_, dst_blocks_, Soon()),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("re-slicing")));
+  spec.rank_sources[1].source.tcp_address = "no-port";
+  EXPECT_THAT(transport_.Pull(spec, *dst_, dst_blocks_, Soon()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no-port")));
+  EXPECT_TRUE(Untouched());
+  EXPECT_EQ(prefill_.servers[0]->num_requests_served(), 0);
+}
+
+TEST_P(KvResliceErrorTest, PassedDeadlineAndDeadSource) {
+  EXPECT_THAT(transport_.Pull(Spec(), *dst_, dst_blocks_, absl::Now() - absl::Milliseconds(1)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_TRUE(Untouched());
+  prefill_.Kill(1);  // the prefill rank holding head 1 goes away
+  EXPECT_THAT(transport_.Pull(Spec(), *dst_, dst_blocks_, Soon()),
+              StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_TRUE(Untouched());
 }
 
-TEST_F(KvResliceErrorTest, PassedDeadlineAndDeadSource) {
-  EXPECT_THAT(shm_.Pull(Spec(), *dst_, dst_blocks_, absl::Now() - absl::Milliseconds(1)),
+INSTANTIATE_TEST_SUITE_P(Transports, KvResliceErrorTest,
+                         ::testing::Values(KvTransportKind::kShm, KvTransportKind::kTcp),
+                         [](const auto& info) { return KindName(info.param); });
+
+// TCP only: prefill ranks that die or stall while a decode rank pulls from them. P(tp2) -> D(tp1)
+// of a request large enough (32 MiB per prefill rank) that a server is still sending when it is
+// stopped.
+class KvResliceTcpTest : public ::testing::Test {
+ protected:
+  static constexpr int kBigRequestBlocks = 512;
+  const Case case_{
+      "P_tp2_to_D_tp1",
+      KvPoolShape{.num_layers = 8, .num_kv_heads = 2, .head_dim = 64, .block_size = 16}, L(2, 1),
+      L(1, 1)};
+
+  void SetUp() override {
+    auto plan = MapKvSlabs(case_.model, case_.prefill, case_.decode);
+    ASSERT_THAT(plan, IsOk());
+    slabs_ = (*plan)[0];
+    auto dst = KvPool::Create(case_.model, kBigRequestBlocks);
+    ASSERT_THAT(dst, IsOk());
+    dst_ = *std::move(dst);
+    for (BlockId b = 0; b < kBigRequestBlocks; ++b) dst_blocks_.push_back(b);
+  }
+
+  // Prefill rank r: a pool of the request's blocks and a server, unless `listen_only`: then a
+  // socket that listens but never accepts (the kernel queues the connection and the request).
+  void AddRank(int r, bool listen_only) {
+    auto shard = MakeKvRankShard(case_.model, case_.prefill, r);
+    ASSERT_THAT(shard, IsOk());
+    KvRankSource source{.shape = shard->pool_shape, .src_blocks = dst_blocks_};
+    if (listen_only) {
+      auto listener = ListenTcp("127.0.0.1", 0, 4);
+      ASSERT_THAT(listener, IsOk());
+      source.source.tcp_address = absl::StrCat("127.0.0.1:", LocalPort(listener->get()));
+      listeners_.push_back(*std::move(listener));
+    } else {
+      auto pool = KvPool::Create(shard->pool_shape, kBigRequestBlocks);
+      ASSERT_THAT(pool, IsOk());
+      auto server = KvServer::Start(**pool, KvServerOptions{});
+      ASSERT_THAT(server, IsOk());
+      source.source.tcp_address = (*server)->address();
+      prefill_.pools.push_back(*std::move(pool));
+      prefill_.servers.push_back(*std::move(server));
+    }
+    prefill_.sources.push_back(std::move(source));
+  }
+
+  KvPullSpec Spec() const {
+    return KvPullSpec{.num_tokens = kBigRequestBlocks * case_.model.block_size,
+                      .rank_sources = prefill_.sources,
+                      .slabs = slabs_};
+  }
+
+  Prefill prefill_;
+  std::vector<UniqueFd> listeners_;
+  std::vector<KvSlab> slabs_;
+  std::vector<BlockId> dst_blocks_;
+  std::unique_ptr<KvPool> dst_;
+  TcpKvTransport tcp_;
+};
+
+TEST_F(KvResliceTcpTest, ServerStoppedMidPullIsUnavailable) {
+  AddRank(0, /*listen_only=*/false);
+  AddRank(1, /*listen_only=*/false);
+  // Stop rank 1's server as soon as it has accepted the request, i.e. while it sends the payload.
+  // On a loaded machine the 32 MiB may all have gone out by then: try again, a few times.
+  absl::Status status;
+  for (int attempt = 0; attempt < 5 && status.code() != absl::StatusCode::kUnavailable; ++attempt) {
+    KvServer& server = *prefill_.servers[1];
+    const int64_t served_before = server.num_requests_served();
+    std::atomic<bool> done{false};
+    std::thread puller([&] {
+      status = tcp_.Pull(Spec(), *dst_, dst_blocks_, Soon());
+      done.store(true);
+    });
+    while (server.num_requests_served() == served_before && !done.load()) std::this_thread::yield();
+    server.Stop();
+    puller.join();
+    if (status.code() == absl::StatusCode::kUnavailable) break;
+    ASSERT_THAT(status, IsOk()) << "attempt " << attempt;
+    // The pull finished first: a fresh server for rank 1, and again.
+    auto restarted = KvServer::Start(*prefill_.pools[1], KvServerOptions{});
+    ASSERT_THAT(restarted, IsOk());
+    prefill_.sources[1].source.tcp_address = (*restarted)->address();
+    prefill_.servers[1] = *std::move(restarted);
+  }
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("closed")));
+}
+
+TEST_F(KvResliceTcpTest, RankThatNeverAnswersGivesDeadlineExceededOnTime) {
+  AddRank(0, /*listen_only=*/false);
+  AddRank(1, /*listen_only=*/true);
+  const absl::Duration timeout = absl::Milliseconds(300);
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(tcp_.Pull(Spec(), *dst_, dst_blocks_, start + timeout),
               StatusIs(absl::StatusCode::kDeadlineExceeded));
-  EXPECT_TRUE(Untouched());
-  prefill_.pools[1].reset();  // the prefill rank holding head 1 goes away
-  EXPECT_THAT(shm_.Pull(Spec(), *dst_, dst_blocks_, Soon()),
-              StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_TRUE(Untouched());
+  const absl::Duration elapsed = absl::Now() - start;
+  EXPECT_GE(elapsed, timeout - absl::Milliseconds(5));
+  EXPECT_LE(elapsed, timeout + absl::Milliseconds(250));
+  // Rank 0 was served in full meanwhile: the pull waited on rank 1 only.
+  EXPECT_EQ(prefill_.servers[0]->num_requests_served(), 1);
+}
+
+TEST_F(KvResliceTcpTest, DeadRankCancelsTheOthersAtOnce) {
+  AddRank(0, /*listen_only=*/true);  // would hold the pull until the deadline
+  AddRank(1, /*listen_only=*/false);
+  prefill_.servers.back()->Stop();  // rank 1's
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(tcp_.Pull(Spec(), *dst_, dst_blocks_, start + absl::Seconds(10)),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("cannot connect")));
+  EXPECT_LE(absl::Now() - start, absl::Seconds(1));
 }
 
 }  // namespace

@@ -100,6 +100,21 @@ TEST(KvSlabCopyTest, WholeSameShapeSlabCoalescesLikeBlockRuns) {
   }
 }
 
+TEST(KvSlabCopyTest, PackedRangesAreTheWireOrderFromTheSource) {
+  // Layer 1 x head 1 of blocks 3..4 of Shape(2, 2) (block bytes 128, one head 16): K at 80, V at
+  // 112 inside a block; the packed stream has them back to back.
+  EXPECT_THAT(PackedSlabByteRanges(Shape(2, 2), Slab(1, 1, 7, 7, 1, 1), 3, 2),
+              ElementsAreArray(std::vector<KvByteRange>{
+                  {464, 0, 16}, {496, 16, 16}, {592, 32, 16}, {624, 48, 16}}));
+  // Both heads of layer 1: K and V continue each other in the source, one range per block.
+  EXPECT_THAT(PackedSlabByteRanges(Shape(2, 2), Slab(1, 0, 0, 0, 1, 2), 0, 2),
+              ElementsAreArray(std::vector<KvByteRange>{{64, 0, 64}, {192, 64, 64}}));
+  EXPECT_EQ(PackedSlabShape(Slab(1, 0, 0, 0, 1, 2), Shape(2, 2)), Shape(1, 2));
+  // The whole pool: one range per run, as the blocks lie.
+  EXPECT_THAT(PackedSlabByteRanges(Shape(2, 2), WholePoolSlab(Shape(2, 2)), 5, 3),
+              ElementsAreArray(std::vector<KvByteRange>{{640, 0, 384}}));
+}
+
 TEST(KvSlabCopyTest, CheckSlabFitsNamesWhatDoesNotFit) {
   EXPECT_THAT(CheckSlabFits(Shape(2, 2), Shape(2, 1), Slab(0, 1, 0, 0, 2, 1)), IsOk());
   KvPoolShape other = Shape(2, 2);

@@ -1,6 +1,6 @@
 // TCP-specific behaviour of TcpKvTransport and KvServer: deadlines against servers that never
 // answer or stall, dead and dying servers, server shutdown and timeouts, and the wire protocol
-// itself.
+// itself, spoken by hand (whole blocks, slab pieces, and pieces that reach outside the pool).
 #include "runtime/transfer/tcp_transport.h"
 
 #include <signal.h>
@@ -9,7 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <functional>
+#include <iterator>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -68,8 +71,10 @@ class FakeKvServer {
       KvWireRequest request{};
       const IoWait wait{.cancel_fd = cancel_.get()};
       if (!RecvAll(fd.get(), &request, sizeof(request), wait).ok()) return;
-      std::vector<KvWireRun> runs(request.num_runs);
-      if (!RecvAll(fd.get(), runs.data(), runs.size() * sizeof(KvWireRun), wait).ok()) return;
+      std::vector<KvWirePiece> pieces(request.num_pieces);
+      if (!RecvAll(fd.get(), pieces.data(), pieces.size() * sizeof(KvWirePiece), wait).ok()) {
+        return;
+      }
       behave(fd.get(), *this);
     });
   }
@@ -230,6 +235,16 @@ TEST(ParseHostPortTest, Table) {
   }
 }
 
+// Whole blocks start .. start + num_blocks - 1 of a kShape pool: every layer and KV head.
+KvWirePiece Blocks(int32_t start, int32_t num_blocks) {
+  return KvWirePiece{.src_start = start,
+                     .num_blocks = num_blocks,
+                     .layer_idx = 0,
+                     .num_layers = kShape.num_layers,
+                     .kv_head_idx = 0,
+                     .num_kv_heads = kShape.num_kv_heads};
+}
+
 // A raw client speaking tcp_wire.h, to test the server against the protocol document.
 class RawClient {
  public:
@@ -238,9 +253,9 @@ class RawClient {
     BATON_CHECK(fd.ok());
     fd_ = std::move(*fd);
   }
-  absl::Status Send(const KvWireRequest& request, const std::vector<KvWireRun>& runs) {
+  absl::Status Send(const KvWireRequest& request, const std::vector<KvWirePiece>& pieces) {
     RETURN_IF_ERROR(SendAll(fd_.get(), &request, sizeof(request), Wait()));
-    return SendAll(fd_.get(), runs.data(), runs.size() * sizeof(KvWireRun), Wait());
+    return SendAll(fd_.get(), pieces.data(), pieces.size() * sizeof(KvWirePiece), Wait());
   }
   absl::StatusOr<KvWireResponse> ReadResponse(std::string* message, std::vector<char>* payload) {
     KvWireResponse response{};
@@ -265,10 +280,10 @@ class RawClient {
   UniqueFd fd_;
 };
 
-KvWireRequest RequestFor(const KvPoolShape& shape, uint32_t num_runs) {
+KvWireRequest RequestFor(const KvPoolShape& shape, uint32_t num_pieces) {
   return KvWireRequest{.magic = kKvWireMagic,
                        .version = kKvWireVersion,
-                       .num_runs = num_runs,
+                       .num_pieces = num_pieces,
                        .num_layers = shape.num_layers,
                        .num_kv_heads = shape.num_kv_heads,
                        .head_dim = shape.head_dim,
@@ -284,8 +299,8 @@ TEST_F(TcpTransportTest, ServerAnswersSeveralRequestsAndErrorsOnOneConnection) {
   std::vector<char> payload;
   const size_t block_bytes = kShape.BlockBytes();
 
-  // Two runs: blocks 2..4 then block 11, in request order.
-  ASSERT_THAT(client.Send(RequestFor(kShape, 2), {{2, 3}, {11, 1}}), IsOk());
+  // Two runs of whole blocks: blocks 2..4 then block 11, in request order.
+  ASSERT_THAT(client.Send(RequestFor(kShape, 2), {Blocks(2, 3), Blocks(11, 1)}), IsOk());
   auto response = client.ReadResponse(&message, &payload);
   ASSERT_THAT(response, IsOk());
   EXPECT_EQ(response->status_code, 0);
@@ -296,7 +311,7 @@ TEST_F(TcpTransportTest, ServerAnswersSeveralRequestsAndErrorsOnOneConnection) {
                              block_bytes, kSeed, expected[i]));
   }
   // An out-of-range run is an error response; the connection stays usable.
-  ASSERT_THAT(client.Send(RequestFor(kShape, 1), {{kNumBlocks - 1, 2}}), IsOk());
+  ASSERT_THAT(client.Send(RequestFor(kShape, 1), {Blocks(kNumBlocks - 1, 2)}), IsOk());
   response = client.ReadResponse(&message, &payload);
   ASSERT_THAT(response, IsOk());
   EXPECT_EQ(response->status_code, static_cast<int>(absl::StatusCode::kInvalidArgument));
@@ -305,17 +320,126 @@ TEST_F(TcpTransportTest, ServerAnswersSeveralRequestsAndErrorsOnOneConnection) {
   // So is a shape mismatch.
   KvPoolShape other = kShape;
   other.num_layers = 5;
-  ASSERT_THAT(client.Send(RequestFor(other, 1), {{0, 1}}), IsOk());
+  ASSERT_THAT(client.Send(RequestFor(other, 1), {Blocks(0, 1)}), IsOk());
   response = client.ReadResponse(&message, &payload);
   ASSERT_THAT(response, IsOk());
   EXPECT_EQ(response->status_code, static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(message, HasSubstr("layers 5"));
   // And a good request still works afterwards.
-  ASSERT_THAT(client.Send(RequestFor(kShape, 1), {{0, 1}}), IsOk());
+  ASSERT_THAT(client.Send(RequestFor(kShape, 1), {Blocks(0, 1)}), IsOk());
   response = client.ReadResponse(&message, &payload);
   ASSERT_THAT(response, IsOk());
   EXPECT_EQ(response->status_code, 0);
   EXPECT_EQ((*server)->num_requests_served(), 2);
+}
+
+// The bytes of (layer, K or V, kv head) of `block` in a kShape pool, computed from the layout in
+// kv_pool.h rather than through kv_slab_copy.h.
+const std::byte* HeadData(const KvPool& pool, BlockId block, int layer, int kv, int kv_head) {
+  const size_t head_bytes = size_t{kShape.block_size} * kShape.head_dim * sizeof(float);
+  return pool.BlockData(block) +
+         ((size_t(layer) * 2 + kv) * kShape.num_kv_heads + kv_head) * head_bytes;
+}
+
+TEST_F(TcpTransportTest, ServerSendsSlabPiecesPackedInProtocolOrder) {
+  auto server = KvServer::Start(*src_, KvServerOptions{});
+  ASSERT_THAT(server, IsOk());
+  RawClient client((*server)->address());
+  // Layer 1 x head 1 of blocks 5..6, then layers 0..1 x head 0 of block 9.
+  const std::vector<KvWirePiece> pieces = {
+      {.src_start = 5, .num_blocks = 2, .layer_idx = 1, .num_layers = 1, .kv_head_idx = 1,
+       .num_kv_heads = 1},
+      {.src_start = 9, .num_blocks = 1, .layer_idx = 0, .num_layers = 2, .kv_head_idx = 0,
+       .num_kv_heads = 1}};
+  ASSERT_THAT(client.Send(RequestFor(kShape, 2), pieces), IsOk());
+  std::string message;
+  std::vector<char> payload;
+  auto response = client.ReadResponse(&message, &payload);
+  ASSERT_THAT(response, IsOk());
+  ASSERT_EQ(response->status_code, 0) << message;
+  // The payload, per piece, block, layer, K then V: one head of block_size x head_dim each.
+  struct Expected {
+    BlockId block;
+    int layer;
+  };
+  const Expected order[] = {{5, 1}, {6, 1}, {9, 0}, {9, 1}};
+  const size_t head_bytes = size_t{kShape.block_size} * kShape.head_dim * sizeof(float);
+  ASSERT_EQ(payload.size(), std::size(order) * 2 * head_bytes);
+  const auto* data = reinterpret_cast<const std::byte*>(payload.data());
+  for (size_t i = 0; i < std::size(order); ++i) {
+    const int kv_head = order[i].block == 9 ? 0 : 1;
+    for (int kv = 0; kv < 2; ++kv) {
+      SCOPED_TRACE(absl::StrCat("block ", order[i].block, " layer ", order[i].layer, " kv ", kv));
+      EXPECT_EQ(std::memcmp(data + (2 * i + kv) * head_bytes,
+                            HeadData(*src_, order[i].block, order[i].layer, kv, kv_head),
+                            head_bytes),
+                0);
+    }
+  }
+}
+
+TEST_F(TcpTransportTest, ServerRejectsPiecesOutsideItsPoolAndStaysUsable) {
+  auto server = KvServer::Start(*src_, KvServerOptions{});
+  ASSERT_THAT(server, IsOk());
+  RawClient client((*server)->address());
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max();
+  struct Bad {
+    KvWirePiece piece;
+    const char* message;
+  };
+  const KvWirePiece good = Blocks(0, 1);
+  const auto with = [&](std::function<void(KvWirePiece&)> edit) {
+    KvWirePiece piece = good;
+    edit(piece);
+    return piece;
+  };
+  const Bad bad_pieces[] = {
+      {with([](KvWirePiece& p) { p.src_start = -1; }), "outside the pool of 16 blocks"},
+      {with([](KvWirePiece& p) { p.num_blocks = 0; }), "outside the pool"},
+      {with([](KvWirePiece& p) { p.src_start = kNumBlocks - 1, p.num_blocks = 2; }),
+       "blocks [15, 17) outside"},
+      {with([](KvWirePiece& p) { p.src_start = kMax, p.num_blocks = kMax; }), "outside the pool"},
+      {with([](KvWirePiece& p) { p.layer_idx = -1; }), "layers [-1, 1)"},
+      {with([](KvWirePiece& p) { p.layer_idx = 1; }), "layers [1, 3)"},
+      {with([](KvWirePiece& p) { p.layer_idx = kMax, p.num_layers = kMax; }), "outside"},
+      {with([](KvWirePiece& p) { p.kv_head_idx = 1; }), "kv heads [1, 3)"},
+      {with([](KvWirePiece& p) { p.kv_head_idx = kMax, p.num_kv_heads = kMax; }), "outside"},
+      {with([](KvWirePiece& p) { p.num_layers = 0; }), "empty piece"},
+      {with([](KvWirePiece& p) { p.num_kv_heads = -3; }), "empty piece"},
+  };
+  std::string message;
+  std::vector<char> payload;
+  for (const Bad& bad : bad_pieces) {
+    SCOPED_TRACE(bad.message);
+    // A good piece first: the server checks every piece before it sends a byte.
+    ASSERT_THAT(client.Send(RequestFor(kShape, 2), {good, bad.piece}), IsOk());
+    auto response = client.ReadResponse(&message, &payload);
+    ASSERT_THAT(response, IsOk());
+    EXPECT_EQ(response->status_code, static_cast<int>(absl::StatusCode::kInvalidArgument));
+    EXPECT_THAT(message, HasSubstr("piece 1"));
+    EXPECT_THAT(message, HasSubstr(bad.message));
+    EXPECT_TRUE(payload.empty());
+  }
+  EXPECT_EQ((*server)->num_requests_served(), 0);
+  ASSERT_THAT(client.Send(RequestFor(kShape, 1), {good}), IsOk());
+  auto response = client.ReadResponse(&message, &payload);
+  ASSERT_THAT(response, IsOk());
+  EXPECT_EQ(response->status_code, 0);
+  EXPECT_EQ(payload.size(), kShape.BlockBytes());
+}
+
+TEST_F(TcpTransportTest, ServerRejectsTooManyPiecesAndCloses) {
+  auto server = KvServer::Start(*src_, KvServerOptions{});
+  ASSERT_THAT(server, IsOk());
+  RawClient client((*server)->address());
+  ASSERT_THAT(client.Send(RequestFor(kShape, kKvWireMaxPieces + 1), {}), IsOk());
+  std::string message;
+  std::vector<char> payload;
+  auto response = client.ReadResponse(&message, &payload);
+  ASSERT_THAT(response, IsOk());
+  EXPECT_EQ(response->status_code, static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(message, HasSubstr("pieces in one request"));
+  EXPECT_THAT(client.WaitForClose(absl::Seconds(5)), IsOk());
 }
 
 TEST_F(TcpTransportTest, ServerRejectsABadMagicAndCloses) {
@@ -364,7 +488,7 @@ TEST_F(TcpTransportTest, ConnectionsBeyondTheLimitAreRefused) {
   {
     RawClient holder(address);
     // A served request proves the server accepted (and now holds) this connection.
-    ASSERT_THAT(holder.Send(RequestFor(kShape, 1), {{0, 1}}), IsOk());
+    ASSERT_THAT(holder.Send(RequestFor(kShape, 1), {Blocks(0, 1)}), IsOk());
     std::string message;
     std::vector<char> payload;
     ASSERT_THAT(holder.ReadResponse(&message, &payload), IsOk());
