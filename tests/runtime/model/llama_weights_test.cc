@@ -293,6 +293,7 @@ TEST_P(LlamaWeightsShardTest, RanksKeepTheirSlicesOfTheWholeModel) {
   size_t whole_layer_bytes = 0;  // the layers' matmul weights, summed over the TP ranks of stage 0
   int64_t num_embed_rows = 0;    // the embedding rows (without zero rows) over the first stage's
   int64_t num_lm_head_rows = 0;  // TP ranks, and lm_head's over the last stage's
+  size_t sum_rank_bytes = 0;     // mapped + owned, over every rank
   for (int rank = 0; rank < tp_size * pp_size; ++rank) {
     SCOPED_TRACE(::testing::Message() << "rank " << rank);
     absl::StatusOr<ShardSpec> spec_of_rank =
@@ -383,6 +384,7 @@ TEST_P(LlamaWeightsShardTest, RanksKeepTheirSlicesOfTheWholeModel) {
     EXPECT_EQ(w.num_mapped_bytes + w.num_owned_bytes,
               layers * (row_sliced + column_sliced + small) + ends);
     if (spec_of_rank->pp_rank == 0) whole_layer_bytes += row_sliced + column_sliced;
+    sum_rank_bytes += w.num_mapped_bytes + w.num_owned_bytes;
   }
   // Over the TP ranks of a stage the layer weights add up to the whole model's, plus the
   // replicated KV heads when tp > num_kv_heads.
@@ -393,6 +395,17 @@ TEST_P(LlamaWeightsShardTest, RanksKeepTheirSlicesOfTheWholeModel) {
   const int64_t copies = vocab_parallel ? 1 : tp_size;
   EXPECT_EQ(num_embed_rows, copies * vocab);
   EXPECT_EQ(num_lm_head_rows, copies * vocab);
+  // Over all ranks, the bytes are the whole model's plus what is replicated on purpose: the
+  // norms (tp - 1 more copies of each layer's two and the final one), the KV heads beyond
+  // num_kv_heads (k, v and their biases), and either the zero rows of a split embedding (one per
+  // first-stage rank) or tp - 1 more copies of both tables.
+  const size_t f = sizeof(float);
+  const size_t whole_bytes = (*whole)->num_mapped_bytes + (*whole)->num_owned_bytes;
+  const size_t extra_norms = (tp_size - 1) * (3 * 2 * hidden + hidden) * f;
+  const size_t extra_kv = tp_size > 2 ? 3 * (tp_size - 2) * 2 * (hd * hidden + hd) * f : 0;
+  const size_t extra_tables = vocab_parallel ? (tp_size > 1 ? tp_size * hidden * f : 0)
+                                             : (tp_size - 1) * 2 * vocab * hidden * f;
+  EXPECT_EQ(sum_rank_bytes, whole_bytes + extra_norms + extra_kv + extra_tables);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, LlamaWeightsShardTest,
