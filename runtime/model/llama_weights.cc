@@ -1,5 +1,8 @@
 #include "runtime/model/llama_weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -68,6 +71,21 @@ void ConvertRange(const std::byte* src, DType src_dtype, std::byte* dst, DType d
   }
 }
 
+// Drops this process's pages of the checkpoint range [data, data + num_bytes) (whole pages inside
+// it), after the range was copied out (a conversion, a column slice, a padded table): the model
+// reads the copy, and the pages the copy read would otherwise stay resident, so a TP rank would keep
+// its share of the weights plus every o_proj / down_proj it sliced (measured: 0.87 of the whole
+// model's resident bytes at tp 2 instead of 0.5). The checkpoint is a read-only private file
+// mapping (safetensors.cc), so a later read of those pages, if any, faults them back in from the
+// file: correctness does not depend on this call, and its failure only leaves pages resident.
+void ReleaseMappedRange(const std::byte* data, size_t num_bytes) {
+  static const uintptr_t kPageBytes = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin =
+      (reinterpret_cast<uintptr_t>(data) + kPageBytes - 1) / kPageBytes * kPageBytes;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + num_bytes) / kPageBytes * kPageBytes;
+  if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 // Loads the tensors of one checkpoint into Weights of the requested dtypes, keeping or converting.
 class WeightLoader {
  public:
@@ -102,6 +120,7 @@ class WeightLoader {
         ConvertRange(info.data, info.dtype, dst, target, begin, end);
       });
     }
+    ReleaseMappedRange(info.data, info.num_bytes);
     weight.data = dst;
     return weight;
   }
@@ -134,6 +153,7 @@ class WeightLoader {
       });
     }
     std::memset(dst + numel * dst_elem, 0, static_cast<size_t>(num_zero_rows * cols) * dst_elem);
+    ReleaseMappedRange(slice.data, slice.num_bytes);
     return Weight{.dtype = target, .shape = {end - begin + num_zero_rows, cols}, .data = dst};
   }
 
@@ -157,6 +177,7 @@ class WeightLoader {
     } else {
       pool_.ParallelFor(rows, [&](int64_t b, int64_t e, int) { copy_rows(b, e); });
     }
+    ReleaseMappedRange(info.data, info.num_bytes);  // the copy read every row
     return Weight{.dtype = target, .shape = {rows, width}, .data = dst};
   }
 
