@@ -77,6 +77,7 @@ LlamaModel::LlamaModel(ModelConfig config, ModelShard shard, ModelComms comms,
       weights_(std::move(weights)),
       matmul_dtype_(matmul_dtype),
       backend_(backend),
+      vocab_head_(config_, shard_, *weights_, backend, comms.tp),
       x_(backend),
       h_(backend),
       q_(backend),
@@ -87,9 +88,7 @@ LlamaModel::LlamaModel(ModelConfig config, ModelShard shard, ModelComms comms,
       up_(backend),
       ctx_k_(backend),
       ctx_v_(backend),
-      logits_(backend),
       inv_freq_(backend),
-      token_ids_staging_(backend),
       positions_staging_(backend),
       slot_mapping_staging_(backend),
       context_lens_staging_(backend),
@@ -156,10 +155,6 @@ absl::Status LlamaModel::PrepareStep(const StepBatch& batch) {
   RETURN_IF_ERROR(ReserveElems<float>(attn_, num_tokens * q_dim));
   RETURN_IF_ERROR(ReserveElems<float>(gate_, num_tokens * shard_.intermediate_size));
   RETURN_IF_ERROR(ReserveElems<float>(up_, num_tokens * shard_.intermediate_size));
-  if (!backend_->IsHostMemory()) {
-    RETURN_IF_ERROR(
-        ReserveElems<float>(logits_, static_cast<size_t>(num_seqs) * config_.vocab_size));
-  }
 
   // Prefill chunks. When no chunk has a cached prefix, the fresh K/V rows are the whole context;
   // otherwise every chunk's context is gathered from the cache into contiguous rows (Attention).
@@ -189,7 +184,6 @@ absl::Status LlamaModel::PrepareStep(const StepBatch& batch) {
     RETURN_IF_ERROR(ReserveElems<float>(ctx_v_, ctx_elems));
   }
 
-  ASSIGN_OR_RETURN(step_.token_ids, ToDevice(batch.token_ids, token_ids_staging_));
   ASSIGN_OR_RETURN(step_.positions, ToDevice(batch.positions, positions_staging_));
   ASSIGN_OR_RETURN(step_.slot_mapping, ToDevice(batch.slot_mapping, slot_mapping_staging_));
   ASSIGN_OR_RETURN(step_.context_lens, ToDevice(batch.context_lens, context_lens_staging_));
@@ -216,14 +210,7 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, const KvPool& kv_pool,
   const int pp_rank = shard_.spec.pp_rank;
 
   if (pp_rank == 0) {
-    RETURN_IF_ERROR(backend_->Embedding(
-        kernels::EmbeddingParams{.out = x,
-                                 .table = weights_->embed_tokens.data,
-                                 .table_dtype = weights_->embed_tokens.dtype,
-                                 .token_ids = step_.token_ids,
-                                 .num_tokens = num_tokens,
-                                 .hidden = hidden,
-                                 .vocab_size = config_.vocab_size}));
+    RETURN_IF_ERROR(vocab_head_.Embed(batch.token_ids, x));
   } else {
     RETURN_IF_ERROR(comms_.pp->Recv(x, x_bytes, pp_rank - 1));
   }
@@ -249,13 +236,7 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, const KvPool& kv_pool,
                              .num_tokens = num_seqs,
                              .hidden = hidden,
                              .eps = config_.rms_norm_eps}));
-  logits->resize(static_cast<size_t>(num_seqs) * config_.vocab_size);
-  if (backend_->IsHostMemory()) {
-    return Linear(*backend_, weights_->lm_head, nullptr, h, logits->data(), num_seqs);
-  }
-  float* device_logits = logits_.data<float>();
-  RETURN_IF_ERROR(Linear(*backend_, weights_->lm_head, nullptr, h, device_logits, num_seqs));
-  return backend_->CopyToHost(logits->data(), device_logits, sizeof(float) * logits->size());
+  return vocab_head_.Logits(h, num_seqs, logits);
 }
 
 absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPool& kv_pool) {

@@ -15,8 +15,9 @@
 // stream is identical on the TP ranks of a stage. Pipeline parallelism: stage 0 embeds, a later
 // stage receives the residual stream [num_tokens, hidden] f32 from the previous stage and a stage
 // before the last sends its own to the next (ModelComms::pp Send/Recv); the last stage computes the
-// final norm and the logits, replicated on its TP ranks. Numerics equal the whole model's up to the
-// order of the TP reductions.
+// final norm and the logits, the same on its TP ranks. The embedding and lm_head are replicated or
+// vocab-parallel (vocab_head.h: an all-reduce after the embedding, an all-gather of the logits).
+// Numerics equal the whole model's up to the order of the TP reductions.
 //
 // Holds scratch on the device: not thread-safe, one thread (the rank's) calls it.
 #pragma once
@@ -35,6 +36,7 @@
 #include "runtime/model/llama_weights.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/model_shard.h"
+#include "runtime/model/vocab_head.h"
 #include "runtime/parallel/communicator.h"
 
 namespace baton::runtime {
@@ -107,6 +109,7 @@ class LlamaModel {
   std::unique_ptr<LlamaWeights> weights_;
   DType matmul_dtype_;
   DeviceBackend* backend_;
+  VocabHead vocab_head_;  // embedding and lm_head, over weights_ and comms_.tp
 
   // Scratch on the device, grown to the largest step seen and reused.
   DeviceBuffer x_;       // [num_tokens, hidden] residual stream
@@ -119,13 +122,11 @@ class LlamaModel {
   DeviceBuffer up_;      // [num_tokens, intermediate]
   DeviceBuffer ctx_k_;   // [num_context_tokens, num_kv_heads * head_dim] gathered prefixes
   DeviceBuffer ctx_v_;   // [num_context_tokens, num_kv_heads * head_dim]
-  DeviceBuffer logits_;  // [num_seqs, vocab_size], when the backend's memory is not the host's
   DeviceBuffer inv_freq_;  // [head_dim / 2], copied in at Load
 
   // The step's index arrays as the backend sees them (host arrays on a host-memory backend, else
   // copies in the staging buffers below), set by PrepareStep.
   struct StepArrays {
-    const int32_t* token_ids;        // [num_tokens]
     const int32_t* positions;        // [num_tokens]
     const int32_t* slot_mapping;     // [num_tokens]
     const int32_t* context_lens;     // [num_seqs]
@@ -133,7 +134,6 @@ class LlamaModel {
     const int32_t* prefill_q_start;  // [num_prefill_seqs + 1]
     const int32_t* ctx_start;        // [num_prefill_seqs + 1]
   } step_{};
-  DeviceBuffer token_ids_staging_;
   DeviceBuffer positions_staging_;
   DeviceBuffer slot_mapping_staging_;
   DeviceBuffer context_lens_staging_;

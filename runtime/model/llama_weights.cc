@@ -1,5 +1,8 @@
 #include "runtime/model/llama_weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -68,6 +71,21 @@ void ConvertRange(const std::byte* src, DType src_dtype, std::byte* dst, DType d
   }
 }
 
+// Drops this process's pages of the checkpoint range [data, data + num_bytes) (whole pages inside
+// it), after the range was copied out (a conversion, a column slice, a padded table): the model
+// reads the copy, and the pages the copy read would otherwise stay resident, so a TP rank would keep
+// its share of the weights plus every o_proj / down_proj it sliced (measured: 0.87 of the whole
+// model's resident bytes at tp 2 instead of 0.5). The checkpoint is a read-only private file
+// mapping (safetensors.cc), so a later read of those pages, if any, faults them back in from the
+// file: correctness does not depend on this call, and its failure only leaves pages resident.
+void ReleaseMappedRange(const std::byte* data, size_t num_bytes) {
+  static const uintptr_t kPageBytes = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin =
+      (reinterpret_cast<uintptr_t>(data) + kPageBytes - 1) / kPageBytes * kPageBytes;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + num_bytes) / kPageBytes * kPageBytes;
+  if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 // Loads the tensors of one checkpoint into Weights of the requested dtypes, keeping or converting.
 class WeightLoader {
  public:
@@ -102,6 +120,7 @@ class WeightLoader {
         ConvertRange(info.data, info.dtype, dst, target, begin, end);
       });
     }
+    ReleaseMappedRange(info.data, info.num_bytes);
     weight.data = dst;
     return weight;
   }
@@ -115,6 +134,27 @@ class WeightLoader {
     slice.data = info.data + begin * row_elems * DTypeBytes(info.dtype);
     slice.num_bytes = static_cast<size_t>(NumElements(slice.shape)) * DTypeBytes(info.dtype);
     return slice;
+  }
+
+  // Rows [begin, end) of the matrix `info` as `target`, followed by num_zero_rows rows of zeros:
+  // always a copy, since the zero rows must follow the slice in memory.
+  Weight RowsWithZeroRows(const TensorInfo& info, DType target, int64_t begin, int64_t end,
+                          int64_t num_zero_rows) {
+    const TensorInfo slice = RowSlice(info, begin, end);
+    const int64_t cols = info.shape[1];
+    const int64_t numel = (end - begin) * cols;
+    const size_t dst_elem = DTypeBytes(target);
+    std::byte* dst = Allocate(static_cast<size_t>(numel + num_zero_rows * cols) * dst_elem);
+    if (numel < kMinParallelElements) {
+      ConvertRange(slice.data, slice.dtype, dst, target, 0, numel);
+    } else {
+      pool_.ParallelFor(numel, [&](int64_t b, int64_t e, int) {
+        ConvertRange(slice.data, slice.dtype, dst, target, b, e);
+      });
+    }
+    std::memset(dst + numel * dst_elem, 0, static_cast<size_t>(num_zero_rows * cols) * dst_elem);
+    ReleaseMappedRange(slice.data, slice.num_bytes);
+    return Weight{.dtype = target, .shape = {end - begin + num_zero_rows, cols}, .data = dst};
   }
 
   // Columns [begin, end) of the matrix `info` [rows, cols] as `target` [rows, end - begin]: always
@@ -137,6 +177,7 @@ class WeightLoader {
     } else {
       pool_.ParallelFor(rows, [&](int64_t b, int64_t e, int) { copy_rows(b, e); });
     }
+    ReleaseMappedRange(info.data, info.num_bytes);  // the copy read every row
     return Weight{.dtype = target, .shape = {rows, width}, .data = dst};
   }
 
@@ -246,13 +287,14 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
   weights->checkpoint = std::make_unique<const Checkpoint>(std::move(checkpoint));
   WeightLoader loader(*weights->checkpoint, *pool, *weights);
 
-  // The embedding lives on the first stage, the final norm and lm_head on the last. Both stay
-  // replicated across the stage's TP ranks rather than vocabulary-split: every last-stage rank then
-  // has the whole logits with no all-gather, and the tables are small next to the layers.
+  // The embedding lives on the first stage, the final norm and lm_head on the last; a middle stage
+  // reads neither table. Each is whole or the rank's vocab rows (model_shard.h).
   const bool first_stage = shard->spec.pp_rank == 0;
   const bool last_stage = shard->spec.pp_rank == shard->spec.pp_size - 1;
   const int64_t hidden = config.hidden_size;
   const int64_t vocab = config.vocab_size;
+  const int64_t vocab_begin = shard->vocab_begin;
+  const int64_t vocab_end = shard->vocab_end;
   std::optional<TensorInfo> embed;
   if (first_stage || (last_stage && config.tie_word_embeddings)) {
     ASSIGN_OR_RETURN(embed, weights->checkpoint->Get("model.embed_tokens.weight",
@@ -260,17 +302,26 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
   }
   if (first_stage) {
     // The embedding kernel reads f32 and bf16 tables; f16 is widened.
+    const DType table_dtype = embed->dtype == DType::kF16 ? DType::kF32 : embed->dtype;
     weights->embed_tokens =
-        loader.FromInfo(*embed, embed->dtype == DType::kF16 ? DType::kF32 : embed->dtype);
+        shard->vocab_parallel
+            ? loader.RowsWithZeroRows(*embed, table_dtype, vocab_begin, vocab_end, 1)
+            : loader.FromInfo(*embed, table_dtype);
   }
   if (last_stage) {
     if (config.tie_word_embeddings) {
-      weights->lm_head = first_stage && weights->embed_tokens.dtype == matmul_dtype
-                             ? weights->embed_tokens
-                             : loader.FromInfo(*embed, matmul_dtype);
+      if (first_stage && weights->embed_tokens.dtype == matmul_dtype) {
+        // The table's first rows (all but the zero row when vocab-parallel), not counted again.
+        weights->lm_head = weights->embed_tokens;
+        weights->lm_head.shape = {vocab_end - vocab_begin, hidden};
+      } else {
+        weights->lm_head =
+            loader.FromInfo(WeightLoader::RowSlice(*embed, vocab_begin, vocab_end), matmul_dtype);
+      }
     } else {
-      ASSIGN_OR_RETURN(weights->lm_head,
-                       loader.Load("lm_head.weight", {vocab, hidden}, matmul_dtype));
+      ASSIGN_OR_RETURN(TensorInfo lm_head, loader.Get("lm_head.weight", {vocab, hidden}));
+      weights->lm_head =
+          loader.FromInfo(WeightLoader::RowSlice(lm_head, vocab_begin, vocab_end), matmul_dtype);
     }
     ASSIGN_OR_RETURN(weights->final_norm,
                      loader.Load("model.norm.weight", {hidden}, DType::kF32));

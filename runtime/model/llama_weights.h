@@ -36,7 +36,13 @@
 //   - row-parallel o_proj / down_proj: the input columns of the same heads / MLP columns
 //     ([hidden, num_heads * hd], [hidden, intermediate]); a strided slice, so always a copy;
 //   - embed_tokens only on the first stage, final_norm and lm_head only on the last (absent,
-//     data == nullptr, elsewhere), replicated across the stage's TP ranks.
+//     data == nullptr, elsewhere: a middle stage maps no vocabulary table at all). Replicated
+//     across the stage's TP ranks, or, when shard.vocab_parallel, the rank's vocab rows
+//     [vocab_begin, vocab_end) of each: lm_head [num_vocab_rows, hidden] (a row slice, zero-copy as
+//     above), and embed_tokens [num_vocab_rows + 1, hidden], an owned copy of the rows followed by
+//     one zero row that the ids of the other ranks' rows are mapped to (vocab_head.h). With tied
+//     embeddings on a one-stage rank, lm_head then aliases the first num_vocab_rows rows of that
+//     copy when the dtypes match.
 // The whole tensors' names and shapes are checked as for the whole model. The checkpoint files
 // stay mapped whole, but only the pages of the rank's slices are read.
 //
@@ -94,9 +100,13 @@ struct FreeDeleter {
 using OwnedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
 
 struct LlamaWeights {
-  Weight embed_tokens;               // [vocab_size, hidden] f32 or bf16; first stage only
+  // [vocab_size, hidden] f32 or bf16, or [num_vocab_rows + 1, hidden] (last row zero) when
+  // vocab-parallel; first stage only.
+  Weight embed_tokens;
   Weight final_norm;                 // [hidden] f32; last stage only
-  Weight lm_head;                    // [vocab_size, hidden] matmul dtype; last stage only
+  // [vocab_size, hidden] matmul dtype, or [num_vocab_rows, hidden] when vocab-parallel; last stage
+  // only.
+  Weight lm_head;
   int layer_begin = 0;               // global index of layers[0]
   std::vector<LayerWeights> layers;  // [shard num_layers]: layers [layer_begin, layer_end)
 

@@ -1,5 +1,6 @@
 #include "runtime/model/model_shard.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,7 @@ std::string LayoutString(const ParallelLayout& layout) {
   if (!layout.stage_num_layers.empty()) {
     absl::StrAppend(&out, " layers ", absl::StrJoin(layout.stage_num_layers, "+"));
   }
+  if (layout.tp_size > 1 && !layout.vocab_parallel) absl::StrAppend(&out, " replicated vocab");
   return out;
 }
 
@@ -27,7 +29,8 @@ absl::StatusOr<ShardSpec> ShardSpecOfRank(const ParallelLayout& layout, int rank
                    .tp_size = tp_size,
                    .pp_rank = rank_idx / tp_size,
                    .pp_size = pp_size,
-                   .stage_num_layers = layout.stage_num_layers};
+                   .stage_num_layers = layout.stage_num_layers,
+                   .vocab_parallel = layout.vocab_parallel};
 }
 
 absl::StatusOr<IndexRange> StageLayerRange(int num_layers, int pp_size, int pp_rank,
@@ -93,6 +96,21 @@ absl::StatusOr<IndexRange> TpKvHeadRange(int num_kv_heads, int tp_size, int tp_r
                                                  num_kv_heads));
 }
 
+absl::StatusOr<IndexRange> TpVocabRange(int vocab_size, int tp_size, int tp_rank) {
+  if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard: tp rank ", tp_rank, " of ", tp_size, " is out of range"));
+  }
+  if (vocab_size < tp_size) {
+    return absl::InvalidArgumentError(absl::StrCat("shard: vocab_size ", vocab_size,
+                                                   " cannot be split over ", tp_size, " tp ranks"));
+  }
+  const int base = vocab_size / tp_size;
+  const int extra = vocab_size % tp_size;
+  const int begin = tp_rank * base + std::min(tp_rank, extra);
+  return IndexRange{begin, begin + base + (tp_rank < extra ? 1 : 0)};
+}
+
 int KvHeadReplicas(int num_kv_heads, int tp_size) {
   return tp_size > num_kv_heads ? tp_size / num_kv_heads : 1;
 }
@@ -129,6 +147,13 @@ absl::StatusOr<ModelShard> MakeModelShard(const ModelConfig& config, const Shard
   shard.kv_head_end = kv_heads.end;
   shard.num_kv_heads = kv_heads.size();
   shard.intermediate_size = config.intermediate_size / spec.tp_size;
+  shard.vocab_parallel = spec.vocab_parallel && spec.tp_size > 1;
+  IndexRange vocab{0, config.vocab_size};
+  if (shard.vocab_parallel) {
+    ASSIGN_OR_RETURN(vocab, TpVocabRange(config.vocab_size, spec.tp_size, spec.tp_rank));
+  }
+  shard.vocab_begin = vocab.begin;
+  shard.vocab_end = vocab.end;
   // Every query head must attend a KV head of this rank. It follows from the divisibility checks
   // above; checked here so that a change to either split cannot silently break GQA.
   const int group_size = config.num_heads / config.num_kv_heads;

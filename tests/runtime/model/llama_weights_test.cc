@@ -232,10 +232,12 @@ TEST_F(LlamaWeightsTest, LargeConversionsRunOnThePool) {
 }
 
 // A checkpoint with 8 query heads over 2 KV heads (so tp 4 replicates KV heads), QKV biases
-// (Qwen2) and 3 layers (so pp 2 splits them 2 + 1).
+// (Qwen2), 3 layers (so pp 2 splits them 2 + 1) and a vocabulary of 43 (so a vocab-parallel split
+// is uneven: 22 + 21 rows at tp 2, 11 + 11 + 11 + 10 at tp 4).
 TinyModelSpec ShardableSpec() {
   TinyModelSpec spec;
   spec.architecture = "Qwen2ForCausalLM";
+  spec.vocab_size = 43;
   spec.hidden_size = 32;
   spec.num_heads = 8;
   spec.num_kv_heads = 2;
@@ -267,6 +269,7 @@ void ExpectSliceOf(const Weight& slice, const Weight& whole, int64_t row_begin, 
 struct ShardLayout {
   int tp_size;
   int pp_size;
+  bool vocab_parallel = true;
 };
 
 class LlamaWeightsShardTest : public LlamaWeightsTest,
@@ -274,7 +277,9 @@ class LlamaWeightsShardTest : public LlamaWeightsTest,
 
 // Every rank of the layout keeps exactly the rows / columns of its heads, KV heads and MLP columns
 // of its stage's layers, and the embedding / final norm / lm_head only where its stage needs them;
-// its bytes are the exact sums of those slices (for tp <= num_kv_heads, 1/tp of a layer's).
+// its bytes are the exact sums of those slices (for tp <= num_kv_heads, 1/tp of a layer's). When
+// vocab-parallel, its rows of the embedding (plus the zero row) and of lm_head, which add up to the
+// whole tables over the TP ranks.
 TEST_P(LlamaWeightsShardTest, RanksKeepTheirSlicesOfTheWholeModel) {
   const TinyModelSpec spec = ShardableSpec();
   absl::StatusOr<std::unique_ptr<LlamaWeights>> whole = WriteAndLoad(spec, DType::kF32);
@@ -284,11 +289,16 @@ TEST_P(LlamaWeightsShardTest, RanksKeepTheirSlicesOfTheWholeModel) {
   const int64_t hidden = config->hidden_size;
   const int64_t hd = config->head_dim;
   const int64_t vocab = config->vocab_size;
-  const auto [tp_size, pp_size] = GetParam();
+  const auto [tp_size, pp_size, vocab_parallel] = GetParam();
   size_t whole_layer_bytes = 0;  // the layers' matmul weights, summed over the TP ranks of stage 0
+  int64_t num_embed_rows = 0;    // the embedding rows (without zero rows) over the first stage's
+  int64_t num_lm_head_rows = 0;  // TP ranks, and lm_head's over the last stage's
+  size_t sum_rank_bytes = 0;     // mapped + owned, over every rank
   for (int rank = 0; rank < tp_size * pp_size; ++rank) {
     SCOPED_TRACE(::testing::Message() << "rank " << rank);
-    absl::StatusOr<ShardSpec> spec_of_rank = ShardSpecOfRank({tp_size, pp_size}, rank);
+    absl::StatusOr<ShardSpec> spec_of_rank =
+        ShardSpecOfRank({.tp_size = tp_size, .pp_size = pp_size, .vocab_parallel = vocab_parallel},
+                        rank);
     ASSERT_THAT(spec_of_rank, IsOk());
     absl::StatusOr<ModelShard> shard = MakeModelShard(*config, *spec_of_rank);
     ASSERT_THAT(shard, IsOk());
@@ -337,38 +347,108 @@ TEST_P(LlamaWeightsShardTest, RanksKeepTheirSlicesOfTheWholeModel) {
     EXPECT_EQ(w.embed_tokens.data != nullptr, first);
     EXPECT_EQ(w.lm_head.data != nullptr, last);
     EXPECT_EQ(w.final_norm.data != nullptr, last);
-    if (first) ExpectSliceOf(w.embed_tokens, (*whole)->embed_tokens, 0, 0);
-    if (last) ExpectSliceOf(w.lm_head, (*whole)->lm_head, 0, 0);
+    const bool split = vocab_parallel && tp_size > 1;
+    EXPECT_EQ(shard->vocab_parallel, split);
+    const int64_t rows = shard->num_vocab_rows();
+    EXPECT_EQ(rows, split ? vocab / tp_size + (spec_of_rank->tp_rank < vocab % tp_size) : vocab);
+    const auto& file = w.checkpoint->files().front();
+    if (first) {
+      // The rank's rows, then (when split) one zero row for the other ranks' ids.
+      EXPECT_EQ(w.embed_tokens.shape, (std::vector<int64_t>{rows + split, hidden}));
+      Weight table_rows = w.embed_tokens;
+      table_rows.shape[0] = rows;
+      ExpectSliceOf(table_rows, (*whole)->embed_tokens, shard->vocab_begin, 0);
+      for (int64_t i = rows * hidden; i < (rows + split) * hidden; ++i) {
+        EXPECT_EQ(ElementAsF32(w.embed_tokens, i), 0.0f) << "zero row element " << i;
+      }
+      num_embed_rows += rows;
+    }
+    if (last) {
+      EXPECT_EQ(w.lm_head.shape, (std::vector<int64_t>{rows, hidden}));
+      ExpectSliceOf(w.lm_head, (*whole)->lm_head, shard->vocab_begin, 0);
+      EXPECT_TRUE(file.Contains(w.lm_head.data, w.lm_head.num_bytes()));  // a row slice: mapped
+      num_lm_head_rows += rows;
+    }
 
-    // Bytes (f32 stored, f32 kept): the column slices of o/down are owned when tp > 1, the rest
-    // mapped.
+    // Bytes (f32 stored, f32 kept): the column slices of o/down are owned when tp > 1, and so is
+    // a split embedding; the rest is mapped.
     const size_t f = sizeof(float);
     const size_t layers = shard->num_layers();
     const size_t row_sliced = ((q_rows + 2 * kv_rows) * hidden + 2 * inter * hidden) * f;
     const size_t column_sliced = (hidden * q_rows + hidden * inter) * f;
     const size_t small = (2 * hidden + q_rows + 2 * kv_rows) * f;  // norms and biases
-    const size_t ends = (first ? vocab * hidden * f : 0) + (last ? (vocab + 1) * hidden * f : 0);
-    const size_t owned = tp_size > 1 ? layers * column_sliced : 0;
+    const size_t embed_bytes = first ? (rows + split) * hidden * f : 0;
+    const size_t ends = embed_bytes + (last ? (rows + 1) * hidden * f : 0);
+    const size_t owned = (tp_size > 1 ? layers * column_sliced : 0) + (split ? embed_bytes : 0);
     EXPECT_EQ(w.num_owned_bytes, owned);
     EXPECT_EQ(w.num_mapped_bytes + w.num_owned_bytes,
               layers * (row_sliced + column_sliced + small) + ends);
     if (spec_of_rank->pp_rank == 0) whole_layer_bytes += row_sliced + column_sliced;
+    sum_rank_bytes += w.num_mapped_bytes + w.num_owned_bytes;
   }
   // Over the TP ranks of a stage the layer weights add up to the whole model's, plus the
   // replicated KV heads when tp > num_kv_heads.
   const size_t whole_layer = ((8 + 2 * 2) * 4 * 32 + 2 * 48 * 32 + 32 * 8 * 4 + 32 * 48) * 4;
   const size_t replicated_kv = tp_size > 2 ? (tp_size - 2) * 2 * 4 * 32 * 4 : 0;
   EXPECT_EQ(whole_layer_bytes, whole_layer + replicated_kv);
+  // The tables: split, the TP ranks' rows tile the vocabulary once; replicated, each holds all.
+  const int64_t copies = vocab_parallel ? 1 : tp_size;
+  EXPECT_EQ(num_embed_rows, copies * vocab);
+  EXPECT_EQ(num_lm_head_rows, copies * vocab);
+  // Over all ranks, the bytes are the whole model's plus what is replicated on purpose: the
+  // norms (tp - 1 more copies of each layer's two and the final one), the KV heads beyond
+  // num_kv_heads (k, v and their biases), and either the zero rows of a split embedding (one per
+  // first-stage rank) or tp - 1 more copies of both tables.
+  const size_t f = sizeof(float);
+  const size_t whole_bytes = (*whole)->num_mapped_bytes + (*whole)->num_owned_bytes;
+  const size_t extra_norms = (tp_size - 1) * (3 * 2 * hidden + hidden) * f;
+  const size_t extra_kv = tp_size > 2 ? 3 * (tp_size - 2) * 2 * (hd * hidden + hd) * f : 0;
+  const size_t extra_tables = vocab_parallel ? (tp_size > 1 ? tp_size * hidden * f : 0)
+                                             : (tp_size - 1) * 2 * vocab * hidden * f;
+  EXPECT_EQ(sum_rank_bytes, whole_bytes + extra_norms + extra_kv + extra_tables);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, LlamaWeightsShardTest,
                          ::testing::Values(ShardLayout{1, 1}, ShardLayout{2, 1}, ShardLayout{4, 1},
                                            ShardLayout{1, 2}, ShardLayout{1, 3},
-                                           ShardLayout{2, 2}),
+                                           ShardLayout{2, 2}, ShardLayout{2, 1, false},
+                                           ShardLayout{4, 1, false}, ShardLayout{2, 2, false}),
                          [](const auto& info) {
                            return "tp" + std::to_string(info.param.tp_size) + "_pp" +
-                                  std::to_string(info.param.pp_size);
+                                  std::to_string(info.param.pp_size) +
+                                  (info.param.vocab_parallel ? "" : "_replicated_vocab");
                          });
+
+// Tied embeddings, vocab-parallel: on a one-stage rank lm_head is the first rows of the rank's
+// table (which ends with the zero row); on the last of two stages it is a zero-copy row slice of
+// the stored table.
+TEST_F(LlamaWeightsTest, TiedVocabParallelLmHeadIsTheRanksTableSlice) {
+  TinyModelSpec spec = ShardableSpec();
+  spec.tie_word_embeddings = true;
+  spec.dtype = DType::kBF16;
+  ASSERT_THAT(WriteTinyModel(dir_.path(), spec), IsOk());
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(dir_.path());
+  ASSERT_THAT(config, IsOk());
+  for (int pp_size : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << "pp " << pp_size);
+    absl::StatusOr<ModelShard> shard = MakeModelShard(
+        *config, ShardSpec{.tp_rank = 1, .tp_size = 2, .pp_rank = pp_size - 1, .pp_size = pp_size});
+    ASSERT_THAT(shard, IsOk());
+    absl::StatusOr<std::unique_ptr<LlamaWeights>> part =
+        LoadLlamaWeights(dir_.path(), *config, DType::kBF16, nullptr, &*shard);
+    ASSERT_THAT(part, IsOk());
+    const LlamaWeights& w = **part;
+    EXPECT_EQ(w.lm_head.shape, (std::vector<int64_t>{21, 32}));  // rows [22, 43)
+    const auto& file = w.checkpoint->files().front();
+    if (pp_size == 1) {
+      EXPECT_EQ(w.embed_tokens.shape, (std::vector<int64_t>{22, 32}));
+      EXPECT_EQ(w.lm_head.data, w.embed_tokens.data);
+    } else {
+      EXPECT_EQ(w.embed_tokens.data, nullptr);
+      EXPECT_TRUE(file.Contains(w.lm_head.data, w.lm_head.num_bytes()));
+    }
+  }
+}
 
 TEST_F(LlamaWeightsTest, Bf16RowSlicesAreZeroCopyAndColumnSlicesOwned) {
   TinyModelSpec spec = ShardableSpec();
@@ -381,13 +461,15 @@ TEST_F(LlamaWeightsTest, Bf16RowSlicesAreZeroCopyAndColumnSlicesOwned) {
   absl::StatusOr<std::unique_ptr<LlamaWeights>> part =
       LoadLlamaWeights(dir_.path(), *config, DType::kBF16, nullptr, &*shard);
   ASSERT_THAT(part, IsOk());
-  // Owned: the o/down column slices (bf16) and the norms and biases widened to f32.
+  // Owned: the o/down column slices (bf16), the norms and biases widened to f32, and the
+  // embedding's rows [22, 43) with the zero row (bf16).
   const size_t per_layer = (32 * 16 + 32 * 24) * 2 + (2 * 32 + 16 + 2 * 4) * 4;
-  EXPECT_EQ((*part)->num_owned_bytes, 3 * per_layer + 32 * 4);  // + the final norm
+  EXPECT_EQ((*part)->num_owned_bytes, 3 * per_layer + 32 * 4 + 22 * 32 * 2);  // + the final norm
   const auto& file = (*part)->checkpoint->files().front();
   EXPECT_TRUE(file.Contains((*part)->layers[2].v_proj.data, (*part)->layers[2].v_proj.num_bytes()));
   EXPECT_FALSE(
       file.Contains((*part)->layers[2].down_proj.data, (*part)->layers[2].down_proj.num_bytes()));
+  EXPECT_TRUE(file.Contains((*part)->lm_head.data, (*part)->lm_head.num_bytes()));
 }
 
 TEST_F(LlamaWeightsTest, MissingTensorIsNotFound) {

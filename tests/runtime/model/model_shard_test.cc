@@ -20,6 +20,7 @@ ModelConfig Config() {
   config.num_heads = 8;
   config.num_kv_heads = 2;
   config.intermediate_size = 64;
+  config.vocab_size = 100;
   return config;
 }
 
@@ -122,6 +123,62 @@ TEST(ModelShardTest, StageLayerRangeTable) {
   }
 }
 
+// Uneven vocab ranges: the first vocab_size % tp_size ranks take one row more, none is empty, and
+// the ranges tile [0, vocab_size) in rank order.
+TEST(ModelShardTest, TpVocabRangeTable) {
+  struct Case {
+    int vocab_size, tp_size;
+    std::vector<IndexRange> ranks;
+  };
+  const std::vector<Case> cases = {
+      {100, 1, {{0, 100}}},
+      {100, 2, {{0, 50}, {50, 100}}},
+      {97, 2, {{0, 49}, {49, 97}}},
+      {97, 4, {{0, 25}, {25, 49}, {49, 73}, {73, 97}}},
+      {5, 4, {{0, 2}, {2, 3}, {3, 4}, {4, 5}}},
+      {4, 4, {{0, 1}, {1, 2}, {2, 3}, {3, 4}}},
+  };
+  for (const Case& c : cases) {
+    for (int r = 0; r < c.tp_size; ++r) {
+      auto range = TpVocabRange(c.vocab_size, c.tp_size, r);
+      ASSERT_THAT(range, IsOk());
+      EXPECT_EQ(*range, c.ranks[r]) << c.vocab_size << " over " << c.tp_size << ", rank " << r;
+    }
+  }
+  EXPECT_THAT(TpVocabRange(3, 4, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("vocab_size 3 cannot be split over 4 tp ranks")));
+  EXPECT_THAT(TpVocabRange(8, 4, 4), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// The shard's vocab rows: its TpVocabRange when vocab-parallel with tp > 1, else every row.
+TEST(ModelShardTest, VocabRowsFollowTheOption) {
+  ModelConfig config = Config();
+  config.vocab_size = 97;
+  auto parallel = MakeModelShard(config, ShardSpec{.tp_rank = 1, .tp_size = 2});
+  ASSERT_THAT(parallel, IsOk());
+  EXPECT_TRUE(parallel->vocab_parallel);
+  EXPECT_EQ((IndexRange{parallel->vocab_begin, parallel->vocab_end}), (IndexRange{49, 97}));
+  EXPECT_EQ(parallel->num_vocab_rows(), 48);
+  auto replicated =
+      MakeModelShard(config, ShardSpec{.tp_rank = 1, .tp_size = 2, .vocab_parallel = false});
+  ASSERT_THAT(replicated, IsOk());
+  EXPECT_FALSE(replicated->vocab_parallel);
+  EXPECT_EQ((IndexRange{replicated->vocab_begin, replicated->vocab_end}), (IndexRange{0, 97}));
+  auto one_rank = MakeModelShard(config, ShardSpec{});  // the option means nothing at tp 1
+  ASSERT_THAT(one_rank, IsOk());
+  EXPECT_FALSE(one_rank->vocab_parallel);
+  EXPECT_EQ(one_rank->num_vocab_rows(), 97);
+  // The layout carries the option to every rank's spec, and names it when it is off.
+  ParallelLayout layout{.tp_size = 2, .pp_size = 1, .vocab_parallel = false};
+  auto spec = ShardSpecOfRank(layout, 1);
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_FALSE(spec->vocab_parallel);
+  EXPECT_EQ(spec->layout(), layout);
+  EXPECT_EQ(LayoutString(layout), "tp 2 x pp 1 replicated vocab");
+  EXPECT_EQ(LayoutString({2, 1}), "tp 2 x pp 1");
+}
+
 TEST(ModelShardTest, ShardSpecOfRankIsStageMajor) {
   // tp 2 x pp 3: rank = pp_rank * 2 + tp_rank, as deployment_config.h orders devices.
   for (int rank_idx = 0; rank_idx < 6; ++rank_idx) {
@@ -163,12 +220,15 @@ TEST(ModelShardTest, RejectsShardsThatDoNotFit) {
        "stage 1 has 0 layers"},
       {"split has the wrong stage count", 8, 2, 64, {.pp_size = 2, .stage_num_layers = {6}},
        "has 1 stages, pp_size is 2"},
+      {"fewer vocab rows than tp ranks", 8, 8, 64, {.tp_size = 8},
+       "vocab_size 4 cannot be split over 8 tp ranks"},
   };
   for (const Case& c : cases) {
     ModelConfig config = Config();
     config.num_heads = c.num_heads;
     config.num_kv_heads = c.num_kv_heads;
     config.intermediate_size = c.intermediate_size;
+    config.vocab_size = 4;
     EXPECT_THAT(MakeModelShard(config, c.spec),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)))
         << c.what;

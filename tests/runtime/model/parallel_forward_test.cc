@@ -4,6 +4,8 @@
 // prefix next to a decode, then greedy decode steps. The last stage's logits must match the whole
 // model's up to the order of the TP reductions (max |diff| / max |logit| <= 1e-5 in f32), with the
 // same argmax at every step, and every TP rank of the last stage must return the same logits.
+// Every TP layout runs with the embedding and lm_head vocab-parallel and replicated
+// (ParallelLayout::vocab_parallel), on vocabularies that tp divides and one it does not (97).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -56,7 +58,26 @@ struct ModelVariant {
 struct Layout {
   int tp_size;
   int pp_size;
+  bool vocab_parallel = true;
+
+  ParallelLayout parallel() const {
+    return {.tp_size = tp_size, .pp_size = pp_size, .vocab_parallel = vocab_parallel};
+  }
+  std::string Name() const {
+    return "tp" + std::to_string(tp_size) + "_pp" + std::to_string(pp_size) +
+           (tp_size > 1 && !vocab_parallel ? "_replicated_vocab" : "");
+  }
 };
+
+// Each layout, and each one with tp > 1 also with a replicated vocabulary.
+std::vector<Layout> WithBothVocabModes(std::initializer_list<Layout> layouts) {
+  std::vector<Layout> out;
+  for (Layout layout : layouts) {
+    out.push_back(layout);
+    if (layout.tp_size > 1) out.push_back({layout.tp_size, layout.pp_size, false});
+  }
+  return out;
+}
 
 struct Case {
   ModelVariant model;
@@ -84,7 +105,12 @@ std::vector<ModelVariant> Variants() {
   testing::TinyModelSpec kv4 = BaseSpec();  // tp 4 divides the KV heads: no replication
   kv4.num_kv_heads = 4;
   kv4.dtype = DType::kBF16;
-  return {{"llama_8h_2kv", llama}, {"qwen2_tied_8h_2kv", qwen2}, {"llama_bf16_8h_4kv", kv4}};
+  testing::TinyModelSpec odd_vocab = qwen2;  // 97 rows: 49 + 48 at tp 2, 25 + 3 x 24 at tp 4
+  odd_vocab.vocab_size = 97;
+  return {{"llama_8h_2kv", llama},
+          {"qwen2_tied_8h_2kv", qwen2},
+          {"llama_bf16_8h_4kv", kv4},
+          {"qwen2_tied_vocab97", odd_vocab}};
 }
 
 // WriteTinyModel's checkpoint with the projection and lm_head weights scaled by 1/8 (values
@@ -113,7 +139,7 @@ absl::Status WriteScaledTinyModel(const std::filesystem::path& dir,
 class ParallelForwardBase : public ::testing::Test {
  protected:
   // Checks every layout claim of the file's top comment; returns the max relative error.
-  double ExpectRanksMatchWholeModel(int tp_size, int pp_size);
+  double ExpectRanksMatchWholeModel(const Layout& layout);
 
   // Runs the whole model greedily; records the steps and their logits ([num_seqs, vocab] each).
   void RunWholeModel() {
@@ -164,7 +190,8 @@ class ParallelForwardBase : public ::testing::Test {
 
   // Runs the recorded steps on tp x pp rank threads; returns the logits of every last-stage rank,
   // [tp_size][step][num_seqs * vocab].
-  std::vector<std::vector<std::vector<float>>> RunRanks(int tp_size, int pp_size) {
+  std::vector<std::vector<std::vector<float>>> RunRanks(const Layout& layout) {
+    const auto [tp_size, pp_size, vocab_parallel] = layout;
     const int num_ranks = tp_size * pp_size;
     const CpuCommGroupParams tp_params{.num_ranks = tp_size, .timeout = absl::Seconds(30)};
     const CpuCommGroupParams pp_params{.num_ranks = pp_size, .timeout = absl::Seconds(30)};
@@ -183,7 +210,7 @@ class ParallelForwardBase : public ::testing::Test {
     for (int rank = 0; rank < num_ranks; ++rank) {
       threads.emplace_back([&, rank] {
         absl::Status status = [&]() -> absl::Status {
-          ASSIGN_OR_RETURN(ShardSpec spec, ShardSpecOfRank({tp_size, pp_size}, rank));
+          ASSIGN_OR_RETURN(ShardSpec spec, ShardSpecOfRank(layout.parallel(), rank));
           ASSIGN_OR_RETURN(std::unique_ptr<Communicator> tp,
                            tp_groups[spec.pp_rank]->Join(spec.tp_rank));
           ASSIGN_OR_RETURN(std::unique_ptr<Communicator> pp,
@@ -218,14 +245,14 @@ class ParallelForwardBase : public ::testing::Test {
       EXPECT_THAT(statuses[rank], IsOk()) << "rank " << rank;
     }
     // For the record: each rank's weight bytes (mapped + owned), in rank order.
-    std::printf("[ parallel ] tp %d pp %d weight bytes per rank:", tp_size, pp_size);
+    std::printf("[ parallel ] %s weight bytes per rank:", layout.Name().c_str());
     for (size_t bytes : weight_bytes) std::printf(" %zu", bytes);
     std::printf("\n");
     // Each rank's KV pool holds its layers and its KV heads.
     absl::StatusOr<ModelConfig> config = LoadModelConfig(model_dir_);
     EXPECT_THAT(config, IsOk());
     for (int rank = 0; rank < num_ranks && config.ok(); ++rank) {
-      absl::StatusOr<ShardSpec> spec = ShardSpecOfRank({tp_size, pp_size}, rank);
+      absl::StatusOr<ShardSpec> spec = ShardSpecOfRank(layout.parallel(), rank);
       absl::StatusOr<ModelShard> shard = MakeModelShard(*config, *spec);
       EXPECT_THAT(shard, IsOk());
       if (!shard.ok()) break;
@@ -242,10 +269,11 @@ class ParallelForwardBase : public ::testing::Test {
   std::vector<std::vector<float>> whole_logits_;  // [step][num_seqs * vocab]
 };
 
-double ParallelForwardBase::ExpectRanksMatchWholeModel(int tp_size, int pp_size) {
+double ParallelForwardBase::ExpectRanksMatchWholeModel(const Layout& layout) {
+  const int tp_size = layout.tp_size;
   RunWholeModel();
   EXPECT_EQ(steps_.size(), size_t{2 + kNumDecodeSteps});
-  const auto last_logits = RunRanks(tp_size, pp_size);
+  const auto last_logits = RunRanks(layout);
   double max_relative_error = 0;
   for (int t = 0; t < tp_size; ++t) {
     SCOPED_TRACE(::testing::Message() << "last-stage tp_rank " << t);
@@ -292,17 +320,17 @@ class ParallelForwardTest : public ParallelForwardBase,
 };
 
 TEST_P(ParallelForwardTest, LastStageLogitsMatchTheWholeModel) {
-  const auto [tp_size, pp_size] = GetParam().layout;
-  const double error = ExpectRanksMatchWholeModel(tp_size, pp_size);
+  const double error = ExpectRanksMatchWholeModel(GetParam().layout);
   // Reported for the record (max |diff| / max |logit| over every step, sequence and rank).
-  std::printf("[ parallel ] %s tp %d pp %d: max relative error %.3g\n",
-              GetParam().model.name.c_str(), tp_size, pp_size, error);
+  std::printf("[ parallel ] %s %s: max relative error %.3g\n", GetParam().model.name.c_str(),
+              GetParam().layout.Name().c_str(), error);
 }
 
 std::vector<Case> Cases() {
   std::vector<Case> cases;
   for (const ModelVariant& model : Variants()) {
-    for (Layout layout : {Layout{2, 1}, Layout{4, 1}, Layout{1, 2}, Layout{1, 3}, Layout{2, 2}}) {
+    for (Layout layout : WithBothVocabModes(
+             {Layout{2, 1}, Layout{4, 1}, Layout{1, 2}, Layout{1, 3}, Layout{2, 2}})) {
       cases.push_back({model, layout});
     }
   }
@@ -311,9 +339,7 @@ std::vector<Case> Cases() {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ParallelForwardTest, ::testing::ValuesIn(Cases()),
                          [](const auto& info) {
-                           return info.param.model.name + "_tp" +
-                                  std::to_string(info.param.layout.tp_size) + "_pp" +
-                                  std::to_string(info.param.layout.pp_size);
+                           return info.param.model.name + "_" + info.param.layout.Name();
                          });
 
 // The Python-generated test checkpoints (scripts/make_checkpoint.py --all DIR: tiny, small,
@@ -338,10 +364,9 @@ class ParallelForwardCheckpointTest : public ParallelForwardBase,
 };
 
 TEST_P(ParallelForwardCheckpointTest, LastStageLogitsMatchTheWholeModel) {
-  const auto [tp_size, pp_size] = GetParam().layout;
-  const double error = ExpectRanksMatchWholeModel(tp_size, pp_size);
-  std::printf("[ parallel ] %s tp %d pp %d: max relative error %.3g\n",
-              GetParam().model.c_str(), tp_size, pp_size, error);
+  const double error = ExpectRanksMatchWholeModel(GetParam().layout);
+  std::printf("[ parallel ] %s %s: max relative error %.3g\n", GetParam().model.c_str(),
+              GetParam().layout.Name().c_str(), error);
 }
 
 std::vector<CheckpointCase> CheckpointCases() {
@@ -349,7 +374,8 @@ std::vector<CheckpointCase> CheckpointCases() {
   // tiny has 6 heads: tp 3 instead of 4. qwen2-tiny has 2 KV heads: tp 4 replicates them.
   for (const char* model : {"tiny", "small", "qwen2-tiny"}) {
     const int tp = std::string(model) == "tiny" ? 3 : 4;
-    for (Layout layout : {Layout{2, 1}, Layout{tp, 1}, Layout{1, 2}, Layout{1, 3}, Layout{2, 2}}) {
+    for (Layout layout : WithBothVocabModes(
+             {Layout{2, 1}, Layout{tp, 1}, Layout{1, 2}, Layout{1, 3}, Layout{2, 2}})) {
       cases.push_back({model, layout});
     }
   }
@@ -358,9 +384,7 @@ std::vector<CheckpointCase> CheckpointCases() {
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, ParallelForwardCheckpointTest,
                          ::testing::ValuesIn(CheckpointCases()), [](const auto& info) {
-                           std::string name = info.param.model + "_tp" +
-                                              std::to_string(info.param.layout.tp_size) + "_pp" +
-                                              std::to_string(info.param.layout.pp_size);
+                           std::string name = info.param.model + "_" + info.param.layout.Name();
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });

@@ -1,0 +1,75 @@
+// VocabHead: the two ends of the model that touch the vocabulary, for one rank: the token
+// embedding (first pipeline stage) and lm_head (last stage). Replicated, every TP rank of the stage
+// holds both whole tables and computes alone; or vocab-parallel (Megatron's VocabParallelEmbedding
+// and parallel lm_head, as vLLM's vocab_parallel_embedding.py), TP rank t holds the vocab rows
+// [vocab_begin, vocab_end) of both (TpVocabRange in model_shard.h: uneven ranges, no padded rows):
+//   - Embed: the rank gathers the rows of the ids in its range and zero rows for the others, then
+//     AllReduceSum over the TP ranks. Its table carries one zero row after its slice
+//     (llama_weights.h) and the host maps the other ranks' ids to it, so the lookup is the one
+//     Embedding op of the backend on any device. The sum is exact: each element is one rank's row
+//     value plus zeros.
+//   - Logits: the rank computes the logits of its rows, [num_seqs, num_vocab_rows], then AllGather
+//     over the TP ranks. Every rank sends ceil(vocab_size / tp_size) * num_seqs floats (a rank with
+//     one row less leaves the tail unused) and the host scatters rank r's block into columns
+//     [vocab_begin_r, vocab_end_r) of [num_seqs, vocab_size]. Each logit is the same dot product
+//     as the whole model's.
+// Every TP rank ends with the same x (embedding) and the same logits, as when replicated.
+//
+// Borrows the backend, the communicator and the weights, which must outlive it. Holds scratch: not
+// thread-safe, the rank's thread only.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "runtime/backend/device_backend.h"
+#include "runtime/backend/device_buffer.h"
+#include "runtime/model/llama_weights.h"
+#include "runtime/model/model_config.h"
+#include "runtime/model/model_shard.h"
+#include "runtime/parallel/communicator.h"
+
+namespace baton::runtime {
+
+class VocabHead {
+ public:
+  // Pre-condition: `weights` holds the tables `shard` selects (LoadLlamaWeights with the same
+  // shard and config); `tp` is the stage's TP communicator (size() == tp_size, rank() == tp_rank)
+  // when shard.vocab_parallel, else unused (may be nullptr).
+  VocabHead(const ModelConfig& config, const ModelShard& shard, const LlamaWeights& weights,
+            DeviceBackend* backend, Communicator* tp);
+
+  // x [num_tokens, hidden] (device) = the embedding rows of token_ids [num_tokens] (host), on every
+  // TP rank. InvalidArgument naming the first id outside [0, vocab_size), before anything is
+  // written or communicated (the TP ranks see the same ids, so all fail alike). First stage only.
+  absl::Status Embed(std::span<const int32_t> token_ids, float* x);
+
+  // (*logits) [num_seqs, vocab_size] on the host = h [num_seqs, hidden] (device) x lm_head^T, on
+  // every TP rank. Last stage only.
+  absl::Status Logits(const float* h, int num_seqs, std::vector<float>* logits);
+
+ private:
+  // The device address of `host`: itself on a host-memory backend, else a copy in `staging`.
+  absl::StatusOr<const int32_t*> ToDevice(std::span<const int32_t> host, DeviceBuffer& staging);
+
+  DeviceBackend* backend_;
+  Communicator* tp_;  // nullptr when replicated
+  const Weight& embed_tokens_;
+  const Weight& lm_head_;
+  int vocab_size_;
+  int hidden_;
+  int vocab_begin_;  // this rank's rows of both tables: [vocab_begin_, vocab_end_)
+  int vocab_end_;
+  std::vector<IndexRange> rank_vocab_;  // [tp_size] every TP rank's rows, when vocab-parallel
+  int max_vocab_rows_ = 0;              // rows of the largest range: the all-gather's stride
+
+  std::vector<int32_t> local_ids_;  // [num_tokens] ids in the rank's table (zero row for others)
+  DeviceBuffer ids_staging_;        // [num_tokens] when the backend's memory is not the host's
+  DeviceBuffer local_logits_;       // [num_seqs, max_vocab_rows_], or [num_seqs, vocab] replicated
+  DeviceBuffer gathered_logits_;    // [tp_size, num_seqs, max_vocab_rows_]
+  std::vector<float> host_gathered_;  // the same on the host, when it is not the device's memory
+};
+
+}  // namespace baton::runtime
