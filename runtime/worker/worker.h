@@ -112,9 +112,10 @@ class Worker {
   // kv_admission_queue.h), pulls the KV, emits the transfer report, then decodes. Colocated (kv
   // unset): runs the whole request. Returns OK after emitting the finishing token; FailedPrecondition
   // for a role that does not take this kind of request, Unavailable while draining, AlreadyExists,
-  // InvalidArgument (also for a hand-off PlanKvPulls refuses, before queueing), the first failed
-  // rank's transport status for a failed pull, DeadlineExceeded "no KV room before the deadline" /
-  // Cancelled "cancelled while waiting for KV room" while queued.
+  // InvalidArgument (also for a hand-off PlanKvPulls refuses, before queueing), the lowest failing
+  // decode rank's transport status for a failed pull ("decode rank r: " prefixed when there are
+  // several), DeadlineExceeded "no KV room before the deadline" / Cancelled "cancelled while
+  // waiting for KV room" while queued.
   absl::Status Decode(DecodeCall call);
 
   // Cancels the request wherever it is: its waiting Prefill/Decode call returns Cancelled within
