@@ -12,6 +12,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "kernels/common/status_macros.h"
+#include "runtime/rpc/kv_handoff_conversion.h"
 #include "runtime/rpc/status_conversion.h"
 #include "runtime/rpc/worker_service.h"
 #include "runtime/worker/worker.h"
@@ -73,6 +74,7 @@ absl::Status RunWorkerServer(const runtime::WorkerOptions& options, const std::a
     registration.set_pid(getpid());
     registration.set_num_kv_blocks(worker->num_kv_blocks());
     registration.set_block_size(options.engine.block_size);
+    ToProto(worker->layout(), registration.mutable_layout());
   }
   bool registered = false;
   while (!stop->load()) {

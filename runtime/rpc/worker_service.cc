@@ -1,7 +1,7 @@
 #include "runtime/rpc/worker_service.h"
 
 #include "absl/time/clock.h"
-#include "runtime/rpc/kv_source_conversion.h"
+#include "runtime/rpc/kv_handoff_conversion.h"
 #include "runtime/rpc/proto_conversion.h"
 #include "runtime/rpc/status_conversion.h"
 
@@ -33,6 +33,16 @@ void ToProto(const runtime::WorkerStatsSnapshot& stats, v1::WorkerStats* out) {
   out->set_num_requests_running(stats.engine.num_running);
   out->set_num_prefill_tokens_outstanding(stats.num_prefill_tokens_outstanding);
   out->set_num_requests_holding_kv(stats.num_requests_holding_kv);
+  for (const runtime::RankHoldings& holdings : stats.ranks) {
+    v1::RankHoldings* rank = out->add_ranks();
+    rank->set_rank_idx(holdings.shard.spec.rank_idx());
+    rank->set_layer_begin(holdings.shard.layer_begin);
+    rank->set_layer_end(holdings.shard.layer_end);
+    rank->set_kv_head_begin(holdings.shard.kv_head_begin);
+    rank->set_kv_head_end(holdings.shard.kv_head_end);
+    rank->set_weight_bytes(holdings.weight_bytes);
+    rank->set_kv_block_bytes(holdings.kv_block_bytes);
+  }
 }
 
 grpc::Status WorkerServiceImpl::Prefill(grpc::ServerContext* context,
@@ -76,7 +86,7 @@ grpc::Status WorkerServiceImpl::Decode(grpc::ServerContext* context, const v1::D
   absl::StatusOr<runtime::GenerationParams> params = GenerationParamsFromProto(
       request->sampling(), request->stop(), request->logprobs(), request->seed());
   if (!params.ok()) return ToGrpcStatus(params.status());
-  std::optional<runtime::KvPullSpec> kv;
+  std::optional<runtime::KvHandoff> kv;
   if (request->has_kv_source()) kv = rpc::FromProto(request->kv_source());
   bool first_chunk = true;
   runtime::DecodeCall call{

@@ -6,7 +6,7 @@
 //     answered with its error and never queued, so every queued request fits in an empty pool.
 //  2. The engine thread calls AdmitReady() before every step and on every tick (an EngineLoop
 //     hook). It admits queued requests in FIFO order while the head fits; an admission allocates
-//     the destination blocks and answers the ticket with the SeqId, the block ids and the pool, in
+//     the destination blocks and answers the ticket with the SeqId, the block ids and the pools, in
 //     one go.
 //  3. The serving thread waits in KvAdmissionTicket::Wait with its deadline, polling its
 //     cancellation probe. On deadline or cancellation it abandons the ticket: if the engine has not
@@ -46,8 +46,10 @@ struct PrefilledRequest {
 // What an admission hands back: the engine sequence that owns the destination blocks.
 struct KvAdmission {
   SeqId seq_id = 0;
-  std::vector<BlockId> blocks;    // [ceil(num_prompt_tokens / block_size)] destination, token order
-  const KvPool* pool = nullptr;   // the engine's pool; outlives the engine's sequences
+  std::vector<BlockId> blocks;  // [ceil(num_prompt_tokens / block_size)] destination, token order
+  // [num_ranks] each rank's pool, by rank_idx; the blocks are the same ids in every one. The pools
+  // outlive the engine's sequences.
+  std::vector<const KvPool*> pools;
 };
 
 // The engine operations the queue drives. Implemented over Engine by the worker and faked in tests.

@@ -1,5 +1,6 @@
 #include "runtime/worker/worker.h"
 
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -39,7 +40,11 @@ class EngineKvAdmitter final : public KvAdmitter {
       (void)engine_.Cancel(seq_id);
       return blocks.status();
     }
-    return KvAdmission{.seq_id = seq_id, .blocks = *std::move(blocks), .pool = &engine_.ranks().kv_pool(0)};
+    KvAdmission admission{.seq_id = seq_id, .blocks = *std::move(blocks)};
+    for (int r = 0; r < engine_.ranks().num_ranks(); ++r) {
+      admission.pools.push_back(&engine_.ranks().kv_pool(r));
+    }
+    return admission;
   }
 
  private:
@@ -50,20 +55,29 @@ class EngineKvAdmitter final : public KvAdmitter {
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options) {
   EngineConfig engine_config = options.engine;
-  if (options.role == WorkerRole::kPrefill) engine_config.kv_shm_names = {NewKvSegmentName()};
+  if (options.role == WorkerRole::kPrefill) {
+    // Every rank's pool in a segment of its own, so that decode workers on this host map each one.
+    engine_config.kv_shm_names.clear();
+    for (int r = 0; r < engine_config.parallel.num_ranks(); ++r) {
+      engine_config.kv_shm_names.push_back(NewKvSegmentName());
+    }
+  }
   if (options.role == WorkerRole::kDecode) engine_config.max_num_batched_tokens = 1;
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(engine_config));
-  const KvPool& pool = engine->ranks().kv_pool(0);
-  ModelConfig model_config = engine->model_config();
-  const int max_model_len = engine->max_model_len();
-  const int num_kv_blocks = engine->allocator().num_blocks();
-  auto worker = std::unique_ptr<Worker>(
-      new Worker(options, std::make_unique<EngineLoop>(std::move(engine)), std::move(model_config),
-                 max_model_len, num_kv_blocks));
+  // The pools live as long as the engine, which the worker's loop owns; their const accessors may
+  // be read from any thread.
+  const ModelRanks& ranks = engine->ranks();
+  auto worker = std::unique_ptr<Worker>(new Worker(options, std::move(engine)));
   if (options.role == WorkerRole::kPrefill) {
-    ASSIGN_OR_RETURN(worker->kv_server_,
-                     KvServer::Start(pool, KvServerOptions{.host = options.host, .port = options.kv_port}));
-    worker->kv_source_ = LocalKvSource(pool, worker->kv_server_->address());
+    for (int r = 0; r < ranks.num_ranks(); ++r) {
+      // An explicit kv_port gives rank r the port kv_port + r, so a deployment can open a range.
+      const int port = options.kv_port != 0 ? options.kv_port + r : 0;
+      ASSIGN_OR_RETURN(std::unique_ptr<KvServer> server,
+                       KvServer::Start(ranks.kv_pool(r),
+                                       KvServerOptions{.host = options.host, .port = port}));
+      worker->kv_sources_.push_back(LocalKvSource(ranks.kv_pool(r), server->address()));
+      worker->kv_servers_.push_back(std::move(server));
+    }
     Worker* raw = worker.get();
     worker->loop_->AddHook([raw](Engine& engine) { raw->ExpireLeases(engine); });
   }
@@ -74,18 +88,26 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
   return worker;
 }
 
-Worker::Worker(const WorkerOptions& options, std::unique_ptr<EngineLoop> loop,
-               ModelConfig model_config, int max_model_len, int num_kv_blocks)
+Worker::Worker(const WorkerOptions& options, std::unique_ptr<Engine> engine)
     : options_(options),
-      model_config_(std::move(model_config)),
-      max_model_len_(max_model_len),
-      num_kv_blocks_(num_kv_blocks),
-      transport_(MakeKvTransport()),
-      loop_(std::move(loop)) {}
+      model_config_(engine->model_config()),
+      max_model_len_(engine->max_model_len()),
+      num_kv_blocks_(engine->allocator().num_blocks()),
+      layout_(engine->ranks().layout()),
+      kv_model_shape_(KvPoolShape{.num_layers = model_config_.num_layers,
+                                  .num_kv_heads = model_config_.num_kv_heads,
+                                  .head_dim = model_config_.head_dim,
+                                  .block_size = options.engine.block_size}),
+      transport_(MakeKvTransport()) {
+  for (int r = 0; r < engine->ranks().num_ranks(); ++r) {
+    rank_holdings_.push_back(engine->ranks().holdings(r));
+  }
+  loop_ = std::make_unique<EngineLoop>(std::move(engine));
+}
 
 Worker::~Worker() {
-  // The KV server reads the engine's pool: stop it before the engine goes.
-  if (kv_server_) kv_server_->Stop();
+  // The KV servers read the engine's pools: stop them before the engine goes.
+  for (std::unique_ptr<KvServer>& server : kv_servers_) server->Stop();
   loop_.reset();
 }
 
@@ -164,13 +186,11 @@ absl::StatusOr<PrefillResult> Worker::Prefill(PrefillCall call) {
     return held.status();
   }
   requests_.SetLease(request_id, absl::Now() + call.kv_lease);
-  result.kv = KvPullSpec{.source = kv_source_,
-                         .shape = KvPoolShape{.num_layers = model_config_.num_layers,
-                                              .num_kv_heads = model_config_.num_kv_heads,
-                                              .head_dim = model_config_.head_dim,
-                                              .block_size = options_.engine.block_size},
-                         .src_blocks = std::move(held->blocks),
-                         .num_tokens = held->num_tokens};
+  result.kv = KvHandoff{.model_shape = kv_model_shape_,
+                        .layout = layout_,
+                        .rank_sources = kv_sources_,
+                        .blocks = std::move(held->blocks),
+                        .num_tokens = held->num_tokens};
   return result;
 }
 
@@ -213,8 +233,39 @@ absl::StatusOr<KvAdmission> Worker::AwaitKvRoom(DecodeCall& call, const WorkerRe
   });
 }
 
+absl::Status Worker::PullAllRanks(const std::vector<KvPullSpec>& specs, const KvAdmission& admission,
+                                  absl::Time deadline) {
+  if (specs.size() != admission.pools.size()) {
+    return absl::InternalError(absl::StrCat("KV pull: ", specs.size(), " rank pulls planned for ",
+                                            admission.pools.size(), " rank pools"));
+  }
+  std::vector<absl::Status> statuses(specs.size());
+  auto pull = [&](size_t r) {
+    statuses[r] = transport_->Pull(specs[r], *admission.pools[r], admission.blocks, deadline);
+  };
+  // Rank 0 on this thread; the others each on a thread of their own, so the ranks' copies overlap.
+  // Every pull ends by the deadline (KvTransport::Pull), so the joins do too.
+  std::vector<std::thread> threads;
+  for (size_t r = 1; r < specs.size(); ++r) threads.emplace_back(pull, r);
+  pull(0);
+  for (std::thread& thread : threads) thread.join();
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    if (statuses[r].ok()) continue;
+    if (specs.size() == 1) return statuses[r];
+    return absl::Status(statuses[r].code(),
+                        absl::StrCat("decode rank ", r, ": ", statuses[r].message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Worker::StartHandedOff(DecodeCall& call, const WorkerRequest& request,
                                     const TokenSink& sink) {
+  // Plan first: a hand-off this instance cannot take fails at once, without waiting for room.
+  absl::StatusOr<std::vector<KvPullSpec>> specs = PlanKvPulls(*call.kv, kv_model_shape_, layout_);
+  if (!specs.ok()) {
+    requests_.Remove(call.request_id);
+    return specs.status();
+  }
   absl::StatusOr<KvAdmission> admitted = AwaitKvRoom(call, request);
   if (!admitted.ok()) {
     requests_.Remove(call.request_id);
@@ -225,9 +276,12 @@ absl::Status Worker::StartHandedOff(DecodeCall& call, const WorkerRequest& reque
   // The blocks are allocated to a sequence the engine does not schedule yet: the transfer is their
   // only writer.
   KvTransferReport report{.start_us = NowUs()};
-  const absl::Status pulled = transport_->Pull(*call.kv, *admitted->pool, admitted->blocks, call.deadline);
+  const absl::Status pulled = PullAllRanks(*specs, *admitted, call.deadline);
   report.end_us = NowUs();
-  report.num_bytes = static_cast<int64_t>(admitted->blocks.size() * admitted->pool->BlockBytes());
+  // What the ranks now hold: each its own layers x KV heads of every block.
+  for (const KvPool* pool : admitted->pools) {
+    report.num_bytes += static_cast<int64_t>(admitted->blocks.size() * pool->BlockBytes());
+  }
   if (!pulled.ok()) {
     Abandon(call.request_id);
     return pulled;
@@ -304,7 +358,8 @@ WorkerStatsSnapshot Worker::Stats() const {
   return WorkerStatsSnapshot{.engine = loop_->stats(),
                              .num_prefill_tokens_outstanding = prefill_tokens_outstanding_.load(),
                              .num_requests_holding_kv = requests_.NumHoldingKv(),
-                             .num_requests_waiting_for_kv = num_waiting_for_kv_.load()};
+                             .num_requests_waiting_for_kv = num_waiting_for_kv_.load(),
+                             .ranks = rank_holdings_};
 }
 
 }  // namespace baton::runtime

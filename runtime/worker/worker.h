@@ -6,6 +6,12 @@
 // deadline, or Cancelled within 20 ms (kPollInterval) of the probe turning true or of Cancel(), with
 // the request's KV blocks and queue slot freed. A KV pull in progress is bounded by the deadline
 // only.
+//
+// Ranks: an instance runs tp x pp ranks (model_ranks.h), each with its own KV pool and the same block
+// ids. A prefill worker serves every rank's pool (one shm segment and one KvServer per rank) and
+// hands a request off as a KvHandoff (kv_handoff.h): the model's terms, not its ranks'. A decode
+// worker plans one pull per rank of its own layout from it (PlanKvPulls) and runs them in parallel,
+// so prefill and decode instances may shard the model differently.
 // Thread-safe: calls come from RPC handler threads; the engine is touched only on its own thread.
 #pragma once
 
@@ -19,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/engine/engine_loop.h"
+#include "runtime/transfer/kv_handoff.h"
 #include "runtime/transfer/kv_transport.h"
 #include "runtime/worker/kv_admission_queue.h"
 #include "runtime/worker/request_registry.h"
@@ -28,14 +35,15 @@ namespace baton::runtime {
 
 struct PrefillResult {
   TokenOutput first_token;    // finish_reason set if the first token already ends the request
-  KvPullSpec kv;              // where the decode worker pulls the KV from (if not finished)
+  KvHandoff kv;               // where the decode worker pulls the KV from (if not finished)
   int64_t prefill_end_us = 0;
 };
 
 struct KvTransferReport {
-  int64_t start_us = 0;
-  int64_t end_us = 0;
-  int64_t num_bytes = 0;
+  int64_t start_us = 0;  // the first rank's pull started
+  int64_t end_us = 0;    // the last rank's pull ended
+  int64_t num_bytes = 0; // KV the decode ranks now hold for the request: sum over ranks of the
+                         // rank's block bytes x blocks (each rank's own layers x KV heads)
 };
 
 // What a decode streams back: first (decode role) the KV transfer report, then token outputs.
@@ -60,7 +68,7 @@ struct DecodeCall {
   std::vector<int32_t> prompt_token_ids;     // [num_prompt_tokens]
   std::vector<int32_t> generated_token_ids;  // decode role: the tokens the prefill sampled (>= 1)
   GenerationParams params;
-  std::optional<KvPullSpec> kv;  // set: a handed-off request (decode role); unset: colocated
+  std::optional<KvHandoff> kv;   // set: a handed-off request (decode role); unset: colocated
   absl::Time deadline;           // required; a default (1970) deadline has passed
   std::function<bool()> is_cancelled = [] { return false; };
   // Receives the call's events in order; returns false when the receiver is gone (the request is
@@ -73,6 +81,7 @@ struct WorkerStatsSnapshot {
   int64_t num_prefill_tokens_outstanding = 0;
   int num_requests_holding_kv = 0;
   int num_requests_waiting_for_kv = 0;  // decode role: queued for KV room, as of the engine loop's last turn
+  std::vector<RankHoldings> ranks;      // [num_ranks] what each rank holds, by rank_idx
 };
 
 class Worker {
@@ -85,8 +94,12 @@ class Worker {
   const ModelConfig& model_config() const { return model_config_; }
   int max_model_len() const { return max_model_len_; }
   int num_kv_blocks() const { return num_kv_blocks_; }
-  // Prefill role: how decode workers reach this worker's KV pool.
-  const KvSource& kv_source() const { return kv_source_; }
+  // How this instance shards the model.
+  const ParallelLayout& layout() const { return layout_; }
+  // The whole model's KV shape (all layers, all KV heads) with this worker's block_size.
+  const KvPoolShape& kv_model_shape() const { return kv_model_shape_; }
+  // Prefill role: how decode workers reach each rank's KV pool, by rank_idx.
+  const std::vector<KvSource>& kv_sources() const { return kv_sources_; }
 
   // Prefill role: runs the prompt, returns the first token; the KV stays held for call.kv_lease.
   // FailedPrecondition on another role, Unavailable while draining, AlreadyExists for an id in
@@ -99,8 +112,10 @@ class Worker {
   // kv_admission_queue.h), pulls the KV, emits the transfer report, then decodes. Colocated (kv
   // unset): runs the whole request. Returns OK after emitting the finishing token; FailedPrecondition
   // for a role that does not take this kind of request, Unavailable while draining, AlreadyExists,
-  // InvalidArgument, the transport's status for a failed pull, DeadlineExceeded "no KV room before
-  // the deadline" / Cancelled "cancelled while waiting for KV room" while queued.
+  // InvalidArgument (also for a hand-off PlanKvPulls refuses, before queueing), the lowest failing
+  // decode rank's transport status for a failed pull ("decode rank r: " prefixed when there are
+  // several), DeadlineExceeded "no KV room before the deadline" / Cancelled "cancelled while
+  // waiting for KV room" while queued.
   absl::Status Decode(DecodeCall call);
 
   // Cancels the request wherever it is: its waiting Prefill/Decode call returns Cancelled within
@@ -111,8 +126,8 @@ class Worker {
   WorkerStatsSnapshot Stats() const;
 
  private:
-  Worker(const WorkerOptions& options, std::unique_ptr<EngineLoop> loop, ModelConfig model_config,
-         int max_model_len, int num_kv_blocks);
+  // Reads what the worker keeps of the engine (sizes, layout, holdings), then starts its loop.
+  Worker(const WorkerOptions& options, std::unique_ptr<Engine> engine);
 
   // Cancels the sequence on the engine thread and forgets the request.
   void Abandon(const std::string& request_id);
@@ -125,19 +140,26 @@ class Worker {
   // Decode role: queues a handed-off request for KV room (one Post) and waits for its admission.
   // Moves the tokens and params out of `call`. On error nothing is admitted (or it is freed).
   absl::StatusOr<KvAdmission> AwaitKvRoom(DecodeCall& call, const WorkerRequest& request);
-  // Decode role: the handed-off part of Decode: KV room, pull, transfer report, then (one Call)
-  // subscribe `sink` and StartDecoding. On error the request is forgotten and its blocks freed.
+  // Decode role: the handed-off part of Decode: plan, KV room, pull, transfer report, then (one
+  // Call) subscribe `sink` and StartDecoding. On error the request is forgotten and its blocks freed.
   absl::Status StartHandedOff(DecodeCall& call, const WorkerRequest& request, const TokenSink& sink);
+  // Decode role: runs every rank's pull (rank r's spec into admission.pools[r]), in parallel, each
+  // bounded by `deadline`; OK, or the lowest failing rank's status once all have returned.
+  absl::Status PullAllRanks(const std::vector<KvPullSpec>& specs, const KvAdmission& admission,
+                            absl::Time deadline);
 
   WorkerOptions options_;
   ModelConfig model_config_;
   int max_model_len_;
   int num_kv_blocks_;
+  ParallelLayout layout_;
+  KvPoolShape kv_model_shape_;
+  std::vector<RankHoldings> rank_holdings_;  // fixed once loaded
   RequestRegistry requests_;
   std::atomic<bool> draining_ = false;
   std::atomic<int64_t> prefill_tokens_outstanding_ = 0;
-  KvSource kv_source_;
-  std::unique_ptr<class KvServer> kv_server_;  // prefill role
+  std::vector<KvSource> kv_sources_;                   // prefill role: [num_ranks]
+  std::vector<std::unique_ptr<class KvServer>> kv_servers_;  // prefill role: [num_ranks]
   std::unique_ptr<KvTransport> transport_;     // decode role: pulls from prefill workers
   KvAdmissionQueue kv_admissions_;             // decode role; engine thread only
   std::atomic<int> num_waiting_for_kv_ = 0;    // kv_admissions_.size(), for Stats()

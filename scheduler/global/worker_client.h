@@ -36,7 +36,7 @@
 #include "absl/time/time.h"
 #include "baton/kernels/sampling.h"
 #include "runtime/batch/sequence.h"
-#include "runtime/transfer/kv_transport.h"
+#include "runtime/transfer/kv_handoff.h"
 #include "scheduler/global/routing.h"
 
 namespace baton::scheduler {
@@ -58,7 +58,9 @@ struct PrefillResult {
   // Set when the first token ends the request (EOS, a stop id, max_tokens 1): the worker has freed
   // the KV already and there is nothing to decode.
   runtime::FinishReason finish_reason = runtime::FinishReason::kNone;
-  runtime::KvPullSpec kv;  // where the decode instance pulls the KV from
+  // Where the decode instance pulls the KV from, in the model's terms: any decode layout can plan
+  // its pulls from it (runtime/transfer/kv_handoff.h). Carried to Decode unchanged.
+  runtime::KvHandoff kv;
   int64_t prefill_start_us = 0;
   int64_t prefill_end_us = 0;
 };
@@ -68,7 +70,7 @@ struct DecodeCall {
   std::vector<int32_t> prompt_token_ids;     // [num_prompt_tokens]
   std::vector<int32_t> generated_token_ids;  // the prefill's first token; empty when colocated
   runtime::GenerationParams params;
-  std::optional<runtime::KvPullSpec> kv_source;  // nullopt: colocated, prefill here
+  std::optional<runtime::KvHandoff> kv_source;  // nullopt: colocated, prefill here
 };
 
 // The decode instance holds the request's KV: the prefill instance may release it.

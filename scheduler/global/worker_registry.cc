@@ -111,6 +111,13 @@ std::optional<InstanceLoad> WorkerRegistry::LoadOf(const WorkerRef& worker) cons
                       .num_active_requests = entry.num_active_requests};
 }
 
+std::optional<runtime::ParallelLayout> WorkerRegistry::LayoutOf(const WorkerRef& worker) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = workers_.find(worker.incarnation_id);
+  if (it == workers_.end()) return std::nullopt;
+  return it->second.layout;
+}
+
 std::vector<InstanceLoad> WorkerRegistry::LiveLoads(WorkerRole role) const {
   std::vector<std::pair<int, InstanceLoad>> by_idx;
   {

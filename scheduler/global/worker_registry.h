@@ -18,6 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "runtime/model/model_shard.h"
 #include "scheduler/global/routing.h"
 
 namespace baton::scheduler {
@@ -36,6 +37,9 @@ struct WorkerEntry {
   std::string address;  // host:port of its WorkerService
   int pid = 0;
   int block_size = 16;
+  // How the instance shards the model over its ranks (as it registered); tp 1 x pp 1 for a worker
+  // that did not say.
+  runtime::ParallelLayout layout;
   WorkerLoad reported;  // from the last heartbeat
   absl::Time last_seen;
   bool alive = true;
@@ -77,6 +81,8 @@ class WorkerRegistry {
   std::vector<InstanceLoad> LiveLoads(WorkerRole role) const;
   // num_active_requests of an incarnation; 0 when unknown.
   int NumActive(const std::string& incarnation_id) const;
+  // The layout the instance `worker` names registered with; nullopt when it is unknown.
+  std::optional<runtime::ParallelLayout> LayoutOf(const WorkerRef& worker) const;
 
   // Problems for Health: missing or dead instances. all_phases_served: every phase has a live one.
   struct Health {

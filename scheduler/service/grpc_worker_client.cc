@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "runtime/rpc/kv_source_conversion.h"
+#include "runtime/rpc/kv_handoff_conversion.h"
 #include "runtime/rpc/proto_conversion.h"
 #include "runtime/rpc/status_conversion.h"
 

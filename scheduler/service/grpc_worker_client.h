@@ -1,5 +1,5 @@
 // GrpcWorkerClient: WorkerClient over the workers' gRPC API (baton.v1.WorkerService). Converts the
-// native calls to proto and back (runtime/rpc/proto_conversion.h, kv_source_conversion.h) and the
+// native calls to proto and back (runtime/rpc/proto_conversion.h, kv_handoff_conversion.h) and the
 // statuses through runtime/rpc/status_conversion.h; every call carries its deadline.
 //
 // Cancellation: with a parent server context (the public Generate call being served), Prefill and

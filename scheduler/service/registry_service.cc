@@ -2,7 +2,9 @@
 
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "runtime/rpc/kv_handoff_conversion.h"
 
 namespace baton::scheduler {
 namespace {
@@ -33,17 +35,26 @@ grpc::Status RegistryServiceImpl::Register(grpc::ServerContext*, const v1::Regis
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "register: incarnation_id and address are required");
   }
+  // A worker that sends no layout runs one rank holding the whole model.
+  const runtime::ParallelLayout layout =
+      request->has_layout() ? rpc::FromProto(request->layout()) : runtime::ParallelLayout{};
+  if (layout.tp_size < 1 || layout.pp_size < 1) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("register: layout ", runtime::LayoutString(layout),
+                                     " has a size below 1"));
+  }
   WorkerEntry entry{.role = *role,
                     .instance_idx = request->instance_idx(),
                     .incarnation_id = request->incarnation_id(),
                     .address = request->address(),
                     .pid = request->pid(),
-                    .block_size = request->block_size() > 0 ? request->block_size() : 16};
+                    .block_size = request->block_size() > 0 ? request->block_size() : 16,
+                    .layout = layout};
   entry.reported.num_kv_blocks_total = request->num_kv_blocks();
   registry_->Register(std::move(entry), absl::Now());
-  std::fprintf(stderr, "baton scheduler: %s registered at %s (pid %d)\n",
+  std::fprintf(stderr, "baton scheduler: %s registered at %s (pid %d, %s)\n",
                WorkerName(*role, request->instance_idx()).c_str(), request->address().c_str(),
-               request->pid());
+               request->pid(), runtime::LayoutString(layout).c_str());
   return grpc::Status::OK;
 }
 

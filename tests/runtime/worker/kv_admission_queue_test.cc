@@ -49,7 +49,7 @@ class FakeAdmitter final : public KvAdmitter {
     absl::MutexLock lock(&mu_);
     const int n = NumBlocks(request);
     if (n > num_blocks_free_) return absl::ResourceExhaustedError("no room");
-    KvAdmission admission{.seq_id = next_seq_id_++, .pool = pool_.get()};
+    KvAdmission admission{.seq_id = next_seq_id_++, .pools = {pool_.get()}};
     for (int i = 0; i < n; ++i) admission.blocks.push_back(num_blocks_ - num_blocks_free_ + i);
     num_blocks_free_ -= n;
     held_[admission.seq_id] = n;
@@ -147,7 +147,7 @@ TEST_F(KvAdmissionQueueTest, AdmitsInFifoOrderAndTheHeadBlocksSmallerRequestsBeh
   absl::StatusOr<KvAdmission> got_a = a->Wait(Params());
   ASSERT_THAT(got_a, IsOk());
   EXPECT_EQ(got_a->blocks.size(), 5u);
-  EXPECT_EQ(got_a->pool, admitter_.pool());
+  EXPECT_THAT(got_a->pools, ElementsAre(admitter_.pool()));
   ASSERT_THAT(b->Wait(Params()), IsOk());
   ASSERT_THAT(c->Wait(Params()), IsOk());
   EXPECT_THAT(freed_, ::testing::IsEmpty());

@@ -17,6 +17,7 @@
 #include "scheduler/global/worker_registry.h"
 #include "tests/runtime/tokenizer/tokenizer_test_util.h"
 #include "tests/scheduler/global/fake_worker_client.h"
+#include "tests/testing/kv_handoff_equal.h"
 #include "tests/testing/status_matchers.h"
 
 namespace baton::scheduler {
@@ -35,10 +36,21 @@ using runtime::FinishReason;
 // The test tokenizer is byte-level: token id = byte value, so 'A' decodes to "A".
 constexpr int32_t kPromptA = 'h', kPromptB = 'i';
 
+// A hand-off from a prefill instance of two tensor-parallel ranks.
+runtime::KvHandoff Handoff() {
+  return runtime::KvHandoff{
+      .model_shape = {.num_layers = 2, .num_kv_heads = 2, .head_dim = 8, .block_size = 4},
+      .layout = {.tp_size = 2, .pp_size = 1},
+      .rank_sources = {{.hostname = "h", .shm_name = "/kv-0", .tcp_address = "h:1"},
+                       {.hostname = "h", .shm_name = "/kv-1", .tcp_address = "h:2"}},
+      .blocks = {7},
+      .num_tokens = 2};
+}
+
 PrefillResult FirstToken(int32_t id, FinishReason finish = FinishReason::kNone) {
   return PrefillResult{.first_token_id = id,
                        .finish_reason = finish,
-                       .kv = runtime::KvPullSpec{.src_blocks = {7}, .num_tokens = 2},
+                       .kv = Handoff(),
                        .prefill_start_us = 1000,
                        .prefill_end_us = 2000};
 }
@@ -373,7 +385,7 @@ TEST(RequestFlowDetailTest, HandOffCarriesTheFirstTokenAndTheKvLease) {
   EXPECT_THAT(decode.prompt_token_ids, ElementsAre(kPromptA, kPromptB));
   EXPECT_THAT(decode.generated_token_ids, ElementsAre('A'));
   ASSERT_TRUE(decode.kv_source.has_value());
-  EXPECT_THAT(decode.kv_source->src_blocks, ElementsAre(7));
+  EXPECT_TRUE(baton::testing::SameKvHandoff(*decode.kv_source, Handoff()));  // carried unchanged
 
   // Timing rides on the first chunk after the scheduler learns it.
   ASSERT_EQ(chunks.size(), 2u);

@@ -83,5 +83,28 @@ TEST(WorkerRegistryTest, LiveInstancesSnapshot) {
   EXPECT_TRUE(registry.LiveInstances(WorkerRole::kColocated).empty());
 }
 
+// Each instance keeps the layout it registered with; a new incarnation replaces it.
+TEST(WorkerRegistryTest, KeepsEachInstancesLayout) {
+  WorkerRegistry registry({{WorkerRole::kPrefill, 1}, {WorkerRole::kDecode, 1}}, absl::Seconds(1));
+  const absl::Time now = absl::Now();
+  WorkerEntry prefill = Entry(WorkerRole::kPrefill, 0, "p0");
+  prefill.layout = runtime::ParallelLayout{.tp_size = 2, .pp_size = 2, .stage_num_layers = {3, 1}};
+  registry.Register(std::move(prefill), now);
+  registry.Register(Entry(WorkerRole::kDecode, 0, "d0"), now);
+
+  EXPECT_EQ(registry.LayoutOf(WorkerRef{.incarnation_id = "p0"}),
+            (runtime::ParallelLayout{.tp_size = 2, .pp_size = 2, .stage_num_layers = {3, 1}}));
+  EXPECT_EQ(registry.LayoutOf(WorkerRef{.incarnation_id = "d0"}), runtime::ParallelLayout{});
+  EXPECT_EQ(registry.LayoutOf(WorkerRef{.incarnation_id = "unknown"}), std::nullopt);
+
+  WorkerEntry restarted = Entry(WorkerRole::kDecode, 0, "d0-new");
+  restarted.layout = runtime::ParallelLayout{.tp_size = 4, .pp_size = 1};
+  registry.Register(std::move(restarted), now);
+  EXPECT_EQ(registry.LayoutOf(WorkerRef{.incarnation_id = "d0-new"})->tp_size, 4);
+  for (const WorkerEntry& entry : registry.Snapshot()) {
+    if (entry.incarnation_id == "p0") EXPECT_EQ(entry.layout.pp_size, 2);
+  }
+}
+
 }  // namespace
 }  // namespace baton::scheduler

@@ -1,0 +1,73 @@
+// KvHandoff and ParallelLayout through their wire forms (v1::KvSource, v1::ParallelLayout) and back,
+// including through serialized bytes, as the scheduler carries them between workers.
+#include "runtime/rpc/kv_handoff_conversion.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/kv_handoff_equal.h"
+
+namespace baton::rpc {
+namespace {
+
+using ::testing::ElementsAre;
+
+runtime::KvHandoff TwoByTwoHandoff() {
+  runtime::KvHandoff handoff{
+      .model_shape = {.num_layers = 4, .num_kv_heads = 2, .head_dim = 8, .block_size = 16},
+      .layout = {.tp_size = 2, .pp_size = 2, .stage_num_layers = {3, 1}},
+      .blocks = {9, 3, 4, 0},
+      .num_tokens = 50};
+  for (int r = 0; r < 4; ++r) {
+    handoff.rank_sources.push_back(runtime::KvSource{
+        .hostname = "node-a",
+        .boot_id = "boot-1",
+        .shm_name = "/baton-kv-77-" + std::to_string(r),
+        .tcp_address = "node-a:" + std::to_string(7000 + r)});
+  }
+  return handoff;
+}
+
+TEST(KvHandoffConversionTest, RoundTripsThroughTheWire) {
+  const runtime::KvHandoff handoff = TwoByTwoHandoff();
+  v1::KvSource message;
+  ToProto(handoff, &message);
+  EXPECT_EQ(message.num_layers(), 4);
+  EXPECT_EQ(message.layout().tp_size(), 2);
+  EXPECT_THAT(message.layout().stage_num_layers(), ElementsAre(3, 1));
+  ASSERT_EQ(message.ranks_size(), 4);
+  EXPECT_EQ(message.ranks(2).shm_name(), "/baton-kv-77-2");
+  EXPECT_EQ(message.ranks(3).tcp_address(), "node-a:7003");
+  EXPECT_THAT(message.block_ids(), ElementsAre(9, 3, 4, 0));
+
+  v1::KvSource parsed;
+  ASSERT_TRUE(parsed.ParseFromString(message.SerializeAsString()));
+  EXPECT_TRUE(testing::SameKvHandoff(FromProto(parsed), handoff));
+}
+
+TEST(KvHandoffConversionTest, AOneRankHandoffWithNoSharedMemoryRoundTrips) {
+  runtime::KvHandoff handoff{
+      .model_shape = {.num_layers = 2, .num_kv_heads = 1, .head_dim = 4, .block_size = 4},
+      .layout = {},
+      .rank_sources = {runtime::KvSource{.hostname = "b", .tcp_address = "b:1"}},
+      .blocks = {1},
+      .num_tokens = 3};
+  v1::KvSource message;
+  ToProto(handoff, &message);
+  EXPECT_TRUE(message.layout().stage_num_layers().empty());
+  EXPECT_TRUE(testing::SameKvHandoff(FromProto(message), handoff));
+}
+
+TEST(ParallelLayoutConversionTest, RoundTrips) {
+  for (const runtime::ParallelLayout& layout :
+       {runtime::ParallelLayout{}, runtime::ParallelLayout{.tp_size = 4, .pp_size = 1},
+        runtime::ParallelLayout{.tp_size = 1, .pp_size = 3, .stage_num_layers = {2, 5, 1}}}) {
+    v1::ParallelLayout message;
+    ToProto(layout, &message);
+    EXPECT_EQ(FromProto(message), layout) << runtime::LayoutString(layout);
+  }
+}
+
+}  // namespace
+}  // namespace baton::rpc
