@@ -135,6 +135,7 @@ TEST(MapKvSlabsTest, PropertiesOverASweepOfLayouts) {
       config.num_kv_heads = num_kv_heads;
       config.num_heads = num_kv_heads * 4;
       config.intermediate_size = 64;
+      config.vocab_size = 64;
       auto shard_of = [&](const ParallelLayout& layout, int rank_idx) {
         auto spec = ShardSpecOfRank(layout, rank_idx);
         BATON_CHECK(spec.ok());
