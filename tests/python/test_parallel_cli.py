@@ -7,8 +7,9 @@
   * a size below 1, or a layout that does not fit the model, is one line on stderr and exit code 2,
     for `baton generate` and for `baton serve --model` (before any process starts);
   * a colocated `baton serve` deployment with tp 2 or pp 2 streams exactly the local greedy tokens;
-  * the disaggregated `baton serve --model ... --tensor-parallel-size 2` is expected to fail until
-    the cross-layout KV hand-off lands (strict xfail: it reports XPASS, a failure, once it works).
+  * a disaggregated `baton serve` streams exactly the local greedy tokens, with both phases on
+    tp 2 (`--model ... --tensor-parallel-size 2`) and with the KV re-sliced between layouts
+    (prefill tp 2 -> decode pp 2, and prefill tp 2 x pp 2 -> decode tp 1).
 """
 
 from __future__ import annotations
@@ -187,8 +188,6 @@ def start_serve_model(baton_binary: Path, model: Path, *flags: str) -> Deploymen
 
 
 @pytest.mark.engine
-@pytest.mark.xfail(strict=True, reason="a prefill instance of tp 2 cannot hand its KV off yet: the "
-                   "worker gives its engine one KV segment name (needs the cross-layout hand-off)")
 def test_disaggregated_tp2_streams_the_local_greedy_tokens(baton_binary, run_baton, tiny_model):
     expected, _ = generate(run_baton, tiny_model)
     deployment = start_serve_model(baton_binary, tiny_model, "--tensor-parallel-size", "2")
@@ -201,3 +200,18 @@ def test_disaggregated_tp2_streams_the_local_greedy_tokens(baton_binary, run_bat
     finally:
         problems = deployment.stop()
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("prefill,decode", [({"tp": 2}, {"pp": 2}), ({"tp": 2, "pp": 2}, {})],
+                         ids=["tp2-to-pp2", "tp2xpp2-to-tp1"])
+def test_disaggregated_across_layouts_streams_the_local_greedy_tokens(deployments, run_baton,
+                                                                      tiny_model, prefill, decode):
+    expected, _ = generate(run_baton, tiny_model)
+    deployment = deployments.start("across-layouts", prefill=prefill, decode=decode)
+    with deployment.client() as client, client.generate(prompt=PROMPT, max_tokens=MAX_TOKENS,
+                                                        ignore_eos=True) as stream:
+        chunks = list(stream)
+    token_ids = tuple(t for c in chunks for t in c.token_ids)
+    assert token_ids == expected.token_ids
+    assert "".join(c.text for c in chunks) == expected.text

@@ -223,9 +223,21 @@ TEST_F(LayoutHandoffTest, Tp2Pp2ToPp2) {
 TEST_F(LayoutHandoffTest, Tp2ToTp2SameLayout) {
   ExpectHandoffsMatchTheReference(Tp(2), Tp(2), Route::kShm);
 }
-// Equal layouts pull whole blocks rank to rank, which the TCP transport serves.
+// Equal layouts pull whole blocks rank to rank; different ones pull re-sliced slabs.
 TEST_F(LayoutHandoffTest, Tp2ToTp2SameLayoutOverTcp) {
   ExpectHandoffsMatchTheReference(Tp(2), Tp(2), Route::kTcp);
+}
+TEST_F(LayoutHandoffTest, Tp2ToTp1OverTcp) {
+  ExpectHandoffsMatchTheReference(Tp(2), Tp(1), Route::kTcp);
+}
+TEST_F(LayoutHandoffTest, Tp1ToTp2OverTcp) {
+  ExpectHandoffsMatchTheReference(Tp(1), Tp(2), Route::kTcp);
+}
+TEST_F(LayoutHandoffTest, Pp2ToTp2OverTcp) {
+  ExpectHandoffsMatchTheReference(Pp(2), Tp(2), Route::kTcp);
+}
+TEST_F(LayoutHandoffTest, Tp2Pp2ToPp2OverTcp) {
+  ExpectHandoffsMatchTheReference(TpPp(2, 2), Pp(2), Route::kTcp);
 }
 
 // The prefill worker describes every rank: one shm segment and one KV server each, the layout, and
