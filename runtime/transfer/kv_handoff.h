@@ -33,6 +33,7 @@ struct KvHandoff {
   std::vector<KvSource> rank_sources; // [layout.num_ranks()] each prefill rank's pool, stage-major
   std::vector<BlockId> blocks;        // [ceil(num_tokens / block_size)] token order, same on every rank
   int num_tokens = 0;                 // tokens of KV the blocks hold (the last block may be partial)
+  bool operator==(const KvHandoff&) const = default;
 };
 
 // What the hand-off alone can tell: InvalidArgument, naming the numbers, if the layout does not fit

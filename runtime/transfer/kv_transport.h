@@ -3,9 +3,10 @@
 //
 // Lifecycle (after vLLM's KV connector, split into a scheduler side and a worker side):
 //  1. Prefill worker: when a request's prefill finishes, the worker keeps the request's blocks
-//     (the sequence stays in the engine, holding its KV) and reports a KvPullSpec (its KvSource,
-//     the block ids in token order, num_tokens, its pool shape) to the scheduler with the first
-//     token. It must neither write nor free those blocks until step 4 or until the lease passes.
+//     (the sequence stays in the engine, holding its KV) and reports a KvHandoff (kv_handoff.h:
+//     every rank's KvSource, its layout, the block ids in token order, num_tokens) to the
+//     scheduler with the first token; the decode worker turns it into one KvPullSpec per rank.
+//     It must neither write nor free those blocks until step 4 or until the lease passes.
 //  2. Scheduler side: picks a decode instance whose last reported load shows room for the blocks
 //     (the least loaded such one); when none shows room, the least loaded live one, which queues
 //     the request (pull = backpressure: the decode worker pulls only once it has allocated room),
@@ -73,6 +74,7 @@ struct KvSource {
   std::string boot_id;      // /proc/sys/kernel/random/boot_id of the source host; "" if unknown
   std::string shm_name;     // the pool's shared-memory segment ("/baton-kv-<pid>-<n>"); "" if none
   std::string tcp_address;  // "host:port" of the source's KvServer; "" if none
+  bool operator==(const KvSource&) const = default;
 };
 
 // One prefill rank that a re-slicing pull reads from (KvPullSpec::rank_sources).

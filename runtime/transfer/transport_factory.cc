@@ -72,8 +72,7 @@ absl::Status AutoKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
                                    std::span<const BlockId> dst_blocks, absl::Time deadline) {
   if (absl::Status status = ValidatePull(spec, dst, dst_blocks); !status.ok()) return status;
   if (spec.resliced()) {
-    // Shared memory only if every prefill rank a slab names is reachable through it; otherwise TCP,
-    // which answers InvalidArgument (it does not re-slice yet).
+    // Shared memory only if every prefill rank a slab names is reachable through it; otherwise TCP.
     if (dst_blocks.empty()) return absl::OkStatus();
     bool all_shm = true;
     for (const KvSlab& slab : spec.slabs) {

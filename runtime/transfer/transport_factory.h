@@ -48,8 +48,7 @@ class AutoKvTransport : public KvTransport {
   absl::StatusOr<KvTransportKind> Select(const KvSource& source);
 
   // Validates, selects, then delegates to the chosen transport (see KvTransport::Pull). A
-  // re-slicing spec goes to shm when every prefill rank a slab names selects kShm, else to TCP
-  // (InvalidArgument: TCP does not re-slice yet).
+  // re-slicing spec goes to shm when every prefill rank a slab names selects kShm, else to TCP.
   absl::Status Pull(const KvPullSpec& spec, const KvPool& dst, std::span<const BlockId> dst_blocks,
                     absl::Time deadline) override;
   std::string_view name() const override { return "auto"; }

@@ -6,7 +6,6 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/kv_handoff_equal.h"
 
 namespace baton::rpc {
 namespace {
@@ -43,7 +42,7 @@ TEST(KvHandoffConversionTest, RoundTripsThroughTheWire) {
 
   v1::KvSource parsed;
   ASSERT_TRUE(parsed.ParseFromString(message.SerializeAsString()));
-  EXPECT_TRUE(testing::SameKvHandoff(FromProto(parsed), handoff));
+  EXPECT_EQ(FromProto(parsed), handoff);
 }
 
 TEST(KvHandoffConversionTest, AOneRankHandoffWithNoSharedMemoryRoundTrips) {
@@ -56,7 +55,7 @@ TEST(KvHandoffConversionTest, AOneRankHandoffWithNoSharedMemoryRoundTrips) {
   v1::KvSource message;
   ToProto(handoff, &message);
   EXPECT_TRUE(message.layout().stage_num_layers().empty());
-  EXPECT_TRUE(testing::SameKvHandoff(FromProto(message), handoff));
+  EXPECT_EQ(FromProto(message), handoff);
 }
 
 TEST(ParallelLayoutConversionTest, RoundTrips) {

@@ -17,7 +17,6 @@
 #include "scheduler/global/worker_registry.h"
 #include "tests/runtime/tokenizer/tokenizer_test_util.h"
 #include "tests/scheduler/global/fake_worker_client.h"
-#include "tests/testing/kv_handoff_equal.h"
 #include "tests/testing/status_matchers.h"
 
 namespace baton::scheduler {
@@ -385,7 +384,7 @@ TEST(RequestFlowDetailTest, HandOffCarriesTheFirstTokenAndTheKvLease) {
   EXPECT_THAT(decode.prompt_token_ids, ElementsAre(kPromptA, kPromptB));
   EXPECT_THAT(decode.generated_token_ids, ElementsAre('A'));
   ASSERT_TRUE(decode.kv_source.has_value());
-  EXPECT_TRUE(baton::testing::SameKvHandoff(*decode.kv_source, Handoff()));  // carried unchanged
+  EXPECT_EQ(*decode.kv_source, Handoff());  // carried unchanged
 
   // Timing rides on the first chunk after the scheduler learns it.
   ASSERT_EQ(chunks.size(), 2u);
