@@ -6,9 +6,9 @@
 #include "runtime/engine/model_ranks.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/model_runner.h"
+#include "tests/testing/checkpoint_layouts.h"
 #include "tests/testing/safetensors_writer.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
@@ -279,59 +280,29 @@ TEST_F(ModelRanksTest, LayoutsThatDoNotFitAreClearErrors) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("holds no block")));
 }
 
-// The Python-generated checkpoints (tiny, small, qwen2-tiny: scripts/make_checkpoint.py --all DIR)
-// when BATON_TEST_MODELS_DIR names DIR (tests/python/test_parallel_checkpoints.py runs this so);
-// skipped otherwise.
-struct CheckpointCase {
-  std::string model;
-  Layout layout;
-};
-
 class EngineCheckpointLayoutTest : public EngineLayoutBase,
-                                   public ::testing::WithParamInterface<CheckpointCase> {
+                                   public ::testing::WithParamInterface<testing::CheckpointLayout> {
  protected:
   void SetUp() override {
-    const char* models = std::getenv("BATON_TEST_MODELS_DIR");
-    if (models == nullptr) GTEST_SKIP() << "BATON_TEST_MODELS_DIR is not set";
-    model_dir_ = std::filesystem::path(models) / GetParam().model;
-    if (!std::filesystem::exists(model_dir_ / "config.json")) {
-      GTEST_SKIP() << model_dir_ << " has no checkpoint";
-    }
+    std::optional<std::filesystem::path> dir = testing::GeneratedCheckpoint(GetParam().model);
+    if (!dir) GTEST_SKIP() << "no generated " << GetParam().model << " (BATON_TEST_MODELS_DIR)";
+    model_dir_ = *dir;
   }
   std::filesystem::path model_dir_;
 };
 
 TEST_P(EngineCheckpointLayoutTest, MatchesOneRankOnABatchOfMixedPrompts) {
+  const runtime::ParallelLayout& layout = GetParam().layout;
   auto whole = MakeEngine(model_dir_, {1, 1});
-  auto ranked = MakeEngine(model_dir_, GetParam().layout);
+  auto ranked = MakeEngine(model_dir_, {layout.tp_size, layout.pp_size});
   ASSERT_NE(whole, nullptr);
   ASSERT_NE(ranked, nullptr);
   ExpectSameRun(Run(*whole, kLengths, 8), Run(*ranked, kLengths, 8));
 }
 
-std::vector<CheckpointCase> CheckpointCases() {
-  std::vector<CheckpointCase> cases;
-  // tiny has 6 heads: tp 3 instead of 4. qwen2-tiny has 2 KV heads: tp 4 replicates them.
-  for (const char* model : {"tiny", "small", "qwen2-tiny"}) {
-    const int tp = std::string(model) == "tiny" ? 3 : 4;
-    for (Layout layout : {Layout{2, 1}, Layout{tp, 1}, Layout{1, 2}, Layout{1, 3}, Layout{2, 2}}) {
-      cases.push_back({model, layout});
-    }
-  }
-  return cases;
-}
-
 INSTANTIATE_TEST_SUITE_P(Checkpoints, EngineCheckpointLayoutTest,
-                         ::testing::ValuesIn(CheckpointCases()),
-                         [](const ::testing::TestParamInfo<CheckpointCase>& info) {
-                           std::string name = info.param.model + "_tp" +
-                                              std::to_string(info.param.layout.tp) + "_pp" +
-                                              std::to_string(info.param.layout.pp);
-                           for (char& c : name) {
-                             if (c == '-') c = '_';
-                           }
-                           return name;
-                         });
+                         ::testing::ValuesIn(testing::CheckpointLayouts()),
+                         [](const auto& info) { return info.param.Name(); });
 
 }  // namespace
 }  // namespace baton::runtime

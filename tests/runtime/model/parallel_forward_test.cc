@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,6 +25,7 @@
 #include "runtime/backend/cpu_backend.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/parallel/cpu_communicator.h"
+#include "tests/testing/checkpoint_layouts.h"
 #include "tests/testing/safetensors_writer.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/step_builder.h"
@@ -342,9 +344,6 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ParallelForwardTest, ::testing::ValuesIn(Cases
                            return info.param.model.name + "_" + info.param.layout.Name();
                          });
 
-// The Python-generated test checkpoints (scripts/make_checkpoint.py --all DIR: tiny, small,
-// qwen2-tiny, with trained-like weight scales), when BATON_TEST_MODELS_DIR names DIR; skipped
-// otherwise (ctest does not generate them; tests/python does, under <build>/models).
 struct CheckpointCase {
   std::string model;
   Layout layout;
@@ -354,12 +353,9 @@ class ParallelForwardCheckpointTest : public ParallelForwardBase,
                                       public ::testing::WithParamInterface<CheckpointCase> {
  protected:
   void SetUp() override {
-    const char* models = std::getenv("BATON_TEST_MODELS_DIR");
-    if (models == nullptr) GTEST_SKIP() << "BATON_TEST_MODELS_DIR is not set";
-    model_dir_ = std::filesystem::path(models) / GetParam().model;
-    if (!std::filesystem::exists(model_dir_ / "config.json")) {
-      GTEST_SKIP() << model_dir_ << " has no checkpoint";
-    }
+    std::optional<std::filesystem::path> dir = testing::GeneratedCheckpoint(GetParam().model);
+    if (!dir) GTEST_SKIP() << "no generated " << GetParam().model << " (BATON_TEST_MODELS_DIR)";
+    model_dir_ = *dir;
   }
 };
 
@@ -369,14 +365,12 @@ TEST_P(ParallelForwardCheckpointTest, LastStageLogitsMatchTheWholeModel) {
               GetParam().layout.Name().c_str(), error);
 }
 
+// testing::CheckpointLayouts(), each with the vocabulary split and replicated.
 std::vector<CheckpointCase> CheckpointCases() {
   std::vector<CheckpointCase> cases;
-  // tiny has 6 heads: tp 3 instead of 4. qwen2-tiny has 2 KV heads: tp 4 replicates them.
-  for (const char* model : {"tiny", "small", "qwen2-tiny"}) {
-    const int tp = std::string(model) == "tiny" ? 3 : 4;
-    for (Layout layout : WithBothVocabModes(
-             {Layout{2, 1}, Layout{tp, 1}, Layout{1, 2}, Layout{1, 3}, Layout{2, 2}})) {
-      cases.push_back({model, layout});
+  for (const testing::CheckpointLayout& c : testing::CheckpointLayouts()) {
+    for (Layout layout : WithBothVocabModes({Layout{c.layout.tp_size, c.layout.pp_size}})) {
+      cases.push_back({c.model, layout});
     }
   }
   return cases;
