@@ -9,7 +9,7 @@
   * a colocated `baton serve` deployment with tp 2 or pp 2 streams exactly the local greedy tokens;
   * a disaggregated `baton serve` streams exactly the local greedy tokens, with both phases on
     tp 2 (`--model ... --tensor-parallel-size 2`) and with the KV re-sliced between layouts
-    (prefill tp 2 -> decode pp 2, and prefill tp 2 x pp 2 -> decode tp 1).
+    (prefill -> decode: tp 2 -> tp 1, tp 1 -> tp 2, pp 2 -> tp 2, tp 2 x pp 2 -> pp 2, tp 2 -> pp 2).
 """
 
 from __future__ import annotations
@@ -203,8 +203,10 @@ def test_disaggregated_tp2_streams_the_local_greedy_tokens(baton_binary, run_bat
 
 
 @pytest.mark.engine
-@pytest.mark.parametrize("prefill,decode", [({"tp": 2}, {"pp": 2}), ({"tp": 2, "pp": 2}, {})],
-                         ids=["tp2-to-pp2", "tp2xpp2-to-tp1"])
+@pytest.mark.parametrize("prefill,decode", [
+    ({"tp": 2}, {}), ({}, {"tp": 2}), ({"pp": 2}, {"tp": 2}), ({"tp": 2, "pp": 2}, {"pp": 2}),
+    ({"tp": 2}, {"pp": 2}),
+], ids=["tp2-to-tp1", "tp1-to-tp2", "pp2-to-tp2", "tp2xpp2-to-pp2", "tp2-to-pp2"])
 def test_disaggregated_across_layouts_streams_the_local_greedy_tokens(deployments, run_baton,
                                                                       tiny_model, prefill, decode):
     expected, _ = generate(run_baton, tiny_model)
