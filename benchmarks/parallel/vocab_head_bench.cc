@@ -7,8 +7,7 @@
 //     [num_tokens, hidden] f32 and an all-gather of the logits). Decode: num_tokens == num_seqs in
 //     {1, 8, 32}; prefill: 512 tokens of one sequence.
 //   - BM_Embed and BM_Logits: the two halves alone.
-//   - BM_AllReduce/<num_seqs> and BM_Memcpy/<num_seqs>: one AllReduceSum of a decode step's
-//     activations [num_seqs, hidden] f32 over the 2 ranks, against a memcpy of the same bytes.
+// (One all-reduce of a decode step's activations against a memcpy: communicator_bench.)
 // Run with random interleaving so that the replicated and vocab-parallel runs alternate:
 //
 //   ./vocab_head_bench --model_dir=build/models/small --benchmark_repetitions=5 \
@@ -151,35 +150,6 @@ void StepArgs(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_EmbedAndLogits)->Apply(StepArgs);
 BENCHMARK(BM_Embed)->Apply(StepArgs);
 BENCHMARK(BM_Logits)->Apply(StepArgs);
-
-void BM_AllReduce(benchmark::State& state) {
-  const size_t count = static_cast<size_t>(state.range(0)) * TheSetup().config.hidden_size;
-  Communicator& comm = *TheSetup().ranks[1][state.thread_index()].tp;
-  std::vector<float> data(count, 1.0f);
-  for (auto _ : state) {
-    if (absl::Status status = comm.AllReduceSum(data.data(), count); !status.ok()) {
-      state.SkipWithError(status.ToString().c_str());
-      break;
-    }
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(state.iterations() * count * sizeof(float));
-}
-
-void BM_Memcpy(benchmark::State& state) {
-  const size_t count = static_cast<size_t>(state.range(0)) * TheSetup().config.hidden_size;
-  std::vector<float> src(count, 1.0f);
-  std::vector<float> dst(count);
-  for (auto _ : state) {
-    std::memcpy(dst.data(), src.data(), count * sizeof(float));
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(state.iterations() * count * sizeof(float));
-}
-
-BENCHMARK(BM_AllReduce)->Arg(1)->Arg(8)->Arg(32)->ArgName("seqs")->Threads(kTpSize)->UseRealTime();
-BENCHMARK(BM_Memcpy)->Arg(1)->Arg(8)->Arg(32)->ArgName("seqs");
 
 }  // namespace
 }  // namespace baton::runtime
