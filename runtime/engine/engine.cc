@@ -17,6 +17,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
                    ModelRanks::Create(ModelRanksOptions{.model_dir = config.model_dir,
                                                         .weight_dtype = config.weight_dtype,
                                                         .layout = config.parallel,
+                                                        .device = config.device,
                                                         .threads_per_rank = config.num_threads,
                                                         .block_size = config.block_size,
                                                         .kv_cache_bytes = config.kv_cache_bytes,

@@ -23,6 +23,7 @@ struct ModelRanks::State {
     std::unique_ptr<Communicator> tp_comm;   // the rank's stage; null when tp_size == 1
     std::unique_ptr<Communicator> pp_comm;   // the rank's pipeline; null when pp_size == 1
     std::unique_ptr<LlamaModel> model;
+    DeviceBuffer kv_storage;  // the pool's blocks on a device whose memory is not the host's
     std::unique_ptr<KvPool> kv_pool;
     std::vector<std::vector<float>> logits;  // [micro-batch] on the last stage, else empty
     absl::Status status;                     // of the rank's last Forward
@@ -144,7 +145,7 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
       ASSIGN_OR_RETURN(rank.pp_comm, pp_groups[spec.tp_rank]->Join(spec.pp_rank));
     }
     rank.pool = std::make_unique<ThreadPool>(options.threads_per_rank, state->rank_cpus[r]);
-    ASSIGN_OR_RETURN(rank.backend, CreateBackend(BackendOptions{.device = DeviceKind::kCpu,
+    ASSIGN_OR_RETURN(rank.backend, CreateBackend(BackendOptions{.device = options.device,
                                                                 .pool = rank.pool.get()}));
     ASSIGN_OR_RETURN(rank.model,
                      LlamaModel::Load(options.model_dir, options.weight_dtype, rank.backend.get(),
@@ -169,10 +170,20 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
   state->num_blocks = num_blocks;
   for (int r = 0; r < num_ranks; ++r) {
     State::Rank& rank = state->ranks[r];
+    const KvPoolShape shape = rank.model->KvShape(options.block_size);
     KvPoolOptions pool_options;
     if (!options.kv_shm_names.empty()) pool_options.shm_name = options.kv_shm_names[r];
-    ASSIGN_OR_RETURN(rank.kv_pool,
-                     KvPool::Create(rank.model->KvShape(options.block_size), num_blocks, pool_options));
+    if (!rank.backend->IsHostMemory()) {
+      if (!options.kv_shm_names.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ranks: a ", DeviceKindName(options.device),
+            " KV pool lives in device memory and cannot be a shared-memory segment"));
+      }
+      rank.kv_storage = DeviceBuffer(rank.backend.get());
+      RETURN_IF_ERROR(rank.kv_storage.Reserve(shape.BlockBytes() * num_blocks));
+      pool_options.device_storage = rank.kv_storage.data<std::byte>();
+    }
+    ASSIGN_OR_RETURN(rank.kv_pool, KvPool::Create(shape, num_blocks, pool_options));
   }
   for (int r = 0; num_ranks > 1 && r < num_ranks; ++r) {
     state->threads.emplace_back([s = state.get(), r] { s->RankThread(r); });

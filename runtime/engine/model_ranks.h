@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "kernels/common/dtype.h"
+#include "runtime/backend/device_backend.h"
 #include "runtime/batch/step_batch.h"
 #include "runtime/kv_cache/kv_pool.h"
 #include "runtime/model/model_config.h"
@@ -48,6 +49,9 @@ struct ModelRanksOptions {
   std::filesystem::path model_dir;
   DType weight_dtype = DType::kF32;  // matmul weights: kF32 or kBF16
   ParallelLayout layout;
+  // The device every rank computes on (backend_registry.h). Not the host's memory (a GPU, or
+  // cuda-emulated): weights are uploaded at load and each rank's KV pool lives in device memory.
+  DeviceKind device = DeviceKind::kCpu;
   int threads_per_rank = 1;
   int block_size = 16;                  // tokens per KV block
   size_t kv_cache_bytes = 256ull << 20; // the instance's KV budget, split evenly over its ranks

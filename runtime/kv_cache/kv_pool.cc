@@ -81,6 +81,14 @@ absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const KvPoolShape& shape,
         "KV pool: invalid shape (layers ", shape.num_layers, ", kv heads ", shape.num_kv_heads,
         ", head_dim ", shape.head_dim, ", block_size ", shape.block_size, ", blocks ", num_blocks, ")"));
   }
+  if (options.device_storage != nullptr) {
+    if (!options.shm_name.empty()) {
+      return absl::InvalidArgumentError("KV pool: a pool in device storage cannot be shared memory");
+    }
+    return std::unique_ptr<KvPool>(new KvPool(shape, num_blocks, options.device_storage,
+                                              /*mapping_bytes=*/0, /*data_offset_bytes=*/0, "",
+                                              getpid(), /*device=*/true));
+  }
   if (!options.shm_name.empty()) {
     if (absl::Status status = ValidateShmName(options.shm_name); !status.ok()) return status;
     const size_t data_bytes = shape.BlockBytes() * num_blocks;
@@ -108,7 +116,7 @@ int KvPool::NumBlocksForBudget(const KvPoolShape& shape, size_t budget_bytes) {
 
 KvPool::~KvPool() {
   if (!shm_name_.empty() && getpid() == owner_pid_) shm_unlink(shm_name_.c_str());
-  munmap(mapping_, mapping_bytes_);
+  if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
 }
 
 kernels::PagedKvView KvPool::LayerView(int layer_idx) const {

@@ -45,6 +45,10 @@ struct KvPoolOptions {
   // segment, "/name" with no other '/' (e.g. NewKvSegmentName()); Create fails with AlreadyExists
   // if it exists.
   std::string shm_name;
+  // Non-null: the pool's blocks live in this memory instead, num_blocks * BlockBytes() bytes that
+  // the caller owns and keeps alive longer than the pool: a device backend's allocation (a GPU's
+  // memory, which the host cannot read; runtime/engine/model_ranks.cc). Excludes shm_name.
+  std::byte* device_storage = nullptr;
 };
 
 // The first page of a shared pool's segment. Written by the owner before the segment is used;
@@ -92,17 +96,21 @@ class KvPool {
   size_t BlockBytes() const { return shape_.BlockBytes(); }
   // The shm segment name, "" for a private pool.
   const std::string& shm_name() const { return shm_name_; }
+  // True when the blocks live in a device's memory (KvPoolOptions::device_storage): LayerView and
+  // BlockData are device addresses then, for the device's ops, not for host reads or transports.
+  bool on_device() const { return mapping_ == nullptr; }
 
   kernels::PagedKvView LayerView(int layer_idx) const;
   // Start of block `block` (BlockBytes() bytes: all layers, K then V per layer).
   std::byte* BlockData(BlockId block) const;
 
  private:
+  // `device`: `mapping` is the caller's device storage, not mapped (nor unmapped) here.
   KvPool(const KvPoolShape& shape, int num_blocks, std::byte* mapping, size_t mapping_bytes,
-         size_t data_offset_bytes, std::string shm_name, int64_t owner_pid)
+         size_t data_offset_bytes, std::string shm_name, int64_t owner_pid, bool device = false)
       : shape_(shape),
         num_blocks_(num_blocks),
-        mapping_(mapping),
+        mapping_(device ? nullptr : mapping),
         mapping_bytes_(mapping_bytes),
         data_(reinterpret_cast<float*>(mapping + data_offset_bytes)),
         shm_name_(std::move(shm_name)),
@@ -110,7 +118,8 @@ class KvPool {
 
   KvPoolShape shape_;
   int num_blocks_;
-  std::byte* mapping_;    // [mapping_bytes_]: the header page (shared pools only), then data_
+  std::byte* mapping_;    // [mapping_bytes_]: the header page (shared pools only), then data_;
+                          // nullptr for a pool in device storage
   size_t mapping_bytes_;
   float* data_;  // [num_blocks, BlockElems()]; zero pages, lazily (anonymous) or reserved (shm)
   std::string shm_name_;  // "" for a private pool

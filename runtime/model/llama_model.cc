@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "baton/kernels/paged_kv.h"
 #include "kernels/common/status_macros.h"
+#include "runtime/model/device_weights.h"
 
 namespace baton::runtime {
 namespace {
@@ -114,11 +115,14 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesyst
   if (shard_spec.pp_size == 1) comms.pp = nullptr;
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaWeights> weights,
                    LoadLlamaWeights(model_dir, config, matmul_dtype, load_pool, &shard));
+  std::vector<DeviceBuffer> device_weights;
+  RETURN_IF_ERROR(UploadWeights(*weights, *backend, &device_weights));
   ASSIGN_OR_RETURN(std::vector<float> inv_freq,
                    kernels::RopeInvFreq(config.rope_theta, config.head_dim, config.rope_scaling));
   auto model = std::unique_ptr<LlamaModel>(
       new LlamaModel(std::move(config), std::move(shard), comms, std::move(weights), matmul_dtype,
                      backend));
+  model->device_weights_ = std::move(device_weights);
   const size_t inv_freq_bytes = inv_freq.size() * sizeof(float);
   RETURN_IF_ERROR(model->inv_freq_.Reserve(inv_freq_bytes));
   RETURN_IF_ERROR(backend->CopyToDevice(model->inv_freq_.data<void>(), inv_freq.data(),

@@ -107,6 +107,9 @@ class LlamaModel {
   ModelShard shard_;
   ModelComms comms_;
   std::unique_ptr<LlamaWeights> weights_;
+  // The weights' device copies when the backend's memory is not the host's (device_weights.h);
+  // weights_ then points into them.
+  std::vector<DeviceBuffer> device_weights_;
   DType matmul_dtype_;
   DeviceBackend* backend_;
   VocabHead vocab_head_;  // embedding and lm_head, over weights_ and comms_.tp

@@ -55,6 +55,14 @@ class EngineKvAdmitter final : public KvAdmitter {
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options) {
   EngineConfig engine_config = options.engine;
+  if (options.role != WorkerRole::kColocated && engine_config.device != DeviceKind::kCpu) {
+    // The host transports read and write pools in host memory; a device's pool needs the NCCL
+    // transport, which is not built yet.
+    return absl::UnimplementedError(absl::StrCat(
+        "a ", WorkerRoleName(options.role), " worker on ", DeviceKindName(engine_config.device),
+        " hands its KV off through device memory, which needs the NCCL KV transport (not built "
+        "yet); run this device colocated"));
+  }
   if (options.role == WorkerRole::kPrefill) {
     // Every rank's pool in a segment of its own, so that decode workers on this host map each one.
     engine_config.kv_shm_names.clear();

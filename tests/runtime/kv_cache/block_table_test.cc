@@ -1,5 +1,8 @@
 #include "runtime/kv_cache/block_table.h"
 
+#include <cstddef>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/kv_cache/kv_pool.h"
@@ -49,6 +52,26 @@ TEST(KvPoolTest, LayerViewsTileEachBlockWithoutOverlap) {
     }
   }
   EXPECT_EQ(KvPool::NumBlocksForBudget(shape, (*pool)->BlockBytes() * 10 + 7), 10);
+}
+
+// A pool in device storage (a GPU backend's allocation) lays its blocks out in that memory and
+// neither maps nor frees it.
+TEST(KvPoolTest, DeviceStorageHoldsTheBlocksInTheCallersMemory) {
+  const KvPoolShape shape{.num_layers = 2, .num_kv_heads = 2, .head_dim = 4, .block_size = 4};
+  std::vector<std::byte> storage(shape.BlockBytes() * 3);
+  auto pool = KvPool::Create(shape, 3, KvPoolOptions{.device_storage = storage.data()});
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  EXPECT_TRUE((*pool)->on_device());
+  EXPECT_EQ((*pool)->BlockData(0), storage.data());
+  EXPECT_EQ((*pool)->BlockData(2), storage.data() + 2 * shape.BlockBytes());
+  EXPECT_EQ(reinterpret_cast<std::byte*>((*pool)->LayerView(1).k),
+            storage.data() + shape.BlockBytes() / 2);
+  auto shared = KvPool::Create(
+      shape, 3, KvPoolOptions{.shm_name = "/baton-test-device", .device_storage = storage.data()});
+  EXPECT_EQ(shared.status().code(), absl::StatusCode::kInvalidArgument);
+  auto host = KvPool::Create(shape, 3);
+  ASSERT_TRUE(host.ok());
+  EXPECT_FALSE((*host)->on_device());
 }
 
 TEST(KvPoolTest, RejectsInvalidShape) {
