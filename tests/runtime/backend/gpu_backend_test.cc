@@ -37,40 +37,111 @@ using ::testing::HasSubstr;
 constexpr Tolerance kFloatTol = ::baton::testing::ToleranceFor(DType::kF32);
 constexpr Tolerance kExact = {0, 0};
 
-// A GpuBackend over an emulated runtime, and device copies of host arrays that live as long as it.
-class GpuBackendTest : public ::testing::Test {
+// Device copies of host arrays on a backend, freed before it.
+class DeviceArrays {
  protected:
-  GpuBackendTest()
-      : runtime_(new EmulatedGpuRuntime()),
-        gpu_(DeviceKind::kCudaEmulated, std::unique_ptr<GpuRuntime>(runtime_)),
-        cpu_(nullptr) {}
-
   // A device copy of `host` (at least one element's room, so an empty array still has an address).
   template <typename T>
   T* Upload(const std::vector<T>& host) {
-    DeviceBuffer& buffer = buffers_.emplace_back(&gpu_);
+    DeviceBuffer& buffer = buffers_.emplace_back(gpu_);
     EXPECT_THAT(buffer.Reserve(std::max<size_t>(1, host.size()) * sizeof(T)), IsOk());
-    EXPECT_THAT(gpu_.CopyToDevice(buffer.data<void>(), host.data(), host.size() * sizeof(T)),
+    EXPECT_THAT(gpu_->CopyToDevice(buffer.data<void>(), host.data(), host.size() * sizeof(T)),
                 IsOk());
     return buffer.data<T>();
   }
   template <typename T>
   std::vector<T> Download(const T* device, size_t count) {
     std::vector<T> host(count);
-    EXPECT_THAT(gpu_.CopyToHost(host.data(), device, count * sizeof(T)), IsOk());
+    EXPECT_THAT(gpu_->CopyToHost(host.data(), device, count * sizeof(T)), IsOk());
     return host;
   }
 
-  EmulatedGpuRuntime* runtime_;  // owned by gpu_
-  GpuBackend gpu_;
-  CpuBackend cpu_;
-  std::vector<DeviceBuffer> buffers_;
+  std::unique_ptr<DeviceBackend> backend_;
+  DeviceBackend* gpu_ = nullptr;       // backend_
+  std::vector<DeviceBuffer> buffers_;  // after backend_: freed before it
+  CpuBackend cpu_{nullptr};
+};
+
+// The ops on each GPU device kind this machine has: cuda-emulated always, cuda on a GPU (skipped
+// where CreateBackend fails: no CUDA build, no driver or no device).
+class GpuOpsTest : public ::testing::TestWithParam<DeviceKind>, protected DeviceArrays {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<DeviceBackend>> backend =
+        CreateBackend(BackendOptions{.device = GetParam()});
+    if (!backend.ok()) GTEST_SKIP() << backend.status();
+    backend_ = *std::move(backend);
+    gpu_ = backend_.get();
+  }
+
+  // MatmulGroup (two products sharing the input, one with a bias) and Matmul.
+  void MatmulAndGroupMatchCpu(DType dtype) {
+    constexpr int kM = 3, kN = 17, kN2 = 9, kK = 40;
+    const std::vector<float> in = RandomVector(kM * kK, 5);
+    const std::vector<float> bias = RandomVector(kN, 6);
+    const std::vector<float> w_f32 = RandomVector(kN * kK, 7), w2_f32 = RandomVector(kN2 * kK, 8);
+    const std::vector<uint16_t> w_bf16 = RandomBf16(kN * kK, 7), w2_bf16 = RandomBf16(kN2 * kK, 8);
+    const bool f32 = dtype == DType::kF32;
+    const void* w = f32 ? static_cast<const void*>(w_f32.data()) : w_bf16.data();
+    const void* w2 = f32 ? static_cast<const void*>(w2_f32.data()) : w2_bf16.data();
+    const void* dw = f32 ? static_cast<const void*>(Upload(w_f32)) : Upload(w_bf16);
+    const void* dw2 = f32 ? static_cast<const void*>(Upload(w2_f32)) : Upload(w2_bf16);
+
+    std::vector<float> expected(kM * kN), expected2(kM * kN2);
+    ASSERT_THAT(cpu_.MatmulGroup({{.out = expected.data(), .in = in.data(), .weight = w,
+                                   .weight_dtype = dtype, .bias = bias.data(), .m = kM, .n = kN,
+                                   .k = kK},
+                                  {.out = expected2.data(), .in = in.data(), .weight = w2,
+                                   .weight_dtype = dtype, .bias = nullptr, .m = kM, .n = kN2,
+                                   .k = kK}}),
+                IsOk());
+    const float* din = Upload(in);
+    const float* dbias = Upload(bias);
+    float* out = Upload(std::vector<float>(kM * kN, -1));
+    float* out2 = Upload(std::vector<float>(kM * kN2, -1));
+    ASSERT_THAT(gpu_->MatmulGroup({{.out = out, .in = din, .weight = dw, .weight_dtype = dtype,
+                                   .bias = dbias, .m = kM, .n = kN, .k = kK},
+                                  {.out = out2, .in = din, .weight = dw2, .weight_dtype = dtype,
+                                   .bias = nullptr, .m = kM, .n = kN2, .k = kK}}),
+                IsOk());
+    EXPECT_TRUE(AllClose(Download(out, expected.size()), expected, kFloatTol));
+    EXPECT_TRUE(AllClose(Download(out2, expected2.size()), expected2, kFloatTol));
+
+    float* single = Upload(std::vector<float>(kM * kN, -1));
+    ASSERT_THAT(gpu_->Matmul({.out = single, .in = din, .weight = dw, .weight_dtype = dtype,
+                             .bias = dbias, .m = kM, .n = kN, .k = kK}),
+                IsOk());
+    EXPECT_TRUE(AllClose(Download(single, expected.size()), expected, kFloatTol));
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Devices, GpuOpsTest,
+                         ::testing::Values(DeviceKind::kCudaEmulated, DeviceKind::kCuda),
+                         [](const auto& info) {
+                           return info.param == DeviceKind::kCuda ? std::string("cuda")
+                                                                  : std::string("cuda_emulated");
+                         });
+
+// A GpuBackend over an emulated runtime the test can look into.
+class GpuBackendTest : public ::testing::Test, protected DeviceArrays {
+ protected:
+  GpuBackendTest() {
+    runtime_ = new EmulatedGpuRuntime();
+    auto backend =
+        std::make_unique<GpuBackend>(DeviceKind::kCudaEmulated, std::unique_ptr<GpuRuntime>(runtime_));
+    gpu_backend_ = backend.get();
+    backend_ = std::move(backend);
+    gpu_ = backend_.get();
+  }
+
+  EmulatedGpuRuntime* runtime_;  // owned by backend_
+  GpuBackend* gpu_backend_;      // backend_
 };
 
 // ---------------------------------------------------------------------------------------------
 // Every op against the CPU backend.
 
-TEST_F(GpuBackendTest, EmbeddingMatchesCpuForF32AndBf16Tables) {
+TEST_P(GpuOpsTest, EmbeddingMatchesCpuForF32AndBf16Tables) {
   constexpr int kVocab = 11, kHidden = 24, kTokens = 5;
   const std::vector<int32_t> ids = {3, 0, 10, 3, 7};
   const std::vector<float> table_f32 = RandomVector(kVocab * kHidden, 1);
@@ -89,12 +160,12 @@ TEST_F(GpuBackendTest, EmbeddingMatchesCpuForF32AndBf16Tables) {
     p.out = out;
     p.table = device_table;
     p.token_ids = Upload(ids);
-    ASSERT_THAT(gpu_.Embedding(p), IsOk());
+    ASSERT_THAT(gpu_->Embedding(p), IsOk());
     EXPECT_TRUE(AllClose(Download(out, expected.size()), expected, kExact)) << DTypeName(dtype);
   }
 }
 
-TEST_F(GpuBackendTest, RmsNormMatchesCpu) {
+TEST_P(GpuOpsTest, RmsNormMatchesCpu) {
   constexpr int kTokens = 3, kHidden = 37;
   const std::vector<float> in = RandomVector(kTokens * kHidden, 3);
   const std::vector<float> weight = RandomVector(kHidden, 4);
@@ -106,56 +177,18 @@ TEST_F(GpuBackendTest, RmsNormMatchesCpu) {
   p.out = x;  // in place, as the model may run it
   p.in = x;
   p.weight = Upload(weight);
-  ASSERT_THAT(gpu_.RmsNorm(p), IsOk());
+  ASSERT_THAT(gpu_->RmsNorm(p), IsOk());
   EXPECT_TRUE(AllClose(Download(x, in.size()), expected, kFloatTol));
 }
 
-class GpuMatmulTest : public GpuBackendTest, public ::testing::WithParamInterface<DType> {};
-
-TEST_P(GpuMatmulTest, MatmulAndGroupMatchCpu) {
-  const DType dtype = GetParam();
-  constexpr int kM = 3, kN = 17, kN2 = 9, kK = 40;
-  const std::vector<float> in = RandomVector(kM * kK, 5);
-  const std::vector<float> bias = RandomVector(kN, 6);
-  const std::vector<float> w_f32 = RandomVector(kN * kK, 7), w2_f32 = RandomVector(kN2 * kK, 8);
-  const std::vector<uint16_t> w_bf16 = RandomBf16(kN * kK, 7), w2_bf16 = RandomBf16(kN2 * kK, 8);
-  const bool f32 = dtype == DType::kF32;
-  const void* w = f32 ? static_cast<const void*>(w_f32.data()) : w_bf16.data();
-  const void* w2 = f32 ? static_cast<const void*>(w2_f32.data()) : w2_bf16.data();
-  const void* dw = f32 ? static_cast<const void*>(Upload(w_f32)) : Upload(w_bf16);
-  const void* dw2 = f32 ? static_cast<const void*>(Upload(w2_f32)) : Upload(w2_bf16);
-
-  std::vector<float> expected(kM * kN), expected2(kM * kN2);
-  ASSERT_THAT(cpu_.MatmulGroup({{.out = expected.data(), .in = in.data(), .weight = w,
-                                 .weight_dtype = dtype, .bias = bias.data(), .m = kM, .n = kN,
-                                 .k = kK},
-                                {.out = expected2.data(), .in = in.data(), .weight = w2,
-                                 .weight_dtype = dtype, .bias = nullptr, .m = kM, .n = kN2,
-                                 .k = kK}}),
-              IsOk());
-  const float* din = Upload(in);
-  const float* dbias = Upload(bias);
-  float* out = Upload(std::vector<float>(kM * kN, -1));
-  float* out2 = Upload(std::vector<float>(kM * kN2, -1));
-  ASSERT_THAT(gpu_.MatmulGroup({{.out = out, .in = din, .weight = dw, .weight_dtype = dtype,
-                                 .bias = dbias, .m = kM, .n = kN, .k = kK},
-                                {.out = out2, .in = din, .weight = dw2, .weight_dtype = dtype,
-                                 .bias = nullptr, .m = kM, .n = kN2, .k = kK}}),
-              IsOk());
-  EXPECT_TRUE(AllClose(Download(out, expected.size()), expected, kFloatTol));
-  EXPECT_TRUE(AllClose(Download(out2, expected2.size()), expected2, kFloatTol));
-
-  float* single = Upload(std::vector<float>(kM * kN, -1));
-  ASSERT_THAT(gpu_.Matmul({.out = single, .in = din, .weight = dw, .weight_dtype = dtype,
-                           .bias = dbias, .m = kM, .n = kN, .k = kK}),
-              IsOk());
-  EXPECT_TRUE(AllClose(Download(single, expected.size()), expected, kFloatTol));
+TEST_P(GpuOpsTest, MatmulAndGroupMatchCpuForF32AndBf16Weights) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    MatmulAndGroupMatchCpu(dtype);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(WeightDtypes, GpuMatmulTest, ::testing::Values(DType::kF32, DType::kBF16),
-                         [](const auto& info) { return std::string(DTypeName(info.param)); });
-
-TEST_F(GpuBackendTest, RopeMatchesCpu) {
+TEST_P(GpuOpsTest, RopeMatchesCpu) {
   constexpr int kTokens = 4, kHeads = 4, kKvHeads = 2, kHeadDim = 8;
   constexpr int kQStride = kHeads * kHeadDim + 3, kKStride = kKvHeads * kHeadDim + 1;
   std::vector<float> q = RandomVector(kTokens * kQStride, 9);
@@ -174,7 +207,7 @@ TEST_F(GpuBackendTest, RopeMatchesCpu) {
   p.k = dk;
   p.positions = Upload(positions);
   p.inv_freq = Upload(*inv_freq);
-  ASSERT_THAT(gpu_.Rope(p), IsOk());
+  ASSERT_THAT(gpu_->Rope(p), IsOk());
   EXPECT_TRUE(AllClose(Download(dq, q.size()), q, kFloatTol));
   EXPECT_TRUE(AllClose(Download(dk, k.size()), k, kFloatTol));
 }
@@ -193,7 +226,7 @@ struct KvPoolShape {
   }
 };
 
-TEST_F(GpuBackendTest, KvWriteMatchesCpu) {
+TEST_P(GpuOpsTest, KvWriteMatchesCpu) {
   using S = KvPoolShape;
   constexpr int kTokens = 5, kStride = S::kKvHeads * S::kHeadDim + 2;
   std::vector<float> k_pool = RandomVector(S::kPoolElems, 11), v_pool = RandomVector(S::kPoolElems, 12);
@@ -210,12 +243,12 @@ TEST_F(GpuBackendTest, KvWriteMatchesCpu) {
   p.k = Upload(k);
   p.v = Upload(v);
   p.slot_mapping = Upload(slots);
-  ASSERT_THAT(gpu_.KvWrite(p), IsOk());
+  ASSERT_THAT(gpu_->KvWrite(p), IsOk());
   EXPECT_TRUE(AllClose(Download(dk_pool, k_pool.size()), k_pool, kExact));
   EXPECT_TRUE(AllClose(Download(dv_pool, v_pool.size()), v_pool, kExact));
 }
 
-TEST_F(GpuBackendTest, KvGatherMatchesCpu) {
+TEST_P(GpuOpsTest, KvGatherMatchesCpu) {
   using S = KvPoolShape;
   constexpr int kSeqs = 2, kMaxBlocks = 3, kStride = S::kKvHeads * S::kHeadDim;
   const std::vector<float> k_pool = RandomVector(S::kPoolElems, 15);
@@ -238,12 +271,12 @@ TEST_F(GpuBackendTest, KvGatherMatchesCpu) {
   p.cache = S::View(Upload(k_pool), Upload(v_pool));
   p.block_tables = Upload(tables);
   p.out_start = Upload(out_start);
-  ASSERT_THAT(gpu_.KvGather(p), IsOk());
+  ASSERT_THAT(gpu_->KvGather(p), IsOk());
   EXPECT_TRUE(AllClose(Download(k_out, k_expected.size()), k_expected, kExact));
   EXPECT_TRUE(AllClose(Download(v_out, v_expected.size()), v_expected, kExact));
 }
 
-TEST_F(GpuBackendTest, PagedAttentionDecodeMatchesCpu) {
+TEST_P(GpuOpsTest, PagedAttentionDecodeMatchesCpu) {
   using S = KvPoolShape;
   constexpr int kSeqs = 2, kHeads = 4, kMaxBlocks = 3;
   constexpr int kQStride = kHeads * S::kHeadDim + 5;
@@ -266,11 +299,11 @@ TEST_F(GpuBackendTest, PagedAttentionDecodeMatchesCpu) {
   p.cache = S::View(Upload(k_pool), Upload(v_pool));
   p.block_tables = Upload(tables);
   p.context_lens = Upload(context_lens);
-  ASSERT_THAT(gpu_.PagedAttentionDecode(p), IsOk());
+  ASSERT_THAT(gpu_->PagedAttentionDecode(p), IsOk());
   EXPECT_TRUE(AllClose(Download(out, expected.size()), expected, kFloatTol));
 }
 
-TEST_F(GpuBackendTest, PrefillAttentionMatchesCpu) {
+TEST_P(GpuOpsTest, PrefillAttentionMatchesCpu) {
   constexpr int kHeads = 4, kKvHeads = 2, kHeadDim = 8;
   constexpr int kQStride = kHeads * kHeadDim, kKvStride = kKvHeads * kHeadDim + 3;
   const std::vector<int32_t> q_start = {0, 3, 5}, kv_start = {0, 6, 8};  // one cached prefix
@@ -292,11 +325,11 @@ TEST_F(GpuBackendTest, PrefillAttentionMatchesCpu) {
   p.v = Upload(v);
   p.q_start = Upload(q_start);
   p.kv_start = Upload(kv_start);
-  ASSERT_THAT(gpu_.PrefillAttention(p), IsOk());
+  ASSERT_THAT(gpu_->PrefillAttention(p), IsOk());
   EXPECT_TRUE(AllClose(Download(out, expected.size()), expected, kFloatTol));
 }
 
-TEST_F(GpuBackendTest, SwigluMatchesCpu) {
+TEST_P(GpuOpsTest, SwigluMatchesCpu) {
   constexpr int kTokens = 3, kInter = 19, kInStride = 2 * kInter;
   const std::vector<float> gate_up = RandomVector(kTokens * kInStride, 23, -6, 6);
   std::vector<float> expected = gate_up;
@@ -308,26 +341,26 @@ TEST_F(GpuBackendTest, SwigluMatchesCpu) {
   p.out = x;
   p.gate = x;
   p.up = x + kInter;
-  ASSERT_THAT(gpu_.Swiglu(p), IsOk());
+  ASSERT_THAT(gpu_->Swiglu(p), IsOk());
   EXPECT_TRUE(AllClose(Download(x, gate_up.size()), expected, kFloatTol));
 }
 
-TEST_F(GpuBackendTest, AddMatchesCpuInPlace) {
+TEST_P(GpuOpsTest, AddMatchesCpuInPlace) {
   constexpr int64_t kN = 1000;
   const std::vector<float> a = RandomVector(kN, 24), b = RandomVector(kN, 25);
   std::vector<float> expected = a;
   ASSERT_THAT(cpu_.Add({.out = expected.data(), .a = expected.data(), .b = b.data(), .n = kN}),
               IsOk());
   float* x = Upload(a);
-  ASSERT_THAT(gpu_.Add({.out = x, .a = x, .b = Upload(b), .n = kN}), IsOk());
+  ASSERT_THAT(gpu_->Add({.out = x, .a = x, .b = Upload(b), .n = kN}), IsOk());
   EXPECT_TRUE(AllClose(Download(x, kN), expected, kExact));
 }
 
-TEST_F(GpuBackendTest, CopyOnDeviceMovesARow) {
+TEST_P(GpuOpsTest, CopyOnDeviceMovesARow) {
   const std::vector<float> src = RandomVector(64, 26);
   float* dsrc = Upload(src);
   float* ddst = Upload(std::vector<float>(16, 0));
-  ASSERT_THAT(gpu_.CopyOnDevice(ddst, dsrc + 48, 16 * sizeof(float)), IsOk());
+  ASSERT_THAT(gpu_->CopyOnDevice(ddst, dsrc + 48, 16 * sizeof(float)), IsOk());
   EXPECT_EQ(Download(ddst, 16), std::vector<float>(src.begin() + 48, src.end()));
 }
 
@@ -338,7 +371,7 @@ TEST_F(GpuBackendTest, HostPointerInAnOpIsInternalNamingOpAndField) {
   constexpr int kTokens = 2, kHidden = 16;
   const std::vector<float> host_weight = RandomVector(kHidden, 27);
   float* x = Upload(RandomVector(kTokens * kHidden, 28));
-  EXPECT_THAT(gpu_.RmsNorm({.out = x, .in = x, .weight = host_weight.data(),
+  EXPECT_THAT(gpu_->RmsNorm({.out = x, .in = x, .weight = host_weight.data(),
                             .num_tokens = kTokens, .hidden = kHidden, .eps = 1e-5f}),
               StatusIs(absl::StatusCode::kInternal,
                        AllOf(HasSubstr("cuda-emulated"), HasSubstr("RmsNorm"),
@@ -346,7 +379,7 @@ TEST_F(GpuBackendTest, HostPointerInAnOpIsInternalNamingOpAndField) {
   // A host weight matrix (the checkpoint's mmap, say) given to a GEMM.
   const std::vector<float> host_matrix = RandomVector(4 * kHidden, 29);
   float* out = Upload(std::vector<float>(kTokens * 4));
-  EXPECT_THAT(gpu_.Matmul({.out = out, .in = x, .weight = host_matrix.data(),
+  EXPECT_THAT(gpu_->Matmul({.out = out, .in = x, .weight = host_matrix.data(),
                            .weight_dtype = DType::kF32, .bias = nullptr, .m = kTokens, .n = 4,
                            .k = kHidden}),
               StatusIs(absl::StatusCode::kInternal,
@@ -354,7 +387,7 @@ TEST_F(GpuBackendTest, HostPointerInAnOpIsInternalNamingOpAndField) {
   // A host index array (the step's positions) given to Rope.
   const std::vector<int32_t> positions = {0, 1};
   const std::vector<float> inv_freq(4, 1.0f);
-  EXPECT_THAT(gpu_.Rope({.q = x, .k = x, .positions = positions.data(),
+  EXPECT_THAT(gpu_->Rope({.q = x, .k = x, .positions = positions.data(),
                          .inv_freq = Upload(inv_freq), .num_tokens = kTokens, .num_heads = 1,
                          .num_kv_heads = 1, .head_dim = 8, .q_stride = kHidden,
                          .k_stride = kHidden}),
@@ -366,7 +399,7 @@ TEST_F(GpuBackendTest, ExtentPastTheAllocationIsInternalNamingTheSizes) {
   float* a = Upload(std::vector<float>(100, 1));
   float* b = Upload(std::vector<float>(101, 2));
   // `a` holds 100 floats; an Add over 101 reads and writes one past it.
-  EXPECT_THAT(gpu_.Add({.out = a, .a = a, .b = b, .n = 101}),
+  EXPECT_THAT(gpu_->Add({.out = a, .a = a, .b = b, .n = 101}),
               StatusIs(absl::StatusCode::kInternal,
                        AllOf(HasSubstr("Add: out needs 404 bytes at offset 0"),
                              HasSubstr("past its end"))));
@@ -375,7 +408,7 @@ TEST_F(GpuBackendTest, ExtentPastTheAllocationIsInternalNamingTheSizes) {
   constexpr int kInter = 10;
   float* fused = Upload(std::vector<float>(2 * 2 * kInter));  // 2 tokens
   float* out = Upload(std::vector<float>(3 * kInter));
-  EXPECT_THAT(gpu_.Swiglu({.out = out, .gate = fused, .up = fused + kInter, .num_tokens = 3,
+  EXPECT_THAT(gpu_->Swiglu({.out = out, .gate = fused, .up = fused + kInter, .num_tokens = 3,
                            .intermediate = kInter, .in_stride = 2 * kInter,
                            .out_stride = kInter}),
               StatusIs(absl::StatusCode::kInternal,
@@ -396,19 +429,19 @@ TEST_F(GpuBackendTest, BlockIdsPastThePoolAreInternal) {
       .block_tables = Upload(tables), .context_lens = Upload(std::vector<int32_t>{6}),
       .num_seqs = 1, .num_heads = kHeads, .max_blocks_per_seq = 2,
       .q_stride = kHeads * S::kHeadDim, .scale = 1};
-  EXPECT_THAT(gpu_.PagedAttentionDecode(p),
+  EXPECT_THAT(gpu_->PagedAttentionDecode(p),
               StatusIs(absl::StatusCode::kInternal,
                        AllOf(HasSubstr("PagedAttentionDecode"), HasSubstr("cache.k"))));
   // Only the first block is read when the context fits in it.
   p.context_lens = Upload(std::vector<int32_t>{4});
-  EXPECT_THAT(gpu_.PagedAttentionDecode(p), IsOk());
+  EXPECT_THAT(gpu_->PagedAttentionDecode(p), IsOk());
 }
 
 TEST_F(GpuBackendTest, InvalidParamsStayInvalidArgument) {
   float* x = Upload(std::vector<float>(8));
-  EXPECT_THAT(gpu_.Add({.out = x, .a = nullptr, .b = x, .n = 8}),
+  EXPECT_THAT(gpu_->Add({.out = x, .a = nullptr, .b = x, .n = 8}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("a is null")));
-  EXPECT_THAT(gpu_.MatmulGroup({{.out = x, .in = x, .weight = x, .weight_dtype = DType::kF32,
+  EXPECT_THAT(gpu_->MatmulGroup({{.out = x, .in = x, .weight = x, .weight_dtype = DType::kF32,
                                  .bias = nullptr, .m = 1, .n = 2, .k = 4},
                                 {.out = x, .in = x, .weight = nullptr,
                                  .weight_dtype = DType::kF32, .bias = nullptr, .m = 1, .n = 2,
@@ -419,25 +452,25 @@ TEST_F(GpuBackendTest, InvalidParamsStayInvalidArgument) {
 TEST_F(GpuBackendTest, CopiesOutOfBoundsAreRejected) {
   float* x = Upload(std::vector<float>(16));
   std::vector<float> host(32);
-  EXPECT_THAT(gpu_.CopyToDevice(x, host.data(), 17 * sizeof(float)),
+  EXPECT_THAT(gpu_->CopyToDevice(x, host.data(), 17 * sizeof(float)),
               StatusIs(absl::StatusCode::kInternal,
                        AllOf(HasSubstr("CopyHostToDevice"), HasSubstr("device"),
                              HasSubstr("68 bytes"))));
-  EXPECT_THAT(gpu_.CopyToDevice(x + 8, host.data(), 9 * sizeof(float)),
+  EXPECT_THAT(gpu_->CopyToDevice(x + 8, host.data(), 9 * sizeof(float)),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("offset 32")));
-  EXPECT_THAT(gpu_.CopyToHost(host.data(), x + 1, 16 * sizeof(float)),
+  EXPECT_THAT(gpu_->CopyToHost(host.data(), x + 1, 16 * sizeof(float)),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("CopyDeviceToHost")));
   // A host array on the device side, and a device array on the host side.
-  EXPECT_THAT(gpu_.CopyToHost(host.data(), host.data() + 16, 4),
+  EXPECT_THAT(gpu_->CopyToHost(host.data(), host.data() + 16, 4),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("not device memory")));
-  EXPECT_THAT(gpu_.CopyToDevice(x, x, 4),
+  EXPECT_THAT(gpu_->CopyToDevice(x, x, 4),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("is device memory")));
   float* y = Upload(std::vector<float>(8));
-  EXPECT_THAT(gpu_.CopyOnDevice(y, x, 16 * sizeof(float)),
+  EXPECT_THAT(gpu_->CopyOnDevice(y, x, 16 * sizeof(float)),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("device_dst")));
-  EXPECT_THAT(gpu_.CopyOnDevice(x, y, 16 * sizeof(float)),
+  EXPECT_THAT(gpu_->CopyOnDevice(x, y, 16 * sizeof(float)),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("device_src")));
-  EXPECT_THAT(gpu_.CopyOnDevice(x, y, 8 * sizeof(float)), IsOk());
+  EXPECT_THAT(gpu_->CopyOnDevice(x, y, 8 * sizeof(float)), IsOk());
 }
 
 TEST_F(GpuBackendTest, FreedMemoryIsNoLongerDevice) {
@@ -445,16 +478,16 @@ TEST_F(GpuBackendTest, FreedMemoryIsNoLongerDevice) {
   // is caught; once the cache is emptied it is not device memory at all.
   float* stale = nullptr;
   {
-    DeviceBuffer buffer(&gpu_);
+    DeviceBuffer buffer(gpu_);
     ASSERT_THAT(buffer.Reserve(64), IsOk());
     stale = buffer.data<float>();
   }
   std::vector<float> host(16);
-  EXPECT_THAT(gpu_.CopyToHost(host.data(), stale, 64),
+  EXPECT_THAT(gpu_->CopyToHost(host.data(), stale, 64),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("already freed")));
-  ASSERT_THAT(gpu_.allocator().EmptyCache(), IsOk());
+  ASSERT_THAT(gpu_backend_->allocator().EmptyCache(), IsOk());
   EXPECT_EQ(runtime_->stats().bytes_in_use, 0u);
-  EXPECT_THAT(gpu_.CopyToHost(host.data(), stale, 64),
+  EXPECT_THAT(gpu_->CopyToHost(host.data(), stale, 64),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("not device memory")));
 }
 
