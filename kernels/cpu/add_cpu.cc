@@ -1,14 +1,17 @@
-#include "absl/strings/str_cat.h"
+#include <algorithm>
+
 #include "baton/kernels/add.h"
+#include "kernels/common/status_macros.h"
 #include "kernels/cpu/parallel.h"
 
 namespace baton::kernels {
 
-absl::Status AddCpu(float* out, const float* a, const float* b, int64_t n, ThreadPool* pool) {
-  if (n < 0) return absl::InvalidArgumentError(absl::StrCat("Add: n = ", n, " is negative"));
-  if (n > 0 && (out == nullptr || a == nullptr || b == nullptr)) {
-    return absl::InvalidArgumentError("Add: null pointer with n > 0");
-  }
+absl::Status AddCpu(const AddParams& params, ThreadPool* pool) {
+  RETURN_IF_ERROR(Validate(params));
+  float* out = params.out;
+  const float* a = params.a;
+  const float* b = params.b;
+  const int64_t n = params.n;
   // Chunks of 4096 elements keep each thread's share contiguous and vector-aligned in length.
   constexpr int64_t kChunk = 4096;
   const int64_t num_chunks = (n + kChunk - 1) / kChunk;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "absl/status/status.h"
+#include "baton/kernels/add.h"
 #include "baton/kernels/embedding.h"
 #include "baton/kernels/paged_attention.h"
 #include "baton/kernels/kv_gather.h"
@@ -25,5 +26,6 @@ absl::Status KvGatherEmulated(const KvGatherParams& params);
 absl::Status SwigluEmulated(const SwigluParams& params);
 absl::Status PagedAttentionDecodeEmulated(const PagedAttentionParams& params);
 absl::Status PrefillAttentionEmulated(const PrefillAttentionParams& params);
+absl::Status AddEmulated(const AddParams& params);
 
 }  // namespace baton::kernels

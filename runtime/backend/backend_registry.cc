@@ -1,7 +1,15 @@
 #include "runtime/backend/backend_registry.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/backend/cpu_backend.h"
+#include "runtime/backend/emulated_gpu_runtime.h"
+#include "runtime/backend/gpu_backend.h"
+#if BATON_HAS_CUDA
+#include "kernels/common/status_macros.h"
+#include "runtime/backend/cuda_gpu_runtime.h"
+#endif
 
 namespace baton::runtime {
 
@@ -11,6 +19,8 @@ absl::string_view DeviceKindName(DeviceKind kind) {
       return "cpu";
     case DeviceKind::kCuda:
       return "cuda";
+    case DeviceKind::kCudaEmulated:
+      return "cuda-emulated";
   }
   return "unknown";
 }
@@ -19,8 +29,18 @@ absl::StatusOr<std::unique_ptr<DeviceBackend>> CreateBackend(const BackendOption
   switch (options.device) {
     case DeviceKind::kCpu:
       return std::make_unique<CpuBackend>(options.pool);
-    case DeviceKind::kCuda:
+    case DeviceKind::kCudaEmulated:
+      return std::make_unique<GpuBackend>(DeviceKind::kCudaEmulated,
+                                          std::make_unique<EmulatedGpuRuntime>());
+    case DeviceKind::kCuda: {
+#if BATON_HAS_CUDA
+      ASSIGN_OR_RETURN(std::unique_ptr<CudaGpuRuntime> runtime,
+                       CudaGpuRuntime::Create(options.device_index));
+      return std::make_unique<GpuBackend>(DeviceKind::kCuda, std::move(runtime));
+#else
       break;
+#endif
+    }
   }
   return absl::UnimplementedError(absl::StrCat("no ", DeviceKindName(options.device),
                                                " backend in this build"));

@@ -1,5 +1,8 @@
-// Where a rank's backend is chosen: the one place that maps a device kind to an implementation
-// (and, once the CUDA backend exists, the only file of runtime/ with `#if BATON_HAS_CUDA`).
+// Where a rank's backend is chosen: the one place that maps a device kind to an implementation, and
+// the only file of runtime/backend with `#if BATON_HAS_CUDA` (backend_registry.cc).
+//   kCpu          CpuBackend (every build)
+//   kCudaEmulated GpuBackend over EmulatedGpuRuntime (every build; tests and CI)
+//   kCuda         GpuBackend over CudaGpuRuntime on device `device_index` (builds with CUDA)
 #pragma once
 
 #include <memory>
@@ -14,9 +17,12 @@ struct BackendOptions {
   DeviceKind device = DeviceKind::kCpu;
   // CPU: the pool the kernels split their loops over (may be nullptr); must outlive the backend.
   ThreadPool* pool = nullptr;
+  // kCuda: the CUDA device (cudaSetDevice index) of this rank.
+  int device_index = 0;
 };
 
-// Unimplemented for a device kind this build has no backend for.
+// Unimplemented for a device kind this build has no backend for; for kCuda, Unavailable when there
+// is no CUDA driver or device, InvalidArgument for a device_index out of range.
 absl::StatusOr<std::unique_ptr<DeviceBackend>> CreateBackend(const BackendOptions& options);
 
 }  // namespace baton::runtime

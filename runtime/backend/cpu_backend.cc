@@ -80,8 +80,8 @@ absl::Status CpuBackend::Swiglu(const kernels::SwigluParams& params) {
   return kernels::SwigluCpu(params, pool_);
 }
 
-absl::Status CpuBackend::Add(float* out, const float* a, const float* b, int64_t n) {
-  return kernels::AddCpu(out, a, b, n, pool_);
+absl::Status CpuBackend::Add(const kernels::AddParams& params) {
+  return kernels::AddCpu(params, pool_);
 }
 
 }  // namespace baton::runtime

@@ -32,7 +32,7 @@ class CpuBackend final : public DeviceBackend {
   absl::Status PagedAttentionDecode(const kernels::PagedAttentionParams& params) override;
   absl::Status PrefillAttention(const kernels::PrefillAttentionParams& params) override;
   absl::Status Swiglu(const kernels::SwigluParams& params) override;
-  absl::Status Add(float* out, const float* a, const float* b, int64_t n) override;
+  absl::Status Add(const kernels::AddParams& params) override;
 
  private:
   ThreadPool* pool_;

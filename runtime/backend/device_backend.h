@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "baton/kernels/add.h"
 #include "baton/kernels/embedding.h"
 #include "baton/kernels/kv_gather.h"
 #include "baton/kernels/kv_write.h"
@@ -37,7 +38,9 @@
 
 namespace baton::runtime {
 
-enum class DeviceKind { kCpu, kCuda };
+// kCudaEmulated: the CUDA backend's code over host memory, kernels run by the SIMT emulation
+// (gpu_backend.h, emulated_gpu_runtime.h); available in every build, for tests.
+enum class DeviceKind { kCpu, kCuda, kCudaEmulated };
 
 absl::string_view DeviceKindName(DeviceKind kind);
 
@@ -72,7 +75,7 @@ class DeviceBackend {
   virtual absl::Status PrefillAttention(const kernels::PrefillAttentionParams& params) = 0;
   virtual absl::Status Swiglu(const kernels::SwigluParams& params) = 0;
   // out[i] = a[i] + b[i] for i < n; out may alias a or b.
-  virtual absl::Status Add(float* out, const float* a, const float* b, int64_t n) = 0;
+  virtual absl::Status Add(const kernels::AddParams& params) = 0;
 };
 
 }  // namespace baton::runtime

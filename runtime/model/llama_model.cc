@@ -266,7 +266,8 @@ absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPo
   RETURN_IF_ERROR(Attention(layer_idx, batch, kv_pool));
   RETURN_IF_ERROR(Linear(*backend_, w.o_proj, nullptr, attn_.data<float>(), h, num_tokens));
   RETURN_IF_ERROR(ReduceTp(h, num_tokens));
-  RETURN_IF_ERROR(backend_->Add(x, x, h, static_cast<int64_t>(num_tokens) * hidden));
+  RETURN_IF_ERROR(backend_->Add(
+      kernels::AddParams{.out = x, .a = x, .b = h, .n = static_cast<int64_t>(num_tokens) * hidden}));
 
   RETURN_IF_ERROR(backend_->RmsNorm(
       kernels::RmsNormParams{.out = h,
@@ -288,7 +289,8 @@ absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPo
                                                          .out_stride = inter}));
   RETURN_IF_ERROR(Linear(*backend_, w.down_proj, nullptr, gate, h, num_tokens));
   RETURN_IF_ERROR(ReduceTp(h, num_tokens));
-  return backend_->Add(x, x, h, static_cast<int64_t>(num_tokens) * hidden);
+  return backend_->Add(
+      kernels::AddParams{.out = x, .a = x, .b = h, .n = static_cast<int64_t>(num_tokens) * hidden});
 }
 
 absl::Status LlamaModel::ReduceTp(float* out, int num_tokens) {

@@ -9,6 +9,7 @@
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/status_macros.h"
+#include "kernels/cuda/add.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/kv_gather.h"
 #include "kernels/cuda/kv_write.h"
@@ -198,6 +199,16 @@ absl::Status KvGatherOnDevice(const kernels::KvGatherParams& host) {
         return arrays;
       },
       &kernels::KvGather);
+}
+
+absl::Status AddOnDevice(const kernels::AddParams& host) {
+  const size_t n = static_cast<size_t>(host.n);
+  return RunOnDevice<kernels::AddParams>(
+      host,
+      [&](kernels::AddParams& p) -> absl::StatusOr<DeviceArrays> {
+        return DeviceArrays{In(p.a, n), In(p.b, n), Out(p.out, n)};
+      },
+      &kernels::Add);
 }
 
 absl::Status SwigluOnDevice(const kernels::SwigluParams& host) {

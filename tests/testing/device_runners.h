@@ -7,6 +7,7 @@
 #pragma once
 
 #include "absl/status/status.h"
+#include "baton/kernels/add.h"
 #include "baton/kernels/embedding.h"
 #include "baton/kernels/paged_attention.h"
 #include "baton/kernels/kv_gather.h"
@@ -28,6 +29,7 @@ absl::Status EmbeddingOnDevice(const kernels::EmbeddingParams& host_params);
 absl::Status RopeOnDevice(const kernels::RopeParams& host_params);
 absl::Status KvWriteOnDevice(const kernels::KvWriteParams& host_params);
 absl::Status KvGatherOnDevice(const kernels::KvGatherParams& host_params);
+absl::Status AddOnDevice(const kernels::AddParams& host_params);
 absl::Status SwigluOnDevice(const kernels::SwigluParams& host_params);
 absl::Status PagedAttentionDecodeOnDevice(const kernels::PagedAttentionParams& host_params);
 absl::Status PrefillAttentionOnDevice(const kernels::PrefillAttentionParams& host_params);

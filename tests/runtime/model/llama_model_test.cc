@@ -67,9 +67,7 @@ class StagedCpuBackend final : public DeviceBackend {
     return cpu_.PrefillAttention(p);
   }
   absl::Status Swiglu(const kernels::SwigluParams& p) override { return cpu_.Swiglu(p); }
-  absl::Status Add(float* out, const float* a, const float* b, int64_t n) override {
-    return cpu_.Add(out, a, b, n);
-  }
+  absl::Status Add(const kernels::AddParams& p) override { return cpu_.Add(p); }
 
  private:
   CpuBackend cpu_;

@@ -8,8 +8,18 @@
 
 namespace baton::kernels {
 
-// out, a, b: [n]. `out` may alias `a` or `b`. InvalidArgument if n < 0 or a pointer is null while
-// n > 0. `pool` may be nullptr.
-absl::Status AddCpu(float* out, const float* a, const float* b, int64_t n, ThreadPool* pool);
+struct AddParams {
+  float* out;      // [n]; may alias `a` or `b` exactly
+  const float* a;  // [n]
+  const float* b;  // [n]
+  int64_t n;
+};
+
+// Checks n >= 0 and the pointers (null allowed only when n == 0).
+absl::Status Validate(const AddParams& params);
+
+// Validates, then adds. `out` may alias `a` or `b`; any other overlap is undefined. `pool` may be
+// nullptr.
+absl::Status AddCpu(const AddParams& params, ThreadPool* pool);
 
 }  // namespace baton::kernels

@@ -1,0 +1,223 @@
+#include "runtime/backend/cuda_gpu_runtime.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/status_macros.h"
+#include "kernels/cuda/add.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/kv_gather.h"
+#include "kernels/cuda/kv_write.h"
+#include "kernels/cuda/paged_attention_decode.h"
+#include "kernels/cuda/prefill_attention.h"
+#include "kernels/cuda/rms_norm.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/swiglu.h"
+#include "runtime/backend/cuda_gemm_helpers.h"
+
+// cuBLAS's twin of BATON_CUDA_CALL: Internal naming the statement and the cuBLAS status.
+#define BATON_CUBLAS_CALL(statement)                                                        \
+  do {                                                                                      \
+    if (const cublasStatus_t _baton_cublas_status = (statement);                           \
+        _baton_cublas_status != CUBLAS_STATUS_SUCCESS) {                                    \
+      return absl::InternalError(absl::StrCat(#statement, ": ",                             \
+                                              cublasGetStatusName(_baton_cublas_status),    \
+                                              " at ", __FILE__, ":", __LINE__));            \
+    }                                                                                       \
+  } while (false)
+
+namespace baton::runtime {
+
+absl::StatusOr<std::unique_ptr<CudaGpuRuntime>> CudaGpuRuntime::Create(int device_index) {
+  int count = 0;
+  if (const cudaError_t error = cudaGetDeviceCount(&count); error != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error, so later calls do not report it again
+    return absl::UnavailableError(absl::StrCat("cuda: no usable CUDA driver or device: ",
+                                               cudaGetErrorName(error), ": ",
+                                               cudaGetErrorString(error)));
+  }
+  if (count == 0) return absl::UnavailableError("cuda: no CUDA device is visible");
+  if (device_index < 0 || device_index >= count) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda device ", device_index,
+                                                   " does not exist: ", count, " visible"));
+  }
+  std::unique_ptr<CudaGpuRuntime> runtime(new CudaGpuRuntime(device_index));
+  RETURN_IF_ERROR(runtime->Activate());
+  cudaStream_t stream = nullptr;
+  BATON_CUDA_CALL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  runtime->stream_ = stream;
+  cublasHandle_t handle = nullptr;
+  BATON_CUBLAS_CALL(cublasCreate(&handle));
+  runtime->cublas_ = handle;
+  BATON_CUBLAS_CALL(cublasSetStream(handle, stream));
+  return runtime;
+}
+
+CudaGpuRuntime::CudaGpuRuntime(int device_index)
+    : device_index_(device_index), name_(absl::StrCat("cuda:", device_index)) {}
+
+CudaGpuRuntime::~CudaGpuRuntime() {
+  // Errors are dropped: a destructor has no one to report them to, and the process may be on its
+  // way out after a device fault.
+  (void)Activate();
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (bf16_scratch_ != nullptr) cudaFree(bf16_scratch_);
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+absl::Status CudaGpuRuntime::Activate() const {
+  BATON_CUDA_CALL(cudaSetDevice(device_index_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> CudaGpuRuntime::Malloc(size_t bytes) {
+  if (bytes == 0) return absl::InvalidArgumentError(absl::StrCat(name_, ": Malloc of 0 bytes"));
+  RETURN_IF_ERROR(Activate());
+  void* ptr = nullptr;
+  const cudaError_t error = cudaMalloc(&ptr, bytes);
+  if (error == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // out of memory is not sticky; clear it for the next call
+    return absl::ResourceExhaustedError(
+        absl::StrCat(name_, ": cannot allocate ", bytes, " bytes of device memory"));
+  }
+  BATON_CUDA_CALL(error);
+  return ptr;
+}
+
+absl::Status CudaGpuRuntime::Free(void* device) {
+  if (device == nullptr) return absl::OkStatus();
+  RETURN_IF_ERROR(Activate());
+  BATON_CUDA_CALL(cudaFree(device));
+  return absl::OkStatus();
+}
+
+absl::Status CudaGpuRuntime::CopyHostToDevice(void* device, const void* host, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(Activate());
+  BATON_CUDA_CALL(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_));
+  // An async copy from pinned memory reads the host bytes later; waiting makes the host array
+  // reusable at once whatever memory it is. The model uploads a step's few index arrays at the
+  // start of the step, when the stream is idle, so the wait costs the copy's own time.
+  BATON_CUDA_CALL(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaGpuRuntime::CopyDeviceToHost(void* host, const void* device, size_t bytes) {
+  RETURN_IF_ERROR(Activate());
+  if (bytes > 0) {
+    BATON_CUDA_CALL(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
+  }
+  BATON_CUDA_CALL(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaGpuRuntime::CopyDeviceToDevice(void* device_dst, const void* device_src,
+                                                size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(Activate());
+  BATON_CUDA_CALL(
+      cudaMemcpyAsync(device_dst, device_src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaGpuRuntime::Synchronize() {
+  RETURN_IF_ERROR(Activate());
+  BATON_CUDA_CALL(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaGpuRuntime::Launch(const kernels::EmbeddingParams& params) {
+  RETURN_IF_ERROR(Activate());
+  return kernels::Embedding(params, stream_);
+}
+
+absl::Status CudaGpuRuntime::Launch(const kernels::RmsNormParams& params) {
+  RETURN_IF_ERROR(Activate());
+  return kernels::RmsNorm(params, stream_);
+}
+
+absl::Status CudaGpuRuntime::Launch(const kernels::RopeParams& params) {
+  RETURN_IF_ERROR(Activate());
+  return kernels::Rope(params, stream_);
+}
+
+absl::Status CudaGpuRuntime::Launch(const kernels::KvWriteParams& params) {
+  RETURN_IF_ERROR(Activate());
+  return kernels::KvWrite(params, stream_);
+}
+
+absl::Status CudaGpuRuntime::Launch(const kernels::KvGatherParams& params) {
+  RETURN_IF_ERROR(Activate());
+  return kernels::KvGather(params, stream_);
+}
+
+absl::Status CudaGpuRuntime::Launch(const kernels::PagedAttentionParams& params) {
+  RETURN_IF_ERROR(Activate());
+  return kernels::PagedAttentionDecode(params, stream_);
+}
+
+absl::Status CudaGpuRuntime::Launch(const kernels::PrefillAttentionParams& params) {
+  RETURN_IF_ERROR(Activate());
+  return kernels::PrefillAttention(params, stream_);
+}
+
+absl::Status CudaGpuRuntime::Launch(const kernels::SwigluParams& params) {
+  RETURN_IF_ERROR(Activate());
+  return kernels::Swiglu(params, stream_);
+}
+
+absl::Status CudaGpuRuntime::Launch(const kernels::AddParams& params) {
+  RETURN_IF_ERROR(Activate());
+  return kernels::Add(params, stream_);
+}
+
+absl::Status CudaGpuRuntime::ReserveBf16Scratch(size_t bytes) {
+  if (bytes <= bf16_scratch_bytes_) return absl::OkStatus();
+  if (bf16_scratch_ != nullptr) {
+    // cudaFree waits for the device, so no GEMM still reads the old scratch.
+    BATON_CUDA_CALL(cudaFree(bf16_scratch_));
+    bf16_scratch_ = nullptr;
+    bf16_scratch_bytes_ = 0;
+  }
+  ASSIGN_OR_RETURN(bf16_scratch_, Malloc(bytes));
+  bf16_scratch_bytes_ = bytes;
+  return absl::OkStatus();
+}
+
+absl::Status CudaGpuRuntime::Gemm(const kernels::MatmulParams& p) {
+  RETURN_IF_ERROR(kernels::Validate(p));
+  if (p.m == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(Activate());
+  // Row-major out[m, n] = in[m, k] * W[n, k]^T is, read column-major, out^T[n, m] =
+  // W^T (W stored as a k x n column-major matrix, ld k, transposed) * in^T (k x m, ld k).
+  const void* in = p.in;
+  cudaDataType_t in_type = CUDA_R_32F;
+  cudaDataType_t weight_type = CUDA_R_32F;
+  if (p.weight_dtype == DType::kBF16) {
+    // cuBLAS has no bf16 x f32 product: round the activations to bf16 (as MatmulCpu does).
+    const int64_t count = int64_t{p.m} * p.k;
+    RETURN_IF_ERROR(ReserveBf16Scratch(static_cast<size_t>(count) * sizeof(uint16_t)));
+    RETURN_IF_ERROR(cuda_internal::RoundToBf16(p.in, static_cast<uint16_t*>(bf16_scratch_), count,
+                                               stream_));
+    in = bf16_scratch_;
+    in_type = CUDA_R_16BF;
+    weight_type = CUDA_R_16BF;
+  }
+  float beta = 0.0f;
+  if (p.bias != nullptr) {
+    RETURN_IF_ERROR(cuda_internal::BroadcastRows(p.out, p.bias, p.m, p.n, stream_));
+    beta = 1.0f;  // out = W^T in + bias
+  }
+  const float alpha = 1.0f;
+  // CUBLAS_COMPUTE_32F: f32 accumulation, and no TF32 unless the handle's math mode asks for it
+  // (it does not: the default).
+  BATON_CUBLAS_CALL(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, p.n, p.m, p.k, &alpha,
+                                 p.weight, weight_type, p.k, in, in_type, p.k, &beta, p.out,
+                                 CUDA_R_32F, p.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return absl::OkStatus();
+}
+
+}  // namespace baton::runtime

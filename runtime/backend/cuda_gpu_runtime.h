@@ -1,0 +1,69 @@
+// CudaGpuRuntime: the GpuRuntime of one real CUDA device (built only with CUDA; see gpu_runtime.h).
+// One non-blocking cudaStream_t carries every copy and launch in order; memory is cudaMalloc'ed
+// (the CachingAllocator above keeps it, so cudaMalloc is off the hot path); kernels are the
+// launchers of kernels/cuda; Gemm is cuBLAS (cublasGemmEx, f32 compute, no TF32).
+//
+// Every call first makes its device current on the calling thread (cudaSetDevice), so a backend
+// created on one thread may be driven from another (a rank's thread).
+//
+// The CUDA handles are kept as opaque pointers so that this header needs no CUDA header.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "runtime/backend/gpu_runtime.h"
+
+struct CUstream_st;    // cudaStream_t is CUstream_st*
+struct cublasContext;  // cublasHandle_t is cublasContext*
+
+namespace baton::runtime {
+
+class CudaGpuRuntime final : public GpuRuntime {
+ public:
+  // Unavailable when there is no CUDA driver or no device (cudaGetDeviceCount fails or finds
+  // none); InvalidArgument for an index outside [0, device count); Internal if the stream or the
+  // cuBLAS handle cannot be created.
+  static absl::StatusOr<std::unique_ptr<CudaGpuRuntime>> Create(int device_index);
+  CudaGpuRuntime(const CudaGpuRuntime&) = delete;
+  CudaGpuRuntime& operator=(const CudaGpuRuntime&) = delete;
+  // Waits for the stream, then destroys the handles. Memory still allocated is the caller's.
+  ~CudaGpuRuntime() override;
+
+  absl::string_view name() const override { return name_; }
+
+  absl::StatusOr<void*> Malloc(size_t bytes) override;
+  absl::Status Free(void* device) override;
+  // Waits for the copy: the host source may be pageable or pinned, and is reusable on return.
+  absl::Status CopyHostToDevice(void* device, const void* host, size_t bytes) override;
+  absl::Status CopyDeviceToHost(void* host, const void* device, size_t bytes) override;
+  absl::Status CopyDeviceToDevice(void* device_dst, const void* device_src, size_t bytes) override;
+  absl::Status Synchronize() override;
+
+  absl::Status Launch(const kernels::EmbeddingParams& params) override;
+  absl::Status Launch(const kernels::RmsNormParams& params) override;
+  absl::Status Launch(const kernels::RopeParams& params) override;
+  absl::Status Launch(const kernels::KvWriteParams& params) override;
+  absl::Status Launch(const kernels::KvGatherParams& params) override;
+  absl::Status Launch(const kernels::PagedAttentionParams& params) override;
+  absl::Status Launch(const kernels::PrefillAttentionParams& params) override;
+  absl::Status Launch(const kernels::SwigluParams& params) override;
+  absl::Status Launch(const kernels::AddParams& params) override;
+  absl::Status Gemm(const kernels::MatmulParams& params) override;
+
+ private:
+  explicit CudaGpuRuntime(int device_index);
+  absl::Status Activate() const;  // cudaSetDevice(device_index_)
+  // Grows the bf16 activation scratch of Gemm to at least `bytes`.
+  absl::Status ReserveBf16Scratch(size_t bytes);
+
+  int device_index_;
+  std::string name_;
+  CUstream_st* stream_ = nullptr;
+  cublasContext* cublas_ = nullptr;
+  void* bf16_scratch_ = nullptr;  // [m, k] bf16 activations of the current bf16 GEMM
+  size_t bf16_scratch_bytes_ = 0;
+};
+
+}  // namespace baton::runtime

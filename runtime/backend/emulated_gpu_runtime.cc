@@ -1,0 +1,346 @@
+#include "runtime/backend/emulated_gpu_runtime.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kernels/common/check.h"
+#include "kernels/common/status_macros.h"
+#include "kernels/simt/emulated_kernels.h"
+
+namespace baton::runtime {
+
+namespace {
+
+// cudaMalloc's alignment, so that an emulated buffer is no better aligned than a real one.
+constexpr std::align_val_t kAlignment{256};
+
+// Bytes of `rows` rows `stride` elements apart of which the first `used` are touched: the last
+// row's tail past `used` is not part of the extent (a strided view may end right after it).
+template <typename T>
+size_t RowsBytes(int64_t rows, int64_t stride, int64_t used) {
+  if (rows <= 0 || used <= 0) return 0;
+  return static_cast<size_t>((rows - 1) * stride + used) * sizeof(T);
+}
+
+template <typename T>
+size_t Bytes(int64_t count) {
+  return count <= 0 ? 0 : static_cast<size_t>(count) * sizeof(T);
+}
+
+// Blocks a sequence of `len` tokens reads from its block table, capped at the table's width.
+int64_t BlocksOf(int64_t len, int block_size, int max_blocks_per_seq) {
+  if (len <= 0) return 0;
+  return std::min<int64_t>((len + block_size - 1) / block_size, max_blocks_per_seq);
+}
+
+// The highest block id the first `num_used[s]` entries of each row of `block_tables` name, plus
+// one; Internal for a negative id (the kernel would read before the pool).
+absl::StatusOr<int64_t> BlocksNeeded(absl::string_view name, absl::string_view op,
+                                     const int32_t* block_tables, int num_seqs,
+                                     int max_blocks_per_seq,
+                                     const std::function<int64_t(int)>& num_used) {
+  int64_t needed = 0;
+  for (int s = 0; s < num_seqs; ++s) {
+    const int64_t used = num_used(s);
+    for (int64_t j = 0; j < used; ++j) {
+      const int32_t block_id = block_tables[int64_t{s} * max_blocks_per_seq + j];
+      if (block_id < 0) {
+        return absl::InternalError(absl::StrCat(name, ": ", op, ": block_tables[", s, "][", j,
+                                                "] = ", block_id, " is negative"));
+      }
+      needed = std::max<int64_t>(needed, int64_t{block_id} + 1);
+    }
+  }
+  return needed;
+}
+
+}  // namespace
+
+EmulatedGpuRuntime::~EmulatedGpuRuntime() {
+  for (const auto& [start, allocation] : allocations_) {
+    ::operator delete(reinterpret_cast<void*>(start), kAlignment);
+  }
+}
+
+absl::StatusOr<void*> EmulatedGpuRuntime::Malloc(size_t bytes) {
+  if (bytes == 0) return absl::InvalidArgumentError(absl::StrCat(name(), ": Malloc of 0 bytes"));
+  if (capacity_bytes_ > 0 && bytes > capacity_bytes_ - std::min(capacity_bytes_,
+                                                                stats_.bytes_in_use)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(name(), ": cannot allocate ", bytes, " bytes: ", stats_.bytes_in_use,
+                     " of ", capacity_bytes_, " in use"));
+  }
+  void* ptr = ::operator new(bytes, kAlignment, std::nothrow);
+  if (ptr == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(name(), ": cannot allocate ", bytes, " bytes of host memory"));
+  }
+  allocations_.emplace(reinterpret_cast<uintptr_t>(ptr), Allocation{bytes, bytes});
+  stats_.bytes_in_use += bytes;
+  stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+  ++stats_.num_mallocs;
+  return ptr;
+}
+
+absl::Status EmulatedGpuRuntime::Free(void* device) {
+  if (device == nullptr) return absl::OkStatus();
+  auto it = allocations_.find(reinterpret_cast<uintptr_t>(device));
+  if (it == allocations_.end()) {
+    return absl::InternalError(absl::StrFormat(
+        "%s: Free of %p, which is not the start of a live allocation", name(), device));
+  }
+  stats_.bytes_in_use -= it->second.bytes;
+  ++stats_.num_frees;
+  allocations_.erase(it);
+  ::operator delete(device, kAlignment);
+  return absl::OkStatus();
+}
+
+void EmulatedGpuRuntime::NoteInUse(const void* device, size_t bytes) {
+  auto it = allocations_.find(reinterpret_cast<uintptr_t>(device));
+  BATON_CHECK(it != allocations_.end() && bytes <= it->second.bytes);
+  it->second.in_use_bytes = bytes;
+}
+
+void EmulatedGpuRuntime::NoteCached(const void* device) {
+  auto it = allocations_.find(reinterpret_cast<uintptr_t>(device));
+  BATON_CHECK(it != allocations_.end());
+  it->second.in_use_bytes = 0;
+}
+
+absl::Status EmulatedGpuRuntime::CheckDevice(absl::string_view op, absl::string_view field,
+                                             const void* ptr, size_t bytes) const {
+  if (bytes == 0) return absl::OkStatus();
+  const uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
+  auto it = allocations_.upper_bound(address);
+  if (it == allocations_.begin() || address >= std::prev(it)->first + std::prev(it)->second.bytes) {
+    return absl::InternalError(absl::StrFormat(
+        "%s: %s: %s = %p (%d bytes) is not device memory of this runtime (a host pointer, or "
+        "freed)",
+        name(), op, field, ptr, bytes));
+  }
+  --it;
+  const size_t offset = address - it->first;
+  const size_t in_use = it->second.in_use_bytes;
+  if (in_use == 0) {
+    return absl::InternalError(absl::StrFormat(
+        "%s: %s: %s = %p (%d bytes) is in a buffer already freed (to the allocator's cache)",
+        name(), op, field, ptr, bytes));
+  }
+  if (offset > in_use || bytes > in_use - offset) {
+    return absl::InternalError(absl::StrFormat(
+        "%s: %s: %s needs %d bytes at offset %d of an allocation of %d bytes (%d past its end)",
+        name(), op, field, bytes, offset, in_use, offset + bytes - in_use));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedGpuRuntime::CheckHost(absl::string_view op, const void* ptr,
+                                           size_t bytes) const {
+  if (bytes == 0) return absl::OkStatus();
+  const uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
+  auto it = allocations_.upper_bound(address + bytes - 1);
+  if (it != allocations_.begin()) {
+    --it;
+    if (it->first + it->second.bytes > address) {
+      return absl::InternalError(absl::StrFormat(
+          "%s: %s: host = %p (%d bytes) is device memory of this runtime", name(), op, ptr,
+          bytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedGpuRuntime::CheckCache(absl::string_view op, const kernels::PagedKvView& cache,
+                                            int64_t num_blocks) const {
+  if (num_blocks <= 0) return absl::OkStatus();
+  const int64_t block_elems = int64_t{cache.block_size} * cache.num_kv_heads * cache.head_dim;
+  const size_t bytes = RowsBytes<float>(num_blocks, cache.block_stride, block_elems);
+  RETURN_IF_ERROR(CheckDevice(op, "cache.k", cache.k, bytes));
+  return CheckDevice(op, "cache.v", cache.v, bytes);
+}
+
+absl::Status EmulatedGpuRuntime::CopyHostToDevice(void* device, const void* host, size_t bytes) {
+  RETURN_IF_ERROR(CheckDevice("CopyHostToDevice", "device", device, bytes));
+  RETURN_IF_ERROR(CheckHost("CopyHostToDevice", host, bytes));
+  if (bytes > 0) std::memcpy(device, host, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedGpuRuntime::CopyDeviceToHost(void* host, const void* device, size_t bytes) {
+  RETURN_IF_ERROR(CheckDevice("CopyDeviceToHost", "device", device, bytes));
+  RETURN_IF_ERROR(CheckHost("CopyDeviceToHost", host, bytes));
+  if (bytes > 0) std::memcpy(host, device, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedGpuRuntime::CopyDeviceToDevice(void* device_dst, const void* device_src,
+                                                    size_t bytes) {
+  RETURN_IF_ERROR(CheckDevice("CopyDeviceToDevice", "device_dst", device_dst, bytes));
+  RETURN_IF_ERROR(CheckDevice("CopyDeviceToDevice", "device_src", device_src, bytes));
+  // cudaMemcpyAsync device to device allows overlap no more than memcpy does; memmove keeps an
+  // overlapping copy defined here, which a real device would not promise.
+  if (bytes > 0) std::memmove(device_dst, device_src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedGpuRuntime::Launch(const kernels::EmbeddingParams& p) {
+  constexpr absl::string_view kOp = "Embedding";
+  RETURN_IF_ERROR(kernels::Validate(p));
+  RETURN_IF_ERROR(CheckDevice(kOp, "out", p.out, Bytes<float>(int64_t{p.num_tokens} * p.hidden)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "token_ids", p.token_ids, Bytes<int32_t>(p.num_tokens)));
+  if (p.table != nullptr) {  // weights are device memory even when no token reads them
+    RETURN_IF_ERROR(CheckDevice(
+        kOp, "table", p.table,
+        static_cast<size_t>(p.vocab_size) * p.hidden * DTypeBytes(p.table_dtype)));
+  }
+  return kernels::EmbeddingEmulated(p);
+}
+
+absl::Status EmulatedGpuRuntime::Launch(const kernels::RmsNormParams& p) {
+  constexpr absl::string_view kOp = "RmsNorm";
+  RETURN_IF_ERROR(kernels::Validate(p));
+  const size_t bytes = Bytes<float>(int64_t{p.num_tokens} * p.hidden);
+  RETURN_IF_ERROR(CheckDevice(kOp, "out", p.out, bytes));
+  RETURN_IF_ERROR(CheckDevice(kOp, "in", p.in, bytes));
+  if (p.weight != nullptr) {
+    RETURN_IF_ERROR(CheckDevice(kOp, "weight", p.weight, Bytes<float>(p.hidden)));
+  }
+  return kernels::RmsNormEmulated(p);
+}
+
+absl::Status EmulatedGpuRuntime::Launch(const kernels::RopeParams& p) {
+  constexpr absl::string_view kOp = "Rope";
+  RETURN_IF_ERROR(kernels::Validate(p));
+  RETURN_IF_ERROR(CheckDevice(kOp, "q", p.q,
+                              RowsBytes<float>(p.num_tokens, p.q_stride,
+                                               int64_t{p.num_heads} * p.head_dim)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "k", p.k,
+                              RowsBytes<float>(p.num_tokens, p.k_stride,
+                                               int64_t{p.num_kv_heads} * p.head_dim)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "positions", p.positions, Bytes<int32_t>(p.num_tokens)));
+  if (p.inv_freq != nullptr) {
+    RETURN_IF_ERROR(CheckDevice(kOp, "inv_freq", p.inv_freq, Bytes<float>(p.head_dim / 2)));
+  }
+  return kernels::RopeEmulated(p);
+}
+
+absl::Status EmulatedGpuRuntime::Launch(const kernels::KvWriteParams& p) {
+  constexpr absl::string_view kOp = "KvWrite";
+  RETURN_IF_ERROR(kernels::Validate(p));
+  const int64_t row = int64_t{p.cache.num_kv_heads} * p.cache.head_dim;
+  RETURN_IF_ERROR(CheckDevice(kOp, "k", p.k, RowsBytes<float>(p.num_tokens, p.kv_stride, row)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "v", p.v, RowsBytes<float>(p.num_tokens, p.kv_stride, row)));
+  RETURN_IF_ERROR(
+      CheckDevice(kOp, "slot_mapping", p.slot_mapping, Bytes<int32_t>(p.num_tokens)));
+  // The pool must hold every slot written (negative slots are skipped), and all of num_blocks.
+  int64_t num_blocks = p.cache.num_blocks;
+  for (int t = 0; t < p.num_tokens; ++t) {
+    if (p.slot_mapping[t] >= 0) {
+      num_blocks = std::max<int64_t>(num_blocks, p.slot_mapping[t] / p.cache.block_size + 1);
+    }
+  }
+  RETURN_IF_ERROR(CheckCache(kOp, p.cache, num_blocks));
+  return kernels::KvWriteEmulated(p);
+}
+
+absl::Status EmulatedGpuRuntime::Launch(const kernels::KvGatherParams& p) {
+  constexpr absl::string_view kOp = "KvGather";
+  RETURN_IF_ERROR(kernels::Validate(p));
+  RETURN_IF_ERROR(CheckDevice(kOp, "out_start", p.out_start,
+                              p.num_seqs > 0 ? Bytes<int32_t>(p.num_seqs + 1) : 0));
+  RETURN_IF_ERROR(CheckDevice(kOp, "block_tables", p.block_tables,
+                              Bytes<int32_t>(int64_t{p.num_seqs} * p.max_blocks_per_seq)));
+  const int64_t num_rows = p.num_seqs > 0 ? p.out_start[p.num_seqs] : 0;
+  const int64_t row = int64_t{p.cache.num_kv_heads} * p.cache.head_dim;
+  RETURN_IF_ERROR(
+      CheckDevice(kOp, "k_out", p.k_out, RowsBytes<float>(num_rows, p.out_stride, row)));
+  RETURN_IF_ERROR(
+      CheckDevice(kOp, "v_out", p.v_out, RowsBytes<float>(num_rows, p.out_stride, row)));
+  ASSIGN_OR_RETURN(const int64_t used_blocks,
+                   BlocksNeeded(name(), kOp, p.block_tables, p.num_seqs, p.max_blocks_per_seq,
+                                [&](int s) {
+                                  return BlocksOf(p.out_start[s + 1] - p.out_start[s],
+                                                  p.cache.block_size, p.max_blocks_per_seq);
+                                }));
+  RETURN_IF_ERROR(CheckCache(kOp, p.cache, std::max<int64_t>(p.cache.num_blocks, used_blocks)));
+  return kernels::KvGatherEmulated(p);
+}
+
+absl::Status EmulatedGpuRuntime::Launch(const kernels::PagedAttentionParams& p) {
+  constexpr absl::string_view kOp = "PagedAttentionDecode";
+  RETURN_IF_ERROR(kernels::Validate(p));
+  const int64_t q_row = int64_t{p.num_heads} * p.cache.head_dim;
+  RETURN_IF_ERROR(CheckDevice(kOp, "out", p.out, Bytes<float>(p.num_seqs * q_row)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "q", p.q, RowsBytes<float>(p.num_seqs, p.q_stride, q_row)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "block_tables", p.block_tables,
+                              Bytes<int32_t>(int64_t{p.num_seqs} * p.max_blocks_per_seq)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "context_lens", p.context_lens, Bytes<int32_t>(p.num_seqs)));
+  ASSIGN_OR_RETURN(const int64_t used_blocks,
+                   BlocksNeeded(name(), kOp, p.block_tables, p.num_seqs, p.max_blocks_per_seq,
+                                [&](int s) {
+                                  return BlocksOf(p.context_lens[s], p.cache.block_size,
+                                                  p.max_blocks_per_seq);
+                                }));
+  RETURN_IF_ERROR(CheckCache(kOp, p.cache, std::max<int64_t>(p.cache.num_blocks, used_blocks)));
+  return kernels::PagedAttentionDecodeEmulated(p);
+}
+
+absl::Status EmulatedGpuRuntime::Launch(const kernels::PrefillAttentionParams& p) {
+  constexpr absl::string_view kOp = "PrefillAttention";
+  RETURN_IF_ERROR(kernels::Validate(p));
+  const size_t starts_bytes = p.num_seqs > 0 ? Bytes<int32_t>(p.num_seqs + 1) : 0;
+  RETURN_IF_ERROR(CheckDevice(kOp, "q_start", p.q_start, starts_bytes));
+  RETURN_IF_ERROR(CheckDevice(kOp, "kv_start", p.kv_start, starts_bytes));
+  const int64_t num_q = p.num_seqs > 0 ? p.q_start[p.num_seqs] : 0;
+  const int64_t num_kv = p.num_seqs > 0 ? p.kv_start[p.num_seqs] : 0;
+  const int64_t q_row = int64_t{p.num_heads} * p.head_dim;
+  const int64_t kv_row = int64_t{p.num_kv_heads} * p.head_dim;
+  RETURN_IF_ERROR(CheckDevice(kOp, "out", p.out, Bytes<float>(num_q * q_row)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "q", p.q, RowsBytes<float>(num_q, p.q_stride, q_row)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "k", p.k, RowsBytes<float>(num_kv, p.kv_stride, kv_row)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "v", p.v, RowsBytes<float>(num_kv, p.kv_stride, kv_row)));
+  return kernels::PrefillAttentionEmulated(p);
+}
+
+absl::Status EmulatedGpuRuntime::Launch(const kernels::SwigluParams& p) {
+  constexpr absl::string_view kOp = "Swiglu";
+  RETURN_IF_ERROR(kernels::Validate(p));
+  RETURN_IF_ERROR(
+      CheckDevice(kOp, "out", p.out, RowsBytes<float>(p.num_tokens, p.out_stride, p.intermediate)));
+  RETURN_IF_ERROR(
+      CheckDevice(kOp, "gate", p.gate, RowsBytes<float>(p.num_tokens, p.in_stride, p.intermediate)));
+  RETURN_IF_ERROR(
+      CheckDevice(kOp, "up", p.up, RowsBytes<float>(p.num_tokens, p.in_stride, p.intermediate)));
+  return kernels::SwigluEmulated(p);
+}
+
+absl::Status EmulatedGpuRuntime::Launch(const kernels::AddParams& p) {
+  constexpr absl::string_view kOp = "Add";
+  RETURN_IF_ERROR(kernels::Validate(p));
+  RETURN_IF_ERROR(CheckDevice(kOp, "out", p.out, Bytes<float>(p.n)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "a", p.a, Bytes<float>(p.n)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "b", p.b, Bytes<float>(p.n)));
+  return kernels::AddEmulated(p);
+}
+
+absl::Status EmulatedGpuRuntime::Gemm(const kernels::MatmulParams& p) {
+  constexpr absl::string_view kOp = "Matmul";  // the op the backend was asked for
+  RETURN_IF_ERROR(kernels::Validate(p));
+  RETURN_IF_ERROR(CheckDevice(kOp, "out", p.out, Bytes<float>(int64_t{p.m} * p.n)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "in", p.in, Bytes<float>(int64_t{p.m} * p.k)));
+  if (p.weight != nullptr) {
+    RETURN_IF_ERROR(CheckDevice(kOp, "weight", p.weight,
+                                static_cast<size_t>(p.n) * p.k * DTypeBytes(p.weight_dtype)));
+  }
+  if (p.bias != nullptr) RETURN_IF_ERROR(CheckDevice(kOp, "bias", p.bias, Bytes<float>(p.n)));
+  // The CPU BLAS stands in for cuBLAS; its bf16 path rounds the activations to bf16 first, as the
+  // CUDA runtime's bf16 GEMM does.
+  return kernels::MatmulCpu(p, nullptr);
+}
+
+}  // namespace baton::runtime

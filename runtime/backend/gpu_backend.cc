@@ -1,0 +1,88 @@
+#include "runtime/backend/gpu_backend.h"
+
+#include <utility>
+
+#include "kernels/common/status_macros.h"
+
+namespace baton::runtime {
+
+GpuBackend::GpuBackend(DeviceKind kind, std::unique_ptr<GpuRuntime> runtime)
+    : kind_(kind), runtime_(std::move(runtime)), allocator_(runtime_.get()) {}
+
+GpuBackend::~GpuBackend() {
+  // Let enqueued work finish before the allocator hands its blocks back (cudaFree would wait too,
+  // but a stream-ordered free would not).
+  runtime_->Synchronize().IgnoreError();
+}
+
+absl::StatusOr<void*> GpuBackend::Allocate(size_t bytes) { return allocator_.Allocate(bytes); }
+
+void GpuBackend::Free(void* device) { allocator_.Free(device); }
+
+absl::Status GpuBackend::CopyToDevice(void* device, const void* host, size_t bytes) {
+  return runtime_->CopyHostToDevice(device, host, bytes);
+}
+
+absl::Status GpuBackend::CopyToHost(void* host, const void* device, size_t bytes) {
+  return runtime_->CopyDeviceToHost(host, device, bytes);
+}
+
+absl::Status GpuBackend::CopyOnDevice(void* device_dst, const void* device_src, size_t bytes) {
+  return runtime_->CopyDeviceToDevice(device_dst, device_src, bytes);
+}
+
+template <typename Params>
+absl::Status GpuBackend::ValidateAndLaunch(const Params& params) {
+  RETURN_IF_ERROR(kernels::Validate(params));
+  return runtime_->Launch(params);
+}
+
+absl::Status GpuBackend::Embedding(const kernels::EmbeddingParams& params) {
+  return ValidateAndLaunch(params);
+}
+
+absl::Status GpuBackend::RmsNorm(const kernels::RmsNormParams& params) {
+  return ValidateAndLaunch(params);
+}
+
+absl::Status GpuBackend::Matmul(const kernels::MatmulParams& params) {
+  RETURN_IF_ERROR(kernels::Validate(params));
+  return runtime_->Gemm(params);
+}
+
+absl::Status GpuBackend::MatmulGroup(absl::Span<const kernels::MatmulParams> group) {
+  // All validated before any is enqueued, so a bad member leaves every output untouched.
+  for (const kernels::MatmulParams& params : group) RETURN_IF_ERROR(kernels::Validate(params));
+  for (const kernels::MatmulParams& params : group) RETURN_IF_ERROR(runtime_->Gemm(params));
+  return absl::OkStatus();
+}
+
+absl::Status GpuBackend::Rope(const kernels::RopeParams& params) {
+  return ValidateAndLaunch(params);
+}
+
+absl::Status GpuBackend::KvWrite(const kernels::KvWriteParams& params) {
+  return ValidateAndLaunch(params);
+}
+
+absl::Status GpuBackend::KvGather(const kernels::KvGatherParams& params) {
+  return ValidateAndLaunch(params);
+}
+
+absl::Status GpuBackend::PagedAttentionDecode(const kernels::PagedAttentionParams& params) {
+  return ValidateAndLaunch(params);
+}
+
+absl::Status GpuBackend::PrefillAttention(const kernels::PrefillAttentionParams& params) {
+  return ValidateAndLaunch(params);
+}
+
+absl::Status GpuBackend::Swiglu(const kernels::SwigluParams& params) {
+  return ValidateAndLaunch(params);
+}
+
+absl::Status GpuBackend::Add(const kernels::AddParams& params) {
+  return ValidateAndLaunch(params);
+}
+
+}  // namespace baton::runtime

@@ -1,0 +1,63 @@
+// GpuBackend: the DeviceBackend of a GPU, written once over the GpuRuntime seam (gpu_runtime.h):
+// DeviceKind::kCuda over CudaGpuRuntime (a real device), DeviceKind::kCudaEmulated over
+// EmulatedGpuRuntime (host memory and the SIMT emulation, every build). Memory comes from a
+// CachingAllocator over the runtime; each op validates its params (InvalidArgument, nothing
+// enqueued) and launches the op's kernel; Matmul and MatmulGroup are GEMMs; the copies and ops run
+// in order on the runtime's one stream and CopyToHost waits for it.
+//
+// IsHostMemory() is false even when emulated: the model must take its device path (copies in and
+// out, device buffers only), which is what the emulated device is there to check.
+#pragma once
+
+#include <memory>
+
+#include "runtime/backend/caching_allocator.h"
+#include "runtime/backend/device_backend.h"
+#include "runtime/backend/gpu_runtime.h"
+
+namespace baton::runtime {
+
+class GpuBackend final : public DeviceBackend {
+ public:
+  // `kind` is kCuda or kCudaEmulated, as `runtime` is.
+  GpuBackend(DeviceKind kind, std::unique_ptr<GpuRuntime> runtime);
+  GpuBackend(const GpuBackend&) = delete;
+  GpuBackend& operator=(const GpuBackend&) = delete;
+  ~GpuBackend() override;
+
+  DeviceKind device() const override { return kind_; }
+  bool IsHostMemory() const override { return false; }
+
+  absl::StatusOr<void*> Allocate(size_t bytes) override;
+  void Free(void* device) override;
+  absl::Status CopyToDevice(void* device, const void* host, size_t bytes) override;
+  absl::Status CopyToHost(void* host, const void* device, size_t bytes) override;
+  absl::Status CopyOnDevice(void* device_dst, const void* device_src, size_t bytes) override;
+
+  absl::Status Embedding(const kernels::EmbeddingParams& params) override;
+  absl::Status RmsNorm(const kernels::RmsNormParams& params) override;
+  absl::Status Matmul(const kernels::MatmulParams& params) override;
+  absl::Status MatmulGroup(absl::Span<const kernels::MatmulParams> group) override;
+  absl::Status Rope(const kernels::RopeParams& params) override;
+  absl::Status KvWrite(const kernels::KvWriteParams& params) override;
+  absl::Status KvGather(const kernels::KvGatherParams& params) override;
+  absl::Status PagedAttentionDecode(const kernels::PagedAttentionParams& params) override;
+  absl::Status PrefillAttention(const kernels::PrefillAttentionParams& params) override;
+  absl::Status Swiglu(const kernels::SwigluParams& params) override;
+  absl::Status Add(const kernels::AddParams& params) override;
+
+  // Waits for everything enqueued; the first error of it.
+  absl::Status Synchronize() { return runtime_->Synchronize(); }
+  GpuRuntime& runtime() { return *runtime_; }
+  CachingAllocator& allocator() { return allocator_; }
+
+ private:
+  template <typename Params>
+  absl::Status ValidateAndLaunch(const Params& params);
+
+  DeviceKind kind_;
+  std::unique_ptr<GpuRuntime> runtime_;  // before allocator_: outlives it
+  CachingAllocator allocator_;
+};
+
+}  // namespace baton::runtime
