@@ -20,6 +20,7 @@
 #include "grpcpp/grpcpp.h"
 #include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "runtime/backend/backend_registry.h"
 #include "runtime/engine/engine.h"
 #include "runtime/rpc/status_conversion.h"
 #include "runtime/tokenizer/text_stream.h"
@@ -48,6 +49,7 @@ struct GenerateOptions {
   int logprobs = 0;
   std::string dump_logits;
   std::string dtype = "f32";
+  std::string device = "cpu";
   int threads = 0;
   size_t kv_cache_mib = 256;
   ParallelFlags parallel;
@@ -132,6 +134,12 @@ absl::Status RunLocal(const GenerateOptions& opts) {
     config.weight_dtype = DType::kBF16;
   } else if (opts.dtype != "f32") {
     return absl::InvalidArgumentError(absl::StrCat("--dtype: '", opts.dtype, "' (f32 or bf16)"));
+  }
+  {
+    absl::StatusOr<runtime::DeviceSpec> device = runtime::ParseDevice(opts.device);
+    if (!device.ok()) return absl::InvalidArgumentError(absl::StrCat("--device: ", device.status().message()));
+    config.device = device->kind;
+    config.first_device_index = device->index;
   }
   config.num_threads = opts.threads > 0 ? opts.threads : 1;
   config.kv_cache_bytes = opts.kv_cache_mib << 20;
@@ -287,6 +295,10 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--dump-logits", opts->dump_logits,
                   "Write each step's logits as raw float32 [num_tokens, vocab] to this file");
   cmd->add_option("--dtype", opts->dtype, "Weight dtype for matmuls: f32 or bf16")->capture_default_str();
+  cmd->add_option("--device", opts->device,
+                  "cpu, cuda, cuda:N (rank r on device N + r) or cuda-emulated (the GPU backend's "
+                  "code on the CPU, for tests)")
+      ->capture_default_str();
   cmd->add_option("--threads", opts->threads, "CPU compute threads per rank (default 1)");
   AddParallelFlags(*cmd, &opts->parallel);
   cmd->add_option("--kv-cache-mib", opts->kv_cache_mib, "KV cache budget in MiB")->capture_default_str();

@@ -2,7 +2,9 @@
 
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "runtime/backend/cpu_backend.h"
 #include "runtime/backend/emulated_gpu_runtime.h"
 #include "runtime/backend/gpu_backend.h"
@@ -23,6 +25,18 @@ absl::string_view DeviceKindName(DeviceKind kind) {
       return "cuda-emulated";
   }
   return "unknown";
+}
+
+absl::StatusOr<DeviceSpec> ParseDevice(absl::string_view text) {
+  if (text == "cpu") return DeviceSpec{.kind = DeviceKind::kCpu};
+  if (text == "cuda-emulated") return DeviceSpec{.kind = DeviceKind::kCudaEmulated};
+  if (text == "cuda") return DeviceSpec{.kind = DeviceKind::kCuda};
+  int index = 0;
+  if (absl::ConsumePrefix(&text, "cuda:") && absl::SimpleAtoi(text, &index) && index >= 0) {
+    return DeviceSpec{.kind = DeviceKind::kCuda, .index = index};
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "device \"", text, "\": expected cpu, cuda, cuda:N or cuda-emulated"));
 }
 
 absl::StatusOr<std::unique_ptr<DeviceBackend>> CreateBackend(const BackendOptions& options) {

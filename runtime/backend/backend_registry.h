@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kernels/common/thread_pool.h"
 #include "runtime/backend/device_backend.h"
 
@@ -20,6 +21,14 @@ struct BackendOptions {
   // kCuda: the CUDA device (cudaSetDevice index) of this rank.
   int device_index = 0;
 };
+
+// A device as users name it: "cpu", "cuda-emulated", "cuda" (device 0) or "cuda:N".
+struct DeviceSpec {
+  DeviceKind kind = DeviceKind::kCpu;
+  int index = 0;  // kCuda: the first CUDA device of the instance; its ranks take index, index + 1, ...
+};
+// InvalidArgument, naming the accepted forms, for anything else.
+absl::StatusOr<DeviceSpec> ParseDevice(absl::string_view text);
 
 // Unimplemented for a device kind this build has no backend for; for kCuda, Unavailable when there
 // is no CUDA driver or device, InvalidArgument for a device_index out of range.

@@ -18,6 +18,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
                                                         .weight_dtype = config.weight_dtype,
                                                         .layout = config.parallel,
                                                         .device = config.device,
+                                                        .first_device_index = config.first_device_index,
                                                         .threads_per_rank = config.num_threads,
                                                         .block_size = config.block_size,
                                                         .kv_cache_bytes = config.kv_cache_bytes,

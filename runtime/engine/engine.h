@@ -30,6 +30,7 @@ struct EngineConfig {
   DType weight_dtype = DType::kF32;     // matmul weights: kF32 or kBF16
   ParallelLayout parallel;              // tp x pp ranks (model_ranks.h)
   DeviceKind device = DeviceKind::kCpu; // what every rank computes on (model_ranks.h)
+  int first_device_index = 0;           // kCuda: rank r on CUDA device first_device_index + r
   int num_threads = 1;                  // compute threads per rank
   int block_size = 16;                  // tokens per KV block
   size_t kv_cache_bytes = 256ull << 20; // KV budget of the instance, split evenly over its ranks

@@ -145,8 +145,10 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
       ASSIGN_OR_RETURN(rank.pp_comm, pp_groups[spec.tp_rank]->Join(spec.pp_rank));
     }
     rank.pool = std::make_unique<ThreadPool>(options.threads_per_rank, state->rank_cpus[r]);
-    ASSIGN_OR_RETURN(rank.backend, CreateBackend(BackendOptions{.device = options.device,
-                                                                .pool = rank.pool.get()}));
+    ASSIGN_OR_RETURN(rank.backend,
+                     CreateBackend(BackendOptions{.device = options.device,
+                                                  .pool = rank.pool.get(),
+                                                  .device_index = options.first_device_index + r}));
     ASSIGN_OR_RETURN(rank.model,
                      LlamaModel::Load(options.model_dir, options.weight_dtype, rank.backend.get(),
                                       rank.pool.get(), spec,
