@@ -122,9 +122,14 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
     const scheduler::PhaseConfig& phase = scheduler::Phase(config, role);
     const std::string name(runtime::WorkerRoleName(role));
-    if (!phase.on_cpu()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, ".devices: CUDA workers are not served yet (devices: cpu)"));
+    if (phase.cuda_emulated && role != runtime::WorkerRole::kColocated) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ".devices: cuda-emulated ", name, " workers would hand their KV off through device "
+          "memory, which needs the NCCL KV transport (not built yet); use mode: colocated"));
+    }
+    if (!phase.on_cpu() && !phase.cuda_emulated) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ".devices: CUDA workers are not served yet (devices: cpu or cuda-emulated)"));
     }
   }
   if (!std::filesystem::is_directory(config.model_dir)) {
@@ -235,7 +240,7 @@ std::string Summary(const DeploymentConfig& config) {
     phases.push_back(absl::StrCat(runtime::WorkerRoleName(role), " ", phase.num_instances,
                                   phase.num_instances == 1 ? " instance" : " instances", " x (",
                                   runtime::LayoutString(PhaseLayout(phase)), ", ",
-                                  phase.on_cpu() ? "cpu" : "cuda", ")"));
+                                  phase.device_name(), ")"));
   }
   return absl::StrCat(scheduler::DeploymentModeName(config.mode), ": ",
                       absl::StrJoin(phases, " + "), "; ",

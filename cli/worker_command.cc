@@ -27,8 +27,9 @@ absl::Status RunWorker(const std::string& config_path, const std::string& role_n
     return absl::InvalidArgumentError(absl::StrCat("--instance ", instance, ": the ", role_name,
                                                    " phase has ", phase.num_instances, " instances"));
   }
-  if (!phase.on_cpu()) {
-    return absl::UnimplementedError("CUDA workers are not served yet; use devices: cpu");
+  if (!phase.on_cpu() && !phase.cuda_emulated) {
+    return absl::UnimplementedError(
+        "CUDA workers are not served yet; use devices: cpu or cuda-emulated");
   }
   runtime::WorkerOptions options{
       .role = role,
@@ -41,6 +42,8 @@ absl::Status RunWorker(const std::string& config_path, const std::string& role_n
                                       .parallel = {.tp_size = phase.tp,
                                                    .pp_size = phase.pp,
                                                    .stage_num_layers = phase.stage_num_layers},
+                                      .device = phase.cuda_emulated ? runtime::DeviceKind::kCudaEmulated
+                                                                    : runtime::DeviceKind::kCpu,
                                       .num_threads = phase.num_threads,  // per rank
                                       .block_size = config.block_size,
                                       .kv_cache_bytes = phase.kv_cache_bytes,

@@ -153,15 +153,20 @@ absl::Status ReadIntList(const YAML::Node& node, const std::string& path, std::v
   return absl::OkStatus();
 }
 
-// devices: "cpu", or one list of CUDA device ids per instance.
+// devices: "cpu", "cuda-emulated", or one list of CUDA device ids per instance.
 absl::Status ReadDevices(const YAML::Node& node, const std::string& path,
-                         std::vector<std::vector<int>>* out) {
-  constexpr absl::string_view kExpected = "'cpu' or a list of CUDA device-id lists";
+                         std::vector<std::vector<int>>* out, bool* cuda_emulated) {
+  constexpr absl::string_view kExpected =
+      "'cpu', 'cuda-emulated' or a list of CUDA device-id lists";
   if (node.IsScalar()) {
-    if (node.Scalar() != "cpu") return TypeError(path, kExpected, node);
+    if (node.Scalar() != "cpu" && node.Scalar() != "cuda-emulated") {
+      return TypeError(path, kExpected, node);
+    }
     out->clear();
+    *cuda_emulated = node.Scalar() == "cuda-emulated";
     return absl::OkStatus();
   }
+  *cuda_emulated = false;
   if (!node.IsSequence() || node.size() == 0) return TypeError(path, kExpected, node);
   std::vector<std::vector<int>> devices;
   for (size_t i = 0; i < node.size(); ++i) {
@@ -190,7 +195,7 @@ absl::Status ReadPhase(const YAML::Node& node, const std::string& path, PhaseCon
        }},
       {"devices",
        [phase](const YAML::Node& v, const std::string& p) {
-         return ReadDevices(v, p, &phase->cuda_device_ids);
+         return ReadDevices(v, p, &phase->cuda_device_ids, &phase->cuda_emulated);
        }},
       IntField("threads", &phase->num_threads),
       {"kv_cache_bytes",
@@ -270,7 +275,7 @@ absl::Status ValidatePhase(WorkerRole role, const PhaseConfig& phase) {
                                                 phase.base_port, " reach port ", last_port,
                                                 " (> ", kMaxPort, ")"));
   }
-  if (phase.on_cpu()) return absl::OkStatus();
+  if (phase.cuda_device_ids.empty()) return absl::OkStatus();
   const std::string devices_path = JoinPath(name, "devices");
   if (static_cast<int64_t>(phase.cuda_device_ids.size()) != phase.num_instances) {
     return Invalid(devices_path, absl::StrCat(phase.cuda_device_ids.size(), " device lists for ",
@@ -348,8 +353,8 @@ void EmitPhase(YAML::Emitter& out, WorkerRole role, const PhaseConfig& phase) {
     out << YAML::Key << "pipeline_stage_layers" << YAML::Value << YAML::Flow << phase.stage_num_layers;
   }
   out << YAML::Key << "devices" << YAML::Value;
-  if (phase.on_cpu()) {
-    out << "cpu";
+  if (phase.on_cpu() || phase.cuda_emulated) {
+    out << std::string(phase.device_name());
   } else {
     out << YAML::Flow << YAML::BeginSeq;
     for (const std::vector<int>& ids : phase.cuda_device_ids) {

@@ -27,7 +27,8 @@
 //     pp: 1                         # pipeline stages per instance (at most num_layers)
 //     pipeline_stage_layers: [4, 2] # optional: layers per stage, pp entries summing to num_layers;
 //                                   # absent: balanced (runtime/model/model_shard.h, StageLayerRange)
-//     devices: cpu                  # or CUDA ids, one list of tp*pp per instance: [[0, 1], [2, 3]]
+//     devices: cpu                  # or CUDA ids, one list of tp*pp per instance: [[0, 1], [2, 3]],
+//                                   # or cuda-emulated (the GPU backend on the CPU, colocated only)
 //     threads: 1                    # CPU compute threads per rank: an instance uses tp*pp*threads
 //     kv_cache_bytes: 256MiB        # integer bytes or a size: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB
 //     max_num_seqs: 64
@@ -85,6 +86,9 @@ struct PhaseConfig {
   // ids, rank order within an instance (stage-major: stage s, tp rank r at s * tp + r); no device
   // appears twice in a deployment.
   std::vector<std::vector<int>> cuda_device_ids;  // yaml: devices
+  // yaml: devices: cuda-emulated. The GPU backend's code run on the CPU (runtime/backend/
+  // backend_registry.h), for tests and CI; excludes cuda_device_ids.
+  bool cuda_emulated = false;
   int num_threads = 1;                   // yaml: threads; CPU compute threads per rank
   uint64_t kv_cache_bytes = 256ull << 20;  // KV pool budget per instance
   int max_num_seqs = 64;                 // sequences in one continuous batch
@@ -92,7 +96,11 @@ struct PhaseConfig {
   bool chunked_prefill = false;          // colocated only: split long prompts across steps
   int base_port = 0;                     // instance i listens on base_port + i
 
-  bool on_cpu() const { return cuda_device_ids.empty(); }
+  bool on_cpu() const { return cuda_device_ids.empty() && !cuda_emulated; }
+  // "cpu", "cuda" or "cuda-emulated".
+  absl::string_view device_name() const {
+    return cuda_emulated ? "cuda-emulated" : on_cpu() ? "cpu" : "cuda";
+  }
   bool operator==(const PhaseConfig&) const = default;
 };
 

@@ -2,7 +2,8 @@
 memory, the KV pool in device memory, every op launched on device pointers and checked for where
 they point) run on the CPU through the SIMT emulation gives the CPU backend's greedy tokens and
 logits on the generated `tiny` checkpoint: within 1e-4 of each row's largest logit with f32 weights,
-and also with tp 2. With bf16 weights the activations are rounded to bf16 before each product on
+and also with tp 2; and a colocated `baton serve` whose worker runs on `devices: cuda-emulated` streams
+the CPU backend's greedy tokens. With bf16 weights the activations are rounded to bf16 before each product on
 both devices; the attention kernels' last-bit differences can move an activation across a rounding
 boundary, one bf16 step (2^-8 relative), so the logits agree within 1e-2 (measured: 4e-3) and the
 greedy tokens are the same."""
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from serving_fixtures import generate_args, parse_generate_json
+from serving_fixtures import DeploymentFactory, generate_args, parse_generate_json
 
 PROMPT = "In a hole in the ground there lived a hobbit."
 MAX_TOKENS = 6
@@ -54,3 +55,34 @@ def test_unknown_device_is_one_line_and_exit_2(run_baton, models_dir):
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
         'baton generate: --device: device "tpu": expected cpu, cuda, cuda:N or cuda-emulated']
+
+
+@pytest.fixture
+def deployments(baton_binary, models_dir, tmp_path):
+    factory = DeploymentFactory(baton_binary, models_dir / "tiny", tmp_path)
+    yield factory
+    problems = factory.stop_all()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.engine
+def test_colocated_serve_on_cuda_emulated_streams_the_cpu_tokens(deployments, run_baton, models_dir,
+                                                                 tmp_path):
+    cpu, _ = run(run_baton, models_dir / "tiny", tmp_path, "cpu")
+    deployment = deployments.start("emulated", mode="colocated",
+                                   colocated={"devices": "cuda-emulated"})
+    assert "colocated 1 instance x (tp 1 x pp 1, cuda-emulated)" in deployment.stdout.text()
+    with deployment.client() as client, client.generate(prompt=PROMPT, max_tokens=MAX_TOKENS,
+                                                        ignore_eos=True) as stream:
+        token_ids = tuple(t for chunk in stream for t in chunk.token_ids)
+    assert token_ids == cpu.token_ids
+
+
+@pytest.mark.engine
+def test_disaggregated_cuda_emulated_is_refused_in_one_line(run_baton, models_dir, tmp_path):
+    config = tmp_path / "emulated.yaml"
+    config.write_text(f"model: {models_dir / 'tiny'}\nprefill: {{devices: cuda-emulated}}\n")
+    proc = run_baton("serve", "--config", config, check=False, timeout=30)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "prefill.devices: cuda-emulated prefill workers would hand their KV off" in proc.stderr

@@ -158,6 +158,7 @@ TEST(DeploymentConfigTest, ColocatedModeReadsTheColocatedSection) {
   EXPECT_EQ(c->mode, DeploymentMode::kColocated);
   EXPECT_EQ(c->colocated.num_instances, 3);
   EXPECT_TRUE(c->colocated.chunked_prefill);
+  EXPECT_FALSE(c->colocated.cuda_emulated);
   EXPECT_THAT(WorkerInstances(*c),
               ElementsAre(WorkerInstance{WorkerRole::kColocated, 0, 50052},
                           WorkerInstance{WorkerRole::kColocated, 1, 50053},
@@ -266,9 +267,9 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
       {"model: m\nprefill: {base_port: 0}\n", "prefill.base_port: must be in [1, 65535], got 0"},
       // Devices.
       {"model: m\nprefill: {devices: gpu}\n",
-       "prefill.devices: expected 'cpu' or a list of CUDA device-id lists, got 'gpu'"},
+       "prefill.devices: expected 'cpu', 'cuda-emulated' or a list of CUDA device-id lists, got 'gpu'"},
       {"model: m\nprefill: {devices: []}\n",
-       "prefill.devices: expected 'cpu' or a list of CUDA device-id lists, got a list"},
+       "prefill.devices: expected 'cpu', 'cuda-emulated' or a list of CUDA device-id lists, got a list"},
       {"model: m\nprefill: {devices: [0, 1]}\n",
        "prefill.devices[0]: expected a list of CUDA device ids, got '0'"},
       {"model: m\nprefill: {devices: [[0, x]]}\n", "prefill.devices[0][1]: expected an integer, got 'x'"},
@@ -359,10 +360,21 @@ TEST(DeploymentConfigTest, ByteSizes) {
   EXPECT_EQ(FormatByteSize(0), "0");
 }
 
+TEST(DeploymentConfigTest, DevicesCudaEmulatedRunsTheGpuBackendOnTheCpu) {
+  absl::StatusOr<DeploymentConfig> c = ParseDeploymentConfig(
+      "model: m\nmode: colocated\ncolocated: {devices: cuda-emulated}\n");
+  ASSERT_THAT(c, IsOk());
+  EXPECT_TRUE(c->colocated.cuda_emulated);
+  EXPECT_FALSE(c->colocated.on_cpu());
+  EXPECT_EQ(c->colocated.device_name(), "cuda-emulated");
+  EXPECT_TRUE(c->colocated.cuda_device_ids.empty());
+}
+
 TEST(DeploymentConfigTest, ToYamlRoundTrips) {
   DeploymentConfig colocated = DefaultDeployment("/path with spaces/m: odd");
   colocated.mode = DeploymentMode::kColocated;
-  colocated.colocated = {.num_instances = 2, .chunked_prefill = true, .base_port = 9000};
+  colocated.colocated = {
+      .num_instances = 2, .cuda_emulated = true, .chunked_prefill = true, .base_port = 9000};
   colocated.slo = {.ttft_ms = 0.1, .tpot_ms = 1.0 / 3.0, .attainment = 1};
   colocated.http_port = 0;
   DeploymentConfig odd_bytes = DefaultDeployment("m");
