@@ -38,8 +38,9 @@ struct ParallelLayout {
   std::vector<int> stage_num_layers;
   // Vocab-parallel embedding and lm_head over the TP ranks (see the top of this file); ignored when
   // tp_size == 1. Default true, from benchmarks/parallel/vocab_head_bench.cc (tp 2 CPU ranks,
-  // `small` shape, f32): embedding + lm_head + collectives take 0.51x the replicated time for a
-  // decode step of 1 sequence, 0.70x for 8, 0.64x for 32, and 0.54x for a 512-token prefill. The
+  // `small` shape, f32): embedding + lm_head + collectives take 0.98x the replicated time for a
+  // decode step of 1 sequence, 0.69x for 8, 0.75x for 32, and 0.77x for a 512-token prefill on an
+  // idle 2-core machine (0.51-0.70x under load: benchmarks/README.md); never slower. The
   // lm_head product is bound by reading its weights (98 MB), and each rank reads only its half;
   // the all-gather of the logits (num_seqs x vocab floats) and the embedding's all-reduce
   // ([num_tokens, hidden], 2 us for a decode step, ~0.1 ms for 512 tokens) cost far less. Each rank
