@@ -184,6 +184,7 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
       rank.kv_storage = DeviceBuffer(rank.backend.get());
       RETURN_IF_ERROR(rank.kv_storage.Reserve(shape.BlockBytes() * num_blocks));
       pool_options.device_storage = rank.kv_storage.data<std::byte>();
+      pool_options.device_ordinal = options.first_device_index + r;
     }
     ASSIGN_OR_RETURN(rank.kv_pool, KvPool::Create(shape, num_blocks, pool_options));
   }

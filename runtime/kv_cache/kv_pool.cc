@@ -85,9 +85,11 @@ absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const KvPoolShape& shape,
     if (!options.shm_name.empty()) {
       return absl::InvalidArgumentError("KV pool: a pool in device storage cannot be shared memory");
     }
-    return std::unique_ptr<KvPool>(new KvPool(shape, num_blocks, options.device_storage,
-                                              /*mapping_bytes=*/0, /*data_offset_bytes=*/0, "",
-                                              getpid(), /*device=*/true));
+    auto pool = std::unique_ptr<KvPool>(new KvPool(shape, num_blocks, options.device_storage,
+                                                   /*mapping_bytes=*/0, /*data_offset_bytes=*/0,
+                                                   "", getpid(), /*device=*/true));
+    pool->device_ordinal_ = options.device_ordinal;
+    return pool;
   }
   if (!options.shm_name.empty()) {
     if (absl::Status status = ValidateShmName(options.shm_name); !status.ok()) return status;

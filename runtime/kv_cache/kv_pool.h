@@ -49,6 +49,9 @@ struct KvPoolOptions {
   // the caller owns and keeps alive longer than the pool: a device backend's allocation (a GPU's
   // memory, which the host cannot read; runtime/engine/model_ranks.cc). Excludes shm_name.
   std::byte* device_storage = nullptr;
+  // With device_storage: the CUDA device that memory is on (the KV links of the transfer layer
+  // make it current). Ignored otherwise.
+  int device_ordinal = 0;
 };
 
 // The first page of a shared pool's segment. Written by the owner before the segment is used;
@@ -99,6 +102,8 @@ class KvPool {
   // True when the blocks live in a device's memory (KvPoolOptions::device_storage): LayerView and
   // BlockData are device addresses then, for the device's ops, not for host reads or transports.
   bool on_device() const { return mapping_ == nullptr; }
+  // The CUDA device of a pool on_device() (KvPoolOptions::device_ordinal); meaningless otherwise.
+  int device_ordinal() const { return device_ordinal_; }
 
   kernels::PagedKvView LayerView(int layer_idx) const;
   // Start of block `block` (BlockBytes() bytes: all layers, K then V per layer).
@@ -124,6 +129,7 @@ class KvPool {
   float* data_;  // [num_blocks, BlockElems()]; zero pages, lazily (anonymous) or reserved (shm)
   std::string shm_name_;  // "" for a private pool
   int64_t owner_pid_;     // the process that unlinks shm_name_
+  int device_ordinal_ = 0;
 };
 
 }  // namespace baton::runtime

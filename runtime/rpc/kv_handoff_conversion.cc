@@ -28,6 +28,7 @@ void ToProto(const runtime::KvHandoff& handoff, v1::KvSource* out) {
     rank->set_boot_id(source.boot_id);
     rank->set_shm_name(source.shm_name);
     rank->set_tcp_address(source.tcp_address);
+    rank->set_kv_link(source.kv_link);
   }
   out->mutable_block_ids()->Assign(handoff.blocks.begin(), handoff.blocks.end());
   out->set_num_tokens(handoff.num_tokens);
@@ -46,7 +47,8 @@ runtime::KvHandoff FromProto(const v1::KvSource& source) {
     handoff.rank_sources.push_back(runtime::KvSource{.hostname = rank.hostname(),
                                                      .boot_id = rank.boot_id(),
                                                      .shm_name = rank.shm_name(),
-                                                     .tcp_address = rank.tcp_address()});
+                                                     .tcp_address = rank.tcp_address(),
+                                                     .kv_link = rank.kv_link()});
   }
   return handoff;
 }

@@ -104,17 +104,19 @@ void KvServer::AcceptLoop() {
 }
 
 void KvServer::ServeConnection(UniqueFd fd) {
+  std::unique_ptr<KvLink> link;  // the link this connection joined, if any; ends with it
   for (;;) {
     const IoWait idle{.deadline = absl::Now() + options_.io_timeout, .cancel_fd = stop_fd_.get()};
-    if (!WaitReadable(fd.get(), idle).ok()) return;
+    if (!WaitReadable(fd.get(), idle).ok()) break;
     KvWireRequest request{};
     const IoWait wait{.stall_timeout = options_.io_timeout, .cancel_fd = stop_fd_.get()};
-    if (!RecvAll(fd.get(), &request, sizeof(request), wait).ok()) return;  // includes a clean close
-    if (!ServeRequest(fd.get(), request)) return;
+    if (!RecvAll(fd.get(), &request, sizeof(request), wait).ok()) break;  // includes a clean close
+    if (!ServeRequest(fd.get(), request, link)) break;
   }
+  if (link != nullptr) num_live_links_.fetch_sub(1);
 }
 
-bool KvServer::SendError(int fd, const absl::Status& status) {
+bool KvServer::SendStatus(int fd, const absl::Status& status) {
   const std::string message(status.message());
   KvWireResponse response{.magic = kKvWireMagic,
                           .status_code = static_cast<int32_t>(status.code()),
@@ -127,33 +129,132 @@ bool KvServer::SendError(int fd, const absl::Status& status) {
   return SendAll(fd, std::span<iovec>(iov, 2), wait).ok();
 }
 
-bool KvServer::ServeRequest(int fd, const KvWireRequest& request) {
+bool KvServer::ServeRequest(int fd, const KvWireRequest& request, std::unique_ptr<KvLink>& link) {
   if (request.magic != kKvWireMagic || request.version != kKvWireVersion) {
-    SendError(fd,
+    SendStatus(fd,
               absl::InvalidArgumentError(absl::StrCat(
                   "KV server: bad request magic/version (expected version ", kKvWireVersion, ")")));
     return false;  // the framing cannot be trusted any more
   }
-  if (request.num_pieces > kKvWireMaxPieces) {
-    SendError(fd, absl::InvalidArgumentError(
+  if (request.num_pieces > kKvWireMaxPieces ||
+      (request.kind == kKvWireJoinLink && request.num_pieces != 0)) {
+    SendStatus(fd, absl::InvalidArgumentError(
                       absl::StrCat("KV server: ", request.num_pieces, " pieces in one request")));
     return false;  // the pieces that follow are not read
   }
-  std::vector<KvWirePiece> pieces(request.num_pieces);
-  const IoWait wait{.stall_timeout = options_.io_timeout, .cancel_fd = stop_fd_.get()};
-  if (!RecvAll(fd, pieces.data(), pieces.size() * sizeof(KvWirePiece), wait).ok()) return false;
+  switch (request.kind) {
+    case kKvWireInline:
+      return ServePieces(fd, request);
+    case kKvWireJoinLink:
+      return JoinLink(fd, request, link);
+    case kKvWireOverLink:
+      return SendOverLink(fd, request, link.get());
+    default:
+      SendStatus(fd, absl::InvalidArgumentError(
+                        absl::StrCat("KV server: unknown request kind ", request.kind)));
+      return false;  // what follows the header is unknown
+  }
+}
 
+absl::Status KvServer::CheckShape(const KvWireRequest& request) const {
   const KvPoolShape& shape = pool_.shape();
   const KvPoolShape expected{.num_layers = request.num_layers,
                              .num_kv_heads = request.num_kv_heads,
                              .head_dim = request.head_dim,
                              .block_size = request.block_size};
-  if (!(expected == shape)) {
-    return SendError(fd, absl::InvalidArgumentError(absl::StrCat(
-                             "KV server: the request expects a pool of shape (",
-                             ShapeString(expected), ") but this pool is (", ShapeString(shape),
-                             ")")));
+  if (expected == shape) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("KV server: the request expects a pool of shape (",
+                                                 ShapeString(expected), ") but this pool is (",
+                                                 ShapeString(shape), ")"));
+}
+
+bool KvServer::JoinLink(int fd, const KvWireRequest& request, std::unique_ptr<KvLink>& link) {
+  if (options_.link_factory == nullptr) {
+    return SendStatus(fd, absl::FailedPreconditionError(
+                              "KV server: this pool is in host memory; pull it inline, not over a "
+                              "KV link"));
   }
+  if (absl::Status status = CheckShape(request); !status.ok()) return SendStatus(fd, status);
+  // A second join on one connection replaces the first link (and keeps its slot).
+  if (link == nullptr && num_live_links_.fetch_add(1) >= options_.max_links) {
+    num_live_links_.fetch_sub(1);
+    return SendStatus(fd, absl::ResourceExhaustedError(absl::StrCat(
+                              "KV server: ", options_.max_links, " KV links open already")));
+  }
+  link.reset();
+  absl::StatusOr<KvLinkId> id = options_.link_factory->NewId();
+  if (!id.ok()) {
+    num_live_links_.fetch_sub(1);
+    return SendStatus(fd, id.status());
+  }
+  KvWireResponse response{.magic = kKvWireMagic,
+                          .status_code = 0,
+                          .message_bytes = 0,
+                          .reserved = 0,
+                          .payload_bytes = id->size()};
+  iovec iov[2] = {{.iov_base = &response, .iov_len = sizeof(response)},
+                  {.iov_base = id->data(), .iov_len = id->size()}};
+  const IoWait wait{.stall_timeout = options_.io_timeout, .cancel_fd = stop_fd_.get()};
+  absl::StatusOr<std::unique_ptr<KvLink>> joined =
+      SendAll(fd, std::span<iovec>(iov, 2), wait).ok()
+          ? options_.link_factory->Join(*id, kKvLinkSenderRank, pool_.device_ordinal(),
+                                        absl::Now() + options_.io_timeout)
+          : absl::UnavailableError("the client left");
+  if (!joined.ok()) {
+    num_live_links_.fetch_sub(1);
+    return false;  // the client's join fails with the connection
+  }
+  link = *std::move(joined);
+  num_links_joined_.fetch_add(1);
+  return true;
+}
+
+bool KvServer::SendOverLink(int fd, const KvWireRequest& request, KvLink* link) {
+  std::vector<KvWireRange> ranges(request.num_pieces);
+  const IoWait wait{.stall_timeout = options_.io_timeout, .cancel_fd = stop_fd_.get()};
+  if (!RecvAll(fd, ranges.data(), ranges.size() * sizeof(KvWireRange), wait).ok()) return false;
+  if (link == nullptr) {
+    return SendStatus(fd, absl::FailedPreconditionError(
+                             "KV server: no KV link joined on this connection"));
+  }
+  if (absl::Status status = CheckShape(request); !status.ok()) return SendStatus(fd, status);
+  const int64_t pool_bytes = static_cast<int64_t>(pool_.BlockBytes()) * pool_.num_blocks();
+  std::vector<KvDeviceSpan> spans;
+  spans.reserve(ranges.size());
+  KvWireResponse response{.magic = kKvWireMagic,
+                          .status_code = 0,
+                          .message_bytes = 0,
+                          .reserved = 0,
+                          .payload_bytes = 0};
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const KvWireRange& range = ranges[i];
+    if (range.num_bytes < 1 || range.offset < 0 || range.offset > pool_bytes - range.num_bytes) {
+      return SendStatus(fd, absl::InvalidArgumentError(absl::StrCat(
+                               "KV server: range ", i, " (", range.num_bytes, " bytes at ",
+                               range.offset, ") outside the pool's ", pool_bytes, " bytes")));
+    }
+    spans.push_back(KvDeviceSpan{.data = pool_.BlockData(0) + range.offset,
+                                 .num_bytes = static_cast<size_t>(range.num_bytes)});
+    response.payload_bytes += static_cast<uint64_t>(range.num_bytes);
+  }
+  num_requests_served_.fetch_add(1);
+  if (!SendAll(fd, &response, sizeof(response), wait).ok()) return false;
+  // A failed send leaves the link broken: the connection (and so the link) ends.
+  return link->Send(spans, absl::Now() + options_.io_timeout).ok();
+}
+
+bool KvServer::ServePieces(int fd, const KvWireRequest& request) {
+  std::vector<KvWirePiece> pieces(request.num_pieces);
+  const IoWait wait{.stall_timeout = options_.io_timeout, .cancel_fd = stop_fd_.get()};
+  if (!RecvAll(fd, pieces.data(), pieces.size() * sizeof(KvWirePiece), wait).ok()) return false;
+  if (pool_.on_device()) {
+    return SendStatus(fd, absl::FailedPreconditionError(
+                             "KV server: this pool is in device memory; pull it over a KV link "
+                             "(nccl), not inline"));
+  }
+  if (absl::Status status = CheckShape(request); !status.ok()) return SendStatus(fd, status);
+
+  const KvPoolShape& shape = pool_.shape();
   // Every piece is checked before the first byte goes out: an error response is the whole answer.
   std::vector<KvSlab> slabs;
   slabs.reserve(pieces.size());
@@ -165,7 +266,7 @@ bool KvServer::ServeRequest(int fd, const KvWireRequest& request) {
   for (size_t i = 0; i < pieces.size(); ++i) {
     absl::StatusOr<KvSlab> slab = PieceSlab(pieces[i]);
     if (!slab.ok()) {
-      return SendError(fd, absl::InvalidArgumentError(absl::StrCat(
+      return SendStatus(fd, absl::InvalidArgumentError(absl::StrCat(
                                "KV server: piece ", i, ": ", slab.status().message())));
     }
     response.payload_bytes +=

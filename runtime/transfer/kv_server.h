@@ -1,13 +1,19 @@
-// KvServer: serves a prefill instance's KV pool to decode instances over TCP (tcp_wire.h protocol).
+// KvServer: serves one prefill rank's KV pool to decode instances (tcp_wire.h protocol).
 //
 // Runs on the prefill worker next to its pool. A listener thread accepts connections; each
-// connection gets its own thread that answers "send me these pieces" requests (a piece: some
-// layers x KV heads of a run of blocks, or whole blocks) by sending the bytes straight from the
-// pool (sendmsg, one iovec per contiguous range; no staging copy). Every piece is checked against
-// the pool first: a request that reaches outside it gets an error response, never bytes. The
-// server only reads the pool: keeping the requested blocks allocated and unwritten until the
-// decode side reports back is the caller's contract (kv_transport.h, lifecycle step 4). No
-// authentication: bind it to an internal interface.
+// connection gets its own thread that answers its requests in turn:
+//   - a pool in host memory: "send me these pieces" (a piece: some layers x KV heads of a run of
+//     blocks, or whole blocks), by sending the bytes on the connection straight from the pool
+//     (sendmsg, one iovec per contiguous range; no staging copy) — TcpKvTransport's side;
+//   - a pool in device memory (options.link_factory set): the connection is the control channel of
+//     a KvLink (kv_link.h; NCCL on GPUs) that the client asks the server to join, and "send me
+//     these byte ranges" sends them over that link — NcclKvTransport's side. The link lives as
+//     long as its connection, so a decode rank that keeps the connection keeps the link warm, and
+//     an idle connection (io_timeout) frees it.
+// Every piece or range is checked against the pool first: a request that reaches outside it gets
+// an error response, never bytes. The server only reads the pool: keeping the requested blocks
+// allocated and unwritten until the decode side reports back is the caller's contract
+// (kv_transport.h, lifecycle step 4). No authentication: bind it to an internal interface.
 #pragma once
 
 #include <atomic>
@@ -20,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/kv_cache/kv_pool.h"
+#include "runtime/transfer/kv_link.h"
 #include "runtime/transfer/kv_slab_mapping.h"
 #include "runtime/transfer/socket_io.h"
 #include "runtime/transfer/tcp_wire.h"
@@ -35,6 +42,12 @@ struct KvServerOptions {
   absl::Duration io_timeout = absl::Seconds(30);
   // Connections beyond this many are accepted and closed at once (the client sees Unavailable).
   int max_connections = 64;
+  // Non-null: the pool is in device memory and is served over links this factory joins (it must
+  // outlive the server); null: a host pool, served inline.
+  KvLinkFactory* link_factory = nullptr;
+  // Links (each a connection that joined one) beyond this many are refused (ResourceExhausted):
+  // each holds device resources (an NCCL communicator).
+  int max_links = 16;
 };
 
 class KvServer {
@@ -61,6 +74,8 @@ class KvServer {
   // Requests answered with an OK header so far, on all connections (counted before the payload is
   // sent, so it includes responses cut short by a dying client).
   int64_t num_requests_served() const { return num_requests_served_.load(); }
+  // Links joined so far, on all connections (the live ones and those since closed).
+  int64_t num_links_joined() const { return num_links_joined_.load(); }
 
  private:
   struct Connection {
@@ -78,9 +93,16 @@ class KvServer {
 
   void AcceptLoop();  // the listener thread
   void ServeConnection(UniqueFd fd);
-  // Answers one request whose header is already read. Returns false to close the connection.
-  bool ServeRequest(int fd, const KvWireRequest& request);
-  bool SendError(int fd, const absl::Status& status);
+  // Answers one request whose header is already read (`link`: the connection's, if it joined one).
+  // Returns false to close the connection.
+  bool ServeRequest(int fd, const KvWireRequest& request, std::unique_ptr<KvLink>& link);
+  bool ServePieces(int fd, const KvWireRequest& request);
+  bool JoinLink(int fd, const KvWireRequest& request, std::unique_ptr<KvLink>& link);
+  bool SendOverLink(int fd, const KvWireRequest& request, KvLink* link);
+  // Sends a response without payload: `status` (OK, or the error and its message).
+  bool SendStatus(int fd, const absl::Status& status);
+  // InvalidArgument unless the request's shape is this pool's.
+  absl::Status CheckShape(const KvWireRequest& request) const;
   // The slab of this pool that `piece` names (source-local indices), or InvalidArgument if its
   // blocks, layers or KV heads are empty or reach outside the pool.
   absl::StatusOr<KvSlab> PieceSlab(const KvWirePiece& piece) const;
@@ -94,6 +116,8 @@ class KvServer {
   std::thread listener_;
   std::list<std::unique_ptr<Connection>> connections_;  // listener thread only (then Stop())
   std::atomic<int64_t> num_requests_served_{0};
+  std::atomic<int64_t> num_links_joined_{0};
+  std::atomic<int> num_live_links_{0};
   bool stopped_ = false;
 };
 

@@ -74,6 +74,9 @@ struct KvSource {
   std::string boot_id;      // /proc/sys/kernel/random/boot_id of the source host; "" if unknown
   std::string shm_name;     // the pool's shared-memory segment ("/baton-kv-<pid>-<n>"); "" if none
   std::string tcp_address;  // "host:port" of the source's KvServer; "" if none
+  // "" : the pool is in host memory (shm, TCP). Otherwise it is in device memory and its KvServer
+  // serves it over KV links of this kind (KvLinkFactory::name(): "nccl", "nccl-emulated").
+  std::string kv_link;
   bool operator==(const KvSource&) const = default;
 };
 

@@ -1,11 +1,22 @@
-// The KV pull wire protocol between TcpKvTransport (client, decode side) and KvServer (prefill
-// side), version 2: a request names pieces of the server's pool, each a (layers x KV heads) slab
-// of a run of blocks; a whole-block pull is the piece that spans every layer and KV head.
+// The KV pull wire protocol between the decode side (TcpKvTransport, NcclKvTransport) and KvServer
+// (prefill side), version 3. A request is one of three kinds (KvWireRequest::kind):
+//   - kKvWireInline: pieces of the server's pool, each a (layers x KV heads) slab of a run of
+//     blocks (a whole-block pull is the piece that spans every layer and KV head), whose bytes
+//     come back on this connection;
+//   - kKvWireJoinLink: the server makes a KvLinkId (kv_link.h: an NCCL unique id, whose
+//     rendezvous lives in the server's process), answers it, and both join that link, the server
+//     as the sender; the link belongs to this connection and ends with it;
+//   - kKvWireOverLink: byte ranges of the server's pool, which the server sends over the
+//     connection's link, one span per range in request order (the client receives each into its
+//     own pool: the spans must match one for one, as NCCL's send/recv do).
 //
 // One TCP connection carries any number of request/response exchanges, one at a time. All integers
 // are little-endian, fixed width, and sent as the packed structs below.
 //
-//   request  := KvWireRequest, then num_pieces x KvWirePiece
+//   request  := KvWireRequest, then
+//                 inline:    num_pieces x KvWirePiece
+//                 join link: nothing; num_pieces is 0
+//                 over link: num_pieces x KvWireRange
 //   response := KvWireResponse, then message_bytes of UTF-8 (an error message, only if status_code
 //               != 0), then payload_bytes of KV data: for each piece in request order, for each
 //               block src_start .. src_start + num_blocks - 1, for each of its layers, K then V:
@@ -17,10 +28,17 @@
 // The server checks magic and version (a mismatch: it answers InvalidArgument and closes the
 // connection, since it cannot trust the framing), num_pieces (too many: the same), the shape
 // against its pool (InvalidArgument), and that every piece lies inside its pool: blocks, layers
-// and KV heads non-empty and in range (InvalidArgument naming the piece). It checks every piece
-// before sending a byte: an error response has payload_bytes 0 and the connection stays usable. status_code is an
-// absl::StatusCode. The payload is sent straight from the pool (sendmsg, one iovec per contiguous
-// range) and received straight into the destination pool (recvmsg, one iovec per range).
+// and KV heads non-empty and in range (InvalidArgument naming the piece); every range likewise
+// (non-empty, inside the pool's block data). It checks every piece before sending a byte: an error
+// response has payload_bytes 0 and the connection stays usable. status_code is an
+// absl::StatusCode. An inline payload is sent straight from the pool (sendmsg, one iovec per
+// contiguous range) and received straight into the destination pool (recvmsg, one iovec per
+// range). A pool in device memory is served only over a link (an inline request is
+// FailedPrecondition); a host pool has no link (a join is FailedPrecondition). For a join, an OK
+// response carries the id as its payload (payload_bytes 128), after which the server joins; if its
+// join fails it closes the connection. For an over-link request,
+// the header (payload_bytes: the ranges' total) comes first, then the server sends over the link;
+// a failed send closes the connection and its link.
 #pragma once
 
 #include <bit>
@@ -32,7 +50,13 @@ static_assert(std::endian::native == std::endian::little,
               "the KV wire protocol sends its structs as they are in memory");
 
 inline constexpr uint32_t kKvWireMagic = 0x5650564b;  // "KVPV"
-inline constexpr uint32_t kKvWireVersion = 2;
+inline constexpr uint32_t kKvWireVersion = 3;
+
+enum KvWireKind : uint32_t {
+  kKvWireInline = 0,
+  kKvWireJoinLink = 1,
+  kKvWireOverLink = 2,
+};
 // Upper bound on num_pieces in one request (a request for more is a bug or garbage).
 inline constexpr uint32_t kKvWireMaxPieces = 1u << 20;
 
@@ -44,7 +68,7 @@ struct KvWireRequest {
   int32_t num_kv_heads;
   int32_t head_dim;
   int32_t block_size;
-  uint32_t reserved;  // 0
+  uint32_t kind;  // KvWireKind
 };
 static_assert(sizeof(KvWireRequest) == 32);
 
@@ -59,6 +83,13 @@ struct KvWirePiece {
   int32_t num_kv_heads;  // >= 1
 };
 static_assert(sizeof(KvWirePiece) == 24);
+
+// Bytes [offset, offset + num_bytes) of the server's pool, counted from the start of block 0.
+struct KvWireRange {
+  int64_t offset;
+  int64_t num_bytes;  // >= 1
+};
+static_assert(sizeof(KvWireRange) == 16);
 
 struct KvWireResponse {
   uint32_t magic;

@@ -7,6 +7,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/transfer/emulated_kv_link.h"
+#if BATON_HAS_NCCL
+#include "runtime/transfer/nccl_kv_link.h"
+#endif
 
 namespace baton::runtime {
 namespace {
@@ -30,12 +34,32 @@ const HostIdentity& LocalHostIdentity() {
   return *identity;
 }
 
-KvSource LocalKvSource(const KvPool& pool, std::string tcp_address) {
+KvSource LocalKvSource(const KvPool& pool, std::string tcp_address, std::string kv_link) {
   const HostIdentity& local = LocalHostIdentity();
   return KvSource{.hostname = local.hostname,
                   .boot_id = local.boot_id,
                   .shm_name = pool.shm_name(),
-                  .tcp_address = std::move(tcp_address)};
+                  .tcp_address = std::move(tcp_address),
+                  .kv_link = std::move(kv_link)};
+}
+
+absl::StatusOr<std::unique_ptr<KvLinkFactory>> MakeKvLinkFactory(std::string_view kind,
+                                                                 const std::string& host) {
+  if (kind == "nccl-emulated") return std::make_unique<EmulatedKvLinkFactory>(host);
+  if (kind == "nccl") {
+#if BATON_HAS_NCCL
+    return MakeNcclKvLinkFactory();
+#else
+    return absl::UnimplementedError("KV links over NCCL: this build has no NCCL (CUDA off)");
+#endif
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown KV link kind \"", std::string(kind), "\" (nccl, nccl-emulated)"));
+}
+
+AutoKvTransport::AutoKvTransport(HostIdentity local, std::unique_ptr<KvLinkFactory> links)
+    : local_(std::move(local)), link_factory_(std::move(links)) {
+  if (link_factory_ != nullptr) nccl_ = std::make_unique<NcclKvTransport>(link_factory_.get());
 }
 
 bool IsSameHost(const KvSource& source, const HostIdentity& local) {
@@ -71,6 +95,30 @@ absl::StatusOr<KvTransportKind> AutoKvTransport::Select(const KvSource& source) 
 absl::Status AutoKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
                                    std::span<const BlockId> dst_blocks, absl::Time deadline) {
   if (absl::Status status = ValidatePull(spec, dst, dst_blocks); !status.ok()) return status;
+  if (dst.on_device()) {
+    if (nccl_ == nullptr) {
+      return absl::InvalidArgumentError(
+          "KV pull: the destination pool is in device memory and this worker has no KV links");
+    }
+    return nccl_->Pull(spec, dst, dst_blocks, deadline);
+  }
+  const auto host_source = [](const KvSource& source) -> absl::Status {
+    if (source.kv_link.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV pull: the source pool is in device memory (", source.kv_link,
+        " links) and the destination in host memory (prefill and decode workers must run on the "
+        "same kind of device)"));
+  };
+  if (spec.resliced()) {
+    for (const KvSlab& slab : spec.slabs) {
+      if (absl::Status status = host_source(spec.rank_sources[slab.src_rank_idx].source);
+          !status.ok()) {
+        return status;
+      }
+    }
+  } else if (absl::Status status = host_source(spec.source); !status.ok()) {
+    return status;
+  }
   if (spec.resliced()) {
     // Shared memory only if every prefill rank a slab names is reachable through it; otherwise TCP.
     if (dst_blocks.empty()) return absl::OkStatus();
@@ -90,6 +138,15 @@ absl::Status AutoKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
   return transport.Pull(spec, dst, dst_blocks, deadline);
 }
 
-std::unique_ptr<KvTransport> MakeKvTransport() { return std::make_unique<AutoKvTransport>(); }
+absl::StatusOr<std::unique_ptr<KvTransport>> MakeKvTransport(std::string_view link_kind,
+                                                             const std::string& host) {
+  std::unique_ptr<KvLinkFactory> links;
+  if (!link_kind.empty()) {
+    absl::StatusOr<std::unique_ptr<KvLinkFactory>> factory = MakeKvLinkFactory(link_kind, host);
+    if (!factory.ok()) return factory.status();
+    links = *std::move(factory);
+  }
+  return std::make_unique<AutoKvTransport>(LocalHostIdentity(), std::move(links));
+}
 
 }  // namespace baton::runtime

@@ -51,19 +51,29 @@ class EngineKvAdmitter final : public KvAdmitter {
   Engine& engine_;
 };
 
+// The kind of KV link a device's pools migrate over ("" for host pools: shm and TCP).
+std::string_view KvLinkKind(DeviceKind device) {
+  switch (device) {
+    case DeviceKind::kCpu:
+      return "";
+    case DeviceKind::kCuda:
+      return "nccl";
+    case DeviceKind::kCudaEmulated:
+      return "nccl-emulated";
+  }
+  return "";
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options) {
   EngineConfig engine_config = options.engine;
-  if (options.role != WorkerRole::kColocated && engine_config.device != DeviceKind::kCpu) {
-    // The host transports read and write pools in host memory; a device's pool needs the NCCL
-    // transport, which is not built yet.
-    return absl::UnimplementedError(absl::StrCat(
-        "a ", WorkerRoleName(options.role), " worker on ", DeviceKindName(engine_config.device),
-        " hands its KV off through device memory, which needs the NCCL KV transport (not built "
-        "yet); run this device colocated"));
+  const std::string_view link_kind = KvLinkKind(engine_config.device);
+  std::unique_ptr<KvLinkFactory> link_factory;
+  if (options.role == WorkerRole::kPrefill && !link_kind.empty()) {
+    ASSIGN_OR_RETURN(link_factory, MakeKvLinkFactory(link_kind, options.host));
   }
-  if (options.role == WorkerRole::kPrefill) {
+  if (options.role == WorkerRole::kPrefill && link_kind.empty()) {
     // Every rank's pool in a segment of its own, so that decode workers on this host map each one.
     engine_config.kv_shm_names.clear();
     for (int r = 0; r < engine_config.parallel.num_ranks(); ++r) {
@@ -76,14 +86,22 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
   // be read from any thread.
   const ModelRanks& ranks = engine->ranks();
   auto worker = std::unique_ptr<Worker>(new Worker(options, std::move(engine)));
+  worker->kv_link_factory_ = std::move(link_factory);
+  if (options.role == WorkerRole::kDecode) {
+    ASSIGN_OR_RETURN(worker->transport_, MakeKvTransport(link_kind, options.host));
+  }
   if (options.role == WorkerRole::kPrefill) {
     for (int r = 0; r < ranks.num_ranks(); ++r) {
       // An explicit kv_port gives rank r the port kv_port + r, so a deployment can open a range.
       const int port = options.kv_port != 0 ? options.kv_port + r : 0;
       ASSIGN_OR_RETURN(std::unique_ptr<KvServer> server,
                        KvServer::Start(ranks.kv_pool(r),
-                                       KvServerOptions{.host = options.host, .port = port}));
-      worker->kv_sources_.push_back(LocalKvSource(ranks.kv_pool(r), server->address()));
+                                       KvServerOptions{.host = options.host,
+                                                       .port = port,
+                                                       .link_factory =
+                                                           worker->kv_link_factory_.get()}));
+      worker->kv_sources_.push_back(
+          LocalKvSource(ranks.kv_pool(r), server->address(), std::string(link_kind)));
       worker->kv_servers_.push_back(std::move(server));
     }
     Worker* raw = worker.get();
@@ -105,8 +123,7 @@ Worker::Worker(const WorkerOptions& options, std::unique_ptr<Engine> engine)
       kv_model_shape_(KvPoolShape{.num_layers = model_config_.num_layers,
                                   .num_kv_heads = model_config_.num_kv_heads,
                                   .head_dim = model_config_.head_dim,
-                                  .block_size = options.engine.block_size}),
-      transport_(MakeKvTransport()) {
+                                  .block_size = options.engine.block_size}) {
   for (int r = 0; r < engine->ranks().num_ranks(); ++r) {
     rank_holdings_.push_back(engine->ranks().holdings(r));
   }

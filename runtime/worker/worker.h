@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "runtime/engine/engine_loop.h"
 #include "runtime/transfer/kv_handoff.h"
+#include "runtime/transfer/kv_link.h"
 #include "runtime/transfer/kv_transport.h"
 #include "runtime/worker/kv_admission_queue.h"
 #include "runtime/worker/request_registry.h"
@@ -159,6 +160,7 @@ class Worker {
   std::atomic<bool> draining_ = false;
   std::atomic<int64_t> prefill_tokens_outstanding_ = 0;
   std::vector<KvSource> kv_sources_;                   // prefill role: [num_ranks]
+  std::unique_ptr<KvLinkFactory> kv_link_factory_;  // prefill role on a device: its KvServers'
   std::vector<std::unique_ptr<class KvServer>> kv_servers_;  // prefill role: [num_ranks]
   std::unique_ptr<KvTransport> transport_;     // decode role: pulls from prefill workers
   KvAdmissionQueue kv_admissions_;             // decode role; engine thread only

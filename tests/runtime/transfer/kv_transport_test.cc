@@ -55,7 +55,7 @@ class KvTransportTest : public ::testing::TestWithParam<std::string> {
     FillPool(*dst_, kDstSeed);
     if (GetParam() == "shm") transport_ = std::make_unique<ShmTransport>();
     if (GetParam() == "tcp") transport_ = std::make_unique<TcpKvTransport>();
-    if (GetParam() == "auto") transport_ = MakeKvTransport();
+    if (GetParam() == "auto") transport_ = *MakeKvTransport();
     ASSERT_NE(transport_, nullptr);
   }
 

@@ -288,7 +288,7 @@ KvWireRequest RequestFor(const KvPoolShape& shape, uint32_t num_pieces) {
                        .num_kv_heads = shape.num_kv_heads,
                        .head_dim = shape.head_dim,
                        .block_size = shape.block_size,
-                       .reserved = 0};
+                       .kind = kKvWireInline};
 }
 
 TEST_F(TcpTransportTest, ServerAnswersSeveralRequestsAndErrorsOnOneConnection) {

@@ -105,7 +105,7 @@ TEST_F(TransportFactoryTest, PullUsesTheSelectedTransport) {
                         .src_blocks = {6, 7, 0},
                         .num_tokens = 5};
   const std::vector<BlockId> dst_blocks = {1, 2, 3};
-  std::unique_ptr<KvTransport> local = MakeKvTransport();
+  std::unique_ptr<KvTransport> local = *MakeKvTransport();
   ASSERT_THAT(local->Pull(spec, *dst_, dst_blocks, absl::Now() + absl::Seconds(10)), IsOk());
   EXPECT_TRUE(PulledExactly(*dst_, 2, spec.src_blocks, dst_blocks, 1));
   EXPECT_EQ(server_->num_requests_served(), 0);  // went through shared memory

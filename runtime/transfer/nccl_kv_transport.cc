@@ -1,0 +1,153 @@
+#include "runtime/transfer/nccl_kv_transport.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/transfer/rank_pulls.h"
+#include "runtime/transfer/socket_io.h"
+#include "runtime/transfer/tcp_wire.h"
+
+namespace baton::runtime {
+namespace {
+
+KvWireRequest RequestHeader(const KvPoolShape& shape, KvWireKind kind, size_t num_pieces) {
+  return KvWireRequest{.magic = kKvWireMagic,
+                       .version = kKvWireVersion,
+                       .num_pieces = static_cast<uint32_t>(num_pieces),
+                       .num_layers = shape.num_layers,
+                       .num_kv_heads = shape.num_kv_heads,
+                       .head_dim = shape.head_dim,
+                       .block_size = shape.block_size,
+                       .kind = kind};
+}
+
+// Every prefill rank a slab names must serve its pool over links of this kind.
+absl::Status CheckSourceLinks(const KvPullSpec& spec, const std::string& kind) {
+  const auto check = [kind](const KvSource& source, const std::string& what) -> absl::Status {
+    if (source.kv_link == kind) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV pull over ", kind, ": ", what, " serves ",
+        source.kv_link.empty() ? std::string("a pool in host memory")
+                               : absl::StrCat("KV links of kind ", source.kv_link),
+        ", not ", kind, " (prefill and decode workers must run on the same kind of device)"));
+  };
+  if (!spec.resliced()) return check(spec.source, "the source");
+  for (const KvSlab& slab : spec.slabs) {
+    if (absl::Status status = check(spec.rank_sources[slab.src_rank_idx].source,
+                                    absl::StrCat("prefill rank ", slab.src_rank_idx));
+        !status.ok()) {
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PooledKvLink>> NcclKvTransport::NewLink(const std::string& address,
+                                                                       const KvPoolShape& shape,
+                                                                       int device,
+                                                                       absl::Time deadline) {
+  const IoWait wait{.deadline = deadline};
+  absl::StatusOr<UniqueFd> fd = ConnectTcp(address, wait);
+  if (!fd.ok()) return AnnotateKvPull(fd.status(), address);
+  KvWireRequest request = RequestHeader(shape, kKvWireJoinLink, 0);
+  iovec iov{.iov_base = &request, .iov_len = sizeof(request)};
+  absl::StatusOr<KvWireResponse> response =
+      ExchangeKvRequest(fd->get(), std::span<iovec>(&iov, 1), wait, address);
+  if (!response.ok()) return response.status();
+  KvLinkId id{};
+  if (response->payload_bytes != id.size()) {
+    return absl::InternalError(absl::StrCat("KV pull from ", address, ": a link id of ",
+                                            response->payload_bytes, " bytes"));
+  }
+  if (absl::Status status = RecvAll(fd->get(), id.data(), id.size(), wait); !status.ok()) {
+    return AnnotateKvPull(status, address);
+  }
+  absl::StatusOr<std::unique_ptr<KvLink>> link =
+      factory_->Join(id, kKvLinkReceiverRank, device, deadline);
+  if (!link.ok()) return AnnotateKvPull(link.status(), address);
+  num_links_joined_.fetch_add(1);
+  return std::make_unique<PooledKvLink>(PooledKvLink{.address = address,
+                                                     .device = device,
+                                                     .control = std::move(*fd),
+                                                     .link = *std::move(link)});
+}
+
+absl::Status NcclKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
+                                   std::span<const BlockId> dst_blocks, absl::Time deadline) {
+  if (absl::Status status = ValidatePull(spec, dst, dst_blocks); !status.ok()) return status;
+  const std::string kind(factory_->name());
+  if (!dst.on_device()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV pull over ", kind, ": the destination pool is in host memory"));
+  }
+  if (absl::Status status = CheckSourceLinks(spec, kind); !status.ok()) return status;
+  if (absl::Status status = CheckSourceAddresses(spec, kind); !status.ok()) return status;
+  if (dst_blocks.empty()) return absl::OkStatus();
+  const std::vector<RankPull> pulls = PlanRankPulls(spec, dst.shape(), dst_blocks);
+  if (absl::Now() >= deadline) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "KV pull from ", pulls[0].address, ": deadline passed before connecting"));
+  }
+
+  std::byte* const dst_base = dst.BlockData(0);
+  const int device = dst.device_ordinal();
+  const auto pull_rank = [&](const RankPull& pull, RankPullGroup& group) -> absl::Status {
+    std::vector<KvWireRange> ranges;
+    std::vector<KvDeviceSpan> spans;
+    ranges.reserve(pull.ranges.size());
+    spans.reserve(pull.ranges.size());
+    for (const KvByteRange& range : pull.ranges) {
+      ranges.push_back(KvWireRange{.offset = range.src_offset, .num_bytes = range.num_bytes});
+      spans.push_back(KvDeviceSpan{.data = dst_base + range.dst_offset,
+                                   .num_bytes = static_cast<size_t>(range.num_bytes)});
+    }
+    KvWireRequest request = RequestHeader(pull.shape, kKvWireOverLink, ranges.size());
+    iovec iov[2] = {{.iov_base = &request, .iov_len = sizeof(request)},
+                    {.iov_base = ranges.data(), .iov_len = ranges.size() * sizeof(KvWireRange)}};
+    const IoWait wait = group.wait();
+
+    // A warm link first; if its server has gone away meanwhile, once more on a fresh one.
+    std::unique_ptr<PooledKvLink> link = links_.Take(pull.address, device, absl::Now());
+    bool warm = link != nullptr;
+    absl::StatusOr<KvWireResponse> response;
+    for (;;) {
+      if (link == nullptr) {
+        absl::StatusOr<std::unique_ptr<PooledKvLink>> fresh =
+            NewLink(pull.address, pull.shape, device, group.deadline());
+        if (!fresh.ok()) return fresh.status();
+        link = *std::move(fresh);
+      }
+      iovec scratch[2] = {iov[0], iov[1]};  // SendAll advances its iovecs
+      response = ExchangeKvRequest(link->control.get(), std::span<iovec>(scratch, 2), wait,
+                                   pull.address);
+      if (response.ok() || !warm || !absl::IsUnavailable(response.status())) break;
+      link.reset();
+      warm = false;
+    }
+    if (!response.ok()) return response.status();
+    if (response->payload_bytes != static_cast<uint64_t>(pull.payload_bytes)) {
+      return absl::InternalError(absl::StrCat("KV pull from ", pull.address, ": server announced ",
+                                              response->payload_bytes, " bytes, expected ",
+                                              pull.payload_bytes));
+    }
+    // Past here the server is sending: any failure drops the link, which ends its send too.
+    if (absl::Status status = group.AcceptedAwaitOthers(); !status.ok()) {
+      return AnnotateKvPull(status, pull.address);
+    }
+    if (absl::Status status = link->link->Recv(spans, group.deadline()); !status.ok()) {
+      return AnnotateKvPull(status, pull.address);
+    }
+    links_.Put(std::move(link), absl::Now());
+    return absl::OkStatus();
+  };
+  if (absl::Status status = RunRankPulls(pulls, deadline, pull_rank); !status.ok()) return status;
+  int64_t bytes = 0;
+  for (const RankPull& pull : pulls) bytes += pull.payload_bytes;
+  num_bytes_received_.fetch_add(bytes);
+  return absl::OkStatus();
+}
+
+}  // namespace baton::runtime
