@@ -69,6 +69,29 @@ runtime::ParallelLayout PhaseLayout(const scheduler::PhaseConfig& phase) {
 // Checks every multi-rank phase's layout against the model's config.json, so that a tp that does
 // not fit the heads is one line from the launcher rather than every worker dying at load. A phase
 // of one rank always fits and needs no config.json.
+// Devices the workers can serve: every phase of a disaggregated deployment on the same kind of
+// device (KV moves between host pools over shm/TCP, between device pools over NCCL links, never
+// across), and real CUDA instances of one rank (NCCL between an instance's ranks is not wired).
+absl::Status CheckDevicesServable(const DeploymentConfig& config) {
+  if (config.mode == scheduler::DeploymentMode::kDisaggregated &&
+      config.prefill.device_name() != config.decode.device_name()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "devices: prefill runs on ", config.prefill.device_name(), " and decode on ",
+        config.decode.device_name(), "; both phases must use the same kind of device (the KV "
+        "moves between host pools over shm/TCP and between device pools over NCCL)"));
+  }
+  for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
+    const scheduler::PhaseConfig& phase = scheduler::Phase(config, role);
+    if (!phase.cuda_device_ids.empty() && phase.tp * phase.pp > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          runtime::WorkerRoleName(role), ": tp ", phase.tp, " x pp ", phase.pp,
+          " on CUDA devices needs NCCL between an instance's ranks, which is not wired yet; run "
+          "CUDA instances with tp 1, pp 1 (or devices: cuda-emulated)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::string>> CheckLayouts(const DeploymentConfig& config) {
   std::vector<std::string> lines;
   std::optional<runtime::ModelConfig> model_config;
@@ -119,19 +142,7 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   if (!config.model_dir.has_filename()) config.model_dir = config.model_dir.parent_path();
   RETURN_IF_ERROR(scheduler::ValidateDeploymentConfig(config));
   // What the config can say but the workers cannot do yet: refuse it here, in one line.
-  for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
-    const scheduler::PhaseConfig& phase = scheduler::Phase(config, role);
-    const std::string name(runtime::WorkerRoleName(role));
-    if (phase.cuda_emulated && role != runtime::WorkerRole::kColocated) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ".devices: cuda-emulated ", name, " workers would hand their KV off through device "
-          "memory, which needs the NCCL KV transport (not built yet); use mode: colocated"));
-    }
-    if (!phase.on_cpu() && !phase.cuda_emulated) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ".devices: CUDA workers are not served yet (devices: cpu or cuda-emulated)"));
-    }
-  }
+  RETURN_IF_ERROR(CheckDevicesServable(config));
   if (!std::filesystem::is_directory(config.model_dir)) {
     return absl::NotFoundError(
         absl::StrCat("model: ", config.model_dir.string(), " is not a directory"));

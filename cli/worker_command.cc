@@ -27,10 +27,12 @@ absl::Status RunWorker(const std::string& config_path, const std::string& role_n
     return absl::InvalidArgumentError(absl::StrCat("--instance ", instance, ": the ", role_name,
                                                    " phase has ", phase.num_instances, " instances"));
   }
-  if (!phase.on_cpu() && !phase.cuda_emulated) {
-    return absl::UnimplementedError(
-        "CUDA workers are not served yet; use devices: cpu or cuda-emulated");
-  }
+  // CUDA instances run one rank (serve refuses more), on the instance's one device.
+  const runtime::DeviceKind device = phase.cuda_emulated ? runtime::DeviceKind::kCudaEmulated
+                                     : phase.on_cpu()    ? runtime::DeviceKind::kCpu
+                                                         : runtime::DeviceKind::kCuda;
+  const int first_device =
+      device == runtime::DeviceKind::kCuda ? phase.cuda_device_ids[instance].front() : 0;
   runtime::WorkerOptions options{
       .role = role,
       .instance_idx = instance,
@@ -42,8 +44,8 @@ absl::Status RunWorker(const std::string& config_path, const std::string& role_n
                                       .parallel = {.tp_size = phase.tp,
                                                    .pp_size = phase.pp,
                                                    .stage_num_layers = phase.stage_num_layers},
-                                      .device = phase.cuda_emulated ? runtime::DeviceKind::kCudaEmulated
-                                                                    : runtime::DeviceKind::kCpu,
+                                      .device = device,
+                                      .first_device_index = first_device,
                                       .num_threads = phase.num_threads,  // per rank
                                       .block_size = config.block_size,
                                       .kv_cache_bytes = phase.kv_cache_bytes,

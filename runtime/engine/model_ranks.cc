@@ -107,6 +107,14 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
     return absl::InvalidArgumentError(absl::StrCat("ranks: ", options.kv_shm_names.size(),
                                                    " KV segment names for ", num_ranks, " ranks"));
   }
+  if (options.device == DeviceKind::kCuda && num_ranks > 1) {
+    // The in-process communicator below copies through host pointers, which a GPU's memory is
+    // not: real GPU ranks need the NCCL communicator (runtime/parallel/nccl_communicator.h), which
+    // the ranks do not create yet. (cuda-emulated ranks keep host memory and run here.)
+    return absl::UnimplementedError(absl::StrCat(
+        "ranks: ", num_ranks, " ranks on CUDA devices need NCCL between the ranks, which is not "
+        "wired into the engine yet; run tp 1, pp 1 per CUDA instance"));
+  }
   auto state = std::make_unique<State>();
   state->layout = layout;
   state->ranks.resize(num_ranks);

@@ -2,8 +2,9 @@
 memory, the KV pool in device memory, every op launched on device pointers and checked for where
 they point) run on the CPU through the SIMT emulation gives the CPU backend's greedy tokens and
 logits on the generated `tiny` checkpoint: within 1e-4 of each row's largest logit with f32 weights,
-and also with tp 2; and a colocated `baton serve` whose worker runs on `devices: cuda-emulated` streams
-the CPU backend's greedy tokens. With bf16 weights the activations are rounded to bf16 before each product on
+and also with tp 2; and a `baton serve` whose workers run on `devices: cuda-emulated` — colocated, or
+prefill and decode with the KV moved by the emulated NCCL link — streams the CPU backend's greedy
+tokens. With bf16 weights the activations are rounded to bf16 before each product on
 both devices; the attention kernels' last-bit differences can move an activation across a rounding
 boundary, one bf16 step (2^-8 relative), so the logits agree within 1e-2 (measured: 4e-3) and the
 greedy tokens are the same."""
@@ -79,10 +80,35 @@ def test_colocated_serve_on_cuda_emulated_streams_the_cpu_tokens(deployments, ru
 
 
 @pytest.mark.engine
-def test_disaggregated_cuda_emulated_is_refused_in_one_line(run_baton, models_dir, tmp_path):
-    config = tmp_path / "emulated.yaml"
+@pytest.mark.parametrize("prefill_tp", [1, 2], ids=["same-layout", "prefill-tp2-to-decode-tp1"])
+def test_disaggregated_serve_on_cuda_emulated_streams_the_cpu_tokens(deployments, run_baton,
+                                                                     models_dir, tmp_path,
+                                                                     prefill_tp):
+    """Prefill and decode workers both on the emulated GPU: their KV pools are in (emulated) device
+    memory, so the KV moves over the emulated NCCL link (the prefill rank's KV server makes the id,
+    the decode rank joins, then grouped send/recv of the coalesced ranges), re-sliced when the
+    layouts differ."""
+    cpu, _ = run(run_baton, models_dir / "tiny", tmp_path, "cpu")
+    deployment = deployments.start(f"emulated-disagg-tp{prefill_tp}",
+                                   prefill={"devices": "cuda-emulated", "tp": prefill_tp},
+                                   decode={"devices": "cuda-emulated"})
+    text = deployment.stdout.text()
+    assert f"prefill 1 instance x (tp {prefill_tp} x pp 1, cuda-emulated)" in text
+    assert "decode 1 instance x (tp 1 x pp 1, cuda-emulated)" in text
+    for _ in range(2):  # the second request reuses the warm links
+        with deployment.client() as client, client.generate(prompt=PROMPT, max_tokens=MAX_TOKENS,
+                                                            ignore_eos=True) as stream:
+            token_ids = tuple(t for chunk in stream for t in chunk.token_ids)
+        assert token_ids == cpu.token_ids
+
+
+@pytest.mark.engine
+def test_prefill_and_decode_on_different_kinds_of_device_are_refused_in_one_line(run_baton,
+                                                                                  models_dir,
+                                                                                  tmp_path):
+    config = tmp_path / "mixed.yaml"
     config.write_text(f"model: {models_dir / 'tiny'}\nprefill: {{devices: cuda-emulated}}\n")
     proc = run_baton("serve", "--config", config, check=False, timeout=30)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.splitlines()) == 1, proc.stderr
-    assert "prefill.devices: cuda-emulated prefill workers would hand their KV off" in proc.stderr
+    assert "prefill runs on cuda-emulated and decode on cpu" in proc.stderr
