@@ -16,6 +16,17 @@
 #include "runtime/transfer/kv_transport.h"
 
 namespace baton::runtime {
+namespace {
+
+KvWireResponse OkResponse(uint64_t payload_bytes) {
+  return KvWireResponse{.magic = kKvWireMagic,
+                        .status_code = 0,
+                        .message_bytes = 0,
+                        .reserved = 0,
+                        .payload_bytes = payload_bytes};
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const KvPool& pool,
                                                           const KvServerOptions& options) {
@@ -187,11 +198,7 @@ bool KvServer::JoinLink(int fd, const KvWireRequest& request, std::unique_ptr<Kv
     num_live_links_.fetch_sub(1);
     return SendStatus(fd, id.status());
   }
-  KvWireResponse response{.magic = kKvWireMagic,
-                          .status_code = 0,
-                          .message_bytes = 0,
-                          .reserved = 0,
-                          .payload_bytes = id->size()};
+  KvWireResponse response = OkResponse(id->size());
   iovec iov[2] = {{.iov_base = &response, .iov_len = sizeof(response)},
                   {.iov_base = id->data(), .iov_len = id->size()}};
   const IoWait wait{.stall_timeout = options_.io_timeout, .cancel_fd = stop_fd_.get()};
@@ -221,11 +228,7 @@ bool KvServer::SendOverLink(int fd, const KvWireRequest& request, KvLink* link) 
   const int64_t pool_bytes = static_cast<int64_t>(pool_.BlockBytes()) * pool_.num_blocks();
   std::vector<KvDeviceSpan> spans;
   spans.reserve(ranges.size());
-  KvWireResponse response{.magic = kKvWireMagic,
-                          .status_code = 0,
-                          .message_bytes = 0,
-                          .reserved = 0,
-                          .payload_bytes = 0};
+  KvWireResponse response = OkResponse(0);
   for (size_t i = 0; i < ranges.size(); ++i) {
     const KvWireRange& range = ranges[i];
     if (range.num_bytes < 1 || range.offset < 0 || range.offset > pool_bytes - range.num_bytes) {
@@ -258,11 +261,7 @@ bool KvServer::ServePieces(int fd, const KvWireRequest& request) {
   // Every piece is checked before the first byte goes out: an error response is the whole answer.
   std::vector<KvSlab> slabs;
   slabs.reserve(pieces.size());
-  KvWireResponse response{.magic = kKvWireMagic,
-                          .status_code = 0,
-                          .message_bytes = 0,
-                          .reserved = 0,
-                          .payload_bytes = 0};
+  KvWireResponse response = OkResponse(0);
   for (size_t i = 0; i < pieces.size(); ++i) {
     absl::StatusOr<KvSlab> slab = PieceSlab(pieces[i]);
     if (!slab.ok()) {

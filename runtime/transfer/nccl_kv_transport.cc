@@ -86,11 +86,10 @@ absl::Status NcclKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
   if (absl::Status status = CheckSourceLinks(spec, kind); !status.ok()) return status;
   if (absl::Status status = CheckSourceAddresses(spec, kind); !status.ok()) return status;
   if (dst_blocks.empty()) return absl::OkStatus();
-  const std::vector<RankPull> pulls = PlanRankPulls(spec, dst.shape(), dst_blocks);
-  if (absl::Now() >= deadline) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "KV pull from ", pulls[0].address, ": deadline passed before connecting"));
-  }
+  absl::StatusOr<std::vector<RankPull>> planned =
+      PlanRankPullsBefore(deadline, spec, dst.shape(), dst_blocks);
+  if (!planned.ok()) return planned.status();
+  const std::vector<RankPull>& pulls = *planned;
 
   std::byte* const dst_base = dst.BlockData(0);
   const int device = dst.device_ordinal();

@@ -92,6 +92,18 @@ std::vector<RankPull> PlanRankPulls(const KvPullSpec& spec, const KvPoolShape& d
   return pulls;
 }
 
+absl::StatusOr<std::vector<RankPull>> PlanRankPullsBefore(absl::Time deadline,
+                                                         const KvPullSpec& spec,
+                                                         const KvPoolShape& dst_shape,
+                                                         std::span<const BlockId> dst_blocks) {
+  std::vector<RankPull> pulls = PlanRankPulls(spec, dst_shape, dst_blocks);
+  if (absl::Now() >= deadline) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "KV pull from ", pulls[0].address, ": deadline passed before connecting"));
+  }
+  return pulls;
+}
+
 absl::StatusOr<std::unique_ptr<RankPullGroup>> RankPullGroup::Create(int num_ranks,
                                                                      absl::Time deadline) {
   UniqueFd cancel(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));

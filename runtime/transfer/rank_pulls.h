@@ -46,6 +46,12 @@ absl::Status CheckSourceAddresses(const KvPullSpec& spec, absl::string_view tran
 // ValidatePull(spec, dst, dst_blocks) is OK.
 std::vector<RankPull> PlanRankPulls(const KvPullSpec& spec, const KvPoolShape& dst_shape,
                                     std::span<const BlockId> dst_blocks);
+// The same, or DeadlineExceeded (naming the first rank) if `deadline` has passed already. Also
+// pre-condition: dst_blocks is not empty.
+absl::StatusOr<std::vector<RankPull>> PlanRankPullsBefore(absl::Time deadline,
+                                                         const KvPullSpec& spec,
+                                                         const KvPoolShape& dst_shape,
+                                                         std::span<const BlockId> dst_blocks);
 
 // The ranks of one pull, pulled concurrently: the first failure, which cancels every wait of the
 // others (through an eventfd), and a barrier that holds every payload until all servers have

@@ -66,11 +66,10 @@ absl::Status TcpKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
         "KV pull over TCP: the destination pool is in device memory (pull over a KV link)");
   }
   if (dst_blocks.empty()) return absl::OkStatus();
-  const std::vector<RankPull> pulls = PlanRankPulls(spec, dst.shape(), dst_blocks);
-  if (absl::Now() >= deadline) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "KV pull from ", pulls[0].address, ": deadline passed before connecting"));
-  }
+  absl::StatusOr<std::vector<RankPull>> planned =
+      PlanRankPullsBefore(deadline, spec, dst.shape(), dst_blocks);
+  if (!planned.ok()) return planned.status();
+  const std::vector<RankPull>& pulls = *planned;
   std::byte* const dst_base = dst.BlockData(0);
   if (absl::Status status = RunRankPulls(pulls, deadline,
                                          [dst_base](const RankPull& pull, RankPullGroup& group) {
