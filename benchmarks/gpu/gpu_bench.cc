@@ -6,6 +6,7 @@
 //   baton_gpu_bench --device cuda-emulated --hidden 64 --layers 1 --heads 4 --kv-heads 2
 //       --intermediate 128 --vocab 256 --prefill-lens 16 --batches 1,2 --context-len 8
 //       --decode-steps 4 --copy-mib 8 --gemm-size 128      # the smoke run CI does (seconds)
+//   baton_gpu_bench --probe                  # one line: the device, or why there is none
 //   baton_gpu_bench --predict --peak-GBps 3350 --peak-TFLOPs 989   # datasheet upper bounds only
 //
 // Measures (benchmarks/README.md, "GPU"):
@@ -59,7 +60,7 @@ struct Flags {
   int copy_mib = 4096, gemm_size = 8192;
   std::string work_dir, out;
   int threads = 0;
-  bool predict = false;
+  bool predict = false, probe = false;
   double peak_GBps = 3350, peak_TFLOPs = 989;
 };
 
@@ -288,6 +289,7 @@ int Main(int argc, char** argv) {
   app.add_option("--work-dir", f.work_dir, "Where the generated checkpoint is kept (default $TMPDIR/baton_gpu_bench)");
   app.add_option("--threads", f.threads, "Threads generating the weights (default: all)");
   app.add_option("--out", f.out, "Also write the JSON here");
+  app.add_flag("--probe", f.probe, "Print one line naming the CUDA device of --device; measure nothing");
   app.add_flag("--predict", f.predict, "Print datasheet upper bounds for the shape; measure nothing");
   app.add_option("--peak-GBps", f.peak_GBps, "--predict: memory bandwidth, GB/s");
   app.add_option("--peak-TFLOPs", f.peak_TFLOPs, "--predict: dense bf16 rate, TFLOP/s");
@@ -300,6 +302,16 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "baton_gpu_bench: need heads | hidden, kv-heads | heads, an even head_dim, "
                          "and positive --prefill-lens and --batches\n");
     return 2;
+  }
+  if (f.probe) {
+    absl::StatusOr<runtime::DeviceSpec> device = runtime::ParseDevice(f.device);
+    absl::StatusOr<std::string> line =
+        !device.ok() ? absl::StatusOr<std::string>(device.status())
+        : device->kind == runtime::DeviceKind::kCuda
+            ? DescribeCudaDevice(device->index)
+            : absl::StatusOr<std::string>(absl::InvalidArgumentError("--probe needs --device cuda[:N]"));
+    std::printf("%s\n", line.ok() ? line->c_str() : std::string(line.status().message()).c_str());
+    return line.ok() ? 0 : 1;
   }
   absl::StatusOr<json> result = f.predict ? absl::StatusOr<json>(Predict(f)) : Measure(f);
   if (!result.ok()) {

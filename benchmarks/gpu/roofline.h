@@ -34,6 +34,11 @@ struct Roofline {
 // without CUDA; Internal for a CUDA or cuBLAS failure (out of memory included).
 absl::StatusOr<Roofline> MeasureCudaRoofline(int device_index, const RooflineOptions& options);
 
+// One line naming CUDA device `device_index`, its compute capability and memory, and the driver
+// and runtime versions: what the bundle's run script checks before it runs anything (a driver
+// older than the runtime, or no device, is this function's error message). Errors as above.
+absl::StatusOr<std::string> DescribeCudaDevice(int device_index);
+
 // The cuda-emulated device (every build).
 absl::StatusOr<Roofline> MeasureEmulatedRoofline(const RooflineOptions& options);
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -83,9 +84,9 @@ absl::StatusOr<double> BestSeconds(Resources& r, int repeats,
   return best_ms / 1e3;
 }
 
-}  // namespace
-
-absl::StatusOr<Roofline> MeasureCudaRoofline(int device_index, const RooflineOptions& options) {
+// Unavailable without a usable driver or device, InvalidArgument for an index out of range; else
+// makes the device current.
+absl::Status SelectDevice(int device_index) {
   int count = 0;
   if (const cudaError_t error = cudaGetDeviceCount(&count); error != cudaSuccess || count == 0) {
     cudaGetLastError();
@@ -99,6 +100,28 @@ absl::StatusOr<Roofline> MeasureCudaRoofline(int device_index, const RooflineOpt
         absl::StrCat("cuda device ", device_index, " does not exist: ", count, " visible"));
   }
   BATON_CUDA_CALL(cudaSetDevice(device_index));
+  return absl::OkStatus();
+}
+
+std::string CudaVersion(int v) { return absl::StrCat(v / 1000, ".", (v % 1000) / 10); }
+
+}  // namespace
+
+absl::StatusOr<std::string> DescribeCudaDevice(int device_index) {
+  RETURN_IF_ERROR(SelectDevice(device_index));
+  cudaDeviceProp props;
+  BATON_CUDA_CALL(cudaGetDeviceProperties(&props, device_index));
+  int driver = 0, runtime = 0, count = 0;
+  BATON_CUDA_CALL(cudaDriverGetVersion(&driver));
+  BATON_CUDA_CALL(cudaRuntimeGetVersion(&runtime));
+  BATON_CUDA_CALL(cudaGetDeviceCount(&count));
+  return absl::StrCat("cuda:", device_index, " ", props.name, " (sm_", props.major, props.minor, ", ",
+                      props.totalGlobalMem >> 20, " MiB), ", count, " device(s) visible, driver CUDA ",
+                      CudaVersion(driver), ", runtime ", CudaVersion(runtime));
+}
+
+absl::StatusOr<Roofline> MeasureCudaRoofline(int device_index, const RooflineOptions& options) {
+  RETURN_IF_ERROR(SelectDevice(device_index));
   cudaDeviceProp props;
   BATON_CUDA_CALL(cudaGetDeviceProperties(&props, device_index));
   Roofline roofline{.device_name = props.name};

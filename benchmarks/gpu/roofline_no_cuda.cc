@@ -8,4 +8,8 @@ absl::StatusOr<Roofline> MeasureCudaRoofline(int, const RooflineOptions&) {
   return absl::UnimplementedError("cuda: this build has no CUDA (configure with -DBATON_CUDA=ON)");
 }
 
+absl::StatusOr<std::string> DescribeCudaDevice(int) {
+  return absl::UnimplementedError("cuda: this build has no CUDA (configure with -DBATON_CUDA=ON)");
+}
+
 }  // namespace baton::bench
