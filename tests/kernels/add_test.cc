@@ -66,7 +66,7 @@ class AddKernelTest : public ::testing::TestWithParam<std::tuple<Backend, int>> 
 // A float add is exact in any order: the kernel must match the twin bit for bit.
 TEST_P(AddKernelTest, MatchesCpuExactly) {
   const auto [backend, n] = GetParam();
-  if (!backend.available()) GTEST_SKIP() << "no CUDA device";
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
   const std::vector<float> a = kernels::reference::RandomVector(n, 7);
   const std::vector<float> b = kernels::reference::RandomVector(n, 8);
   std::vector<float> expected(n, -3.0f), out(n, -3.0f);
@@ -77,7 +77,7 @@ TEST_P(AddKernelTest, MatchesCpuExactly) {
 
 TEST_P(AddKernelTest, OutMayAliasAnInput) {
   const auto [backend, n] = GetParam();
-  if (!backend.available()) GTEST_SKIP() << "no CUDA device";
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
   std::vector<float> a = kernels::reference::RandomVector(n, 9);
   const std::vector<float> b = kernels::reference::RandomVector(n, 10);
   std::vector<float> expected(n);

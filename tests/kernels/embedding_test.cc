@@ -95,7 +95,7 @@ class EmbeddingKernelTest : public ::testing::TestWithParam<std::tuple<Backend, 
 
 TEST_P(EmbeddingKernelTest, MatchesCpuExactly) {
   const auto [backend, dtype, hidden] = GetParam();
-  if (!backend.available()) GTEST_SKIP() << "no CUDA device";
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
   EmbeddingProblem problem(dtype, 17, hidden, 9);
   std::vector<float> expected(problem.out.size());
   ASSERT_THAT(EmbeddingCpu(problem.Params(expected.data()), nullptr), IsOk());
@@ -105,7 +105,7 @@ TEST_P(EmbeddingKernelTest, MatchesCpuExactly) {
 
 TEST_P(EmbeddingKernelTest, OutOfRangeIdGivesNanRow) {
   const auto [backend, dtype, hidden] = GetParam();
-  if (!backend.available()) GTEST_SKIP() << "no CUDA device";
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
   EmbeddingProblem problem(dtype, 3, hidden, 9);
   problem.ids[1] = kVocab + 5;
   ASSERT_THAT(backend.run(problem.Params(problem.out.data())), IsOk());

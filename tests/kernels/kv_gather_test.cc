@@ -149,7 +149,7 @@ class KvGatherKernelTest : public ::testing::TestWithParam<std::tuple<Backend, i
 
 TEST_P(KvGatherKernelTest, MatchesCpu) {
   const auto [backend, num_kv_heads, block_size] = GetParam();
-  if (!backend.available()) GTEST_SKIP() << "no CUDA device";
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
   const std::vector<int> lens = {1, 54, 0, 97};
   GatherProblem expected(lens, block_size, num_kv_heads, 40, 11);
   GatherProblem actual(lens, block_size, num_kv_heads, 40, 11);

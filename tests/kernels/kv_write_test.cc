@@ -126,7 +126,7 @@ class KvWriteKernelTest : public ::testing::TestWithParam<std::tuple<Backend, in
 
 TEST_P(KvWriteKernelTest, MatchesCpu) {
   const auto [backend, num_tokens, block_size] = GetParam();
-  if (!backend.available()) GTEST_SKIP() << "no CUDA device";
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
   WriteProblem expected({num_tokens, block_size, 2, 40}, 11);
   WriteProblem actual({num_tokens, block_size, 2, 40}, 11);
   ASSERT_THAT(KvWriteCpu(expected.Params(), nullptr), IsOk());

@@ -201,7 +201,7 @@ class PagedAttentionKernelTest : public ::testing::TestWithParam<std::tuple<Back
 
 TEST_P(PagedAttentionKernelTest, MatchesCpu) {
   const auto [backend, c] = GetParam();
-  if (!backend.available()) GTEST_SKIP() << "no CUDA device";
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
   DecodeProblem problem(c, 77);
   std::vector<float> expected(problem.out.size());
   ASSERT_THAT(PagedAttentionDecodeCpu(problem.Params(expected.data()), nullptr), IsOk());

@@ -209,7 +209,7 @@ class PrefillAttentionKernelTest
 
 TEST_P(PrefillAttentionKernelTest, MatchesCpu) {
   const auto [backend, c] = GetParam();
-  if (!backend.available()) GTEST_SKIP() << "no CUDA device";
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
   PrefillProblem problem(c, 41);
   std::vector<float> expected(problem.out.size());
   ASSERT_THAT(PrefillAttentionCpu(problem.Params(expected.data()), nullptr), IsOk());

@@ -124,7 +124,7 @@ class RmsNormKernelTest : public ::testing::TestWithParam<std::tuple<Backend, in
 
 TEST_P(RmsNormKernelTest, MatchesCpu) {
   const auto [backend, num_tokens, hidden] = GetParam();
-  if (!backend.available()) GTEST_SKIP() << "no CUDA device";
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
   const Shape shape{num_tokens, hidden};
   Buffers b(shape, 21);
   std::vector<float> expected(b.in.size());
@@ -135,7 +135,7 @@ TEST_P(RmsNormKernelTest, MatchesCpu) {
 
 TEST_P(RmsNormKernelTest, OutMayAliasIn) {
   const auto [backend, num_tokens, hidden] = GetParam();
-  if (!backend.available()) GTEST_SKIP() << "no CUDA device";
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
   const Shape shape{num_tokens, hidden};
   Buffers b(shape, 23);
   std::vector<float> expected(b.in.size());

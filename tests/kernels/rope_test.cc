@@ -196,7 +196,7 @@ class RopeKernelTest : public ::testing::TestWithParam<std::tuple<Backend, int, 
 
 TEST_P(RopeKernelTest, MatchesCpu) {
   const auto [backend, num_tokens, head_dim] = GetParam();
-  if (!backend.available()) GTEST_SKIP() << "no CUDA device";
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
   RopeProblem expected(num_tokens, 8, 2, head_dim, 23);
   RopeProblem actual(num_tokens, 8, 2, head_dim, 23);
   ASSERT_THAT(RopeCpu(expected.Params(), nullptr), IsOk());

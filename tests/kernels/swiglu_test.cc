@@ -106,7 +106,7 @@ class SwigluKernelTest : public ::testing::TestWithParam<std::tuple<Backend, int
 
 TEST_P(SwigluKernelTest, MatchesCpu) {
   const auto [backend, num_tokens, intermediate] = GetParam();
-  if (!backend.available()) GTEST_SKIP() << "no CUDA device";
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
   SwigluProblem problem(num_tokens, intermediate, 12);
   std::vector<float> expected(problem.out.size(), -3.0f);
   ASSERT_THAT(SwigluCpu(problem.Params(expected.data()), nullptr), IsOk());
