@@ -45,6 +45,20 @@ void RmsNorm(const RmsNormParams& p) {
   }
 }
 
+void AddRmsNorm(const AddRmsNormParams& p) {
+  for (int t = 0; t < p.num_tokens; ++t) {
+    float* residual = p.residual + int64_t{t} * p.hidden;
+    const float* in = p.in + int64_t{t} * p.hidden;
+    for (int d = 0; d < p.hidden; ++d) residual[d] += in[d];
+  }
+  RmsNorm({.out = p.out,
+           .in = p.residual,
+           .weight = p.weight,
+           .num_tokens = p.num_tokens,
+           .hidden = p.hidden,
+           .eps = p.eps});
+}
+
 namespace {
 
 void RotateHead(float* x, int head_dim, const std::vector<double>& cos_a,

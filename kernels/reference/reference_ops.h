@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "baton/kernels/add_rms_norm.h"
 #include "baton/kernels/embedding.h"
 #include "baton/kernels/matmul.h"
 #include "baton/kernels/paged_attention.h"
@@ -22,6 +23,8 @@ namespace baton::kernels::reference {
 
 void Embedding(const EmbeddingParams& params);
 void RmsNorm(const RmsNormParams& params);
+// residual += in (in f32, as the kernels round it), then RmsNorm of the updated residual.
+void AddRmsNorm(const AddRmsNormParams& params);
 void Rope(const RopeParams& params);
 void KvWrite(const KvWriteParams& params);
 void KvGather(const KvGatherParams& params);

@@ -5,8 +5,10 @@
 
 #include "absl/status/status.h"
 #include "baton/kernels/add.h"
+#include "baton/kernels/add_rms_norm.h"
 #include "baton/kernels/embedding.h"
 #include "baton/kernels/paged_attention.h"
+#include "baton/kernels/paged_attention_split_kv.h"
 #include "baton/kernels/kv_gather.h"
 #include "baton/kernels/kv_write.h"
 #include "baton/kernels/prefill_attention.h"
@@ -27,5 +29,7 @@ absl::Status SwigluEmulated(const SwigluParams& params);
 absl::Status PagedAttentionDecodeEmulated(const PagedAttentionParams& params);
 absl::Status PrefillAttentionEmulated(const PrefillAttentionParams& params);
 absl::Status AddEmulated(const AddParams& params);
+absl::Status AddRmsNormEmulated(const AddRmsNormParams& params);
+absl::Status PagedAttentionSplitKvEmulated(const PagedAttentionSplitKvParams& params);
 
 }  // namespace baton::kernels

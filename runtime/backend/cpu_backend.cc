@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "baton/kernels/add.h"
+#include "baton/kernels/add_rms_norm.h"
 
 namespace baton::runtime {
 
@@ -82,6 +83,10 @@ absl::Status CpuBackend::Swiglu(const kernels::SwigluParams& params) {
 
 absl::Status CpuBackend::Add(const kernels::AddParams& params) {
   return kernels::AddCpu(params, pool_);
+}
+
+absl::Status CpuBackend::AddRmsNorm(const kernels::AddRmsNormParams& params) {
+  return kernels::AddRmsNormCpu(params, pool_);
 }
 
 }  // namespace baton::runtime

@@ -7,10 +7,12 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/status_macros.h"
 #include "kernels/cuda/add.h"
+#include "kernels/cuda/add_rms_norm.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/kv_gather.h"
 #include "kernels/cuda/kv_write.h"
 #include "kernels/cuda/paged_attention_decode.h"
+#include "kernels/cuda/paged_attention_split_kv.h"
 #include "kernels/cuda/prefill_attention.h"
 #include "kernels/cuda/rms_norm.h"
 #include "kernels/cuda/rope.h"
@@ -45,6 +47,8 @@ absl::StatusOr<std::unique_ptr<CudaGpuRuntime>> CudaGpuRuntime::Create(int devic
   }
   std::unique_ptr<CudaGpuRuntime> runtime(new CudaGpuRuntime(device_index));
   RETURN_IF_ERROR(runtime->Activate());
+  BATON_CUDA_CALL(
+      cudaDeviceGetAttribute(&runtime->num_sms_, cudaDevAttrMultiProcessorCount, device_index));
   cudaStream_t stream = nullptr;
   BATON_CUDA_CALL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   runtime->stream_ = stream;
@@ -172,6 +176,16 @@ absl::Status CudaGpuRuntime::Launch(const kernels::SwigluParams& params) {
 absl::Status CudaGpuRuntime::Launch(const kernels::AddParams& params) {
   RETURN_IF_ERROR(Activate());
   return kernels::Add(params, stream_);
+}
+
+absl::Status CudaGpuRuntime::Launch(const kernels::AddRmsNormParams& params) {
+  RETURN_IF_ERROR(Activate());
+  return kernels::AddRmsNorm(params, stream_);
+}
+
+absl::Status CudaGpuRuntime::Launch(const kernels::PagedAttentionSplitKvParams& params) {
+  RETURN_IF_ERROR(Activate());
+  return kernels::PagedAttentionSplitKv(params, stream_);
 }
 
 absl::Status CudaGpuRuntime::ReserveBf16Scratch(size_t bytes) {

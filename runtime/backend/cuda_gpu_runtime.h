@@ -32,6 +32,7 @@ class CudaGpuRuntime final : public GpuRuntime {
   ~CudaGpuRuntime() override;
 
   absl::string_view name() const override { return name_; }
+  int num_sms() const override { return num_sms_; }
 
   absl::StatusOr<void*> Malloc(size_t bytes) override;
   absl::Status Free(void* device) override;
@@ -50,6 +51,8 @@ class CudaGpuRuntime final : public GpuRuntime {
   absl::Status Launch(const kernels::PrefillAttentionParams& params) override;
   absl::Status Launch(const kernels::SwigluParams& params) override;
   absl::Status Launch(const kernels::AddParams& params) override;
+  absl::Status Launch(const kernels::AddRmsNormParams& params) override;
+  absl::Status Launch(const kernels::PagedAttentionSplitKvParams& params) override;
   absl::Status Gemm(const kernels::MatmulParams& params) override;
 
  private:
@@ -60,6 +63,7 @@ class CudaGpuRuntime final : public GpuRuntime {
 
   int device_index_;
   std::string name_;
+  int num_sms_ = 0;  // cudaDevAttrMultiProcessorCount, read once by Create
   CUstream_st* stream_ = nullptr;
   cublasContext* cublas_ = nullptr;
   void* bf16_scratch_ = nullptr;  // [m, k] bf16 activations of the current bf16 GEMM

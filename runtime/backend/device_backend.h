@@ -26,6 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "baton/kernels/add.h"
+#include "baton/kernels/add_rms_norm.h"
 #include "baton/kernels/embedding.h"
 #include "baton/kernels/kv_gather.h"
 #include "baton/kernels/kv_write.h"
@@ -76,6 +77,23 @@ class DeviceBackend {
   virtual absl::Status Swiglu(const kernels::SwigluParams& params) = 0;
   // out[i] = a[i] + b[i] for i < n; out may alias a or b.
   virtual absl::Status Add(const kernels::AddParams& params) = 0;
+  // residual += in, then out = RmsNorm(residual) * weight (add_rms_norm.h); out may alias in. The
+  // default is those two ops, Add then RmsNorm; the CPU and GPU backends run it as one.
+  virtual absl::Status AddRmsNorm(const kernels::AddRmsNormParams& params) {
+    if (absl::Status status = kernels::Validate(params); !status.ok()) return status;
+    const int64_t n = int64_t{params.num_tokens} * params.hidden;
+    if (absl::Status status =
+            Add({.out = params.residual, .a = params.residual, .b = params.in, .n = n});
+        !status.ok()) {
+      return status;
+    }
+    return RmsNorm({.out = params.out,
+                    .in = params.residual,
+                    .weight = params.weight,
+                    .num_tokens = params.num_tokens,
+                    .hidden = params.hidden,
+                    .eps = params.eps});
+  }
 };
 
 }  // namespace baton::runtime

@@ -274,20 +274,34 @@ absl::Status EmulatedGpuRuntime::Launch(const kernels::KvGatherParams& p) {
 absl::Status EmulatedGpuRuntime::Launch(const kernels::PagedAttentionParams& p) {
   constexpr absl::string_view kOp = "PagedAttentionDecode";
   RETURN_IF_ERROR(kernels::Validate(p));
+  RETURN_IF_ERROR(CheckPagedAttention(kOp, p));
+  return kernels::PagedAttentionDecodeEmulated(p);
+}
+
+absl::Status EmulatedGpuRuntime::Launch(const kernels::PagedAttentionSplitKvParams& p) {
+  constexpr absl::string_view kOp = "PagedAttentionSplitKv";
+  RETURN_IF_ERROR(kernels::Validate(p));
+  RETURN_IF_ERROR(CheckPagedAttention(kOp, p.attn));
+  RETURN_IF_ERROR(CheckDevice(kOp, "workspace", p.workspace,
+                              kernels::PagedAttentionSplitKvWorkspaceBytes(p.attn, p.num_splits)));
+  return kernels::PagedAttentionSplitKvEmulated(p);
+}
+
+absl::Status EmulatedGpuRuntime::CheckPagedAttention(absl::string_view op,
+                                                     const kernels::PagedAttentionParams& p) const {
   const int64_t q_row = int64_t{p.num_heads} * p.cache.head_dim;
-  RETURN_IF_ERROR(CheckDevice(kOp, "out", p.out, Bytes<float>(p.num_seqs * q_row)));
-  RETURN_IF_ERROR(CheckDevice(kOp, "q", p.q, RowsBytes<float>(p.num_seqs, p.q_stride, q_row)));
-  RETURN_IF_ERROR(CheckDevice(kOp, "block_tables", p.block_tables,
+  RETURN_IF_ERROR(CheckDevice(op, "out", p.out, Bytes<float>(p.num_seqs * q_row)));
+  RETURN_IF_ERROR(CheckDevice(op, "q", p.q, RowsBytes<float>(p.num_seqs, p.q_stride, q_row)));
+  RETURN_IF_ERROR(CheckDevice(op, "block_tables", p.block_tables,
                               Bytes<int32_t>(int64_t{p.num_seqs} * p.max_blocks_per_seq)));
-  RETURN_IF_ERROR(CheckDevice(kOp, "context_lens", p.context_lens, Bytes<int32_t>(p.num_seqs)));
+  RETURN_IF_ERROR(CheckDevice(op, "context_lens", p.context_lens, Bytes<int32_t>(p.num_seqs)));
   ASSIGN_OR_RETURN(const int64_t used_blocks,
-                   BlocksNeeded(name(), kOp, p.block_tables, p.num_seqs, p.max_blocks_per_seq,
+                   BlocksNeeded(name(), op, p.block_tables, p.num_seqs, p.max_blocks_per_seq,
                                 [&](int s) {
                                   return BlocksOf(p.context_lens[s], p.cache.block_size,
                                                   p.max_blocks_per_seq);
                                 }));
-  RETURN_IF_ERROR(CheckCache(kOp, p.cache, std::max<int64_t>(p.cache.num_blocks, used_blocks)));
-  return kernels::PagedAttentionDecodeEmulated(p);
+  return CheckCache(op, p.cache, std::max<int64_t>(p.cache.num_blocks, used_blocks));
 }
 
 absl::Status EmulatedGpuRuntime::Launch(const kernels::PrefillAttentionParams& p) {
@@ -326,6 +340,17 @@ absl::Status EmulatedGpuRuntime::Launch(const kernels::AddParams& p) {
   RETURN_IF_ERROR(CheckDevice(kOp, "a", p.a, Bytes<float>(p.n)));
   RETURN_IF_ERROR(CheckDevice(kOp, "b", p.b, Bytes<float>(p.n)));
   return kernels::AddEmulated(p);
+}
+
+absl::Status EmulatedGpuRuntime::Launch(const kernels::AddRmsNormParams& p) {
+  constexpr absl::string_view kOp = "AddRmsNorm";
+  RETURN_IF_ERROR(kernels::Validate(p));
+  const size_t bytes = Bytes<float>(int64_t{p.num_tokens} * p.hidden);
+  RETURN_IF_ERROR(CheckDevice(kOp, "out", p.out, bytes));
+  RETURN_IF_ERROR(CheckDevice(kOp, "residual", p.residual, bytes));
+  RETURN_IF_ERROR(CheckDevice(kOp, "in", p.in, bytes));
+  RETURN_IF_ERROR(CheckDevice(kOp, "weight", p.weight, Bytes<float>(p.hidden)));
+  return kernels::AddRmsNormEmulated(p);
 }
 
 absl::Status EmulatedGpuRuntime::Gemm(const kernels::MatmulParams& p) {

@@ -31,15 +31,20 @@ struct GpuMemoryStats {
 
 class EmulatedGpuRuntime final : public GpuRuntime {
  public:
+  // An A100's: the launch heuristics decide as they would on one.
+  static constexpr int kDefaultNumSms = 108;
+
   // `capacity_bytes` > 0 caps bytes_in_use (Malloc past it is ResourceExhausted, like a full
-  // GPU); 0 means no cap beyond the host's.
-  explicit EmulatedGpuRuntime(size_t capacity_bytes = 0) : capacity_bytes_(capacity_bytes) {}
+  // GPU); 0 means no cap beyond the host's. `num_sms` is what num_sms() reports.
+  explicit EmulatedGpuRuntime(size_t capacity_bytes = 0, int num_sms = kDefaultNumSms)
+      : capacity_bytes_(capacity_bytes), num_sms_(num_sms) {}
   EmulatedGpuRuntime(const EmulatedGpuRuntime&) = delete;
   EmulatedGpuRuntime& operator=(const EmulatedGpuRuntime&) = delete;
   // Frees whatever is still allocated.
   ~EmulatedGpuRuntime() override;
 
   absl::string_view name() const override { return "cuda-emulated"; }
+  int num_sms() const override { return num_sms_; }
 
   absl::StatusOr<void*> Malloc(size_t bytes) override;
   // Internal for a pointer that is not the start of a live allocation.
@@ -61,6 +66,8 @@ class EmulatedGpuRuntime final : public GpuRuntime {
   absl::Status Launch(const kernels::PrefillAttentionParams& params) override;
   absl::Status Launch(const kernels::SwigluParams& params) override;
   absl::Status Launch(const kernels::AddParams& params) override;
+  absl::Status Launch(const kernels::AddRmsNormParams& params) override;
+  absl::Status Launch(const kernels::PagedAttentionSplitKvParams& params) override;
   absl::Status Gemm(const kernels::MatmulParams& params) override;
 
   const GpuMemoryStats& stats() const { return stats_; }
@@ -75,10 +82,14 @@ class EmulatedGpuRuntime final : public GpuRuntime {
   // The cache view's K and V over `num_blocks` blocks (num_blocks <= 0 passes).
   absl::Status CheckCache(absl::string_view op, const kernels::PagedKvView& cache,
                           int64_t num_blocks) const;
+  // The arrays of decode attention (both forms), over the extents the tables say are read.
+  absl::Status CheckPagedAttention(absl::string_view op,
+                                   const kernels::PagedAttentionParams& p) const;
   // Internal when a host array of a copy is device memory of this runtime.
   absl::Status CheckHost(absl::string_view op, const void* ptr, size_t bytes) const;
 
   size_t capacity_bytes_;
+  int num_sms_;
   struct Allocation {
     size_t bytes;         // Malloc'ed
     size_t in_use_bytes;  // the extent ops and copies may touch

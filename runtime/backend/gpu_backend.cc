@@ -70,7 +70,18 @@ absl::Status GpuBackend::KvGather(const kernels::KvGatherParams& params) {
 }
 
 absl::Status GpuBackend::PagedAttentionDecode(const kernels::PagedAttentionParams& params) {
-  return ValidateAndLaunch(params);
+  RETURN_IF_ERROR(kernels::Validate(params));
+  const int num_splits = kernels::PagedAttentionSplitKvNumSplits(params, runtime_->num_sms());
+  if (num_splits <= 1) return runtime_->Launch(params);
+  ASSIGN_OR_RETURN(
+      void* workspace,
+      allocator_.Allocate(kernels::PagedAttentionSplitKvWorkspaceBytes(params, num_splits)));
+  const absl::Status status = runtime_->Launch(kernels::PagedAttentionSplitKvParams{
+      .attn = params, .workspace = static_cast<float*>(workspace), .num_splits = num_splits});
+  // Freed before the kernels may have run: the next user of the block is enqueued after them on
+  // the one stream (caching_allocator.h).
+  allocator_.Free(workspace);
+  return status;
 }
 
 absl::Status GpuBackend::PrefillAttention(const kernels::PrefillAttentionParams& params) {
@@ -82,6 +93,10 @@ absl::Status GpuBackend::Swiglu(const kernels::SwigluParams& params) {
 }
 
 absl::Status GpuBackend::Add(const kernels::AddParams& params) {
+  return ValidateAndLaunch(params);
+}
+
+absl::Status GpuBackend::AddRmsNorm(const kernels::AddRmsNormParams& params) {
   return ValidateAndLaunch(params);
 }
 

@@ -5,6 +5,11 @@
 // enqueued) and launches the op's kernel; Matmul and MatmulGroup are GEMMs; the copies and ops run
 // in order on the runtime's one stream and CopyToHost waits for it.
 //
+// PagedAttentionDecode runs the split-KV kernels (paged_attention_split_kv.h) when
+// kernels::PagedAttentionSplitKvNumSplits says so for the runtime's SM count (few sequences x heads,
+// long contexts), with its workspace from the caching allocator: after the first such step of a
+// shape, no Malloc.
+//
 // IsHostMemory() is false even when emulated: the model must take its device path (copies in and
 // out, device buffers only), which is what the emulated device is there to check.
 #pragma once
@@ -45,6 +50,7 @@ class GpuBackend final : public DeviceBackend {
   absl::Status PrefillAttention(const kernels::PrefillAttentionParams& params) override;
   absl::Status Swiglu(const kernels::SwigluParams& params) override;
   absl::Status Add(const kernels::AddParams& params) override;
+  absl::Status AddRmsNorm(const kernels::AddRmsNormParams& params) override;
 
   // Waits for everything enqueued; the first error of it.
   absl::Status Synchronize() { return runtime_->Synchronize(); }

@@ -24,11 +24,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "baton/kernels/add.h"
+#include "baton/kernels/add_rms_norm.h"
 #include "baton/kernels/embedding.h"
 #include "baton/kernels/kv_gather.h"
 #include "baton/kernels/kv_write.h"
 #include "baton/kernels/matmul.h"
 #include "baton/kernels/paged_attention.h"
+#include "baton/kernels/paged_attention_split_kv.h"
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
@@ -42,6 +44,9 @@ class GpuRuntime {
 
   // For messages: "cuda:0", "cuda-emulated".
   virtual absl::string_view name() const = 0;
+  // Streaming multiprocessors of the device, for launch heuristics
+  // (kernels::PagedAttentionSplitKvNumSplits); <= 0 when unknown.
+  virtual int num_sms() const = 0;
 
   // ---- Memory ----
   // `bytes` > 0. The memory is uninitialized and aligned to at least 256 bytes (as cudaMalloc).
@@ -81,6 +86,9 @@ class GpuRuntime {
   virtual absl::Status Launch(const kernels::PrefillAttentionParams& params) = 0;
   virtual absl::Status Launch(const kernels::SwigluParams& params) = 0;
   virtual absl::Status Launch(const kernels::AddParams& params) = 0;
+  virtual absl::Status Launch(const kernels::AddRmsNormParams& params) = 0;
+  // Both passes of split-KV decode attention; the workspace is device memory of this runtime.
+  virtual absl::Status Launch(const kernels::PagedAttentionSplitKvParams& params) = 0;
   // out[m, n] = in[m, k] * weight[n, k]^T (+ bias[n]) with MatmulParams' semantics: weight f32 or
   // bf16, f32 accumulation; with bf16 weights the activations are rounded to bf16 first (as
   // MatmulCpu does, and as a bf16 GEMM needs).

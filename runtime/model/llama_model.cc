@@ -251,13 +251,16 @@ absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPo
   float* h = h_.data<float>();
   float* gate = gate_.data<float>();
 
-  RETURN_IF_ERROR(backend_->RmsNorm(
-      kernels::RmsNormParams{.out = h,
-                             .in = x,
-                             .weight = static_cast<const float*>(w.input_norm.data),
-                             .num_tokens = num_tokens,
-                             .hidden = hidden,
-                             .eps = config_.rms_norm_eps}));
+  // Every later layer's input norm was fused into the previous layer's last residual add.
+  if (layer_idx == shard_.layer_begin) {
+    RETURN_IF_ERROR(backend_->RmsNorm(
+        kernels::RmsNormParams{.out = h,
+                               .in = x,
+                               .weight = static_cast<const float*>(w.input_norm.data),
+                               .num_tokens = num_tokens,
+                               .hidden = hidden,
+                               .eps = config_.rms_norm_eps}));
+  }
   RETURN_IF_ERROR(LinearGroup(*backend_,
                               {{w.q_proj, OptionalBias(w.q_bias), q_.data<float>()},
                                {w.k_proj, OptionalBias(w.k_bias), k_.data<float>()},
@@ -266,16 +269,14 @@ absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPo
   RETURN_IF_ERROR(Attention(layer_idx, batch, kv_pool));
   RETURN_IF_ERROR(Linear(*backend_, w.o_proj, nullptr, attn_.data<float>(), h, num_tokens));
   RETURN_IF_ERROR(ReduceTp(h, num_tokens));
-  RETURN_IF_ERROR(backend_->Add(
-      kernels::AddParams{.out = x, .a = x, .b = h, .n = static_cast<int64_t>(num_tokens) * hidden}));
-
-  RETURN_IF_ERROR(backend_->RmsNorm(
-      kernels::RmsNormParams{.out = h,
-                             .in = x,
-                             .weight = static_cast<const float*>(w.post_attention_norm.data),
-                             .num_tokens = num_tokens,
-                             .hidden = hidden,
-                             .eps = config_.rms_norm_eps}));
+  RETURN_IF_ERROR(backend_->AddRmsNorm(
+      kernels::AddRmsNormParams{.out = h,
+                                .residual = x,
+                                .in = h,
+                                .weight = static_cast<const float*>(w.post_attention_norm.data),
+                                .num_tokens = num_tokens,
+                                .hidden = hidden,
+                                .eps = config_.rms_norm_eps}));
   const int inter = shard_.intermediate_size;
   RETURN_IF_ERROR(LinearGroup(
       *backend_, {{w.gate_proj, nullptr, gate}, {w.up_proj, nullptr, up_.data<float>()}}, h,
@@ -289,6 +290,20 @@ absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPo
                                                          .out_stride = inter}));
   RETURN_IF_ERROR(Linear(*backend_, w.down_proj, nullptr, gate, h, num_tokens));
   RETURN_IF_ERROR(ReduceTp(h, num_tokens));
+  if (layer_idx + 1 < shard_.layer_end) {
+    const LayerWeights& next = weights_->layers[layer_idx + 1 - weights_->layer_begin];
+    return backend_->AddRmsNorm(
+        kernels::AddRmsNormParams{.out = h,
+                                  .residual = x,
+                                  .in = h,
+                                  .weight = static_cast<const float*>(next.input_norm.data),
+                                  .num_tokens = num_tokens,
+                                  .hidden = hidden,
+                                  .eps = config_.rms_norm_eps});
+  }
+  // The shard's last layer: x goes to the next pipeline stage as it is, or only each sequence's
+  // last row is normalized (with the final norm, in Forward), so there is no norm of all rows to
+  // fuse with.
   return backend_->Add(
       kernels::AddParams{.out = x, .a = x, .b = h, .n = static_cast<int64_t>(num_tokens) * hidden});
 }

@@ -93,6 +93,9 @@ class LlamaModel {
 
   // Sizes the scratch for the step and makes its index arrays visible to the backend.
   absl::Status PrepareStep(const StepBatch& batch);
+  // Adds the layer's attention and MLP to the residual stream x_. The input norm of x_ is in h_ on
+  // entry, except for the shard's first layer, which computes it; every other layer leaves the next
+  // layer's input norm in h_ (fused with its last residual add).
   absl::Status Layer(int layer_idx, const StepBatch& batch, const KvPool& kv_pool);
   absl::Status Attention(int layer_idx, const StepBatch& batch, const KvPool& kv_pool);
   // Sums a row-parallel product's partial out [num_tokens, hidden] over the TP ranks (a no-op when

@@ -10,10 +10,12 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/status_macros.h"
 #include "kernels/cuda/add.h"
+#include "kernels/cuda/add_rms_norm.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/kv_gather.h"
 #include "kernels/cuda/kv_write.h"
 #include "kernels/cuda/paged_attention_decode.h"
+#include "kernels/cuda/paged_attention_split_kv.h"
 #include "kernels/cuda/prefill_attention.h"
 #include "kernels/cuda/rms_norm.h"
 #include "kernels/cuda/rope.h"
@@ -251,6 +253,36 @@ absl::Status PrefillAttentionOnDevice(const kernels::PrefillAttentionParams& hos
                             In(p.q_start, num_seqs + 1), In(p.kv_start, num_seqs + 1)};
       },
       &kernels::PrefillAttention);
+}
+
+absl::Status AddRmsNormOnDevice(const kernels::AddRmsNormParams& host) {
+  const size_t elems = static_cast<size_t>(host.num_tokens) * host.hidden;
+  return RunOnDevice<kernels::AddRmsNormParams>(
+      host,
+      [&](kernels::AddRmsNormParams& p) -> absl::StatusOr<DeviceArrays> {
+        return DeviceArrays{In(p.in, elems), In(p.weight, host.hidden), Out(p.residual, elems),
+                            Out(p.out, elems)};
+      },
+      &kernels::AddRmsNorm);
+}
+
+absl::Status PagedAttentionSplitKvOnDevice(const kernels::PagedAttentionSplitKvParams& host) {
+  const kernels::PagedAttentionParams& attn = host.attn;
+  const size_t num_seqs = static_cast<size_t>(attn.num_seqs);
+  return RunOnDevice<kernels::PagedAttentionSplitKvParams>(
+      host,
+      [&](kernels::PagedAttentionSplitKvParams& p) -> absl::StatusOr<DeviceArrays> {
+        DeviceArrays arrays{
+            In(p.attn.q, num_seqs * attn.q_stride),
+            Out(p.attn.out, num_seqs * attn.num_heads * attn.cache.head_dim),
+            In(p.attn.block_tables, num_seqs * attn.max_blocks_per_seq),
+            In(p.attn.context_lens, num_seqs),
+            Out(p.workspace,
+                kernels::PagedAttentionSplitKvWorkspaceBytes(attn, host.num_splits) / sizeof(float))};
+        RETURN_IF_ERROR(AppendCache(p.attn.cache, /*output=*/false, &arrays));
+        return arrays;
+      },
+      &kernels::PagedAttentionSplitKv);
 }
 
 }  // namespace baton::testing

@@ -8,8 +8,10 @@
 
 #include "absl/status/status.h"
 #include "baton/kernels/add.h"
+#include "baton/kernels/add_rms_norm.h"
 #include "baton/kernels/embedding.h"
 #include "baton/kernels/paged_attention.h"
+#include "baton/kernels/paged_attention_split_kv.h"
 #include "baton/kernels/kv_gather.h"
 #include "baton/kernels/kv_write.h"
 #include "baton/kernels/prefill_attention.h"
@@ -33,5 +35,8 @@ absl::Status AddOnDevice(const kernels::AddParams& host_params);
 absl::Status SwigluOnDevice(const kernels::SwigluParams& host_params);
 absl::Status PagedAttentionDecodeOnDevice(const kernels::PagedAttentionParams& host_params);
 absl::Status PrefillAttentionOnDevice(const kernels::PrefillAttentionParams& host_params);
+absl::Status AddRmsNormOnDevice(const kernels::AddRmsNormParams& host_params);
+// The workspace is a host buffer of PagedAttentionSplitKvWorkspaceBytes(attn, num_splits) bytes.
+absl::Status PagedAttentionSplitKvOnDevice(const kernels::PagedAttentionSplitKvParams& host_params);
 
 }  // namespace baton::testing

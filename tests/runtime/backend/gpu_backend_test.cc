@@ -19,6 +19,7 @@
 #include "runtime/backend/cpu_backend.h"
 #include "runtime/backend/device_buffer.h"
 #include "runtime/backend/emulated_gpu_runtime.h"
+#include "tests/testing/paged_kv_cache.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tolerance.h"
 
@@ -356,12 +357,73 @@ TEST_P(GpuOpsTest, AddMatchesCpuInPlace) {
   EXPECT_TRUE(AllClose(Download(x, kN), expected, kExact));
 }
 
+TEST_P(GpuOpsTest, AddRmsNormMatchesCpu) {
+  constexpr int kTokens = 3, kHidden = 300;
+  const std::vector<float> residual = RandomVector(kTokens * kHidden, 30);
+  const std::vector<float> in = RandomVector(kTokens * kHidden, 31);
+  const std::vector<float> weight = RandomVector(kHidden, 32);
+  std::vector<float> expected_residual = residual, expected = in;
+  kernels::AddRmsNormParams p{.out = expected.data(), .residual = expected_residual.data(),
+                              .in = expected.data(), .weight = weight.data(),
+                              .num_tokens = kTokens, .hidden = kHidden, .eps = 1e-5f};
+  ASSERT_THAT(cpu_.AddRmsNorm(p), IsOk());
+  float* dresidual = Upload(residual);
+  float* h = Upload(in);
+  p.out = h;  // over the sublayer's output, as the model runs it
+  p.residual = dresidual;
+  p.in = h;
+  p.weight = Upload(weight);
+  ASSERT_THAT(gpu_->AddRmsNorm(p), IsOk());
+  EXPECT_TRUE(AllClose(Download(dresidual, residual.size()), expected_residual, kExact));
+  EXPECT_TRUE(AllClose(Download(h, in.size()), expected, kFloatTol));
+}
+
 TEST_P(GpuOpsTest, CopyOnDeviceMovesARow) {
   const std::vector<float> src = RandomVector(64, 26);
   float* dsrc = Upload(src);
   float* ddst = Upload(std::vector<float>(16, 0));
   ASSERT_THAT(gpu_->CopyOnDevice(ddst, dsrc + 48, 16 * sizeof(float)), IsOk());
   EXPECT_EQ(Download(ddst, 16), std::vector<float>(src.begin() + 48, src.end()));
+}
+
+// Long contexts for few sequences x heads: the backend takes the split-KV kernels, with the
+// workspace from its caching allocator (one Malloc on the first call, none after), and matches the
+// CPU backend, including a sequence of one token and one whose context ends mid-split.
+TEST_F(GpuBackendTest, LongContextTakesTheSplitKvPathAndMatchesCpu) {
+  constexpr int kKvHeads = 2, kGroup = 2, kHeadDim = 64, kBlockSize = 16;
+  constexpr int kHeads = kKvHeads * kGroup;
+  testing::TestPagedKvCache cache({1500, 1, 700}, kBlockSize, kKvHeads, kHeadDim, 40, 41);
+  const int num_seqs = cache.num_seqs();
+  const int q_stride = kHeads * kHeadDim;
+  const std::vector<float> q = RandomVector(num_seqs * q_stride, 42);
+  kernels::PagedAttentionParams p{
+      .out = nullptr, .q = q.data(), .cache = cache.view(),
+      .block_tables = cache.block_tables().data(), .context_lens = cache.context_lens().data(),
+      .num_seqs = num_seqs, .num_heads = kHeads, .max_blocks_per_seq = cache.max_blocks_per_seq(),
+      .q_stride = q_stride, .scale = 1.0f / std::sqrt(float{kHeadDim})};
+  // 12 items on 108 SMs, 1520 keys at most (95 blocks): 5 splits of 19 blocks (304 keys).
+  ASSERT_EQ(kernels::PagedAttentionSplitKvNumSplits(p, runtime_->num_sms()), 5);
+  std::vector<float> expected(num_seqs * kHeads * kHeadDim);
+  p.out = expected.data();
+  ASSERT_THAT(cpu_.PagedAttentionDecode(p), IsOk());
+
+  float* out = Upload(std::vector<float>(expected.size(), NAN));
+  kernels::PagedKvView view = cache.view();
+  const int64_t layer_offset = view.k - cache.k_pool().data();
+  view.k = Upload(cache.k_pool()) + layer_offset;
+  view.v = Upload(cache.v_pool()) + layer_offset;
+  p.out = out;
+  p.q = Upload(q);
+  p.cache = view;
+  p.block_tables = Upload(cache.block_tables());
+  p.context_lens = Upload(cache.context_lens());
+  const int64_t mallocs_before = runtime_->stats().num_mallocs;
+  ASSERT_THAT(gpu_->PagedAttentionDecode(p), IsOk());
+  EXPECT_EQ(runtime_->stats().num_mallocs, mallocs_before + 1);  // the workspace
+  EXPECT_TRUE(AllClose(Download(out, expected.size()), expected, kFloatTol));
+  ASSERT_THAT(gpu_->PagedAttentionDecode(p), IsOk());
+  EXPECT_EQ(runtime_->stats().num_mallocs, mallocs_before + 1);  // from the cache
+  EXPECT_TRUE(AllClose(Download(out, expected.size()), expected, kFloatTol));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -435,6 +497,36 @@ TEST_F(GpuBackendTest, BlockIdsPastThePoolAreInternal) {
   // Only the first block is read when the context fits in it.
   p.context_lens = Upload(std::vector<int32_t>{4});
   EXPECT_THAT(gpu_->PagedAttentionDecode(p), IsOk());
+}
+
+TEST_F(GpuBackendTest, SplitKvWorkspaceMustBeDeviceMemoryOfItsWholeSize) {
+  using S = KvPoolShape;
+  constexpr int kHeads = 2, kSplits = 2;
+  const std::vector<int32_t> tables = {1, 3};
+  kernels::PagedAttentionSplitKvParams p{
+      .attn = {.out = Upload(std::vector<float>(kHeads * S::kHeadDim)),
+               .q = Upload(std::vector<float>(kHeads * S::kHeadDim)),
+               .cache = S::View(Upload(std::vector<float>(S::kPoolElems)),
+                                Upload(std::vector<float>(S::kPoolElems))),
+               .block_tables = Upload(tables),
+               .context_lens = Upload(std::vector<int32_t>{6}),
+               .num_seqs = 1, .num_heads = kHeads, .max_blocks_per_seq = 2,
+               .q_stride = kHeads * S::kHeadDim, .scale = 1},
+      .workspace = nullptr,
+      .num_splits = kSplits};
+  const size_t floats = kernels::PagedAttentionSplitKvWorkspaceBytes(p.attn, kSplits) / sizeof(float);
+  std::vector<float> host_workspace(floats);
+  p.workspace = host_workspace.data();
+  EXPECT_THAT(runtime_->Launch(p),
+              StatusIs(absl::StatusCode::kInternal,
+                       AllOf(HasSubstr("PagedAttentionSplitKv"), HasSubstr("workspace"),
+                             HasSubstr("not device memory"))));
+  p.workspace = Upload(std::vector<float>(floats - 1));
+  EXPECT_THAT(runtime_->Launch(p),
+              StatusIs(absl::StatusCode::kInternal,
+                       AllOf(HasSubstr("workspace"), HasSubstr("past its end"))));
+  p.workspace = Upload(std::vector<float>(floats));
+  EXPECT_THAT(runtime_->Launch(p), IsOk());
 }
 
 TEST_F(GpuBackendTest, InvalidParamsStayInvalidArgument) {
