@@ -12,6 +12,7 @@
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
+#include "baton/kernels/sample.h"
 #include "baton/kernels/swiglu.h"
 
 namespace baton::kernels {
@@ -27,5 +28,6 @@ absl::Status SwigluEmulated(const SwigluParams& params);
 absl::Status PagedAttentionDecodeEmulated(const PagedAttentionParams& params);
 absl::Status PrefillAttentionEmulated(const PrefillAttentionParams& params);
 absl::Status AddEmulated(const AddParams& params);
+absl::Status SampleEmulated(const SampleParams& params);
 
 }  // namespace baton::kernels

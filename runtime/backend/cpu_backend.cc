@@ -84,4 +84,8 @@ absl::Status CpuBackend::Add(const kernels::AddParams& params) {
   return kernels::AddCpu(params, pool_);
 }
 
+absl::Status CpuBackend::Sample(const kernels::SampleParams& params) {
+  return kernels::SampleCpu(params);
+}
+
 }  // namespace baton::runtime

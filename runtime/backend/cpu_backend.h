@@ -33,6 +33,7 @@ class CpuBackend final : public DeviceBackend {
   absl::Status PrefillAttention(const kernels::PrefillAttentionParams& params) override;
   absl::Status Swiglu(const kernels::SwigluParams& params) override;
   absl::Status Add(const kernels::AddParams& params) override;
+  absl::Status Sample(const kernels::SampleParams& params) override;
 
  private:
   ThreadPool* pool_;

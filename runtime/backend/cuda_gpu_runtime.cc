@@ -14,6 +14,7 @@
 #include "kernels/cuda/prefill_attention.h"
 #include "kernels/cuda/rms_norm.h"
 #include "kernels/cuda/rope.h"
+#include "kernels/cuda/sample.h"
 #include "kernels/cuda/swiglu.h"
 #include "runtime/backend/cuda_gemm_helpers.h"
 
@@ -172,6 +173,11 @@ absl::Status CudaGpuRuntime::Launch(const kernels::SwigluParams& params) {
 absl::Status CudaGpuRuntime::Launch(const kernels::AddParams& params) {
   RETURN_IF_ERROR(Activate());
   return kernels::Add(params, stream_);
+}
+
+absl::Status CudaGpuRuntime::Launch(const kernels::SampleParams& params) {
+  RETURN_IF_ERROR(Activate());
+  return kernels::Sample(params, stream_);
 }
 
 absl::Status CudaGpuRuntime::ReserveBf16Scratch(size_t bytes) {

@@ -50,6 +50,7 @@ class CudaGpuRuntime final : public GpuRuntime {
   absl::Status Launch(const kernels::PrefillAttentionParams& params) override;
   absl::Status Launch(const kernels::SwigluParams& params) override;
   absl::Status Launch(const kernels::AddParams& params) override;
+  absl::Status Launch(const kernels::SampleParams& params) override;
   absl::Status Gemm(const kernels::MatmulParams& params) override;
 
  private:

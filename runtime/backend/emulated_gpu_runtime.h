@@ -61,6 +61,7 @@ class EmulatedGpuRuntime final : public GpuRuntime {
   absl::Status Launch(const kernels::PrefillAttentionParams& params) override;
   absl::Status Launch(const kernels::SwigluParams& params) override;
   absl::Status Launch(const kernels::AddParams& params) override;
+  absl::Status Launch(const kernels::SampleParams& params) override;
   absl::Status Gemm(const kernels::MatmulParams& params) override;
 
   const GpuMemoryStats& stats() const { return stats_; }

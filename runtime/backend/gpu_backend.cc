@@ -85,4 +85,8 @@ absl::Status GpuBackend::Add(const kernels::AddParams& params) {
   return ValidateAndLaunch(params);
 }
 
+absl::Status GpuBackend::Sample(const kernels::SampleParams& params) {
+  return ValidateAndLaunch(params);
+}
+
 }  // namespace baton::runtime

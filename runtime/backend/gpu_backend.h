@@ -45,6 +45,7 @@ class GpuBackend final : public DeviceBackend {
   absl::Status PrefillAttention(const kernels::PrefillAttentionParams& params) override;
   absl::Status Swiglu(const kernels::SwigluParams& params) override;
   absl::Status Add(const kernels::AddParams& params) override;
+  absl::Status Sample(const kernels::SampleParams& params) override;
 
   // Waits for everything enqueued; the first error of it.
   absl::Status Synchronize() { return runtime_->Synchronize(); }

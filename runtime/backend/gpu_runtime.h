@@ -32,6 +32,7 @@
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
+#include "baton/kernels/sample.h"
 #include "baton/kernels/swiglu.h"
 
 namespace baton::runtime {
@@ -81,6 +82,8 @@ class GpuRuntime {
   virtual absl::Status Launch(const kernels::PrefillAttentionParams& params) = 0;
   virtual absl::Status Launch(const kernels::SwigluParams& params) = 0;
   virtual absl::Status Launch(const kernels::AddParams& params) = 0;
+  // A row with a NaN logit gets token -1 (the launch itself succeeds).
+  virtual absl::Status Launch(const kernels::SampleParams& params) = 0;
   // out[m, n] = in[m, k] * weight[n, k]^T (+ bias[n]) with MatmulParams' semantics: weight f32 or
   // bf16, f32 accumulation; with bf16 weights the activations are rounded to bf16 first (as
   // MatmulCpu does, and as a bf16 GEMM needs).

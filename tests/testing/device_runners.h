@@ -15,6 +15,7 @@
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
+#include "baton/kernels/sample.h"
 #include "baton/kernels/swiglu.h"
 
 namespace baton::testing {
@@ -33,5 +34,6 @@ absl::Status AddOnDevice(const kernels::AddParams& host_params);
 absl::Status SwigluOnDevice(const kernels::SwigluParams& host_params);
 absl::Status PagedAttentionDecodeOnDevice(const kernels::PagedAttentionParams& host_params);
 absl::Status PrefillAttentionOnDevice(const kernels::PrefillAttentionParams& host_params);
+absl::Status SampleOnDevice(const kernels::SampleParams& host_params);
 
 }  // namespace baton::testing
