@@ -1,9 +1,10 @@
-// Sampling without sorting the vocabulary. Vectorized passes compute the weights and narrow the
-// candidates to the tokens near the max logit that surely contain the kept set; top-k is then a
-// selection (nth_element) and top-p a weighted quickselect that finds the smallest prefix (in the
-// order "higher logit first, lower index first among equal logits") whose mass reaches top_p, in
-// expected O(candidates) time. The draw walks the kept tokens in whatever order the selection left
-// them: the distribution is the same, and the order is a deterministic function of the inputs.
+// Sampling without sorting the vocabulary, with the exact fixed-point arithmetic of sample.h (so
+// the CUDA kernel picks the same token). One pass computes the integer weights; when top-k or top-p is
+// on, cheap passes narrow the candidates to the tokens near the max logit that surely contain the
+// kept set; top-k is then a selection (nth_element) and top-p a weighted quickselect that finds the
+// smallest prefix (in the order "higher logit first, lower index first among equal logits") whose
+// weight reaches the target, in expected O(candidates) time. The draw walks the kept tokens in
+// ascending index order, as the kernel does.
 #include "baton/kernels/sampling.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "baton/kernels/sample.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace baton::kernels {
@@ -20,17 +22,7 @@ namespace {
 
 absl::Status ValidateSampling(std::span<const float> logits, const SamplingOptions& o) {
   if (logits.empty()) return absl::InvalidArgumentError("SampleToken: logits are empty");
-  if (!(o.temperature >= 0) || std::isinf(o.temperature)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SampleToken: temperature = ", o.temperature, " must be finite and >= 0"));
-  }
-  if (o.top_k < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("SampleToken: top_k = ", o.top_k, " < 0"));
-  }
-  if (!(o.top_p > 0 && o.top_p <= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SampleToken: top_p = ", o.top_p, " is outside (0, 1]"));
-  }
+  if (absl::Status status = ValidateSamplingOptions(o); !status.ok()) return status;
   // Count first (a loop without early exit vectorizes), find the index only on failure.
   size_t num_nan = 0;
   for (float x : logits) num_nan += x != x;
@@ -57,13 +49,13 @@ struct Before {
 };
 
 // Reorders order[0, count) so that its first K entries are the K first in `before` order, for the
-// smallest K whose weight reaches `target`, and returns K (>= 1). Requires target <= the total
-// weight of order[0, count), up to rounding (then returns count).
-size_t SelectMassPrefix(std::vector<int32_t>& order, size_t count, const std::vector<float>& weight,
-                        double target, Before before) {
+// smallest K whose weight reaches `target`, and returns K (>= 1). Requires 1 <= target <= the total
+// weight of order[0, count).
+size_t SelectMassPrefix(std::vector<int32_t>& order, size_t count,
+                        const std::vector<uint64_t>& weight, uint64_t target, Before before) {
   size_t lo = 0;      // order[0, lo): first in order, total weight mass_before < target
   size_t hi = count;  // order[hi, count): after everything in [lo, hi)
-  double mass_before = 0;
+  uint64_t mass_before = 0;
   while (lo < hi) {
     // Median-of-three pivot, moved to order[lo].
     const size_t mid = lo + (hi - lo) / 2;
@@ -77,7 +69,7 @@ size_t SelectMassPrefix(std::vector<int32_t>& order, size_t count, const std::ve
     // order[lo + 1, m + 1) precede the pivot; put the pivot at m.
     const size_t m = static_cast<size_t>(split - order.begin()) - 1;
     std::swap(order[lo], order[m]);
-    double mass_greater = 0;
+    uint64_t mass_greater = 0;
     for (size_t r = lo; r < m; ++r) mass_greater += weight[order[r]];
     if (mass_before + mass_greater >= target && m > lo) {
       hi = m;
@@ -88,56 +80,57 @@ size_t SelectMassPrefix(std::vector<int32_t>& order, size_t count, const std::ve
       lo = m + 1;
     }
   }
-  return std::max<size_t>(hi, 1);
+  return std::max<size_t>(hi, 1);  // unreachable when target <= the total
 }
 
 // Sum of weight[i] over i with logits[i] >= threshold, and their count.
 struct MassAbove {
-  double mass = 0;
+  uint64_t mass = 0;
   size_t count = 0;
 };
-MassAbove MassAtOrAbove(std::span<const float> logits, const float* weight, float threshold) {
-  int64_t count = 0;
-  const double mass = internal::SumWhereAtLeast(logits.data(), weight,
-                                                static_cast<int64_t>(logits.size()), threshold,
-                                                &count);
-  return {.mass = mass, .count = static_cast<size_t>(count)};
+MassAbove MassAtOrAbove(std::span<const float> logits, const uint64_t* weight, float threshold) {
+  MassAbove above;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const bool in = logits[i] >= threshold;
+    above.mass += in ? weight[i] : 0;
+    above.count += in;
+  }
+  return above;
 }
 
-// Draws an index in [0, n) with probability weight[i] / sum, for u uniform in [0, 1).
-int32_t DrawFromAll(const float* weight, size_t n, double u) {
-  constexpr size_t kChunk = 256;
-  thread_local std::vector<double> chunk_mass;
-  chunk_mass.assign((n + kChunk - 1) / kChunk, 0.0);
-  double total = 0;
-  for (size_t c = 0; c < chunk_mass.size(); ++c) {
-    float mass = 0;
-    for (size_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) mass += weight[i];
-    chunk_mass[c] = mass;
-    total += mass;
+size_t CountAtOrAbove(std::span<const float> logits, float threshold) {
+  size_t count = 0;
+  for (float x : logits) count += x >= threshold;
+  return count;
+}
+
+// The first i of `indices` (ascending) whose running weight sum exceeds `target` (< the total).
+int32_t DrawAscending(const int32_t* indices, size_t count, const uint64_t* weight,
+                      uint64_t target) {
+  uint64_t cum = 0;
+  for (size_t r = 0; r < count; ++r) {
+    cum += weight[indices[r]];
+    if (cum > target) return indices[r];
   }
-  const double target = u * total;
-  double cum = 0;
-  size_t last_nonzero = 0;
-  for (size_t c = 0; c < chunk_mass.size(); ++c) {
-    if (chunk_mass[c] <= 0) continue;
-    last_nonzero = c;
-    if (target < cum + chunk_mass[c]) {
-      for (size_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
-        cum += weight[i];
-        if (target < cum && weight[i] > 0) return static_cast<int32_t>(i);
-      }
-      break;  // rounding: fall through to the last nonzero weight of this chunk
-    }
-    cum += chunk_mass[c];
-  }
-  for (size_t i = std::min(n, (last_nonzero + 1) * kChunk); i-- > last_nonzero * kChunk;) {
-    if (weight[i] > 0) return static_cast<int32_t>(i);
-  }
-  return 0;
+  return indices[count - 1];  // unreachable: target < the total
 }
 
 }  // namespace
+
+absl::Status ValidateSamplingOptions(const SamplingOptions& o) {
+  if (!(o.temperature >= 0) || std::isinf(o.temperature)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SampleToken: temperature = ", o.temperature, " must be finite and >= 0"));
+  }
+  if (o.top_k < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("SampleToken: top_k = ", o.top_k, " < 0"));
+  }
+  if (!(o.top_p > 0 && o.top_p <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SampleToken: top_p = ", o.top_p, " is outside (0, 1]"));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<int32_t> SampleToken(std::span<const float> logits, const SamplingOptions& options,
                                     SamplerRng& rng) {
@@ -147,41 +140,57 @@ absl::StatusOr<int32_t> SampleToken(std::span<const float> logits, const Samplin
   const float max_logit = logits[argmax];
   if (max_logit == -std::numeric_limits<float>::infinity()) return argmax;  // nothing to weigh
 
-  // Unnormalized probabilities relative to the max logit; +inf logits share all the mass.
+  // Fixed-point weights (sample.h); +inf logits share all the mass.
   const size_t n = logits.size();
-  thread_local std::vector<float> weight;
+  thread_local std::vector<uint64_t> weight;
+  thread_local std::vector<int32_t> candidates;
   thread_local std::vector<int32_t> order;
   weight.resize(n);
-  const bool infinite = std::isinf(max_logit);
-  if (infinite) {
-    for (size_t i = 0; i < n; ++i) weight[i] = logits[i] == max_logit ? 1.0f : 0.0f;
-  } else {
-    internal::ExpScaled(logits.data(), weight.data(), static_cast<int64_t>(n), max_logit,
-                        1.0f / options.temperature);
-  }
+  const float inv_temperature = 1.0f / options.temperature;
   const bool use_top_k = options.top_k > 0 && static_cast<size_t>(options.top_k) < n;
   const bool use_top_p = options.top_p < 1;
-  if (!use_top_k && !use_top_p) return DrawFromAll(weight.data(), n, rng.NextUniform());
+  // With top-k only the candidates' weights are ever read (below); otherwise every token's.
+  if (!use_top_k) {
+    for (size_t i = 0; i < n; ++i) {
+      weight[i] = SamplingWeight(logits[i], max_logit, inv_temperature);
+    }
+  }
+  if (!use_top_k && !use_top_p) {
+    const uint64_t total = std::accumulate(weight.begin(), weight.end(), uint64_t{0});
+    const uint64_t target = DrawTarget(rng.NextBits24(), total);
+    uint64_t cum = 0;
+    for (size_t i = 0; i < n; ++i) {
+      cum += weight[i];
+      if (cum > target) return static_cast<int32_t>(i);
+    }
+    return argmax;  // unreachable: target < total
+  }
 
   // Candidates: the tokens within `span` temperature-scaled nats of the max, for the smallest
   // span that surely contains the kept set (at least top_k tokens; for top_p alone, at least the
-  // nucleus' mass). Real logits are peaked, so this is usually a few hundred tokens.
+  // nucleus' weight). Real logits are peaked, so this is usually a few hundred tokens.
   const size_t k_needed = use_top_k ? static_cast<size_t>(options.top_k) : 1;
-  const double total = use_top_k ? 0 : MassAtOrAbove(logits, weight.data(), -INFINITY).mass;
+  const uint64_t total = use_top_k ? 0 : std::accumulate(weight.begin(), weight.end(), uint64_t{0});
+  const uint64_t nucleus_target = use_top_k ? 0 : TopPTarget(options.top_p, total);
   float threshold = -INFINITY;
-  if (!infinite) {
+  if (!std::isinf(max_logit)) {
     for (float span : {2.0f, 4.0f, 8.0f, 16.0f, 32.0f}) {
       const float candidate = max_logit - span * options.temperature;
-      const MassAbove above = MassAtOrAbove(logits, weight.data(), candidate);
-      if (above.count >= k_needed && (use_top_k || above.mass >= double{options.top_p} * total)) {
+      const MassAbove above = use_top_k ? MassAbove{.count = CountAtOrAbove(logits, candidate)}
+                                        : MassAtOrAbove(logits, weight.data(), candidate);
+      if (above.count >= k_needed && (use_top_k || above.mass >= nucleus_target)) {
         threshold = candidate;
         break;
       }
     }
   }
-  order.resize(n);
-  order.resize(internal::IndicesWhereAtLeast(logits.data(), static_cast<int64_t>(n), threshold,
-                                             order.data()));
+  candidates.resize(n);
+  candidates.resize(internal::IndicesWhereAtLeast(logits.data(), static_cast<int64_t>(n),
+                                                  threshold, candidates.data()));
+  if (use_top_k) {
+    for (int32_t i : candidates) weight[i] = SamplingWeight(logits[i], max_logit, inv_temperature);
+  }
+  order.assign(candidates.begin(), candidates.end());
   const Before before{logits};
   size_t count = order.size();
   if (use_top_k && k_needed < count) {
@@ -189,26 +198,28 @@ absl::StatusOr<int32_t> SampleToken(std::span<const float> logits, const Samplin
     std::nth_element(order.begin(), order.begin() + count, order.end(), before);
   }
   if (use_top_p) {
-    double kept_total = total;
+    // The nucleus is a share of the top-k tokens' weight, or of the whole row's (not of the
+    // candidates', which only narrow the search).
+    uint64_t target = nucleus_target;
     if (use_top_k) {
-      kept_total = 0;
-      for (size_t r = 0; r < count; ++r) kept_total += weight[order[r]];
+      uint64_t top_k_total = 0;
+      for (size_t r = 0; r < count; ++r) top_k_total += weight[order[r]];
+      target = TopPTarget(options.top_p, top_k_total);
     }
-    count = SelectMassPrefix(order, count, weight, double{options.top_p} * kept_total, before);
+    count = SelectMassPrefix(order, count, weight, target, before);
   }
-  double kept_total = 0;
-  for (size_t r = 0; r < count; ++r) kept_total += weight[order[r]];
-  const double u = double{rng.NextUniform()} * kept_total;
-  double cum = 0;
-  int32_t last_nonzero = order[0];
-  for (size_t r = 0; r < count; ++r) {
-    const float w = weight[order[r]];
-    if (w <= 0) continue;
-    cum += w;
-    last_nonzero = order[r];
-    if (u < cum) return order[r];
+  // The kept set is every token up to its last member in `before` order; walk it by index.
+  const int32_t last = *std::max_element(order.begin(), order.begin() + count, before);
+  size_t num_kept = 0;
+  uint64_t kept_total = 0;
+  for (int32_t i : candidates) {
+    if (i == last || before(i, last)) {
+      candidates[num_kept++] = i;
+      kept_total += weight[i];
+    }
   }
-  return last_nonzero;  // u rounded up to the total
+  return DrawAscending(candidates.data(), num_kept, weight.data(),
+                       DrawTarget(rng.NextBits24(), kept_total));
 }
 
 std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int k) {

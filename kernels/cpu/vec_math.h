@@ -149,58 +149,6 @@ inline float ExpShiftSum(float* x, int64_t n, float shift) {
   return sum;
 }
 
-// out[i] = exp((x[i] - shift) * scale) for i < n.
-inline void ExpScaled(const float* x, float* out, int64_t n, float shift, float scale) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  const __m512 vshift = _mm512_set1_ps(shift);
-  const __m512 vscale = _mm512_set1_ps(scale);
-  for (; i + 16 <= n; i += 16) {
-    _mm512_storeu_ps(out + i,
-                     Exp512(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vshift), vscale)));
-  }
-#elif defined(__AVX2__) && defined(__FMA__)
-  const __m256 vshift = _mm256_set1_ps(shift);
-  const __m256 vscale = _mm256_set1_ps(scale);
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(out + i,
-                     Exp256(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vshift), vscale)));
-  }
-#endif
-  for (; i < n; ++i) out[i] = std::exp((x[i] - shift) * scale);
-}
-
-// Sum of w[i] over i < n with x[i] >= threshold (f32 lanes, double across blocks of 1024), and
-// the number of such i.
-inline double SumWhereAtLeast(const float* x, const float* w, int64_t n, float threshold,
-                              int64_t* count) {
-  double total = 0;
-  int64_t num = 0;
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  const __m512 vt = _mm512_set1_ps(threshold);
-  while (i + 16 <= n) {
-    __m512 acc = _mm512_setzero_ps();
-    const int64_t block_end = std::min<int64_t>(n, i + 1024);
-    for (; i + 16 <= block_end; i += 16) {
-      const __mmask16 mask = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), vt, _CMP_GE_OQ);
-      acc = _mm512_mask_add_ps(acc, mask, acc, _mm512_loadu_ps(w + i));
-      num += __builtin_popcount(mask);
-    }
-    total += _mm512_reduce_add_ps(acc);
-  }
-#endif
-  float tail = 0;
-  for (; i < n; ++i) {
-    if (x[i] >= threshold) {
-      tail += w[i];
-      ++num;
-    }
-  }
-  *count = num;
-  return total + tail;
-}
-
 // Writes the indices i < n with x[i] >= threshold to out (which has room for n), in increasing
 // order; returns how many.
 inline int64_t IndicesWhereAtLeast(const float* x, int64_t n, float threshold, int32_t* out) {

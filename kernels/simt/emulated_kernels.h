@@ -14,6 +14,7 @@
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
+#include "baton/kernels/sample.h"
 #include "baton/kernels/swiglu.h"
 
 namespace baton::kernels {
@@ -31,5 +32,6 @@ absl::Status PrefillAttentionEmulated(const PrefillAttentionParams& params);
 absl::Status AddEmulated(const AddParams& params);
 absl::Status AddRmsNormEmulated(const AddRmsNormParams& params);
 absl::Status PagedAttentionSplitKvEmulated(const PagedAttentionSplitKvParams& params);
+absl::Status SampleEmulated(const SampleParams& params);
 
 }  // namespace baton::kernels

@@ -89,4 +89,8 @@ absl::Status CpuBackend::AddRmsNorm(const kernels::AddRmsNormParams& params) {
   return kernels::AddRmsNormCpu(params, pool_);
 }
 
+absl::Status CpuBackend::Sample(const kernels::SampleParams& params) {
+  return kernels::SampleCpu(params);
+}
+
 }  // namespace baton::runtime

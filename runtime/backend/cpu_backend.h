@@ -34,6 +34,7 @@ class CpuBackend final : public DeviceBackend {
   absl::Status Swiglu(const kernels::SwigluParams& params) override;
   absl::Status Add(const kernels::AddParams& params) override;
   absl::Status AddRmsNorm(const kernels::AddRmsNormParams& params) override;
+  absl::Status Sample(const kernels::SampleParams& params) override;
 
  private:
   ThreadPool* pool_;

@@ -16,6 +16,7 @@
 #include "kernels/cuda/prefill_attention.h"
 #include "kernels/cuda/rms_norm.h"
 #include "kernels/cuda/rope.h"
+#include "kernels/cuda/sample.h"
 #include "kernels/cuda/swiglu.h"
 #include "runtime/backend/cuda_gemm_helpers.h"
 
@@ -186,6 +187,11 @@ absl::Status CudaGpuRuntime::Launch(const kernels::AddRmsNormParams& params) {
 absl::Status CudaGpuRuntime::Launch(const kernels::PagedAttentionSplitKvParams& params) {
   RETURN_IF_ERROR(Activate());
   return kernels::PagedAttentionSplitKv(params, stream_);
+}
+
+absl::Status CudaGpuRuntime::Launch(const kernels::SampleParams& params) {
+  RETURN_IF_ERROR(Activate());
+  return kernels::Sample(params, stream_);
 }
 
 absl::Status CudaGpuRuntime::ReserveBf16Scratch(size_t bytes) {

@@ -35,6 +35,7 @@
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
+#include "baton/kernels/sample.h"
 #include "baton/kernels/swiglu.h"
 
 namespace baton::runtime {
@@ -94,6 +95,12 @@ class DeviceBackend {
                     .hidden = params.hidden,
                     .eps = params.eps});
   }
+
+  // ---- Sampling of the next tokens from logits on the device (sample.h) ----
+  // The same token on every backend for the same logits, options, seed and draw index; a row with
+  // a NaN logit gets token -1. The per-row options are validated by the caller
+  // (kernels::ValidateSamplingOptions) before they are copied to the device.
+  virtual absl::Status Sample(const kernels::SampleParams& params) = 0;
 };
 
 }  // namespace baton::runtime

@@ -353,6 +353,23 @@ absl::Status EmulatedGpuRuntime::Launch(const kernels::AddRmsNormParams& p) {
   return kernels::AddRmsNormEmulated(p);
 }
 
+absl::Status EmulatedGpuRuntime::Launch(const kernels::SampleParams& p) {
+  constexpr absl::string_view kOp = "Sample";
+  RETURN_IF_ERROR(kernels::Validate(p));
+  RETURN_IF_ERROR(
+      CheckDevice(kOp, "logits", p.logits, Bytes<float>(int64_t{p.num_seqs} * p.vocab_size)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "temperature", p.temperature, Bytes<float>(p.num_seqs)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "top_k", p.top_k, Bytes<int32_t>(p.num_seqs)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "top_p", p.top_p, Bytes<float>(p.num_seqs)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "seed", p.seed, Bytes<uint64_t>(p.num_seqs)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "draw_idx", p.draw_idx, Bytes<uint64_t>(p.num_seqs)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "token_ids", p.token_ids, Bytes<int32_t>(p.num_seqs)));
+  if (p.logprobs != nullptr) {
+    RETURN_IF_ERROR(CheckDevice(kOp, "logprobs", p.logprobs, Bytes<float>(p.num_seqs)));
+  }
+  return kernels::SampleEmulated(p);
+}
+
 absl::Status EmulatedGpuRuntime::Gemm(const kernels::MatmulParams& p) {
   constexpr absl::string_view kOp = "Matmul";  // the op the backend was asked for
   RETURN_IF_ERROR(kernels::Validate(p));

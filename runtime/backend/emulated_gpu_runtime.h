@@ -68,6 +68,7 @@ class EmulatedGpuRuntime final : public GpuRuntime {
   absl::Status Launch(const kernels::AddParams& params) override;
   absl::Status Launch(const kernels::AddRmsNormParams& params) override;
   absl::Status Launch(const kernels::PagedAttentionSplitKvParams& params) override;
+  absl::Status Launch(const kernels::SampleParams& params) override;
   absl::Status Gemm(const kernels::MatmulParams& params) override;
 
   const GpuMemoryStats& stats() const { return stats_; }

@@ -100,4 +100,8 @@ absl::Status GpuBackend::AddRmsNorm(const kernels::AddRmsNormParams& params) {
   return ValidateAndLaunch(params);
 }
 
+absl::Status GpuBackend::Sample(const kernels::SampleParams& params) {
+  return ValidateAndLaunch(params);
+}
+
 }  // namespace baton::runtime

@@ -51,6 +51,7 @@ class GpuBackend final : public DeviceBackend {
   absl::Status Swiglu(const kernels::SwigluParams& params) override;
   absl::Status Add(const kernels::AddParams& params) override;
   absl::Status AddRmsNorm(const kernels::AddRmsNormParams& params) override;
+  absl::Status Sample(const kernels::SampleParams& params) override;
 
   // Waits for everything enqueued; the first error of it.
   absl::Status Synchronize() { return runtime_->Synchronize(); }

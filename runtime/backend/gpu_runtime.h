@@ -34,6 +34,7 @@
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
+#include "baton/kernels/sample.h"
 #include "baton/kernels/swiglu.h"
 
 namespace baton::runtime {
@@ -89,6 +90,8 @@ class GpuRuntime {
   virtual absl::Status Launch(const kernels::AddRmsNormParams& params) = 0;
   // Both passes of split-KV decode attention; the workspace is device memory of this runtime.
   virtual absl::Status Launch(const kernels::PagedAttentionSplitKvParams& params) = 0;
+  // A row with a NaN logit gets token -1 (the launch itself succeeds).
+  virtual absl::Status Launch(const kernels::SampleParams& params) = 0;
   // out[m, n] = in[m, k] * weight[n, k]^T (+ bias[n]) with MatmulParams' semantics: weight f32 or
   // bf16, f32 accumulation; with bf16 weights the activations are rounded to bf16 first (as
   // MatmulCpu does, and as a bf16 GEMM needs).

@@ -22,7 +22,7 @@ enum class FinishReason { kNone, kLength, kStop, kCancelled };
 // What a caller asks the engine to generate.
 struct GenerationParams {
   kernels::SamplingOptions sampling;
-  uint64_t seed = 0;
+  uint64_t seed = 0;                    // generated token n takes draw n of its stream (sampling.h)
   int max_tokens = 16;                  // >= 1
   std::vector<int32_t> stop_token_ids;  // the model's EOS ids are added unless ignore_eos
   bool ignore_eos = false;
@@ -34,13 +34,12 @@ struct GenerationParams {
 struct Sequence {
   Sequence(SeqId id, std::vector<int32_t> prompt, GenerationParams params, int block_size)
       : id(id), token_ids(std::move(prompt)), num_prompt_tokens(static_cast<int>(token_ids.size())),
-        params(std::move(params)), rng(this->params.seed), block_table(block_size) {}
+        params(std::move(params)), block_table(block_size) {}
 
   SeqId id;
   std::vector<int32_t> token_ids;  // prompt, then generated tokens
   int num_prompt_tokens;
   GenerationParams params;
-  kernels::SamplerRng rng;
   BlockTable block_table;
   int num_computed_tokens = 0;  // tokens whose K/V is in the cache
   SeqStatus status = SeqStatus::kWaiting;

@@ -149,11 +149,6 @@ absl::StatusOr<SeqId> Engine::AdmitPrefilled(std::vector<int32_t> prompt_token_i
   ++next_seq_id_;
   auto seq = std::make_unique<Sequence>(seq_id, std::move(prompt_token_ids), std::move(params),
                                         block_size_);
-  // The sampler continues where the prefill worker's left off: SampleToken draws one uniform per
-  // non-greedy token.
-  if (seq->params.sampling.temperature > 0) {
-    for (size_t i = 0; i < generated_token_ids.size(); ++i) seq->rng.NextUniform();
-  }
   seq->token_ids.insert(seq->token_ids.end(), generated_token_ids.begin(), generated_token_ids.end());
   seq->block_table.AddBlocks(*allocator_.Allocate(num_blocks));
   seq->block_table.AppendTokens(num_prompt_tokens);
@@ -210,7 +205,11 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
     Sequence& seq = *step.seqs[i];
     if (seq.num_uncomputed_tokens() > 0) continue;  // a prefill chunk short of the prompt's end
     const std::span<const float> row(logits_.data() + i * vocab_size, vocab_size);
-    ASSIGN_OR_RETURN(const int32_t token, kernels::SampleToken(row, seq.params.sampling, seq.rng));
+    // Draw n of the seed's stream samples generated token n: a function of the sequence alone, so a
+    // decode worker continues a prefill worker's stream, and a recomputed sequence its own, with
+    // no generator state to hand over.
+    kernels::SamplerRng rng(seq.params.seed, static_cast<uint64_t>(seq.num_generated_tokens()));
+    ASSIGN_OR_RETURN(const int32_t token, kernels::SampleToken(row, seq.params.sampling, rng));
     seq.token_ids.push_back(token);
     TokenOutput& out = outputs.emplace_back();
     out.seq_id = seq.id;

@@ -19,6 +19,7 @@
 #include "kernels/cuda/prefill_attention.h"
 #include "kernels/cuda/rms_norm.h"
 #include "kernels/cuda/rope.h"
+#include "kernels/cuda/sample.h"
 #include "kernels/cuda/swiglu.h"
 
 namespace baton::testing {
@@ -283,6 +284,19 @@ absl::Status PagedAttentionSplitKvOnDevice(const kernels::PagedAttentionSplitKvP
         return arrays;
       },
       &kernels::PagedAttentionSplitKv);
+}
+
+absl::Status SampleOnDevice(const kernels::SampleParams& host) {
+  const size_t num_seqs = static_cast<size_t>(host.num_seqs);
+  return RunOnDevice<kernels::SampleParams>(
+      host,
+      [&](kernels::SampleParams& p) -> absl::StatusOr<DeviceArrays> {
+        return DeviceArrays{In(p.logits, num_seqs * host.vocab_size), In(p.temperature, num_seqs),
+                            In(p.top_k, num_seqs), In(p.top_p, num_seqs), In(p.seed, num_seqs),
+                            In(p.draw_idx, num_seqs), Out(p.token_ids, num_seqs),
+                            Out(p.logprobs, num_seqs)};
+      },
+      &kernels::Sample);
 }
 
 }  // namespace baton::testing

@@ -17,6 +17,7 @@
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
+#include "baton/kernels/sample.h"
 #include "baton/kernels/swiglu.h"
 
 namespace baton::testing {
@@ -38,5 +39,6 @@ absl::Status PrefillAttentionOnDevice(const kernels::PrefillAttentionParams& hos
 absl::Status AddRmsNormOnDevice(const kernels::AddRmsNormParams& host_params);
 // The workspace is a host buffer of PagedAttentionSplitKvWorkspaceBytes(attn, num_splits) bytes.
 absl::Status PagedAttentionSplitKvOnDevice(const kernels::PagedAttentionSplitKvParams& host_params);
+absl::Status SampleOnDevice(const kernels::SampleParams& host_params);
 
 }  // namespace baton::testing

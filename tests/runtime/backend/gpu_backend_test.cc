@@ -378,6 +378,37 @@ TEST_P(GpuOpsTest, AddRmsNormMatchesCpu) {
   EXPECT_TRUE(AllClose(Download(h, in.size()), expected, kFloatTol));
 }
 
+// Sampling on the device copies back only the token ids, and they are the CPU backend's exactly
+// (sample.h: integer arithmetic, the same Philox draw); logprobs within f32 rounding.
+TEST_P(GpuOpsTest, SampleGivesTheCpuTokens) {
+  constexpr int kSeqs = 8, kVocab = 3001;
+  const std::vector<float> logits = RandomVector(kSeqs * kVocab, 30, -6, 6);
+  const std::vector<float> temperature = {0.0f, 1.0f, 0.7f, 1.3f, 1.0f, 0.5f, 2.0f, 1.0f};
+  const std::vector<int32_t> top_k = {0, 0, 40, 0, 5, 1000, 0, 1};
+  const std::vector<float> top_p = {1.0f, 1.0f, 1.0f, 0.9f, 0.5f, 0.95f, 0.2f, 1.0f};
+  const std::vector<uint64_t> seed = {1, 2, 3, 4, 5, 6, 7, 0xfedcba9876543210ull};
+  const std::vector<uint64_t> draw_idx = {0, 0, 1, 2, 3, 100, 1ull << 40, 7};
+  std::vector<int32_t> expected_tokens(kSeqs);
+  std::vector<float> expected_logprobs(kSeqs);
+  kernels::SampleParams p{.logits = logits.data(), .temperature = temperature.data(),
+                          .top_k = top_k.data(), .top_p = top_p.data(), .seed = seed.data(),
+                          .draw_idx = draw_idx.data(), .token_ids = expected_tokens.data(),
+                          .logprobs = expected_logprobs.data(), .num_seqs = kSeqs,
+                          .vocab_size = kVocab};
+  ASSERT_THAT(cpu_.Sample(p), IsOk());
+  p.logits = Upload(logits);
+  p.temperature = Upload(temperature);
+  p.top_k = Upload(top_k);
+  p.top_p = Upload(top_p);
+  p.seed = Upload(seed);
+  p.draw_idx = Upload(draw_idx);
+  p.token_ids = Upload(std::vector<int32_t>(kSeqs, -2));
+  p.logprobs = Upload(std::vector<float>(kSeqs));
+  ASSERT_THAT(gpu_->Sample(p), IsOk());
+  EXPECT_EQ(Download(p.token_ids, kSeqs), expected_tokens);
+  EXPECT_TRUE(AllClose(Download(p.logprobs, kSeqs), expected_logprobs, kFloatTol));
+}
+
 TEST_P(GpuOpsTest, CopyOnDeviceMovesARow) {
   const std::vector<float> src = RandomVector(64, 26);
   float* dsrc = Upload(src);
@@ -455,6 +486,31 @@ TEST_F(GpuBackendTest, HostPointerInAnOpIsInternalNamingOpAndField) {
                          .k_stride = kHidden}),
               StatusIs(absl::StatusCode::kInternal,
                        AllOf(HasSubstr("Rope"), HasSubstr("positions"))));
+}
+
+TEST_F(GpuBackendTest, SampleChecksEveryArray) {
+  constexpr int kSeqs = 2, kVocab = 50;
+  const std::vector<uint64_t> host_seed = {1, 2};
+  kernels::SampleParams p{.logits = Upload(RandomVector(kSeqs * kVocab, 31)),
+                          .temperature = Upload(std::vector<float>{1.0f, 0.0f}),
+                          .top_k = Upload(std::vector<int32_t>{0, 0}),
+                          .top_p = Upload(std::vector<float>{0.9f, 1.0f}),
+                          .seed = host_seed.data(),
+                          .draw_idx = Upload(std::vector<uint64_t>{0, 0}),
+                          .token_ids = Upload(std::vector<int32_t>(kSeqs)),
+                          .logprobs = nullptr,
+                          .num_seqs = kSeqs,
+                          .vocab_size = kVocab};
+  EXPECT_THAT(gpu_->Sample(p), StatusIs(absl::StatusCode::kInternal,
+                                        AllOf(HasSubstr("Sample"), HasSubstr("seed"),
+                                              HasSubstr("not device memory"))));
+  p.seed = Upload(host_seed);
+  p.vocab_size = kVocab + 1;  // the logits hold kVocab per row
+  EXPECT_THAT(gpu_->Sample(p),
+              StatusIs(absl::StatusCode::kInternal,
+                       AllOf(HasSubstr("Sample: logits"), HasSubstr("past its end"))));
+  p.vocab_size = kVocab;
+  EXPECT_THAT(gpu_->Sample(p), IsOk());
 }
 
 TEST_F(GpuBackendTest, ExtentPastTheAllocationIsInternalNamingTheSizes) {

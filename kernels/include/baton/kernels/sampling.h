@@ -2,11 +2,12 @@
 #pragma once
 
 #include <cstdint>
-#include <random>
 #include <span>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "baton/kernels/philox.h"
 
 namespace baton::kernels {
 
@@ -16,25 +17,38 @@ struct SamplingOptions {
   float top_p = 1;        // in (0, 1]; 1 => off
 };
 
-// A seeded random source for sampling. The same seed gives the same stream on every platform
-// (std::mt19937_64 is fully specified, and the uniform float is derived here, not by
-// std::uniform_real_distribution). Not thread-safe: one per sequence.
+// A sequence's random stream for sampling: draw n is SamplerBits24(seed, n) (philox.h), a pure
+// function of (seed, n) that the CUDA sampling kernel computes too. The object is only a cursor
+// over that stream (the seed and the index of the next draw), so a worker continues another's stream by
+// constructing it at the right index: the engine uses the index of the token being generated.
+// Not thread-safe: one per sequence (or per draw).
 class SamplerRng {
  public:
-  explicit SamplerRng(uint64_t seed) : engine_(seed) {}
+  explicit SamplerRng(uint64_t seed, uint64_t draw_idx = 0) : seed_(seed), draw_idx_(draw_idx) {}
 
-  // Uniform in [0, 1) with 24 random bits.
-  float NextUniform() { return static_cast<float>(engine_() >> 40) * 0x1.0p-24f; }
+  // The next draw's 24 random bits, and advances.
+  uint32_t NextBits24() { return SamplerBits24(seed_, draw_idx_++); }
+  // The next draw as a float uniform on [0, 1): NextBits24() * 2^-24, exact.
+  float NextUniform() { return static_cast<float>(NextBits24()) * 0x1.0p-24f; }
+
+  uint64_t seed() const { return seed_; }
+  uint64_t draw_idx() const { return draw_idx_; }
 
  private:
-  std::mt19937_64 engine_;
+  uint64_t seed_;
+  uint64_t draw_idx_;
 };
 
-// Returns the sampled token index. Greedy (temperature == 0): argmax, the lowest index wins ties,
-// and `rng` is not advanced. Otherwise: logits / temperature, softmax, keep the top_k most likely
-// (ties: lower index first), then the smallest prefix of those (in descending probability) whose
-// cumulative probability is >= top_p, renormalize, and draw with one rng.NextUniform().
-// InvalidArgument for empty logits, a NaN logit, temperature < 0, top_k < 0 or top_p outside (0, 1].
+// InvalidArgument for temperature < 0 or not finite, top_k < 0, or top_p outside (0, 1].
+absl::Status ValidateSamplingOptions(const SamplingOptions& options);
+
+// Returns the sampled token index, as specified in sample.h (the device op computes the same
+// token bit for bit). Greedy (temperature == 0): argmax, the lowest index wins ties, and `rng` is
+// not advanced. Otherwise: logits / temperature, softmax (in 40-bit fixed point), keep the top_k
+// most likely (ties: lower index first), then the smallest prefix of those (in descending
+// probability) whose cumulative probability is >= top_p, renormalize, and draw with one
+// rng.NextBits24() (inverse CDF over the kept tokens in ascending index order).
+// InvalidArgument for empty logits, a NaN logit, or options that fail ValidateSamplingOptions.
 absl::StatusOr<int32_t> SampleToken(std::span<const float> logits, const SamplingOptions& options,
                                     SamplerRng& rng);
 
