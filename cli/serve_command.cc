@@ -71,7 +71,7 @@ runtime::ParallelLayout PhaseLayout(const scheduler::PhaseConfig& phase) {
 // of one rank always fits and needs no config.json.
 // Devices the workers can serve: every phase of a disaggregated deployment on the same kind of
 // device (KV moves between host pools over shm/TCP, between device pools over NCCL links, never
-// across), and real CUDA instances of one rank (NCCL between an instance's ranks is not wired).
+// across), and each CUDA instance on consecutive device ids.
 absl::Status CheckDevicesServable(const DeploymentConfig& config) {
   if (config.mode == scheduler::DeploymentMode::kDisaggregated &&
       config.prefill.device_name() != config.decode.device_name()) {
@@ -80,13 +80,19 @@ absl::Status CheckDevicesServable(const DeploymentConfig& config) {
         config.decode.device_name(), "; both phases must use the same kind of device (the KV "
         "moves between host pools over shm/TCP and between device pools over NCCL)"));
   }
+  // A CUDA instance's rank r runs on device first + r (EngineConfig::first_device_index).
   for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
     const scheduler::PhaseConfig& phase = scheduler::Phase(config, role);
-    if (!phase.cuda_device_ids.empty() && phase.tp * phase.pp > 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          runtime::WorkerRoleName(role), ": tp ", phase.tp, " x pp ", phase.pp,
-          " on CUDA devices needs NCCL between an instance's ranks, which is not wired yet; run "
-          "CUDA instances with tp 1, pp 1 (or devices: cuda-emulated)"));
+    for (size_t i = 0; i < phase.cuda_device_ids.size(); ++i) {
+      const std::vector<int>& ids = phase.cuda_device_ids[i];
+      for (size_t r = 1; r < ids.size(); ++r) {
+        if (ids[r] != ids[0] + static_cast<int>(r)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              runtime::WorkerRoleName(role), ".devices: instance ", i, "'s devices must be "
+              "consecutive ids (rank r on device first + r), not [", absl::StrJoin(ids, ", "),
+              "]"));
+        }
+      }
     }
   }
   return absl::OkStatus();

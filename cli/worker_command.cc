@@ -27,7 +27,7 @@ absl::Status RunWorker(const std::string& config_path, const std::string& role_n
     return absl::InvalidArgumentError(absl::StrCat("--instance ", instance, ": the ", role_name,
                                                    " phase has ", phase.num_instances, " instances"));
   }
-  // CUDA instances run one rank (serve refuses more), on the instance's one device.
+  // A CUDA instance's rank r runs on device first + r (serve checks the ids are consecutive).
   const runtime::DeviceKind device = phase.cuda_emulated ? runtime::DeviceKind::kCudaEmulated
                                      : phase.on_cpu()    ? runtime::DeviceKind::kCpu
                                                          : runtime::DeviceKind::kCuda;

@@ -10,7 +10,7 @@
 // (One all-reduce of a decode step's activations against a memcpy: communicator_bench.)
 // Run with random interleaving so that the replicated and vocab-parallel runs alternate:
 //
-//   ./vocab_head_bench --model_dir=build/models/small --benchmark_repetitions=5 \
+//   ./vocab_head_bench --model_dir=build/models/small --benchmark_repetitions=5
 //       --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 //
 // The rank threads must each have a core for the figures to mean anything.

@@ -32,6 +32,7 @@ class CudaGpuRuntime final : public GpuRuntime {
   ~CudaGpuRuntime() override;
 
   absl::string_view name() const override { return name_; }
+  void* native_stream() override { return stream_; }
   int num_sms() const override { return num_sms_; }
 
   absl::StatusOr<void*> Malloc(size_t bytes) override;

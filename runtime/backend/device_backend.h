@@ -54,6 +54,9 @@ class DeviceBackend {
   // True when device memory is host memory (the CPU backend): a host array may then be passed to
   // an op as it is, and an op may write straight into a host array, with no copy in between.
   virtual bool IsHostMemory() const = 0;
+  // The device stream the backend's ops run on (a cudaStream_t as void*), so that a communicator
+  // can enqueue behind them; null for backends without one (CPU, cuda-emulated).
+  virtual void* native_stream() { return nullptr; }
 
   // ---- Memory ----
   // `bytes` > 0. ResourceExhausted when the device has no room. The memory is uninitialized.

@@ -56,6 +56,7 @@ class GpuBackend final : public DeviceBackend {
   // Waits for everything enqueued; the first error of it.
   absl::Status Synchronize() { return runtime_->Synchronize(); }
   GpuRuntime& runtime() { return *runtime_; }
+  void* native_stream() override { return runtime_->native_stream(); }
   CachingAllocator& allocator() { return allocator_; }
 
  private:

@@ -45,6 +45,9 @@ class GpuRuntime {
 
   // For messages: "cuda:0", "cuda-emulated".
   virtual absl::string_view name() const = 0;
+  // The cudaStream_t everything runs on (as void*), for NCCL to enqueue on the same stream; null
+  // where there is none (emulated).
+  virtual void* native_stream() { return nullptr; }
   // Streaming multiprocessors of the device, for launch heuristics
   // (kernels::PagedAttentionSplitKvNumSplits); <= 0 when unknown.
   virtual int num_sms() const = 0;

@@ -12,7 +12,7 @@
 #include "kernels/common/thread_pool.h"
 #include "runtime/backend/backend_registry.h"
 #include "runtime/model/llama_model.h"
-#include "runtime/parallel/cpu_communicator.h"
+#include "runtime/parallel/instance_comms.h"
 
 namespace baton::runtime {
 
@@ -20,8 +20,6 @@ struct ModelRanks::State {
   struct Rank {
     std::unique_ptr<ThreadPool> pool;
     std::unique_ptr<DeviceBackend> backend;  // over pool; outlives model
-    std::unique_ptr<Communicator> tp_comm;   // the rank's stage; null when tp_size == 1
-    std::unique_ptr<Communicator> pp_comm;   // the rank's pipeline; null when pp_size == 1
     std::unique_ptr<LlamaModel> model;
     DeviceBuffer kv_storage;  // the pool's blocks on a device whose memory is not the host's
     std::unique_ptr<KvPool> kv_pool;
@@ -38,8 +36,10 @@ struct ModelRanks::State {
   ParallelLayout layout;
   int num_blocks = 0;
   int logits_rank = 0;  // the last stage's tp rank 0: its logits are returned
-  std::vector<std::shared_ptr<CpuCommGroup>> groups;
   std::vector<Rank> ranks;
+  // The ranks' TP and PP groups, which the models point into. Destroyed before `ranks`: NCCL
+  // communicators enqueue on the streams of the ranks' backends.
+  std::unique_ptr<InstanceComms> comms;
   std::vector<std::thread> threads;  // one per rank when there are several; none for one rank
   std::vector<std::vector<int>> rank_cpus;  // [rank]: the CPUs its threads are pinned to, or empty
   bool failed = false;               // a Forward failed: the groups are aborted
@@ -51,9 +51,7 @@ struct ModelRanks::State {
   std::span<const StepBatch> batches;  // the current Forward's; written before generation is bumped
 };
 
-void ModelRanks::State::AbortGroups(absl::string_view reason) {
-  for (const auto& group : groups) group->Abort(reason);
-}
+void ModelRanks::State::AbortGroups(absl::string_view reason) { comms->Abort(reason); }
 
 void ModelRanks::State::RunRank(int r) {
   Rank& rank = ranks[r];
@@ -107,32 +105,10 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
     return absl::InvalidArgumentError(absl::StrCat("ranks: ", options.kv_shm_names.size(),
                                                    " KV segment names for ", num_ranks, " ranks"));
   }
-  if (options.device == DeviceKind::kCuda && num_ranks > 1) {
-    // The in-process communicator below copies through host pointers, which a GPU's memory is
-    // not: real GPU ranks need the NCCL communicator (runtime/parallel/nccl_communicator.h), which
-    // the ranks do not create yet. (cuda-emulated ranks keep host memory and run here.)
-    return absl::UnimplementedError(absl::StrCat(
-        "ranks: ", num_ranks, " ranks on CUDA devices need NCCL between the ranks, which is not "
-        "wired into the engine yet; run tp 1, pp 1 per CUDA instance"));
-  }
   auto state = std::make_unique<State>();
   state->layout = layout;
   state->ranks.resize(num_ranks);
   state->logits_rank = (layout.pp_size - 1) * layout.tp_size;
-
-  // One group per stage for TP, one per tp rank for PP.
-  const CpuCommGroupParams tp_params{.num_ranks = layout.tp_size, .timeout = options.comm_timeout};
-  const CpuCommGroupParams pp_params{.num_ranks = layout.pp_size, .timeout = options.comm_timeout};
-  std::vector<std::shared_ptr<CpuCommGroup>> tp_groups(layout.tp_size > 1 ? layout.pp_size : 0);
-  std::vector<std::shared_ptr<CpuCommGroup>> pp_groups(layout.pp_size > 1 ? layout.tp_size : 0);
-  for (auto& group : tp_groups) {
-    ASSIGN_OR_RETURN(group, CpuCommGroup::Create(tp_params));
-    state->groups.push_back(group);
-  }
-  for (auto& group : pp_groups) {
-    ASSIGN_OR_RETURN(group, CpuCommGroup::Create(pp_params));
-    state->groups.push_back(group);
-  }
 
   // Several ranks get cores of their own when the machine has enough; one rank is left to the OS.
   const std::vector<int> cpus = AllowedCpus();
@@ -143,24 +119,36 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
       state->rank_cpus[r].assign(first, first + options.threads_per_rank);
     }
   }
+  // The backends first: NCCL communicators enqueue on their streams.
+  std::vector<void*> streams;
   for (int r = 0; r < num_ranks; ++r) {
     State::Rank& rank = state->ranks[r];
-    ASSIGN_OR_RETURN(const ShardSpec spec, ShardSpecOfRank(layout, r));
-    if (!tp_groups.empty()) {
-      ASSIGN_OR_RETURN(rank.tp_comm, tp_groups[spec.pp_rank]->Join(spec.tp_rank));
-    }
-    if (!pp_groups.empty()) {
-      ASSIGN_OR_RETURN(rank.pp_comm, pp_groups[spec.tp_rank]->Join(spec.pp_rank));
-    }
     rank.pool = std::make_unique<ThreadPool>(options.threads_per_rank, state->rank_cpus[r]);
     ASSIGN_OR_RETURN(rank.backend,
                      CreateBackend(BackendOptions{.device = options.device,
                                                   .pool = rank.pool.get(),
                                                   .device_index = options.first_device_index + r}));
+    streams.push_back(rank.backend->native_stream());
+  }
+  // One group per stage for TP, one per tp rank for PP: in-process where buffers are host memory
+  // (CPU, cuda-emulated), NCCL between GPUs.
+  ASSIGN_OR_RETURN(state->comms,
+                   InstanceComms::Create(InstanceCommsParams{
+                       .kind = options.device == DeviceKind::kCuda ? CommKind::kNccl
+                                                                   : CommKind::kInProcess,
+                       .tp_size = layout.tp_size,
+                       .pp_size = layout.pp_size,
+                       .first_device = options.first_device_index,
+                       .streams = std::move(streams),
+                       .timeout = options.comm_timeout}));
+  for (int r = 0; r < num_ranks; ++r) {
+    State::Rank& rank = state->ranks[r];
+    ASSIGN_OR_RETURN(const ShardSpec spec, ShardSpecOfRank(layout, r));
+    const RankComms comms = state->comms->rank(r);
     ASSIGN_OR_RETURN(rank.model,
                      LlamaModel::Load(options.model_dir, options.weight_dtype, rank.backend.get(),
                                       rank.pool.get(), spec,
-                                      ModelComms{.tp = rank.tp_comm.get(), .pp = rank.pp_comm.get()}));
+                                      ModelComms{.tp = comms.tp, .pp = comms.pp}));
   }
   state->config = state->ranks[0].model->config();
 

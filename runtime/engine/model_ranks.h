@@ -1,6 +1,8 @@
 // ModelRanks: the tp x pp ranks of one serving instance, run as one model (runtime/README.md,
 // "Ranks"). Each rank has its own thread pool, backend, LlamaModel shard (model_shard.h) and KV pool
-// (its layers x its KV heads); the ranks talk through one CpuCommGroup. Ranks are numbered
+// (its layers x its KV heads); the ranks talk through their instance's communicators
+// (runtime/parallel/instance_comms.h: in-process on the CPU and cuda-emulated, NCCL between GPUs,
+// its init run on a thread per rank since every member must join at once). Ranks are numbered
 // stage-major (rank_idx = pp_rank * tp_size + tp_rank).
 //
 // Threads: a one-rank instance runs on the thread that calls Forward (no extra thread, no

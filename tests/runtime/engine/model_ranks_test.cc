@@ -66,7 +66,9 @@ TEST(PlanMicroBatchesTest, DecodeSequencesStayFirstAndEveryTokenIsInOnePiece) {
         EXPECT_EQ(piece.q_begin, covered[piece.seq]) << "chunks in order, no gap";
         covered[piece.seq] += piece.q_len;
         if (piece.seq >= 4) seen_prompt = true;
-        if (piece.seq < 4) EXPECT_FALSE(seen_prompt) << "a decode sequence after a prompt";
+        if (piece.seq < 4) {
+          EXPECT_FALSE(seen_prompt) << "a decode sequence after a prompt";
+        }
       }
     }
     for (size_t i = 0; i < q_lens.size(); ++i) EXPECT_EQ(covered[i], q_lens[i]);
