@@ -57,6 +57,14 @@ class DeviceBackend {
   // The device stream the backend's ops run on (a cudaStream_t as void*), so that a communicator
   // can enqueue behind them; null for backends without one (CPU, cuda-emulated).
   virtual void* native_stream() { return nullptr; }
+  // OK if [ptr, ptr + bytes) may be handed to a collective of this device's communicator (NCCL
+  // takes device memory only). Backends that cannot tell say OK; cuda-emulated checks.
+  virtual absl::Status CheckCollectiveBuffer(absl::string_view op, const void* ptr, size_t bytes) {
+    (void)op;
+    (void)ptr;
+    (void)bytes;
+    return absl::OkStatus();
+  }
 
   // ---- Memory ----
   // `bytes` > 0. ResourceExhausted when the device has no room. The memory is uninitialized.

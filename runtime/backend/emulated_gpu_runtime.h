@@ -73,6 +73,11 @@ class EmulatedGpuRuntime final : public GpuRuntime {
 
   const GpuMemoryStats& stats() const { return stats_; }
 
+  absl::Status CheckCollectiveBuffer(absl::string_view op, const void* ptr,
+                                     size_t bytes) override {
+    return CheckDevice(op, "buffer", ptr, bytes);
+  }
+
   // OK when [ptr, ptr + bytes) lies inside the in-use part of one live allocation (all of it after
   // Malloc, what NoteInUse says after that; nothing after NoteCached); bytes == 0 always passes;
   // otherwise Internal "<name>: <op>: <field> ...". Public for the tests.

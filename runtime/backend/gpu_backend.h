@@ -57,6 +57,10 @@ class GpuBackend final : public DeviceBackend {
   absl::Status Synchronize() { return runtime_->Synchronize(); }
   GpuRuntime& runtime() { return *runtime_; }
   void* native_stream() override { return runtime_->native_stream(); }
+  absl::Status CheckCollectiveBuffer(absl::string_view op, const void* ptr,
+                                     size_t bytes) override {
+    return runtime_->CheckCollectiveBuffer(op, ptr, bytes);
+  }
   CachingAllocator& allocator() { return allocator_; }
 
  private:

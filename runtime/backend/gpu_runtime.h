@@ -48,6 +48,15 @@ class GpuRuntime {
   // The cudaStream_t everything runs on (as void*), for NCCL to enqueue on the same stream; null
   // where there is none (emulated).
   virtual void* native_stream() { return nullptr; }
+  // OK if [ptr, ptr + bytes) is device memory a collective may be handed. A real device cannot
+  // tell (OK); the emulated one checks that the span lies in one of its live allocations, so CI
+  // catches a host pointer handed to NCCL (which a GPU would fault on or silently misread).
+  virtual absl::Status CheckCollectiveBuffer(absl::string_view op, const void* ptr, size_t bytes) {
+    (void)op;
+    (void)ptr;
+    (void)bytes;
+    return absl::OkStatus();
+  }
   // Streaming multiprocessors of the device, for launch heuristics
   // (kernels::PagedAttentionSplitKvNumSplits); <= 0 when unknown.
   virtual int num_sms() const = 0;

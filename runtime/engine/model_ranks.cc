@@ -12,6 +12,7 @@
 #include "kernels/common/thread_pool.h"
 #include "runtime/backend/backend_registry.h"
 #include "runtime/model/llama_model.h"
+#include "runtime/engine/checked_communicator.h"
 #include "runtime/parallel/instance_comms.h"
 
 namespace baton::runtime {
@@ -20,6 +21,9 @@ struct ModelRanks::State {
   struct Rank {
     std::unique_ptr<ThreadPool> pool;
     std::unique_ptr<DeviceBackend> backend;  // over pool; outlives model
+    // cuda-emulated: the rank's communicators, each buffer checked to be device memory first
+    std::unique_ptr<CheckedCommunicator> checked_tp;
+    std::unique_ptr<CheckedCommunicator> checked_pp;
     std::unique_ptr<LlamaModel> model;
     DeviceBuffer kv_storage;  // the pool's blocks on a device whose memory is not the host's
     std::unique_ptr<KvPool> kv_pool;
@@ -144,7 +148,18 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
   for (int r = 0; r < num_ranks; ++r) {
     State::Rank& rank = state->ranks[r];
     ASSIGN_OR_RETURN(const ShardSpec spec, ShardSpecOfRank(layout, r));
-    const RankComms comms = state->comms->rank(r);
+    RankComms comms = state->comms->rank(r);
+    if (options.device == DeviceKind::kCudaEmulated) {
+      // NCCL would take device memory only: the emulated device makes sure the model hands it so.
+      if (comms.tp != nullptr) {
+        rank.checked_tp = std::make_unique<CheckedCommunicator>(comms.tp, rank.backend.get());
+        comms.tp = rank.checked_tp.get();
+      }
+      if (comms.pp != nullptr) {
+        rank.checked_pp = std::make_unique<CheckedCommunicator>(comms.pp, rank.backend.get());
+        comms.pp = rank.checked_pp.get();
+      }
+    }
     ASSIGN_OR_RETURN(rank.model,
                      LlamaModel::Load(options.model_dir, options.weight_dtype, rank.backend.get(),
                                       rank.pool.get(), spec,

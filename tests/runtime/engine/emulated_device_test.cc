@@ -5,7 +5,8 @@
 // backend's greedy tokens, and logits within 1e-4 of the row's largest (f32 weights; 1e-2 with
 // bf16 weights: both devices round the activations to bf16 before each product, and a last-bit
 // difference of the attention kernels can move one across a rounding boundary, 2^-8 relative), on
-// one rank and on tp 2, with prefill-first and chunked prefill (a cached prefix: KvGather).
+// one rank, on tp 2 and on tp 2 x pp 2 (every collective handed device memory, as NCCL needs), with
+// prefill-first and chunked prefill (a cached prefix: KvGather).
 #include <cmath>
 #include <map>
 #include <string>
@@ -29,6 +30,7 @@ struct Case {
   int tp;
   bool chunked;
   float tolerance;  // of the row's largest |logit|
+  int pp = 1;
 };
 
 struct Generated {
@@ -46,7 +48,7 @@ class EmulatedDeviceTest : public ::testing::TestWithParam<Case> {
     const Case& c = GetParam();
     EngineConfig config{.model_dir = dir_.path(),
                         .weight_dtype = c.dtype,
-                        .parallel = {.tp_size = c.tp},
+                        .parallel = {.tp_size = c.tp, .pp_size = c.pp},
                         .device = device,
                         .block_size = 4,
                         .kv_cache_bytes = 1 << 20,
@@ -108,7 +110,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"f32", DType::kF32, 1, false, 1e-4f},
                       Case{"f32_chunked", DType::kF32, 1, true, 1e-4f},
                       Case{"bf16", DType::kBF16, 1, false, 1e-2f},
-                      Case{"f32_tp2", DType::kF32, 2, false, 1e-4f}),
+                      Case{"f32_tp2", DType::kF32, 2, false, 1e-4f},
+                      // Every collective's buffer is checked to be device memory (NCCL's rule),
+                      // the PP send/recv of the residual stream too (checked_communicator.h).
+                      Case{"f32_tp2_pp2", DType::kF32, 2, false, 1e-4f, 2}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace
