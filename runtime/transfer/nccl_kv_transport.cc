@@ -22,27 +22,6 @@ KvWireRequest RequestHeader(const KvPoolShape& shape, KvWireKind kind, size_t nu
                        .kind = kind};
 }
 
-// Every prefill rank a slab names must serve its pool over links of this kind.
-absl::Status CheckSourceLinks(const KvPullSpec& spec, const std::string& kind) {
-  const auto check = [kind](const KvSource& source, const std::string& what) -> absl::Status {
-    if (source.kv_link == kind) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "KV pull over ", kind, ": ", what, " serves ",
-        source.kv_link.empty() ? std::string("a pool in host memory")
-                               : absl::StrCat("KV links of kind ", source.kv_link),
-        ", not ", kind, " (prefill and decode workers must run on the same kind of device)"));
-  };
-  if (!spec.resliced()) return check(spec.source, "the source");
-  for (const KvSlab& slab : spec.slabs) {
-    if (absl::Status status = check(spec.rank_sources[slab.src_rank_idx].source,
-                                    absl::StrCat("prefill rank ", slab.src_rank_idx));
-        !status.ok()) {
-      return status;
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PooledKvLink>> NcclKvTransport::NewLink(const std::string& address,
@@ -83,7 +62,7 @@ absl::Status NcclKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
     return absl::InvalidArgumentError(
         absl::StrCat("KV pull over ", kind, ": the destination pool is in host memory"));
   }
-  if (absl::Status status = CheckSourceLinks(spec, kind); !status.ok()) return status;
+  if (absl::Status status = CheckSourceKvLinks(spec, kind); !status.ok()) return status;
   if (absl::Status status = CheckSourceAddresses(spec, kind); !status.ok()) return status;
   if (dst_blocks.empty()) return absl::OkStatus();
   absl::StatusOr<std::vector<RankPull>> planned =

@@ -61,6 +61,24 @@ absl::Status CheckSourceAddresses(const KvPullSpec& spec, absl::string_view tran
   return absl::OkStatus();
 }
 
+absl::Status CheckSourceKvLinks(const KvPullSpec& spec, const std::string& kind) {
+  const auto describe = [](const std::string& link) {
+    return link.empty() ? std::string("a pool in host memory")
+                        : absl::StrCat("a pool in device memory over ", link, " links");
+  };
+  const SpecSlabs plan(spec);
+  for (const KvSlab& slab : plan.slabs) {
+    const KvSource& source = plan.sources[slab.src_rank_idx].source;
+    if (source.kv_link == kind) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV pull into ", describe(kind), ": ",
+        spec.resliced() ? absl::StrCat("prefill rank ", slab.src_rank_idx) : "the source",
+        " serves ", describe(source.kv_link),
+        " (prefill and decode workers must run on the same kind of device)"));
+  }
+  return absl::OkStatus();
+}
+
 std::vector<RankPull> PlanRankPulls(const KvPullSpec& spec, const KvPoolShape& dst_shape,
                                     std::span<const BlockId> dst_blocks) {
   const SpecSlabs plan(spec);

@@ -42,6 +42,12 @@ struct RankPull {
 // ValidatePull(spec, ...) is OK.
 absl::Status CheckSourceAddresses(const KvPullSpec& spec, absl::string_view transport);
 
+// InvalidArgument unless every prefill rank a slab of the spec names (the spec's source, for a
+// same-layout spec) serves its pool over KV links of `kind` (KvSource::kv_link; "" for pools in
+// host memory): prefill and decode workers run on the same kind of device. Pre-condition:
+// ValidatePull(spec, ...) is OK.
+absl::Status CheckSourceKvLinks(const KvPullSpec& spec, const std::string& kind);
+
 // One RankPull per prefill rank the spec's slabs name, in order of first mention. Pre-condition:
 // ValidatePull(spec, dst, dst_blocks) is OK.
 std::vector<RankPull> PlanRankPulls(const KvPullSpec& spec, const KvPoolShape& dst_shape,

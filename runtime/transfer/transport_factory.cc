@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/transfer/emulated_kv_link.h"
+#include "runtime/transfer/rank_pulls.h"
 #if BATON_HAS_NCCL
 #include "runtime/transfer/nccl_kv_link.h"
 #endif
@@ -102,23 +103,7 @@ absl::Status AutoKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
     }
     return nccl_->Pull(spec, dst, dst_blocks, deadline);
   }
-  const auto host_source = [](const KvSource& source) -> absl::Status {
-    if (source.kv_link.empty()) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "KV pull: the source pool is in device memory (", source.kv_link,
-        " links) and the destination in host memory (prefill and decode workers must run on the "
-        "same kind of device)"));
-  };
-  if (spec.resliced()) {
-    for (const KvSlab& slab : spec.slabs) {
-      if (absl::Status status = host_source(spec.rank_sources[slab.src_rank_idx].source);
-          !status.ok()) {
-        return status;
-      }
-    }
-  } else if (absl::Status status = host_source(spec.source); !status.ok()) {
-    return status;
-  }
+  if (absl::Status status = CheckSourceKvLinks(spec, ""); !status.ok()) return status;
   if (spec.resliced()) {
     // Shared memory only if every prefill rank a slab names is reachable through it; otherwise TCP.
     if (dst_blocks.empty()) return absl::OkStatus();
