@@ -1,5 +1,6 @@
 #include "runtime/backend/cpu_backend.h"
 
+#include <cstddef>
 #include <cstring>
 #include <new>
 
@@ -38,6 +39,15 @@ absl::Status CpuBackend::CopyToHost(void* host, const void* device, size_t bytes
 
 absl::Status CpuBackend::CopyOnDevice(void* device_dst, const void* device_src, size_t bytes) {
   std::memcpy(device_dst, device_src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::CopyOnDevice2D(void* device_dst, size_t dst_pitch,
+                                        const void* device_src, size_t src_pitch, size_t width,
+                                        size_t rows) {
+  auto* dst = static_cast<std::byte*>(device_dst);
+  const auto* src = static_cast<const std::byte*>(device_src);
+  for (size_t i = 0; i < rows; ++i) std::memcpy(dst + i * dst_pitch, src + i * src_pitch, width);
   return absl::OkStatus();
 }
 

@@ -21,6 +21,8 @@ class CpuBackend final : public DeviceBackend {
   absl::Status CopyToDevice(void* device, const void* host, size_t bytes) override;
   absl::Status CopyToHost(void* host, const void* device, size_t bytes) override;
   absl::Status CopyOnDevice(void* device_dst, const void* device_src, size_t bytes) override;
+  absl::Status CopyOnDevice2D(void* device_dst, size_t dst_pitch, const void* device_src,
+                              size_t src_pitch, size_t width, size_t rows) override;
 
   absl::Status Embedding(const kernels::EmbeddingParams& params) override;
   absl::Status RmsNorm(const kernels::RmsNormParams& params) override;

@@ -94,6 +94,7 @@ absl::StatusOr<void*> CudaGpuRuntime::Malloc(size_t bytes) {
 
 absl::Status CudaGpuRuntime::Free(void* device) {
   if (device == nullptr) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckNotCapturing("Free"));
   RETURN_IF_ERROR(Activate());
   BATON_CUDA_CALL(cudaFree(device));
   return absl::OkStatus();
@@ -101,6 +102,7 @@ absl::Status CudaGpuRuntime::Free(void* device) {
 
 absl::Status CudaGpuRuntime::CopyHostToDevice(void* device, const void* host, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckNotCapturing("CopyHostToDevice"));
   RETURN_IF_ERROR(Activate());
   BATON_CUDA_CALL(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_));
   // An async copy from pinned memory reads the host bytes later; waiting makes the host array
@@ -111,6 +113,7 @@ absl::Status CudaGpuRuntime::CopyHostToDevice(void* device, const void* host, si
 }
 
 absl::Status CudaGpuRuntime::CopyDeviceToHost(void* host, const void* device, size_t bytes) {
+  RETURN_IF_ERROR(CheckNotCapturing("CopyDeviceToHost"));
   RETURN_IF_ERROR(Activate());
   if (bytes > 0) {
     BATON_CUDA_CALL(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
@@ -128,7 +131,72 @@ absl::Status CudaGpuRuntime::CopyDeviceToDevice(void* device_dst, const void* de
   return absl::OkStatus();
 }
 
+absl::Status CudaGpuRuntime::CopyDeviceToDevice2D(void* device_dst, size_t dst_pitch,
+                                                  const void* device_src, size_t src_pitch,
+                                                  size_t width, size_t rows) {
+  if (width == 0 || rows == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(Activate());
+  BATON_CUDA_CALL(cudaMemcpy2DAsync(device_dst, dst_pitch, device_src, src_pitch, width, rows,
+                                    cudaMemcpyDeviceToDevice, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaGpuRuntime::CheckNotCapturing(absl::string_view op) const {
+  if (!capturing_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      name_, ": ", op, " while capturing a graph (a capture holds device work only)"));
+}
+
+namespace {
+
+class CudaGraph final : public GpuGraph {
+ public:
+  CudaGraph(int device_index, cudaStream_t stream, cudaGraphExec_t exec)
+      : device_index_(device_index), stream_(stream), exec_(exec) {}
+  ~CudaGraph() override {
+    (void)cudaSetDevice(device_index_);
+    cudaGraphExecDestroy(exec_);
+  }
+  absl::Status Launch() override {
+    BATON_CUDA_CALL(cudaSetDevice(device_index_));
+    BATON_CUDA_CALL(cudaGraphLaunch(exec_, stream_));
+    return absl::OkStatus();
+  }
+
+ private:
+  int device_index_;
+  cudaStream_t stream_;
+  cudaGraphExec_t exec_;
+};
+
+}  // namespace
+
+absl::Status CudaGpuRuntime::BeginCapture() {
+  RETURN_IF_ERROR(CheckNotCapturing("BeginCapture"));
+  RETURN_IF_ERROR(Activate());
+  // Relaxed: the caching allocator may still cudaMalloc a workspace mid-capture.
+  BATON_CUDA_CALL(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  capturing_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<GpuGraph>> CudaGpuRuntime::EndCapture() {
+  if (!capturing_) {
+    return absl::FailedPreconditionError(absl::StrCat(name_, ": EndCapture without a capture"));
+  }
+  capturing_ = false;
+  RETURN_IF_ERROR(Activate());
+  cudaGraph_t graph = nullptr;
+  BATON_CUDA_CALL(cudaStreamEndCapture(stream_, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t error = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);  // the executable graph is a copy
+  BATON_CUDA_CALL(error);
+  return std::make_unique<CudaGraph>(device_index_, stream_, exec);
+}
+
 absl::Status CudaGpuRuntime::Synchronize() {
+  RETURN_IF_ERROR(CheckNotCapturing("Synchronize"));
   RETURN_IF_ERROR(Activate());
   BATON_CUDA_CALL(cudaStreamSynchronize(stream_));
   return absl::OkStatus();

@@ -41,7 +41,11 @@ class CudaGpuRuntime final : public GpuRuntime {
   absl::Status CopyHostToDevice(void* device, const void* host, size_t bytes) override;
   absl::Status CopyDeviceToHost(void* host, const void* device, size_t bytes) override;
   absl::Status CopyDeviceToDevice(void* device_dst, const void* device_src, size_t bytes) override;
+  absl::Status CopyDeviceToDevice2D(void* device_dst, size_t dst_pitch, const void* device_src,
+                                    size_t src_pitch, size_t width, size_t rows) override;
   absl::Status Synchronize() override;
+  absl::Status BeginCapture() override;
+  absl::StatusOr<std::unique_ptr<GpuGraph>> EndCapture() override;
 
   absl::Status Launch(const kernels::EmbeddingParams& params) override;
   absl::Status Launch(const kernels::RmsNormParams& params) override;
@@ -60,6 +64,8 @@ class CudaGpuRuntime final : public GpuRuntime {
  private:
   explicit CudaGpuRuntime(int device_index);
   absl::Status Activate() const;  // cudaSetDevice(device_index_)
+  // FailedPrecondition naming `op` while capturing: CUDA would invalidate the capture instead.
+  absl::Status CheckNotCapturing(absl::string_view op) const;
   // Grows the bf16 activation scratch of Gemm to at least `bytes`.
   absl::Status ReserveBf16Scratch(size_t bytes);
 
@@ -67,6 +73,7 @@ class CudaGpuRuntime final : public GpuRuntime {
   std::string name_;
   int num_sms_ = 0;  // cudaDevAttrMultiProcessorCount, read once by Create
   CUstream_st* stream_ = nullptr;
+  bool capturing_ = false;
   cublasContext* cublas_ = nullptr;
   void* bf16_scratch_ = nullptr;  // [m, k] bf16 activations of the current bf16 GEMM
   size_t bf16_scratch_bytes_ = 0;

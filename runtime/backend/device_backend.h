@@ -20,9 +20,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "baton/kernels/add.h"
@@ -39,6 +41,16 @@
 #include "baton/kernels/swiglu.h"
 
 namespace baton::runtime {
+
+// Device work recorded once (a CUDA graph) and enqueued again as a whole: the same ops on the same
+// device addresses, so each replay reads whatever those addresses hold by then. Must not outlive
+// the backend that captured it.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  // Enqueues the recorded work on the backend's stream, after everything enqueued before.
+  virtual absl::Status Replay() = 0;
+};
 
 // kCudaEmulated: the CUDA backend's code over host memory, kernels run by the SIMT emulation
 // (gpu_backend.h, emulated_gpu_runtime.h); available in every build, for tests.
@@ -74,6 +86,10 @@ class DeviceBackend {
   virtual absl::Status CopyToDevice(void* device, const void* host, size_t bytes) = 0;
   virtual absl::Status CopyToHost(void* host, const void* device, size_t bytes) = 0;
   virtual absl::Status CopyOnDevice(void* device_dst, const void* device_src, size_t bytes) = 0;
+  // `rows` rows of `width` bytes: row i from device_src + i * src_pitch to device_dst + i *
+  // dst_pitch (cudaMemcpy2D's shape). Pitches >= width; the two regions do not overlap.
+  virtual absl::Status CopyOnDevice2D(void* device_dst, size_t dst_pitch, const void* device_src,
+                                      size_t src_pitch, size_t width, size_t rows) = 0;
 
   // ---- Ops of the forward pass: each one kernel op, with that op's params (kernels/include) ----
   virtual absl::Status Embedding(const kernels::EmbeddingParams& params) = 0;
@@ -105,6 +121,22 @@ class DeviceBackend {
                     .num_tokens = params.num_tokens,
                     .hidden = params.hidden,
                     .eps = params.eps});
+  }
+
+  // ---- Graphs (CUDA graphs): launch overhead paid once per step instead of once per op ----
+  // Between BeginCapture and EndCapture the ops and device-to-device copies are recorded, not run;
+  // copies to or from the host are FailedPrecondition (a graph cannot hold them). Memory Allocated
+  // during the capture belongs to the graph: what an op allocates for itself (a workspace) stays
+  // reserved until the graph is destroyed. EndCapture ends a capture even when an op inside it
+  // failed. Backends without graphs answer Unimplemented.
+  virtual bool SupportsGraphs() const { return false; }
+  virtual absl::Status BeginCapture() {
+    return absl::UnimplementedError(
+        absl::StrCat(DeviceKindName(device()), " has no graphs"));
+  }
+  virtual absl::StatusOr<std::unique_ptr<DeviceGraph>> EndCapture() {
+    return absl::UnimplementedError(
+        absl::StrCat(DeviceKindName(device()), " has no graphs"));
   }
 
   // ---- Sampling of the next tokens from logits on the device (sample.h) ----

@@ -1,9 +1,11 @@
 #include "runtime/backend/emulated_gpu_runtime.h"
 
+#include <cstddef>
 #include <algorithm>
 #include <cstring>
 #include <functional>
 #include <new>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -88,6 +90,7 @@ absl::StatusOr<void*> EmulatedGpuRuntime::Malloc(size_t bytes) {
 
 absl::Status EmulatedGpuRuntime::Free(void* device) {
   if (device == nullptr) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckNotCapturing("Free"));
   auto it = allocations_.find(reinterpret_cast<uintptr_t>(device));
   if (it == allocations_.end()) {
     return absl::InternalError(absl::StrFormat(
@@ -164,7 +167,56 @@ absl::Status EmulatedGpuRuntime::CheckCache(absl::string_view op, const kernels:
   return CheckDevice(op, "cache.v", cache.v, bytes);
 }
 
+absl::Status EmulatedGpuRuntime::CheckNotCapturing(absl::string_view op) const {
+  if (!capturing_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      name(), ": ", op, " while capturing a graph (a capture holds device work only)"));
+}
+
+// The recorded ops of one capture; each replay runs them all, in order.
+class EmulatedGpuGraph final : public GpuGraph {
+ public:
+  EmulatedGpuGraph(EmulatedGpuRuntime* runtime, std::vector<std::function<absl::Status()>> ops)
+      : runtime_(runtime), ops_(std::move(ops)) {}
+  absl::Status Launch() override { return runtime_->LaunchGraph(ops_); }
+
+ private:
+  EmulatedGpuRuntime* runtime_;
+  std::vector<std::function<absl::Status()>> ops_;
+};
+
+absl::Status EmulatedGpuRuntime::BeginCapture() {
+  if (capturing_) {
+    return absl::FailedPreconditionError(absl::StrCat(name(), ": a capture is already open"));
+  }
+  capturing_ = true;
+  captured_.clear();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<GpuGraph>> EmulatedGpuRuntime::EndCapture() {
+  if (!capturing_) {
+    return absl::FailedPreconditionError(absl::StrCat(name(), ": EndCapture without a capture"));
+  }
+  capturing_ = false;
+  return std::make_unique<EmulatedGpuGraph>(this, std::exchange(captured_, {}));
+}
+
+absl::Status EmulatedGpuRuntime::LaunchGraph(
+    const std::vector<std::function<absl::Status()>>& ops) {
+  RETURN_IF_ERROR(CheckNotCapturing("a graph launch"));
+  ++stats_.num_graph_launches;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (absl::Status status = ops[i](); !status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("graph node ", i, " of ", ops.size(), ": ",
+                                                      status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status EmulatedGpuRuntime::CopyHostToDevice(void* device, const void* host, size_t bytes) {
+  RETURN_IF_ERROR(CheckNotCapturing("CopyHostToDevice"));
   RETURN_IF_ERROR(CheckDevice("CopyHostToDevice", "device", device, bytes));
   RETURN_IF_ERROR(CheckHost("CopyHostToDevice", host, bytes));
   if (bytes > 0) std::memcpy(device, host, bytes);
@@ -172,6 +224,7 @@ absl::Status EmulatedGpuRuntime::CopyHostToDevice(void* device, const void* host
 }
 
 absl::Status EmulatedGpuRuntime::CopyDeviceToHost(void* host, const void* device, size_t bytes) {
+  RETURN_IF_ERROR(CheckNotCapturing("CopyDeviceToHost"));
   RETURN_IF_ERROR(CheckDevice("CopyDeviceToHost", "device", device, bytes));
   RETURN_IF_ERROR(CheckHost("CopyDeviceToHost", host, bytes));
   if (bytes > 0) std::memcpy(host, device, bytes);
@@ -180,6 +233,10 @@ absl::Status EmulatedGpuRuntime::CopyDeviceToHost(void* host, const void* device
 
 absl::Status EmulatedGpuRuntime::CopyDeviceToDevice(void* device_dst, const void* device_src,
                                                     size_t bytes) {
+  if (capturing_) {
+    captured_.push_back([=, this] { return CopyDeviceToDevice(device_dst, device_src, bytes); });
+    return absl::OkStatus();
+  }
   RETURN_IF_ERROR(CheckDevice("CopyDeviceToDevice", "device_dst", device_dst, bytes));
   RETURN_IF_ERROR(CheckDevice("CopyDeviceToDevice", "device_src", device_src, bytes));
   // cudaMemcpyAsync device to device allows overlap no more than memcpy does; memmove keeps an
@@ -188,7 +245,32 @@ absl::Status EmulatedGpuRuntime::CopyDeviceToDevice(void* device_dst, const void
   return absl::OkStatus();
 }
 
-absl::Status EmulatedGpuRuntime::Launch(const kernels::EmbeddingParams& p) {
+absl::Status EmulatedGpuRuntime::CopyDeviceToDevice2D(void* device_dst, size_t dst_pitch,
+                                                      const void* device_src, size_t src_pitch,
+                                                      size_t width, size_t rows) {
+  constexpr absl::string_view kOp = "CopyDeviceToDevice2D";
+  if (capturing_) {
+    captured_.push_back([=, this] {
+      return CopyDeviceToDevice2D(device_dst, dst_pitch, device_src, src_pitch, width, rows);
+    });
+    return absl::OkStatus();
+  }
+  if (width == 0 || rows == 0) return absl::OkStatus();
+  if (dst_pitch < width || src_pitch < width) {
+    // cudaMemcpy2DAsync's cudaErrorInvalidPitchValue.
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": pitches ", dst_pitch, " and ",
+                                                   src_pitch, " must be >= the width ", width));
+  }
+  // Each region spans from its first row's start to its last row's end.
+  RETURN_IF_ERROR(CheckDevice(kOp, "device_dst", device_dst, (rows - 1) * dst_pitch + width));
+  RETURN_IF_ERROR(CheckDevice(kOp, "device_src", device_src, (rows - 1) * src_pitch + width));
+  auto* dst = static_cast<std::byte*>(device_dst);
+  const auto* src = static_cast<const std::byte*>(device_src);
+  for (size_t i = 0; i < rows; ++i) std::memcpy(dst + i * dst_pitch, src + i * src_pitch, width);
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedGpuRuntime::Run(const kernels::EmbeddingParams& p) {
   constexpr absl::string_view kOp = "Embedding";
   RETURN_IF_ERROR(kernels::Validate(p));
   RETURN_IF_ERROR(CheckDevice(kOp, "out", p.out, Bytes<float>(int64_t{p.num_tokens} * p.hidden)));
@@ -201,7 +283,7 @@ absl::Status EmulatedGpuRuntime::Launch(const kernels::EmbeddingParams& p) {
   return kernels::EmbeddingEmulated(p);
 }
 
-absl::Status EmulatedGpuRuntime::Launch(const kernels::RmsNormParams& p) {
+absl::Status EmulatedGpuRuntime::Run(const kernels::RmsNormParams& p) {
   constexpr absl::string_view kOp = "RmsNorm";
   RETURN_IF_ERROR(kernels::Validate(p));
   const size_t bytes = Bytes<float>(int64_t{p.num_tokens} * p.hidden);
@@ -213,7 +295,7 @@ absl::Status EmulatedGpuRuntime::Launch(const kernels::RmsNormParams& p) {
   return kernels::RmsNormEmulated(p);
 }
 
-absl::Status EmulatedGpuRuntime::Launch(const kernels::RopeParams& p) {
+absl::Status EmulatedGpuRuntime::Run(const kernels::RopeParams& p) {
   constexpr absl::string_view kOp = "Rope";
   RETURN_IF_ERROR(kernels::Validate(p));
   RETURN_IF_ERROR(CheckDevice(kOp, "q", p.q,
@@ -229,7 +311,7 @@ absl::Status EmulatedGpuRuntime::Launch(const kernels::RopeParams& p) {
   return kernels::RopeEmulated(p);
 }
 
-absl::Status EmulatedGpuRuntime::Launch(const kernels::KvWriteParams& p) {
+absl::Status EmulatedGpuRuntime::Run(const kernels::KvWriteParams& p) {
   constexpr absl::string_view kOp = "KvWrite";
   RETURN_IF_ERROR(kernels::Validate(p));
   const int64_t row = int64_t{p.cache.num_kv_heads} * p.cache.head_dim;
@@ -248,7 +330,7 @@ absl::Status EmulatedGpuRuntime::Launch(const kernels::KvWriteParams& p) {
   return kernels::KvWriteEmulated(p);
 }
 
-absl::Status EmulatedGpuRuntime::Launch(const kernels::KvGatherParams& p) {
+absl::Status EmulatedGpuRuntime::Run(const kernels::KvGatherParams& p) {
   constexpr absl::string_view kOp = "KvGather";
   RETURN_IF_ERROR(kernels::Validate(p));
   RETURN_IF_ERROR(CheckDevice(kOp, "out_start", p.out_start,
@@ -271,14 +353,14 @@ absl::Status EmulatedGpuRuntime::Launch(const kernels::KvGatherParams& p) {
   return kernels::KvGatherEmulated(p);
 }
 
-absl::Status EmulatedGpuRuntime::Launch(const kernels::PagedAttentionParams& p) {
+absl::Status EmulatedGpuRuntime::Run(const kernels::PagedAttentionParams& p) {
   constexpr absl::string_view kOp = "PagedAttentionDecode";
   RETURN_IF_ERROR(kernels::Validate(p));
   RETURN_IF_ERROR(CheckPagedAttention(kOp, p));
   return kernels::PagedAttentionDecodeEmulated(p);
 }
 
-absl::Status EmulatedGpuRuntime::Launch(const kernels::PagedAttentionSplitKvParams& p) {
+absl::Status EmulatedGpuRuntime::Run(const kernels::PagedAttentionSplitKvParams& p) {
   constexpr absl::string_view kOp = "PagedAttentionSplitKv";
   RETURN_IF_ERROR(kernels::Validate(p));
   RETURN_IF_ERROR(CheckPagedAttention(kOp, p.attn));
@@ -304,7 +386,7 @@ absl::Status EmulatedGpuRuntime::CheckPagedAttention(absl::string_view op,
   return CheckCache(op, p.cache, std::max<int64_t>(p.cache.num_blocks, used_blocks));
 }
 
-absl::Status EmulatedGpuRuntime::Launch(const kernels::PrefillAttentionParams& p) {
+absl::Status EmulatedGpuRuntime::Run(const kernels::PrefillAttentionParams& p) {
   constexpr absl::string_view kOp = "PrefillAttention";
   RETURN_IF_ERROR(kernels::Validate(p));
   const size_t starts_bytes = p.num_seqs > 0 ? Bytes<int32_t>(p.num_seqs + 1) : 0;
@@ -321,7 +403,7 @@ absl::Status EmulatedGpuRuntime::Launch(const kernels::PrefillAttentionParams& p
   return kernels::PrefillAttentionEmulated(p);
 }
 
-absl::Status EmulatedGpuRuntime::Launch(const kernels::SwigluParams& p) {
+absl::Status EmulatedGpuRuntime::Run(const kernels::SwigluParams& p) {
   constexpr absl::string_view kOp = "Swiglu";
   RETURN_IF_ERROR(kernels::Validate(p));
   RETURN_IF_ERROR(
@@ -333,7 +415,7 @@ absl::Status EmulatedGpuRuntime::Launch(const kernels::SwigluParams& p) {
   return kernels::SwigluEmulated(p);
 }
 
-absl::Status EmulatedGpuRuntime::Launch(const kernels::AddParams& p) {
+absl::Status EmulatedGpuRuntime::Run(const kernels::AddParams& p) {
   constexpr absl::string_view kOp = "Add";
   RETURN_IF_ERROR(kernels::Validate(p));
   RETURN_IF_ERROR(CheckDevice(kOp, "out", p.out, Bytes<float>(p.n)));
@@ -342,7 +424,7 @@ absl::Status EmulatedGpuRuntime::Launch(const kernels::AddParams& p) {
   return kernels::AddEmulated(p);
 }
 
-absl::Status EmulatedGpuRuntime::Launch(const kernels::AddRmsNormParams& p) {
+absl::Status EmulatedGpuRuntime::Run(const kernels::AddRmsNormParams& p) {
   constexpr absl::string_view kOp = "AddRmsNorm";
   RETURN_IF_ERROR(kernels::Validate(p));
   const size_t bytes = Bytes<float>(int64_t{p.num_tokens} * p.hidden);
@@ -353,7 +435,7 @@ absl::Status EmulatedGpuRuntime::Launch(const kernels::AddRmsNormParams& p) {
   return kernels::AddRmsNormEmulated(p);
 }
 
-absl::Status EmulatedGpuRuntime::Launch(const kernels::SampleParams& p) {
+absl::Status EmulatedGpuRuntime::Run(const kernels::SampleParams& p) {
   constexpr absl::string_view kOp = "Sample";
   RETURN_IF_ERROR(kernels::Validate(p));
   RETURN_IF_ERROR(
@@ -370,7 +452,7 @@ absl::Status EmulatedGpuRuntime::Launch(const kernels::SampleParams& p) {
   return kernels::SampleEmulated(p);
 }
 
-absl::Status EmulatedGpuRuntime::Gemm(const kernels::MatmulParams& p) {
+absl::Status EmulatedGpuRuntime::Run(const kernels::MatmulParams& p) {
   constexpr absl::string_view kOp = "Matmul";  // the op the backend was asked for
   RETURN_IF_ERROR(kernels::Validate(p));
   RETURN_IF_ERROR(CheckDevice(kOp, "out", p.out, Bytes<float>(int64_t{p.m} * p.n)));

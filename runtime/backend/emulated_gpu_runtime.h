@@ -12,12 +12,23 @@
 // runtime; likewise the device side of every copy, and the host side of a copy must not be device
 // memory. Otherwise Internal, naming the op, the field, the bytes needed and the allocation. That is
 // what catches a forward pass handing a GPU a host pointer (the checkpoint mmap, a host array).
+//
+// Graphs: a capture records each launch and device-to-device copy (after checking its params) and
+// runs nothing; host copies, Synchronize and Free inside a capture are FailedPrecondition, as CUDA
+// refuses them. A replay runs the recorded ops in order with every provenance check above, against
+// the allocations live at replay: a graph that outlived a buffer it captured (a scratch buffer
+// grown and freed since, a workspace returned to the cache) fails there, where a GPU would read
+// whatever now lies at that address.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
+#include <vector>
 
+#include "kernels/common/status_macros.h"
 #include "runtime/backend/gpu_runtime.h"
 
 namespace baton::runtime {
@@ -27,6 +38,8 @@ struct GpuMemoryStats {
   size_t peak_bytes_in_use = 0;  // the most bytes_in_use ever was
   int64_t num_mallocs = 0;       // successful Malloc calls so far
   int64_t num_frees = 0;         // Free calls of a non-null pointer so far
+  int64_t num_launches = 0;        // kernels and GEMMs run outside graphs
+  int64_t num_graph_launches = 0;  // graph replays (their ops are not counted above)
 };
 
 class EmulatedGpuRuntime final : public GpuRuntime {
@@ -55,21 +68,28 @@ class EmulatedGpuRuntime final : public GpuRuntime {
   absl::Status CopyHostToDevice(void* device, const void* host, size_t bytes) override;
   absl::Status CopyDeviceToHost(void* host, const void* device, size_t bytes) override;
   absl::Status CopyDeviceToDevice(void* device_dst, const void* device_src, size_t bytes) override;
-  absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::Status CopyDeviceToDevice2D(void* device_dst, size_t dst_pitch, const void* device_src,
+                                    size_t src_pitch, size_t width, size_t rows) override;
+  absl::Status Synchronize() override { return CheckNotCapturing("Synchronize"); }
 
-  absl::Status Launch(const kernels::EmbeddingParams& params) override;
-  absl::Status Launch(const kernels::RmsNormParams& params) override;
-  absl::Status Launch(const kernels::RopeParams& params) override;
-  absl::Status Launch(const kernels::KvWriteParams& params) override;
-  absl::Status Launch(const kernels::KvGatherParams& params) override;
-  absl::Status Launch(const kernels::PagedAttentionParams& params) override;
-  absl::Status Launch(const kernels::PrefillAttentionParams& params) override;
-  absl::Status Launch(const kernels::SwigluParams& params) override;
-  absl::Status Launch(const kernels::AddParams& params) override;
-  absl::Status Launch(const kernels::AddRmsNormParams& params) override;
-  absl::Status Launch(const kernels::PagedAttentionSplitKvParams& params) override;
-  absl::Status Launch(const kernels::SampleParams& params) override;
-  absl::Status Gemm(const kernels::MatmulParams& params) override;
+  absl::Status Launch(const kernels::EmbeddingParams& p) override { return Enqueue(p); }
+  absl::Status Launch(const kernels::RmsNormParams& p) override { return Enqueue(p); }
+  absl::Status Launch(const kernels::RopeParams& p) override { return Enqueue(p); }
+  absl::Status Launch(const kernels::KvWriteParams& p) override { return Enqueue(p); }
+  absl::Status Launch(const kernels::KvGatherParams& p) override { return Enqueue(p); }
+  absl::Status Launch(const kernels::PagedAttentionParams& p) override { return Enqueue(p); }
+  absl::Status Launch(const kernels::PrefillAttentionParams& p) override { return Enqueue(p); }
+  absl::Status Launch(const kernels::SwigluParams& p) override { return Enqueue(p); }
+  absl::Status Launch(const kernels::AddParams& p) override { return Enqueue(p); }
+  absl::Status Launch(const kernels::AddRmsNormParams& p) override { return Enqueue(p); }
+  absl::Status Launch(const kernels::PagedAttentionSplitKvParams& p) override {
+    return Enqueue(p);
+  }
+  absl::Status Launch(const kernels::SampleParams& p) override { return Enqueue(p); }
+  absl::Status Gemm(const kernels::MatmulParams& p) override { return Enqueue(p); }
+
+  absl::Status BeginCapture() override;
+  absl::StatusOr<std::unique_ptr<GpuGraph>> EndCapture() override;
 
   const GpuMemoryStats& stats() const { return stats_; }
 
@@ -94,8 +114,42 @@ class EmulatedGpuRuntime final : public GpuRuntime {
   // Internal when a host array of a copy is device memory of this runtime.
   absl::Status CheckHost(absl::string_view op, const void* ptr, size_t bytes) const;
 
+  // Outside a capture runs the op now; inside one checks its params (what a launch checks at
+  // capture time) and records it, and the pointer checks run at each replay, when the memory they
+  // name must be live.
+  template <typename Params>
+  absl::Status Enqueue(const Params& p) {
+    if (!capturing_) {
+      ++stats_.num_launches;
+      return Run(p);
+    }
+    RETURN_IF_ERROR(kernels::Validate(p));
+    captured_.push_back([this, p] { return Run(p); });
+    return absl::OkStatus();
+  }
+  // The ops themselves: the checks above, then the SIMT emulation or the CPU BLAS.
+  absl::Status Run(const kernels::EmbeddingParams& p);
+  absl::Status Run(const kernels::RmsNormParams& p);
+  absl::Status Run(const kernels::RopeParams& p);
+  absl::Status Run(const kernels::KvWriteParams& p);
+  absl::Status Run(const kernels::KvGatherParams& p);
+  absl::Status Run(const kernels::PagedAttentionParams& p);
+  absl::Status Run(const kernels::PrefillAttentionParams& p);
+  absl::Status Run(const kernels::SwigluParams& p);
+  absl::Status Run(const kernels::AddParams& p);
+  absl::Status Run(const kernels::AddRmsNormParams& p);
+  absl::Status Run(const kernels::PagedAttentionSplitKvParams& p);
+  absl::Status Run(const kernels::SampleParams& p);
+  absl::Status Run(const kernels::MatmulParams& p);
+  // FailedPrecondition naming `op` while capturing: CUDA refuses host synchronisation in a capture.
+  absl::Status CheckNotCapturing(absl::string_view op) const;
+  friend class EmulatedGpuGraph;  // replays through LaunchGraph
+  absl::Status LaunchGraph(const std::vector<std::function<absl::Status()>>& ops);
+
   size_t capacity_bytes_;
   int num_sms_;
+  bool capturing_ = false;
+  std::vector<std::function<absl::Status()>> captured_;  // the current capture's ops, in order
   struct Allocation {
     size_t bytes;         // Malloc'ed
     size_t in_use_bytes;  // the extent ops and copies may touch

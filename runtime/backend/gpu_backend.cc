@@ -31,6 +31,12 @@ absl::Status GpuBackend::CopyOnDevice(void* device_dst, const void* device_src, 
   return runtime_->CopyDeviceToDevice(device_dst, device_src, bytes);
 }
 
+absl::Status GpuBackend::CopyOnDevice2D(void* device_dst, size_t dst_pitch,
+                                        const void* device_src, size_t src_pitch, size_t width,
+                                        size_t rows) {
+  return runtime_->CopyDeviceToDevice2D(device_dst, dst_pitch, device_src, src_pitch, width, rows);
+}
+
 template <typename Params>
 absl::Status GpuBackend::ValidateAndLaunch(const Params& params) {
   RETURN_IF_ERROR(kernels::Validate(params));
@@ -78,10 +84,58 @@ absl::Status GpuBackend::PagedAttentionDecode(const kernels::PagedAttentionParam
       allocator_.Allocate(kernels::PagedAttentionSplitKvWorkspaceBytes(params, num_splits)));
   const absl::Status status = runtime_->Launch(kernels::PagedAttentionSplitKvParams{
       .attn = params, .workspace = static_cast<float*>(workspace), .num_splits = num_splits});
+  FreeWorkspace(workspace);
+  return status;
+}
+
+void GpuBackend::FreeWorkspace(void* device) {
+  if (capturing_) {
+    capture_workspaces_.push_back(device);
+    return;
+  }
   // Freed before the kernels may have run: the next user of the block is enqueued after them on
   // the one stream (caching_allocator.h).
-  allocator_.Free(workspace);
-  return status;
+  allocator_.Free(device);
+}
+
+namespace {
+
+// The runtime's graph and the workspaces its ops write, given back to the cache with it.
+class GpuBackendGraph final : public DeviceGraph {
+ public:
+  GpuBackendGraph(std::unique_ptr<GpuGraph> graph, std::vector<void*> workspaces,
+                  CachingAllocator* allocator)
+      : graph_(std::move(graph)), workspaces_(std::move(workspaces)), allocator_(allocator) {}
+  ~GpuBackendGraph() override {
+    for (void* workspace : workspaces_) allocator_->Free(workspace);
+  }
+  absl::Status Replay() override { return graph_->Launch(); }
+
+ private:
+  std::unique_ptr<GpuGraph> graph_;
+  std::vector<void*> workspaces_;
+  CachingAllocator* allocator_;
+};
+
+}  // namespace
+
+absl::Status GpuBackend::BeginCapture() {
+  RETURN_IF_ERROR(runtime_->BeginCapture());
+  capturing_ = true;
+  capture_workspaces_.clear();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<DeviceGraph>> GpuBackend::EndCapture() {
+  if (!capturing_) return absl::FailedPreconditionError("EndCapture without a capture");
+  capturing_ = false;
+  std::vector<void*> workspaces = std::exchange(capture_workspaces_, {});
+  absl::StatusOr<std::unique_ptr<GpuGraph>> graph = runtime_->EndCapture();
+  if (!graph.ok()) {
+    for (void* workspace : workspaces) allocator_.Free(workspace);
+    return graph.status();
+  }
+  return std::make_unique<GpuBackendGraph>(*std::move(graph), std::move(workspaces), &allocator_);
 }
 
 absl::Status GpuBackend::PrefillAttention(const kernels::PrefillAttentionParams& params) {

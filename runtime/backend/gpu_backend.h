@@ -10,11 +10,15 @@
 // long contexts), with its workspace from the caching allocator: after the first such step of a
 // shape, no Malloc.
 //
+// Graphs: a capture is the runtime's (cudaStreamBeginCapture); the split-KV workspaces taken during
+// it are not given back after their launch but held by the graph, since every replay writes them.
+//
 // IsHostMemory() is false even when emulated: the model must take its device path (copies in and
 // out, device buffers only), which is what the emulated device is there to check.
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "runtime/backend/caching_allocator.h"
 #include "runtime/backend/device_backend.h"
@@ -38,6 +42,8 @@ class GpuBackend final : public DeviceBackend {
   absl::Status CopyToDevice(void* device, const void* host, size_t bytes) override;
   absl::Status CopyToHost(void* host, const void* device, size_t bytes) override;
   absl::Status CopyOnDevice(void* device_dst, const void* device_src, size_t bytes) override;
+  absl::Status CopyOnDevice2D(void* device_dst, size_t dst_pitch, const void* device_src,
+                              size_t src_pitch, size_t width, size_t rows) override;
 
   absl::Status Embedding(const kernels::EmbeddingParams& params) override;
   absl::Status RmsNorm(const kernels::RmsNormParams& params) override;
@@ -53,6 +59,10 @@ class GpuBackend final : public DeviceBackend {
   absl::Status AddRmsNorm(const kernels::AddRmsNormParams& params) override;
   absl::Status Sample(const kernels::SampleParams& params) override;
 
+  bool SupportsGraphs() const override { return true; }
+  absl::Status BeginCapture() override;
+  absl::StatusOr<std::unique_ptr<DeviceGraph>> EndCapture() override;
+
   // Waits for everything enqueued; the first error of it.
   absl::Status Synchronize() { return runtime_->Synchronize(); }
   GpuRuntime& runtime() { return *runtime_; }
@@ -67,9 +77,15 @@ class GpuBackend final : public DeviceBackend {
   template <typename Params>
   absl::Status ValidateAndLaunch(const Params& params);
 
+  // A workspace an op needed for itself: back to the cache at once, or kept for the graph being
+  // captured.
+  void FreeWorkspace(void* device);
+
   DeviceKind kind_;
   std::unique_ptr<GpuRuntime> runtime_;  // before allocator_: outlives it
   CachingAllocator allocator_;
+  bool capturing_ = false;
+  std::vector<void*> capture_workspaces_;  // taken during the current capture
 };
 
 }  // namespace baton::runtime

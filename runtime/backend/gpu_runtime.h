@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -38,6 +39,14 @@
 #include "baton/kernels/swiglu.h"
 
 namespace baton::runtime {
+
+// A captured stream's work, instantiated (cudaGraphExec_t). Must not outlive its runtime.
+class GpuGraph {
+ public:
+  virtual ~GpuGraph() = default;
+  // Enqueues the graph on the runtime's stream (cudaGraphLaunch).
+  virtual absl::Status Launch() = 0;
+};
 
 class GpuRuntime {
  public:
@@ -86,8 +95,19 @@ class GpuRuntime {
   virtual absl::Status CopyDeviceToHost(void* host, const void* device, size_t bytes) = 0;
   virtual absl::Status CopyDeviceToDevice(void* device_dst, const void* device_src,
                                           size_t bytes) = 0;
+  // DeviceBackend::CopyOnDevice2D (cudaMemcpy2DAsync).
+  virtual absl::Status CopyDeviceToDevice2D(void* device_dst, size_t dst_pitch,
+                                            const void* device_src, size_t src_pitch,
+                                            size_t width, size_t rows) = 0;
   // Waits until everything enqueued so far has run; returns the first error of it.
   virtual absl::Status Synchronize() = 0;
+
+  // ---- Capture (cudaStreamBeginCapture in relaxed mode, so Malloc stays allowed) ----
+  // While capturing, launches and device-to-device copies are recorded instead of run; host
+  // copies, Synchronize, Free and graph launches are FailedPrecondition. EndCapture ends the
+  // capture and instantiates what it recorded; FailedPrecondition when not capturing.
+  virtual absl::Status BeginCapture() = 0;
+  virtual absl::StatusOr<std::unique_ptr<GpuGraph>> EndCapture() = 0;
 
   // ---- Kernels, on the stream: every pointer in the params is a device pointer ----
   virtual absl::Status Launch(const kernels::EmbeddingParams& params) = 0;

@@ -5,12 +5,27 @@
 // The rest are prefill chunks: q_len new tokens each, attending causally to the sequence's whole
 // context (cached prefix, if any, plus the chunk). Every new token's K/V is written to slot_mapping.
 // Views only: the builder (ModelRunner) owns the arrays and keeps them alive during Forward().
+//
+// The last pipeline stage ends the step on the device: it computes each sequence's logits and
+// draws its next token there (the backend's Sample op, sample.h), so only num_seqs token ids cross
+// to the host, not num_seqs x vocab_size floats; the logits follow only when return_logits asks.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <vector>
+
+#include "baton/kernels/sampling.h"
 
 namespace baton::runtime {
+
+// How one sequence's next token is drawn: its options and the draw of its seed's stream
+// (philox.h), which is the index of the token being generated.
+struct TokenSampling {
+  kernels::SamplingOptions options;
+  uint64_t seed = 0;
+  uint64_t draw_idx = 0;
+};
 
 struct StepBatch {
   std::span<const int32_t> token_ids;     // [num_tokens]
@@ -19,11 +34,24 @@ struct StepBatch {
   std::span<const int32_t> q_start;       // [num_seqs + 1] prefix sums of each sequence's new tokens
   std::span<const int32_t> context_lens;  // [num_seqs] tokens in the cache after this step
   std::span<const int32_t> block_tables;  // [num_seqs, max_blocks_per_seq], padded with 0
+  std::span<const TokenSampling> sampling;  // [num_seqs]
   int num_decode_seqs = 0;
   int max_blocks_per_seq = 0;
+  bool return_logits = false;  // the last stage also copies the logits to the host
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_seqs() const { return static_cast<int>(context_lens.size()); }
+};
+
+// What the last stage answers for a StepBatch (the other stages answer nothing).
+struct StepOutput {
+  std::vector<int32_t> token_ids;  // [num_seqs]; -1 for a sequence whose logits hold a NaN
+  std::vector<float> logits;       // [num_seqs, vocab_size] when return_logits, else empty
+
+  void clear() {
+    token_ids.clear();
+    logits.clear();
+  }
 };
 
 }  // namespace baton::runtime

@@ -199,17 +199,30 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
   for (Sequence* seq : step.seqs) {
     if (seq->first_scheduled_us == 0) seq->first_scheduled_us = now_us;
   }
-  RETURN_IF_ERROR(runner_.Run(step, &logits_));
+  // Draw n of the seed's stream samples generated token n: a function of the sequence alone, so a
+  // decode worker continues a prefill worker's stream, and a recomputed sequence its own, with no
+  // generator state to hand over. The logits come to the host only for what needs them.
+  sampling_.clear();
+  bool return_logits = false;
+  for (const Sequence* seq : step.seqs) {
+    sampling_.push_back(TokenSampling{.options = seq->params.sampling,
+                                      .seed = seq->params.seed,
+                                      .draw_idx = static_cast<uint64_t>(seq->num_generated_tokens())});
+    return_logits = return_logits || seq->params.num_logprobs > 0 || seq->params.return_logits;
+  }
+  RETURN_IF_ERROR(runner_.Run(step, sampling_, return_logits, &output_));
   const int vocab_size = ranks_->config().vocab_size;
   for (size_t i = 0; i < step.seqs.size(); ++i) {
     Sequence& seq = *step.seqs[i];
     if (seq.num_uncomputed_tokens() > 0) continue;  // a prefill chunk short of the prompt's end
-    const std::span<const float> row(logits_.data() + i * vocab_size, vocab_size);
-    // Draw n of the seed's stream samples generated token n: a function of the sequence alone, so a
-    // decode worker continues a prefill worker's stream, and a recomputed sequence its own, with
-    // no generator state to hand over.
-    kernels::SamplerRng rng(seq.params.seed, static_cast<uint64_t>(seq.num_generated_tokens()));
-    ASSIGN_OR_RETURN(const int32_t token, kernels::SampleToken(row, seq.params.sampling, rng));
+    const int32_t token = output_.token_ids[i];
+    if (token < 0) {
+      return absl::InternalError(
+          absl::StrCat("request ", seq.id, ": the model's logits hold a NaN; no token to sample"));
+    }
+    const std::span<const float> row =
+        return_logits ? std::span<const float>(output_.logits.data() + i * vocab_size, vocab_size)
+                      : std::span<const float>();
     seq.token_ids.push_back(token);
     TokenOutput& out = outputs.emplace_back();
     out.seq_id = seq.id;

@@ -115,7 +115,8 @@ class Engine {
   ModelRunner runner_;
   absl::flat_hash_map<SeqId, std::unique_ptr<Sequence>> seqs_;
   SeqId next_seq_id_ = 0;
-  std::vector<float> logits_;  // [num_seqs, vocab_size] of the last step
+  std::vector<TokenSampling> sampling_;  // [num_seqs] of the current step
+  StepOutput output_;                    // of the last step
 };
 
 }  // namespace baton::runtime

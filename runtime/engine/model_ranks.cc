@@ -27,7 +27,7 @@ struct ModelRanks::State {
     std::unique_ptr<LlamaModel> model;
     DeviceBuffer kv_storage;  // the pool's blocks on a device whose memory is not the host's
     std::unique_ptr<KvPool> kv_pool;
-    std::vector<std::vector<float>> logits;  // [micro-batch] on the last stage, else empty
+    std::vector<StepOutput> outputs;  // [micro-batch] on the last stage, else empty
     absl::Status status;                     // of the rank's last Forward
   };
 
@@ -39,7 +39,7 @@ struct ModelRanks::State {
   ModelConfig config;
   ParallelLayout layout;
   int num_blocks = 0;
-  int logits_rank = 0;  // the last stage's tp rank 0: its logits are returned
+  int output_rank = 0;  // the last stage's tp rank 0: its outputs are returned
   std::vector<Rank> ranks;
   // The ranks' TP and PP groups, which the models point into. Destroyed before `ranks`: NCCL
   // communicators enqueue on the streams of the ranks' backends.
@@ -60,9 +60,9 @@ void ModelRanks::State::AbortGroups(absl::string_view reason) { comms->Abort(rea
 void ModelRanks::State::RunRank(int r) {
   Rank& rank = ranks[r];
   rank.status = absl::OkStatus();
-  if (rank.logits.size() < batches.size()) rank.logits.resize(batches.size());
+  if (rank.outputs.size() < batches.size()) rank.outputs.resize(batches.size());
   for (size_t m = 0; m < batches.size(); ++m) {
-    rank.status = rank.model->Forward(batches[m], *rank.kv_pool, &rank.logits[m]);
+    rank.status = rank.model->Forward(batches[m], *rank.kv_pool, &rank.outputs[m]);
     if (!rank.status.ok()) {
       rank.status = absl::Status(rank.status.code(),
                                  absl::StrCat("rank ", r, ": ", rank.status.message()));
@@ -112,7 +112,7 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
   auto state = std::make_unique<State>();
   state->layout = layout;
   state->ranks.resize(num_ranks);
-  state->logits_rank = (layout.pp_size - 1) * layout.tp_size;
+  state->output_rank = (layout.pp_size - 1) * layout.tp_size;
 
   // Several ranks get cores of their own when the machine has enough; one rank is left to the OS.
   const std::vector<int> cpus = AllowedCpus();
@@ -230,8 +230,7 @@ RankHoldings ModelRanks::holdings(int rank_idx) const {
       .kv_block_bytes = static_cast<int64_t>(rank.kv_pool->BlockBytes())};
 }
 
-absl::Status ModelRanks::Forward(std::span<const StepBatch> micro_batches,
-                                 std::vector<float>* logits) {
+absl::Status ModelRanks::Forward(std::span<const StepBatch> micro_batches, StepOutput* out) {
   State& s = *state_;
   if (s.failed) {
     return absl::FailedPreconditionError("ranks: an earlier step failed and aborted the instance");
@@ -262,14 +261,16 @@ absl::Status ModelRanks::Forward(std::span<const StepBatch> micro_batches,
       return rank.status;
     }
   }
-  std::vector<std::vector<float>>& parts = s.ranks[s.logits_rank].logits;
+  std::vector<StepOutput>& parts = s.ranks[s.output_rank].outputs;
   if (micro_batches.size() == 1) {
-    logits->swap(parts[0]);
+    std::swap(*out, parts[0]);
     return absl::OkStatus();
   }
-  logits->clear();
+  out->clear();
   for (size_t m = 0; m < micro_batches.size(); ++m) {
-    logits->insert(logits->end(), parts[m].begin(), parts[m].end());
+    out->token_ids.insert(out->token_ids.end(), parts[m].token_ids.begin(),
+                          parts[m].token_ids.end());
+    out->logits.insert(out->logits.end(), parts[m].logits.begin(), parts[m].logits.end());
   }
   return absl::OkStatus();
 }

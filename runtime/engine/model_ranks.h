@@ -89,9 +89,10 @@ class ModelRanks {
   RankHoldings holdings(int rank_idx) const;
 
   // Runs the micro-batches, in order, on every rank. Pre-condition: each is consistent (StepBatch)
-  // and its slots and block ids are below num_blocks(). On OK, (*logits) is
-  // [sum of the micro-batches' num_seqs, vocab_size], the micro-batches' rows in order.
-  absl::Status Forward(std::span<const StepBatch> micro_batches, std::vector<float>* logits);
+  // and its slots and block ids are below num_blocks(). On OK, (*out) holds the last stage's
+  // answers to the micro-batches one after another: a token per sequence, and the logits
+  // [sum of the micro-batches' num_seqs, vocab_size] of the micro-batches that return_logits.
+  absl::Status Forward(std::span<const StepBatch> micro_batches, StepOutput* out);
 
  private:
   struct State;

@@ -51,8 +51,10 @@ std::vector<std::vector<StepPiece>> PlanMicroBatches(std::span<const int> q_lens
 }
 
 void ModelRunner::Build(const ScheduledStep& step, std::span<const StepPiece> pieces,
+                        std::span<const TokenSampling> sampling, bool return_logits,
                         MicroBatch& mb) {
   mb.token_ids.clear();
+  mb.sampling.clear();
   mb.positions.clear();
   mb.slot_mapping.clear();
   mb.context_lens.clear();
@@ -73,6 +75,7 @@ void ModelRunner::Build(const ScheduledStep& step, std::span<const StepPiece> pi
     max_blocks_per_seq =
         std::max(max_blocks_per_seq, static_cast<int>(seq.block_table.blocks().size()));
     if (piece.seq < step.num_decode_seqs) ++num_decode_seqs;
+    mb.sampling.push_back(sampling[piece.seq]);
   }
   mb.block_tables.assign(pieces.size() * max_blocks_per_seq, 0);
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -85,34 +88,41 @@ void ModelRunner::Build(const ScheduledStep& step, std::span<const StepPiece> pi
                        .q_start = mb.q_start,
                        .context_lens = mb.context_lens,
                        .block_tables = mb.block_tables,
+                       .sampling = mb.sampling,
                        .num_decode_seqs = num_decode_seqs,
-                       .max_blocks_per_seq = max_blocks_per_seq};
+                       .max_blocks_per_seq = max_blocks_per_seq,
+                       .return_logits = return_logits};
 }
 
-absl::Status ModelRunner::Run(const ScheduledStep& step, std::vector<float>* logits) {
+absl::Status ModelRunner::Run(const ScheduledStep& step, std::span<const TokenSampling> sampling,
+                              bool return_logits, StepOutput* out) {
   const std::vector<std::vector<StepPiece>> plan =
       PlanMicroBatches(step.q_lens, ranks_->layout().pp_size);
   if (micro_batches_.size() < plan.size()) micro_batches_.resize(plan.size());
   batches_.clear();
   size_t num_pieces = 0;
   for (size_t m = 0; m < plan.size(); ++m) {
-    Build(step, plan[m], micro_batches_[m]);
+    Build(step, plan[m], sampling, return_logits, micro_batches_[m]);
     batches_.push_back(micro_batches_[m].batch);
     num_pieces += plan[m].size();
   }
   if (num_pieces == step.seqs.size()) {
     // No sequence was cut: the rows are the sequences', in order.
-    RETURN_IF_ERROR(ranks_->Forward(batches_, logits));
+    RETURN_IF_ERROR(ranks_->Forward(batches_, out));
   } else {
-    RETURN_IF_ERROR(ranks_->Forward(batches_, &piece_logits_));
-    const size_t vocab = piece_logits_.size() / num_pieces;
-    logits->resize(step.seqs.size() * vocab);
+    RETURN_IF_ERROR(ranks_->Forward(batches_, &piece_output_));
+    const size_t vocab = return_logits ? piece_output_.logits.size() / num_pieces : 0;
+    out->token_ids.resize(step.seqs.size());
+    out->logits.resize(step.seqs.size() * vocab);
     size_t row = 0;
     for (const auto& pieces : plan) {
       for (const StepPiece& piece : pieces) {
         if (piece.q_begin + piece.q_len == step.q_lens[piece.seq]) {  // the sequence's last chunk
-          std::memcpy(logits->data() + piece.seq * vocab, piece_logits_.data() + row * vocab,
-                      vocab * sizeof(float));
+          out->token_ids[piece.seq] = piece_output_.token_ids[row];
+          if (vocab > 0) {
+            std::memcpy(out->logits.data() + piece.seq * vocab,
+                        piece_output_.logits.data() + row * vocab, vocab * sizeof(float));
+          }
         }
         ++row;
       }

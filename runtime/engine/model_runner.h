@@ -42,10 +42,13 @@ class ModelRunner {
  public:
   explicit ModelRunner(ModelRanks* ranks) : ranks_(ranks) {}
 
-  // Pre-condition: every sequence's block table has room for its q_len new tokens.
-  // On success, (*logits) is [step.seqs.size(), vocab_size] and each sequence's
+  // Pre-condition: every sequence's block table has room for its q_len new tokens; sampling is
+  // [step.seqs.size()]. On success, out->token_ids[i] is sequence i's next token drawn on the
+  // device as sampling[i] says (meaningful only for a sequence whose prompt is now all computed),
+  // out->logits is [step.seqs.size(), vocab_size] when return_logits, and each sequence's
   // num_computed_tokens has advanced by its q_len.
-  absl::Status Run(const ScheduledStep& step, std::vector<float>* logits);
+  absl::Status Run(const ScheduledStep& step, std::span<const TokenSampling> sampling,
+                   bool return_logits, StepOutput* out);
 
  private:
   // The index arrays of one micro-batch; batch views them.
@@ -56,14 +59,16 @@ class ModelRunner {
     std::vector<int32_t> q_start;
     std::vector<int32_t> context_lens;
     std::vector<int32_t> block_tables;
+    std::vector<TokenSampling> sampling;
     StepBatch batch;
   };
-  static void Build(const ScheduledStep& step, std::span<const StepPiece> pieces, MicroBatch& mb);
+  static void Build(const ScheduledStep& step, std::span<const StepPiece> pieces,
+                    std::span<const TokenSampling> sampling, bool return_logits, MicroBatch& mb);
 
   ModelRanks* ranks_;
   std::vector<MicroBatch> micro_batches_;  // grown, reused
   std::vector<StepBatch> batches_;
-  std::vector<float> piece_logits_;  // [pieces, vocab_size] when a prompt was cut into chunks
+  StepOutput piece_output_;  // a row per piece, when a prompt was cut into chunks
 };
 
 }  // namespace baton::runtime

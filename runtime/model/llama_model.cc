@@ -200,7 +200,7 @@ absl::Status LlamaModel::PrepareStep(const StepBatch& batch) {
 }
 
 absl::Status LlamaModel::Forward(const StepBatch& batch, const KvPool& kv_pool,
-                                 std::vector<float>* logits) {
+                                 StepOutput* out) {
   const int num_tokens = batch.num_tokens();
   const int num_seqs = batch.num_seqs();
   const int hidden = config_.hidden_size;
@@ -222,25 +222,30 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, const KvPool& kv_pool,
     RETURN_IF_ERROR(Layer(layer_idx, batch, kv_pool));
   }
   if (!IsLastStage()) {
-    logits->clear();
+    out->clear();
     return comms_.pp->Send(x, x_bytes, pp_rank + 1);
   }
 
-  // Only each sequence's last token needs logits.
-  for (int s = 0; s < num_seqs; ++s) {
-    const int last = batch.q_start[s + 1] - 1;
-    RETURN_IF_ERROR(backend_->CopyOnDevice(h + static_cast<size_t>(s) * hidden,
-                                           x + static_cast<size_t>(last) * hidden,
-                                           sizeof(float) * hidden));
+  // Only each sequence's last token needs logits. When every sequence has one new token (decode),
+  // those are x's rows as they are.
+  const float* last_rows = x;
+  if (num_tokens != num_seqs) {
+    for (int s = 0; s < num_seqs; ++s) {
+      const int last = batch.q_start[s + 1] - 1;
+      RETURN_IF_ERROR(backend_->CopyOnDevice(h + static_cast<size_t>(s) * hidden,
+                                             x + static_cast<size_t>(last) * hidden,
+                                             sizeof(float) * hidden));
+    }
+    last_rows = h;
   }
   RETURN_IF_ERROR(backend_->RmsNorm(
       kernels::RmsNormParams{.out = h,
-                             .in = h,
+                             .in = last_rows,
                              .weight = static_cast<const float*>(weights_->final_norm.data),
                              .num_tokens = num_seqs,
                              .hidden = hidden,
                              .eps = config_.rms_norm_eps}));
-  return vocab_head_.Logits(h, num_seqs, logits);
+  return vocab_head_.NextTokens(h, num_seqs, batch.sampling, batch.return_logits, out);
 }
 
 absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPool& kv_pool) {

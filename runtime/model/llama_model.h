@@ -77,15 +77,16 @@ class LlamaModel {
   // The KV pool shape this rank needs (its layers and kv heads), for a given block size.
   KvPoolShape KvShape(int block_size) const;
 
-  // True on the pipeline's last stage, the one whose Forward returns logits.
+  // True on the pipeline's last stage, the one whose Forward answers the step.
   bool IsLastStage() const { return shard_.spec.pp_rank == shard_.spec.pp_size - 1; }
 
   // Pre-condition: batch is consistent (see StepBatch) and its slots belong to kv_pool, whose
   // storage the backend can address; every rank of the instance runs the same batch. On return,
-  // (*logits) is [num_seqs, vocab_size] on the host on the last stage, empty on the others. Errors
-  // of the communicators are returned as they are (a peer that failed aborts the group, see
+  // (*out) holds each sequence's next token, drawn on the device as batch.sampling says (and the
+  // logits when batch.return_logits) on the last stage, nothing on the others. Errors of the
+  // communicators are returned as they are (a peer that failed aborts the group, see
   // communicator.h).
-  absl::Status Forward(const StepBatch& batch, const KvPool& kv_pool, std::vector<float>* logits);
+  absl::Status Forward(const StepBatch& batch, const KvPool& kv_pool, StepOutput* out);
 
  private:
   LlamaModel(ModelConfig config, ModelShard shard, ModelComms comms,

@@ -1,7 +1,6 @@
 #include "runtime/model/vocab_head.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/common/check.h"
@@ -20,8 +19,10 @@ VocabHead::VocabHead(const ModelConfig& config, const ModelShard& shard,
       vocab_begin_(shard.vocab_begin),
       vocab_end_(shard.vocab_end),
       ids_staging_(backend),
+      logits_(backend),
       local_logits_(backend),
-      gathered_logits_(backend) {
+      gathered_logits_(backend),
+      sample_args_(backend) {
   if (!shard.vocab_parallel) return;
   BATON_CHECK(tp_ != nullptr && tp_->size() == shard.spec.tp_size);
   for (int r = 0; r < shard.spec.tp_size; ++r) {
@@ -74,10 +75,9 @@ absl::Status VocabHead::Embed(std::span<const int32_t> token_ids, float* x) {
   return tp_->AllReduceSum(x, static_cast<size_t>(num_tokens) * hidden_);
 }
 
-absl::Status VocabHead::Logits(const float* h, int num_seqs, std::vector<float>* logits) {
+absl::Status VocabHead::ComputeLogits(const float* h, int num_seqs) {
   const size_t vocab = static_cast<size_t>(vocab_size_);
-  logits->resize(static_cast<size_t>(num_seqs) * vocab);
-  const int num_rows = vocab_end_ - vocab_begin_;
+  RETURN_IF_ERROR(logits_.Reserve(sizeof(float) * num_seqs * vocab));
   auto matmul = [&](float* out) {
     return backend_->Matmul(kernels::MatmulParams{.out = out,
                                                   .in = h,
@@ -85,41 +85,100 @@ absl::Status VocabHead::Logits(const float* h, int num_seqs, std::vector<float>*
                                                   .weight_dtype = lm_head_.dtype,
                                                   .bias = nullptr,
                                                   .m = num_seqs,
-                                                  .n = num_rows,
+                                                  .n = vocab_end_ - vocab_begin_,
                                                   .k = hidden_});
   };
-  if (tp_ == nullptr) {
-    if (backend_->IsHostMemory()) return matmul(logits->data());
-    RETURN_IF_ERROR(local_logits_.Reserve(sizeof(float) * logits->size()));
-    RETURN_IF_ERROR(matmul(local_logits_.data<float>()));
-    return backend_->CopyToHost(logits->data(), local_logits_.data<float>(),
-                                sizeof(float) * logits->size());
-  }
+  if (tp_ == nullptr) return matmul(logits_.data<float>());
 
   const size_t block_elems = static_cast<size_t>(num_seqs) * max_vocab_rows_;  // one rank's send
-  const size_t gathered_elems = block_elems * rank_vocab_.size();
   RETURN_IF_ERROR(local_logits_.Reserve(sizeof(float) * block_elems));
-  RETURN_IF_ERROR(gathered_logits_.Reserve(sizeof(float) * gathered_elems));
+  RETURN_IF_ERROR(gathered_logits_.Reserve(sizeof(float) * block_elems * rank_vocab_.size()));
   RETURN_IF_ERROR(matmul(local_logits_.data<float>()));
   RETURN_IF_ERROR(tp_->AllGather(local_logits_.data<float>(), gathered_logits_.data<float>(),
                                  sizeof(float) * block_elems));
-  const float* gathered = gathered_logits_.data<float>();
-  if (!backend_->IsHostMemory()) {
-    host_gathered_.resize(gathered_elems);
-    RETURN_IF_ERROR(
-        backend_->CopyToHost(host_gathered_.data(), gathered, sizeof(float) * gathered_elems));
-    gathered = host_gathered_.data();
-  }
   // Rank r's block is its [num_seqs, rows_r] logits, packed: columns [begin_r, end_r) of each row.
   for (size_t r = 0; r < rank_vocab_.size(); ++r) {
     const IndexRange range = rank_vocab_[r];
-    const float* block = gathered + r * block_elems;
-    for (int s = 0; s < num_seqs; ++s) {
-      std::memcpy(logits->data() + s * vocab + range.begin,
-                  block + static_cast<size_t>(s) * range.size(), sizeof(float) * range.size());
-    }
+    RETURN_IF_ERROR(backend_->CopyOnDevice2D(
+        logits_.data<float>() + range.begin, sizeof(float) * vocab,
+        gathered_logits_.data<float>() + r * block_elems, sizeof(float) * range.size(),
+        sizeof(float) * range.size(), num_seqs));
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// Where the Sample op's arrays lie in one buffer of `bytes`, the 8-byte ones first so that every
+// array is aligned to its element (the buffer is at least 16-byte aligned).
+struct SampleArgs {
+  explicit SampleArgs(size_t n)
+      : seed(0),
+        draw_idx(8 * n),
+        temperature(16 * n),
+        top_p(20 * n),
+        top_k(24 * n),
+        token_ids(28 * n),
+        bytes(32 * n) {}
+  size_t seed, draw_idx, temperature, top_p, top_k, token_ids, bytes;
+};
+
+template <typename T>
+T* At(std::byte* base, size_t offset) {
+  return reinterpret_cast<T*>(base + offset);
+}
+
+}  // namespace
+
+absl::Status VocabHead::NextTokens(const float* h, int num_seqs,
+                                   std::span<const TokenSampling> sampling, bool return_logits,
+                                   StepOutput* out) {
+  if (!sampling.empty() && static_cast<int>(sampling.size()) != num_seqs) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling: ", sampling.size(),
+                                                   " rows of options for ", num_seqs,
+                                                   " sequences"));
+  }
+  const size_t n = static_cast<size_t>(num_seqs);
+  const SampleArgs args(n);
+  sample_args_host_.resize(args.bytes);
+  std::byte* host = sample_args_host_.data();
+  for (size_t s = 0; s < n; ++s) {
+    const TokenSampling row = sampling.empty() ? TokenSampling{} : sampling[s];
+    RETURN_IF_ERROR(kernels::ValidateSamplingOptions(row.options));
+    At<uint64_t>(host, args.seed)[s] = row.seed;
+    At<uint64_t>(host, args.draw_idx)[s] = row.draw_idx;
+    At<float>(host, args.temperature)[s] = row.options.temperature;
+    At<float>(host, args.top_p)[s] = row.options.top_p;
+    At<int32_t>(host, args.top_k)[s] = row.options.top_k;
+  }
+  RETURN_IF_ERROR(ComputeLogits(h, num_seqs));
+  std::byte* device = host;
+  if (!backend_->IsHostMemory()) {
+    RETURN_IF_ERROR(sample_args_.Reserve(args.bytes));
+    device = sample_args_.data<std::byte>();
+    RETURN_IF_ERROR(backend_->CopyToDevice(device, host, args.token_ids));  // the inputs
+  }
+  RETURN_IF_ERROR(backend_->Sample(kernels::SampleParams{
+      .logits = logits_.data<float>(),
+      .temperature = At<float>(device, args.temperature),
+      .top_k = At<int32_t>(device, args.top_k),
+      .top_p = At<float>(device, args.top_p),
+      .seed = At<uint64_t>(device, args.seed),
+      .draw_idx = At<uint64_t>(device, args.draw_idx),
+      .token_ids = At<int32_t>(device, args.token_ids),
+      .logprobs = nullptr,
+      .num_seqs = num_seqs,
+      .vocab_size = vocab_size_}));
+  out->token_ids.resize(n);
+  RETURN_IF_ERROR(backend_->CopyToHost(out->token_ids.data(), At<int32_t>(device, args.token_ids),
+                                       sizeof(int32_t) * n));
+  if (!return_logits) {
+    out->logits.clear();
+    return absl::OkStatus();
+  }
+  out->logits.resize(n * vocab_size_);
+  return backend_->CopyToHost(out->logits.data(), logits_.data<float>(),
+                              sizeof(float) * out->logits.size());
 }
 
 }  // namespace baton::runtime

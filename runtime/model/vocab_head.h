@@ -10,15 +10,18 @@
 //     value plus zeros.
 //   - Logits: the rank computes the logits of its rows, [num_seqs, num_vocab_rows], then AllGather
 //     over the TP ranks. Every rank sends ceil(vocab_size / tp_size) * num_seqs floats (a rank with
-//     one row less leaves the tail unused) and the host scatters rank r's block into columns
-//     [vocab_begin_r, vocab_end_r) of [num_seqs, vocab_size]. Each logit is the same dot product
-//     as the whole model's.
-// Every TP rank ends with the same x (embedding) and the same logits, as when replicated.
+//     one row less leaves the tail unused) and one strided copy per rank on the device moves rank
+//     r's block into columns [vocab_begin_r, vocab_end_r) of [num_seqs, vocab_size]. Each logit is
+//     the same dot product as the whole model's.
+// Every TP rank ends with the same x (embedding) and the same logits, as when replicated. The
+// next tokens are drawn from the logits where they are, with the backend's Sample op: the same
+// tokens on every TP rank, and only the token ids (and the logits when asked) cross to the host.
 //
 // Borrows the backend, the communicator and the weights, which must outlive it. Holds scratch: not
 // thread-safe, the rank's thread only.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -26,6 +29,7 @@
 #include "absl/status/status.h"
 #include "runtime/backend/device_backend.h"
 #include "runtime/backend/device_buffer.h"
+#include "runtime/batch/step_batch.h"
 #include "runtime/model/llama_weights.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/model_shard.h"
@@ -46,13 +50,19 @@ class VocabHead {
   // written or communicated (the TP ranks see the same ids, so all fail alike). First stage only.
   absl::Status Embed(std::span<const int32_t> token_ids, float* x);
 
-  // (*logits) [num_seqs, vocab_size] on the host = h [num_seqs, hidden] (device) x lm_head^T, on
-  // every TP rank. Last stage only.
-  absl::Status Logits(const float* h, int num_seqs, std::vector<float>* logits);
+  // The logits of h [num_seqs, hidden] (device), h x lm_head^T, and each sequence's next token
+  // drawn from them on the device as sampling[s] says (empty: greedy for all); out->logits gets
+  // the logits on the host too when return_logits, else is emptied. The same on every TP rank.
+  // InvalidArgument for sampling of the wrong length or options that fail
+  // ValidateSamplingOptions, before any work. Last stage only.
+  absl::Status NextTokens(const float* h, int num_seqs, std::span<const TokenSampling> sampling,
+                          bool return_logits, StepOutput* out);
 
  private:
   // The device address of `host`: itself on a host-memory backend, else a copy in `staging`.
   absl::StatusOr<const int32_t*> ToDevice(std::span<const int32_t> host, DeviceBuffer& staging);
+  // logits_ [num_seqs, vocab_size] (device) = h x lm_head^T.
+  absl::Status ComputeLogits(const float* h, int num_seqs);
 
   DeviceBackend* backend_;
   Communicator* tp_;  // nullptr when replicated
@@ -67,9 +77,13 @@ class VocabHead {
 
   std::vector<int32_t> local_ids_;  // [num_tokens] ids in the rank's table (zero row for others)
   DeviceBuffer ids_staging_;        // [num_tokens] when the backend's memory is not the host's
-  DeviceBuffer local_logits_;       // [num_seqs, max_vocab_rows_], or [num_seqs, vocab] replicated
-  DeviceBuffer gathered_logits_;    // [tp_size, num_seqs, max_vocab_rows_]
-  std::vector<float> host_gathered_;  // the same on the host, when it is not the device's memory
+  DeviceBuffer logits_;             // [num_seqs, vocab_size]
+  DeviceBuffer local_logits_;       // [num_seqs, max_vocab_rows_] when vocab-parallel
+  DeviceBuffer gathered_logits_;    // [tp_size, num_seqs, max_vocab_rows_] when vocab-parallel
+  // The Sample op's arrays, packed (SampleArgs in vocab_head.cc): filled on the host, then copied
+  // to sample_args_ when the backend's memory is not the host's.
+  std::vector<std::byte> sample_args_host_;
+  DeviceBuffer sample_args_;
 };
 
 }  // namespace baton::runtime

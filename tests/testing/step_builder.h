@@ -36,7 +36,8 @@ struct StepBuilder {
                               .context_lens = context_lens,
                               .block_tables = block_tables,
                               .num_decode_seqs = num_decode_seqs,
-                              .max_blocks_per_seq = max_blocks_per_seq};
+                              .max_blocks_per_seq = max_blocks_per_seq,
+                              .return_logits = true};
   }
 };
 

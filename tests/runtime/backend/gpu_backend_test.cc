@@ -417,6 +417,22 @@ TEST_P(GpuOpsTest, CopyOnDeviceMovesARow) {
   EXPECT_EQ(Download(ddst, 16), std::vector<float>(src.begin() + 48, src.end()));
 }
 
+// Columns [2, 5) of a [3, 8] matrix into columns [1, 4) of a [3, 6] one: the vocab-parallel
+// logits' rearrangement.
+TEST_P(GpuOpsTest, CopyOnDevice2DMovesAColumnBlock) {
+  const std::vector<float> src = RandomVector(3 * 8, 27);
+  float* dsrc = Upload(src);
+  float* ddst = Upload(std::vector<float>(3 * 6, 0));
+  ASSERT_THAT(gpu_->CopyOnDevice2D(ddst + 1, 6 * sizeof(float), dsrc + 2, 8 * sizeof(float),
+                                   3 * sizeof(float), 3),
+              IsOk());
+  std::vector<float> expected(3 * 6, 0);
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < 3; ++c) expected[r * 6 + 1 + c] = src[r * 8 + 2 + c];
+  }
+  EXPECT_EQ(Download(ddst, expected.size()), expected);
+}
+
 // Long contexts for few sequences x heads: the backend takes the split-KV kernels, with the
 // workspace from its caching allocator (one Malloc on the first call, none after), and matches the
 // CPU backend, including a sequence of one token and one whose context ends mid-split.
@@ -619,6 +635,12 @@ TEST_F(GpuBackendTest, CopiesOutOfBoundsAreRejected) {
   EXPECT_THAT(gpu_->CopyOnDevice(x, y, 16 * sizeof(float)),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("device_src")));
   EXPECT_THAT(gpu_->CopyOnDevice(x, y, 8 * sizeof(float)), IsOk());
+  // Two rows of 4 floats 8 apart: the second row ends at float 12 of x (in), of y (past its 8).
+  EXPECT_THAT(gpu_->CopyOnDevice2D(x, 32, y, 16, 16, 2), IsOk());
+  EXPECT_THAT(gpu_->CopyOnDevice2D(y, 32, x, 32, 16, 2),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("device_dst")));
+  EXPECT_THAT(gpu_->CopyOnDevice2D(x, 8, y, 16, 16, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pitches")));
 }
 
 TEST_F(GpuBackendTest, FreedMemoryIsNoLongerDevice) {

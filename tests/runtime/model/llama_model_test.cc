@@ -7,8 +7,11 @@
 #include <cstring>
 #include <memory>
 #include <vector>
+#include <initializer_list>
+#include <span>
 
 #include "gmock/gmock.h"
+#include "baton/kernels/sampling.h"
 #include "gtest/gtest.h"
 #include "runtime/backend/cpu_backend.h"
 #include "runtime/parallel/cpu_communicator.h"
@@ -48,6 +51,10 @@ class StagedCpuBackend final : public DeviceBackend {
   absl::Status CopyOnDevice(void* dst, const void* src, size_t bytes) override {
     return cpu_.CopyOnDevice(dst, src, bytes);
   }
+  absl::Status CopyOnDevice2D(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                              size_t width, size_t rows) override {
+    return cpu_.CopyOnDevice2D(dst, dst_pitch, src, src_pitch, width, rows);
+  }
   absl::Status Embedding(const kernels::EmbeddingParams& p) override { return cpu_.Embedding(p); }
   absl::Status RmsNorm(const kernels::RmsNormParams& p) override { return cpu_.RmsNorm(p); }
   absl::Status Matmul(const kernels::MatmulParams& p) override { return cpu_.Matmul(p); }
@@ -84,8 +91,11 @@ class LlamaModelTest : public ::testing::Test {
     ASSERT_THAT(testing::WriteTinyModel(dir_.path(), testing::TinyEngineSpec()), IsOk());
   }
 
-  // Runs the same two steps on `backend` and returns the logits of both.
-  std::vector<float> RunSteps(DeviceBackend* backend) {
+  // Runs the same two steps on `backend` and returns the logits of both; with `sampling`, the
+  // second step draws its three tokens with it and returns no logits, and `tokens` gets them.
+  std::vector<float> RunSteps(DeviceBackend* backend,
+                              std::span<const TokenSampling> sampling = {},
+                              std::vector<int32_t>* tokens = nullptr) {
     auto model = LlamaModel::Load(dir_.path(), DType::kF32, backend, &pool_);
     EXPECT_THAT(model, IsOk());
     if (!model.ok()) return {};
@@ -104,10 +114,18 @@ class LlamaModelTest : public ::testing::Test {
     second.Add(a, 10, 11, {3, 7, 1});
     second.Add(b, 6, 10, {5, 2, 9});
     second.Add(c, 0, 5, {11, 0});
-    std::vector<float> all, logits;
+    std::vector<float> all;
+    StepOutput out;
     for (const Step* step : {&first, &second}) {
-      EXPECT_THAT((*model)->Forward(step->Batch(), **kv_pool, &logits), IsOk());
-      all.insert(all.end(), logits.begin(), logits.end());
+      StepBatch batch = step->Batch();
+      if (step == &second && !sampling.empty()) {
+        batch.sampling = sampling;
+        batch.return_logits = false;
+      }
+      EXPECT_THAT((*model)->Forward(batch, **kv_pool, &out), IsOk());
+      EXPECT_EQ(out.token_ids.size(), static_cast<size_t>(batch.num_seqs()));
+      all.insert(all.end(), out.logits.begin(), out.logits.end());
+      if (tokens != nullptr) *tokens = out.token_ids;
     }
     return all;
   }
@@ -124,9 +142,37 @@ TEST_F(LlamaModelTest, DevicePathMatchesHostPathBitForBit) {
   ASSERT_EQ(expected.size(), size_t{(2 + 3) * 96});
   ASSERT_EQ(actual.size(), expected.size());
   EXPECT_EQ(std::memcmp(actual.data(), expected.data(), sizeof(float) * actual.size()), 0);
-  EXPECT_EQ(staged.num_copies_to_host, 2);  // the logits of each step
+  EXPECT_EQ(staged.num_copies_to_host, 4);  // the tokens and the logits of each step
   EXPECT_GT(staged.num_copies_to_device, 0);
   EXPECT_EQ(staged.num_gathers, 2);  // step 2 only, once per layer
+}
+
+// The tokens are drawn where the logits are, and are the host sampler's tokens for those logits;
+// only the token ids come back when no logits are asked for.
+TEST_F(LlamaModelTest, TokensAreTheHostSamplersDrawsFromTheLogits) {
+  CpuBackend cpu(&pool_);
+  StagedCpuBackend staged(&pool_);
+  const std::vector<float> logits = RunSteps(&cpu);
+  ASSERT_EQ(logits.size(), size_t{(2 + 3) * 96});
+  const std::vector<TokenSampling> sampling = {
+      {.options = {}},  // greedy
+      {.options = {.temperature = 0.8f, .top_k = 20}, .seed = 7, .draw_idx = 0},
+      {.options = {.temperature = 1.3f, .top_p = 0.9f}, .seed = 3, .draw_idx = 5}};
+  std::vector<int32_t> expected;
+  for (size_t s = 0; s < sampling.size(); ++s) {
+    const std::span<const float> row(logits.data() + (2 + s) * 96, 96);
+    kernels::SamplerRng rng(sampling[s].seed, sampling[s].draw_idx);
+    auto token = kernels::SampleToken(row, sampling[s].options, rng);
+    ASSERT_THAT(token, IsOk());
+    expected.push_back(*token);
+  }
+  for (DeviceBackend* backend : std::initializer_list<DeviceBackend*>{&cpu, &staged}) {
+    std::vector<int32_t> tokens;
+    const std::vector<float> first_logits = RunSteps(backend, sampling, &tokens);
+    EXPECT_EQ(first_logits.size(), size_t{2 * 96});  // the second step returned none
+    EXPECT_EQ(tokens, expected);
+  }
+  EXPECT_EQ(staged.num_copies_to_host, 3);  // tokens and logits, then the tokens alone
 }
 
 TEST_F(LlamaModelTest, ShardsNeedFittingSizesAndTheirCommunicators) {

@@ -158,26 +158,30 @@ class ParallelForwardBase : public ::testing::Test {
     std::vector<int32_t> b = {7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
     const std::vector<int32_t> a_blocks = {3, 7, 1, 4, 12};
     const std::vector<int32_t> b_blocks = {5, 2, 9, 6, 10};
-    std::vector<float> logits;
+    StepOutput out;
     auto run = [&](const Step& step) {
-      ASSERT_THAT((*model)->Forward(step.Batch(), **kv_pool, &logits), IsOk());
+      ASSERT_THAT((*model)->Forward(step.Batch(), **kv_pool, &out), IsOk());
       steps_.push_back(step);
-      whole_logits_.push_back(logits);
+      whole_logits_.push_back(out.logits);
+      // Greedy tokens drawn on the device are the logits' argmax.
+      for (size_t s = 0; s < out.token_ids.size(); ++s) {
+        EXPECT_EQ(out.token_ids[s], ArgMax(out.logits.data() + s * vocab_, vocab_));
+      }
     };
     // Step 0: prompt a, and the first 6 tokens of b.
     Step first;
     first.Add(a, 0, 10, a_blocks);
     first.Add(b, 0, 6, b_blocks);
     run(first);
-    a.push_back(ArgMax(logits.data(), vocab_));
+    a.push_back(ArgMax(out.logits.data(), vocab_));
     // Step 1: a decodes; b's second chunk over its cached prefix of 6.
     Step second;
     second.num_decode_seqs = 1;
     second.Add(a, 10, 11, a_blocks);
     second.Add(b, 6, 10, b_blocks);
     run(second);
-    a.push_back(ArgMax(logits.data(), vocab_));
-    b.push_back(ArgMax(logits.data() + vocab_, vocab_));
+    a.push_back(ArgMax(out.logits.data(), vocab_));
+    b.push_back(ArgMax(out.logits.data() + vocab_, vocab_));
     // Greedy decode of both.
     for (int i = 0; i < kNumDecodeSteps; ++i) {
       Step decode;
@@ -185,8 +189,8 @@ class ParallelForwardBase : public ::testing::Test {
       decode.Add(a, static_cast<int>(a.size()) - 1, static_cast<int>(a.size()), a_blocks);
       decode.Add(b, static_cast<int>(b.size()) - 1, static_cast<int>(b.size()), b_blocks);
       run(decode);
-      a.push_back(ArgMax(logits.data(), vocab_));
-      b.push_back(ArgMax(logits.data() + vocab_, vocab_));
+      a.push_back(ArgMax(out.logits.data(), vocab_));
+      b.push_back(ArgMax(out.logits.data() + vocab_, vocab_));
     }
   }
 
@@ -227,12 +231,12 @@ class ParallelForwardBase : public ::testing::Test {
               model->weights().num_mapped_bytes + model->weights().num_owned_bytes;
           ASSIGN_OR_RETURN(std::unique_ptr<KvPool> kv_pool,
                            KvPool::Create(kv_shapes[rank], kNumBlocks));
-          std::vector<float> logits;
+          StepOutput out;
           for (const Step& step : steps_) {
-            RETURN_IF_ERROR(model->Forward(step.Batch(), *kv_pool, &logits));
+            RETURN_IF_ERROR(model->Forward(step.Batch(), *kv_pool, &out));
             if (model->IsLastStage()) {
-              last_logits[spec.tp_rank].push_back(logits);
-            } else if (!logits.empty()) {
+              last_logits[spec.tp_rank].push_back(out.logits);
+            } else if (!out.logits.empty() || !out.token_ids.empty()) {
               return absl::InternalError("a stage before the last returned logits");
             }
           }
