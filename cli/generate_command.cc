@@ -50,6 +50,7 @@ struct GenerateOptions {
   std::string dump_logits;
   std::string dtype = "f32";
   std::string device = "cpu";
+  bool enforce_eager = false;
   int threads = 0;
   size_t kv_cache_mib = 256;
   ParallelFlags parallel;
@@ -141,6 +142,7 @@ absl::Status RunLocal(const GenerateOptions& opts) {
     config.device = device->kind;
     config.first_device_index = device->index;
   }
+  config.decode_graphs = !opts.enforce_eager;
   config.num_threads = opts.threads > 0 ? opts.threads : 1;
   config.kv_cache_bytes = opts.kv_cache_mib << 20;
   config.max_num_seqs = 1;
@@ -299,6 +301,8 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
                   "cpu, cuda, cuda:N (rank r on device N + r) or cuda-emulated (the GPU backend's "
                   "code on the CPU, for tests)")
       ->capture_default_str();
+  cmd->add_flag("--enforce-eager", opts->enforce_eager,
+                "GPU devices: run every decode step op by op instead of replaying a CUDA graph");
   cmd->add_option("--threads", opts->threads, "CPU compute threads per rank (default 1)");
   AddParallelFlags(*cmd, &opts->parallel);
   cmd->add_option("--kv-cache-mib", opts->kv_cache_mib, "KV cache budget in MiB")->capture_default_str();

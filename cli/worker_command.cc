@@ -46,6 +46,7 @@ absl::Status RunWorker(const std::string& config_path, const std::string& role_n
                                                    .stage_num_layers = phase.stage_num_layers},
                                       .device = device,
                                       .first_device_index = first_device,
+                                      .decode_graphs = !phase.enforce_eager,
                                       .num_threads = phase.num_threads,  // per rank
                                       .block_size = config.block_size,
                                       .kv_cache_bytes = phase.kv_cache_bytes,

@@ -121,9 +121,16 @@ void RunHead(benchmark::State& state, bool embed, bool logits) {
   StepOutput out;
   for (auto _ : state) {
     absl::Status status;
-    if (embed) status.Update(head.Embed(ids, x.data()));
+    if (embed) {
+      status.Update(head.StageTokens(ids));
+      status.Update(head.Embed(num_tokens, x.data()));
+    }
     // The logits and a greedy token per sequence, the logits brought to the host as before.
-    if (logits) status.Update(head.NextTokens(h.data(), num_seqs, {}, true, &out));
+    if (logits) {
+      status.Update(head.StageSampling({}, num_seqs));
+      status.Update(head.Head(h.data(), num_seqs));
+      status.Update(head.Collect(num_seqs, true, &out));
+    }
     if (!status.ok()) {
       state.SkipWithError(status.ToString().c_str());
       break;

@@ -19,6 +19,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
                                                         .layout = config.parallel,
                                                         .device = config.device,
                                                         .first_device_index = config.first_device_index,
+                                                        .decode_graphs = config.decode_graphs,
                                                         .threads_per_rank = config.num_threads,
                                                         .block_size = config.block_size,
                                                         .kv_cache_bytes = config.kv_cache_bytes,

@@ -31,6 +31,7 @@ struct EngineConfig {
   ParallelLayout parallel;              // tp x pp ranks (model_ranks.h)
   DeviceKind device = DeviceKind::kCpu; // what every rank computes on (model_ranks.h)
   int first_device_index = 0;           // kCuda: rank r on CUDA device first_device_index + r
+  bool decode_graphs = true;            // GPU devices: decode steps as graphs (model_ranks.h)
   int num_threads = 1;                  // compute threads per rank
   int block_size = 16;                  // tokens per KV block
   size_t kv_cache_bytes = 256ull << 20; // KV budget of the instance, split evenly over its ranks

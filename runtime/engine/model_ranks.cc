@@ -166,6 +166,7 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
                                       ModelComms{.tp = comms.tp, .pp = comms.pp}));
   }
   state->config = state->ranks[0].model->config();
+  if (options.decode_graphs && num_ranks == 1) (void)state->ranks[0].model->EnableDecodeGraphs();
 
   // The same block count on every rank: what the smallest per-rank share of the budget holds.
   const size_t rank_budget = options.kv_cache_bytes / num_ranks;

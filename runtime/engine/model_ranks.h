@@ -55,6 +55,9 @@ struct ModelRanksOptions {
   // cuda-emulated): weights are uploaded at load and each rank's KV pool lives in device memory.
   DeviceKind device = DeviceKind::kCpu;
   int first_device_index = 0;  // kCuda: rank r runs on CUDA device first_device_index + r
+  // Decode steps replayed as device graphs (decode_graphs.h) where the device has them (cuda,
+  // cuda-emulated) and the instance is one rank; ignored otherwise.
+  bool decode_graphs = true;
   int threads_per_rank = 1;
   int block_size = 16;                  // tokens per KV block
   size_t kv_cache_bytes = 256ull << 20; // the instance's KV budget, split evenly over its ranks

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <initializer_list>
 
 #include "absl/container/inlined_vector.h"
@@ -146,7 +147,7 @@ absl::StatusOr<const T*> LlamaModel::ToDevice(std::span<const T> host, DeviceBuf
   return staging.data<const T>();
 }
 
-absl::Status LlamaModel::PrepareStep(const StepBatch& batch) {
+absl::Status LlamaModel::Stage(const StepBatch& batch) {
   const size_t num_tokens = batch.num_tokens();
   const int num_seqs = batch.num_seqs();
   const size_t q_dim = static_cast<size_t>(shard_.num_heads) * config_.head_dim;
@@ -196,35 +197,74 @@ absl::Status LlamaModel::PrepareStep(const StepBatch& batch) {
                                                    prefill_q_start_staging_));
   ASSIGN_OR_RETURN(step_.ctx_start,
                    ToDevice(std::span<const int32_t>(ctx_start_), ctx_start_staging_));
+  if (shard_.spec.pp_rank == 0) RETURN_IF_ERROR(vocab_head_.StageTokens(batch.token_ids));
+  if (IsLastStage()) RETURN_IF_ERROR(vocab_head_.StageSampling(batch.sampling, num_seqs));
   return absl::OkStatus();
 }
 
 absl::Status LlamaModel::Forward(const StepBatch& batch, const KvPool& kv_pool,
                                  StepOutput* out) {
+  if (batch.num_tokens() == 0 || batch.num_seqs() == 0) {
+    return absl::InvalidArgumentError("forward: empty batch");
+  }
+  if (decode_graphs_ != nullptr) {
+    if (const std::optional<DecodeGraphShape> shape = DecodeGraphs::ShapeOf(batch)) {
+      return ForwardGraphed(batch, *shape, kv_pool, out);
+    }
+  }
+  RETURN_IF_ERROR(Stage(batch));
+  RETURN_IF_ERROR(Compute(batch, kv_pool));
+  return Collect(batch.num_seqs(), batch.return_logits, out);
+}
+
+bool LlamaModel::EnableDecodeGraphs() {
+  if (!backend_->SupportsGraphs() || comms_.tp != nullptr || comms_.pp != nullptr) return false;
+  if (decode_graphs_ == nullptr) decode_graphs_ = std::make_unique<DecodeGraphs>(backend_);
+  return true;
+}
+
+absl::Status LlamaModel::ForwardGraphed(const StepBatch& batch, const DecodeGraphShape& shape,
+                                        const KvPool& kv_pool, StepOutput* out) {
+  const StepBatch padded = decode_graphs_->Pad(batch, shape);
+  RETURN_IF_ERROR(Stage(padded));
+  ASSIGN_OR_RETURN(DeviceGraph* graph,
+                   decode_graphs_->Get(shape, ScratchAddresses(kv_pool),
+                                       [&] { return Compute(padded, kv_pool); }));
+  RETURN_IF_ERROR(graph->Replay());
+  return Collect(batch.num_seqs(), batch.return_logits, out);
+}
+
+std::vector<const void*> LlamaModel::ScratchAddresses(const KvPool& kv_pool) const {
+  std::vector<const void*> addresses;
+  for (const DeviceBuffer* buffer :
+       {&x_, &h_, &q_, &k_, &v_, &attn_, &gate_, &up_, &ctx_k_, &ctx_v_, &positions_staging_,
+        &slot_mapping_staging_, &context_lens_staging_, &block_tables_staging_,
+        &prefill_q_start_staging_, &ctx_start_staging_}) {
+    addresses.push_back(buffer->data<void>());
+  }
+  addresses.push_back(kv_pool.LayerView(0).k);
+  vocab_head_.AppendScratchAddresses(&addresses);
+  return addresses;
+}
+
+absl::Status LlamaModel::Compute(const StepBatch& batch, const KvPool& kv_pool) {
   const int num_tokens = batch.num_tokens();
   const int num_seqs = batch.num_seqs();
   const int hidden = config_.hidden_size;
-  if (num_tokens == 0 || num_seqs == 0) {
-    return absl::InvalidArgumentError("forward: empty batch");
-  }
-  RETURN_IF_ERROR(PrepareStep(batch));
   float* x = x_.data<float>();
   float* h = h_.data<float>();
   const size_t x_bytes = sizeof(float) * static_cast<size_t>(num_tokens) * hidden;
   const int pp_rank = shard_.spec.pp_rank;
 
   if (pp_rank == 0) {
-    RETURN_IF_ERROR(vocab_head_.Embed(batch.token_ids, x));
+    RETURN_IF_ERROR(vocab_head_.Embed(num_tokens, x));
   } else {
     RETURN_IF_ERROR(comms_.pp->Recv(x, x_bytes, pp_rank - 1));
   }
   for (int layer_idx = shard_.layer_begin; layer_idx < shard_.layer_end; ++layer_idx) {
     RETURN_IF_ERROR(Layer(layer_idx, batch, kv_pool));
   }
-  if (!IsLastStage()) {
-    out->clear();
-    return comms_.pp->Send(x, x_bytes, pp_rank + 1);
-  }
+  if (!IsLastStage()) return comms_.pp->Send(x, x_bytes, pp_rank + 1);
 
   // Only each sequence's last token needs logits. When every sequence has one new token (decode),
   // those are x's rows as they are.
@@ -245,7 +285,15 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, const KvPool& kv_pool,
                              .num_tokens = num_seqs,
                              .hidden = hidden,
                              .eps = config_.rms_norm_eps}));
-  return vocab_head_.NextTokens(h, num_seqs, batch.sampling, batch.return_logits, out);
+  return vocab_head_.Head(h, num_seqs);
+}
+
+absl::Status LlamaModel::Collect(int num_seqs, bool return_logits, StepOutput* out) {
+  if (!IsLastStage()) {
+    out->clear();
+    return absl::OkStatus();
+  }
+  return vocab_head_.Collect(num_seqs, return_logits, out);
 }
 
 absl::Status LlamaModel::Layer(int layer_idx, const StepBatch& batch, const KvPool& kv_pool) {

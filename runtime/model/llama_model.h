@@ -35,6 +35,7 @@
 #include "runtime/kv_cache/kv_pool.h"
 #include "runtime/model/llama_weights.h"
 #include "runtime/model/model_config.h"
+#include "runtime/model/decode_graphs.h"
 #include "runtime/model/model_shard.h"
 #include "runtime/model/vocab_head.h"
 #include "runtime/parallel/communicator.h"
@@ -88,12 +89,27 @@ class LlamaModel {
   // communicator.h).
   absl::Status Forward(const StepBatch& batch, const KvPool& kv_pool, StepOutput* out);
 
+  // Replays decode steps as device graphs (decode_graphs.h) from now on, where the backend has
+  // graphs and the model is the instance's only rank; false (and nothing changes) otherwise.
+  bool EnableDecodeGraphs();
+  // Null unless EnableDecodeGraphs() succeeded.
+  const DecodeGraphs* decode_graphs() const { return decode_graphs_.get(); }
+
  private:
   LlamaModel(ModelConfig config, ModelShard shard, ModelComms comms,
              std::unique_ptr<LlamaWeights> weights, DType matmul_dtype, DeviceBackend* backend);
 
-  // Sizes the scratch for the step and makes its index arrays visible to the backend.
-  absl::Status PrepareStep(const StepBatch& batch);
+  // A step in three parts: Stage sizes the scratch and puts the step's arrays on the device;
+  // Compute enqueues its device work (and the stages' communication), which a graph may capture;
+  // Collect brings the first num_seqs sequences' tokens (and logits) to the host.
+  absl::Status Stage(const StepBatch& batch);
+  absl::Status Compute(const StepBatch& batch, const KvPool& kv_pool);
+  absl::Status Collect(int num_seqs, bool return_logits, StepOutput* out);
+  // A decode step through its shape's graph.
+  absl::Status ForwardGraphed(const StepBatch& batch, const DecodeGraphShape& shape,
+                              const KvPool& kv_pool, StepOutput* out);
+  // Every device address Compute works on (scratch and staged arrays).
+  std::vector<const void*> ScratchAddresses(const KvPool& kv_pool) const;
   // Adds the layer's attention and MLP to the residual stream x_. The input norm of x_ is in h_ on
   // entry, except for the shard's first layer, which computes it; every other layer leaves the next
   // layer's input norm in h_ (fused with its last residual add).
@@ -117,6 +133,7 @@ class LlamaModel {
   DType matmul_dtype_;
   DeviceBackend* backend_;
   VocabHead vocab_head_;  // embedding and lm_head, over weights_ and comms_.tp
+  std::unique_ptr<DecodeGraphs> decode_graphs_;  // when enabled
 
   // Scratch on the device, grown to the largest step seen and reused.
   DeviceBuffer x_;       // [num_tokens, hidden] residual stream
@@ -132,7 +149,7 @@ class LlamaModel {
   DeviceBuffer inv_freq_;  // [head_dim / 2], copied in at Load
 
   // The step's index arrays as the backend sees them (host arrays on a host-memory backend, else
-  // copies in the staging buffers below), set by PrepareStep.
+  // copies in the staging buffers below), set by Stage.
   struct StepArrays {
     const int32_t* positions;        // [num_tokens]
     const int32_t* slot_mapping;     // [num_tokens]

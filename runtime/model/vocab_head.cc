@@ -41,37 +41,40 @@ absl::StatusOr<const int32_t*> VocabHead::ToDevice(std::span<const int32_t> host
   return staging.data<const int32_t>();
 }
 
-absl::Status VocabHead::Embed(std::span<const int32_t> token_ids, float* x) {
+absl::Status VocabHead::StageTokens(std::span<const int32_t> token_ids) {
   const int num_tokens = static_cast<int>(token_ids.size());
-  if (tp_ == nullptr) {  // the whole table: the kernel checks the ids
-    ASSIGN_OR_RETURN(const int32_t* ids, ToDevice(token_ids, ids_staging_));
-    return backend_->Embedding(kernels::EmbeddingParams{.out = x,
-                                                        .table = embed_tokens_.data,
-                                                        .table_dtype = embed_tokens_.dtype,
-                                                        .token_ids = ids,
-                                                        .num_tokens = num_tokens,
-                                                        .hidden = hidden_,
-                                                        .vocab_size = vocab_size_});
-  }
-  const int num_rows = vocab_end_ - vocab_begin_;  // the zero row is row num_rows
-  local_ids_.resize(num_tokens);
   for (int t = 0; t < num_tokens; ++t) {
     const int32_t id = token_ids[t];
     if (id < 0 || id >= vocab_size_) {
       return absl::InvalidArgumentError(absl::StrCat("Embedding: token id ", id, " at position ",
                                                      t, " is outside [0, ", vocab_size_, ")"));
     }
+  }
+  if (tp_ == nullptr) {
+    ASSIGN_OR_RETURN(staged_ids_, ToDevice(token_ids, ids_staging_));
+    return absl::OkStatus();
+  }
+  // The other ranks' ids read this rank's zero row, row num_rows.
+  const int num_rows = vocab_end_ - vocab_begin_;
+  local_ids_.resize(num_tokens);
+  for (int t = 0; t < num_tokens; ++t) {
+    const int32_t id = token_ids[t];
     local_ids_[t] = id >= vocab_begin_ && id < vocab_end_ ? id - vocab_begin_ : num_rows;
   }
-  ASSIGN_OR_RETURN(const int32_t* ids,
-                   ToDevice(std::span<const int32_t>(local_ids_), ids_staging_));
+  ASSIGN_OR_RETURN(staged_ids_, ToDevice(std::span<const int32_t>(local_ids_), ids_staging_));
+  return absl::OkStatus();
+}
+
+absl::Status VocabHead::Embed(int num_tokens, float* x) {
+  const int table_rows = tp_ == nullptr ? vocab_size_ : vocab_end_ - vocab_begin_ + 1;
   RETURN_IF_ERROR(backend_->Embedding(kernels::EmbeddingParams{.out = x,
                                                                .table = embed_tokens_.data,
                                                                .table_dtype = embed_tokens_.dtype,
-                                                               .token_ids = ids,
+                                                               .token_ids = staged_ids_,
                                                                .num_tokens = num_tokens,
                                                                .hidden = hidden_,
-                                                               .vocab_size = num_rows + 1}));
+                                                               .vocab_size = table_rows}));
+  if (tp_ == nullptr) return absl::OkStatus();
   return tp_->AllReduceSum(x, static_cast<size_t>(num_tokens) * hidden_);
 }
 
@@ -130,9 +133,7 @@ T* At(std::byte* base, size_t offset) {
 
 }  // namespace
 
-absl::Status VocabHead::NextTokens(const float* h, int num_seqs,
-                                   std::span<const TokenSampling> sampling, bool return_logits,
-                                   StepOutput* out) {
+absl::Status VocabHead::StageSampling(std::span<const TokenSampling> sampling, int num_seqs) {
   if (!sampling.empty() && static_cast<int>(sampling.size()) != num_seqs) {
     return absl::InvalidArgumentError(absl::StrCat("sampling: ", sampling.size(),
                                                    " rows of options for ", num_seqs,
@@ -151,14 +152,19 @@ absl::Status VocabHead::NextTokens(const float* h, int num_seqs,
     At<float>(host, args.top_p)[s] = row.options.top_p;
     At<int32_t>(host, args.top_k)[s] = row.options.top_k;
   }
+  staged_sampling_ = host;
+  staged_num_seqs_ = num_seqs;
+  if (backend_->IsHostMemory()) return absl::OkStatus();
+  RETURN_IF_ERROR(sample_args_.Reserve(args.bytes));
+  staged_sampling_ = sample_args_.data<std::byte>();
+  return backend_->CopyToDevice(staged_sampling_, host, args.token_ids);  // the inputs
+}
+
+absl::Status VocabHead::Head(const float* h, int num_seqs) {
   RETURN_IF_ERROR(ComputeLogits(h, num_seqs));
-  std::byte* device = host;
-  if (!backend_->IsHostMemory()) {
-    RETURN_IF_ERROR(sample_args_.Reserve(args.bytes));
-    device = sample_args_.data<std::byte>();
-    RETURN_IF_ERROR(backend_->CopyToDevice(device, host, args.token_ids));  // the inputs
-  }
-  RETURN_IF_ERROR(backend_->Sample(kernels::SampleParams{
+  const SampleArgs args(static_cast<size_t>(num_seqs));
+  std::byte* device = staged_sampling_;
+  return backend_->Sample(kernels::SampleParams{
       .logits = logits_.data<float>(),
       .temperature = At<float>(device, args.temperature),
       .top_k = At<int32_t>(device, args.top_k),
@@ -168,9 +174,18 @@ absl::Status VocabHead::NextTokens(const float* h, int num_seqs,
       .token_ids = At<int32_t>(device, args.token_ids),
       .logprobs = nullptr,
       .num_seqs = num_seqs,
-      .vocab_size = vocab_size_}));
+      .vocab_size = vocab_size_});
+}
+
+absl::Status VocabHead::Collect(int num_seqs, bool return_logits, StepOutput* out) {
+  BATON_CHECK(num_seqs <= staged_num_seqs_);
+  const size_t n = static_cast<size_t>(num_seqs);
+  // The staged batch may hold more rows than are wanted (a graph's padding): the tokens sit after
+  // all of its options.
+  const SampleArgs args(static_cast<size_t>(staged_num_seqs_));
   out->token_ids.resize(n);
-  RETURN_IF_ERROR(backend_->CopyToHost(out->token_ids.data(), At<int32_t>(device, args.token_ids),
+  RETURN_IF_ERROR(backend_->CopyToHost(out->token_ids.data(),
+                                       At<int32_t>(staged_sampling_, args.token_ids),
                                        sizeof(int32_t) * n));
   if (!return_logits) {
     out->logits.clear();
@@ -179,6 +194,15 @@ absl::Status VocabHead::NextTokens(const float* h, int num_seqs,
   out->logits.resize(n * vocab_size_);
   return backend_->CopyToHost(out->logits.data(), logits_.data<float>(),
                               sizeof(float) * out->logits.size());
+}
+
+void VocabHead::AppendScratchAddresses(std::vector<const void*>* addresses) const {
+  for (const DeviceBuffer* buffer :
+       {&ids_staging_, &logits_, &local_logits_, &gathered_logits_, &sample_args_}) {
+    addresses->push_back(buffer->data<void>());
+  }
+  addresses->push_back(staged_ids_);
+  addresses->push_back(staged_sampling_);
 }
 
 }  // namespace baton::runtime

@@ -45,18 +45,30 @@ class VocabHead {
   VocabHead(const ModelConfig& config, const ModelShard& shard, const LlamaWeights& weights,
             DeviceBackend* backend, Communicator* tp);
 
-  // x [num_tokens, hidden] (device) = the embedding rows of token_ids [num_tokens] (host), on every
-  // TP rank. InvalidArgument naming the first id outside [0, vocab_size), before anything is
-  // written or communicated (the TP ranks see the same ids, so all fail alike). First stage only.
-  absl::Status Embed(std::span<const int32_t> token_ids, float* x);
+  // Each end is split in what crosses between host and device (Stage*, Collect) and the device
+  // work between (Embed, Head), which a graph may capture (decode_graphs.h).
 
-  // The logits of h [num_seqs, hidden] (device), h x lm_head^T, and each sequence's next token
-  // drawn from them on the device as sampling[s] says (empty: greedy for all); out->logits gets
-  // the logits on the host too when return_logits, else is emptied. The same on every TP rank.
-  // InvalidArgument for sampling of the wrong length or options that fail
-  // ValidateSamplingOptions, before any work. Last stage only.
-  absl::Status NextTokens(const float* h, int num_seqs, std::span<const TokenSampling> sampling,
-                          bool return_logits, StepOutput* out);
+  // Puts token_ids [num_tokens] (host) on the device for Embed; they must stay alive until then.
+  // InvalidArgument naming the first id outside [0, vocab_size), before anything is written (the
+  // TP ranks see the same ids, so all fail alike). First stage only.
+  absl::Status StageTokens(std::span<const int32_t> token_ids);
+  // x [num_tokens, hidden] (device) = the embedding rows of the staged ids, on every TP rank.
+  absl::Status Embed(int num_tokens, float* x);
+
+  // Puts each sequence's sampling options on the device for Head (empty: greedy for all).
+  // InvalidArgument for sampling of the wrong length or options that fail ValidateSamplingOptions.
+  // Last stage only.
+  absl::Status StageSampling(std::span<const TokenSampling> sampling, int num_seqs);
+  // The logits of h [num_seqs, hidden] (device), h x lm_head^T, and each sequence's next token drawn
+  // from them with the staged options, the same on every TP rank; device work only.
+  absl::Status Head(const float* h, int num_seqs);
+  // The first num_seqs tokens of the last Head on the host, and their logits when return_logits
+  // (else out->logits is emptied).
+  absl::Status Collect(int num_seqs, bool return_logits, StepOutput* out);
+
+  // The device addresses Embed and Head work on, for a graph that captured them to check that none
+  // has moved since.
+  void AppendScratchAddresses(std::vector<const void*>* addresses) const;
 
  private:
   // The device address of `host`: itself on a host-memory backend, else a copy in `staging`.
@@ -77,6 +89,9 @@ class VocabHead {
 
   std::vector<int32_t> local_ids_;  // [num_tokens] ids in the rank's table (zero row for others)
   DeviceBuffer ids_staging_;        // [num_tokens] when the backend's memory is not the host's
+  const int32_t* staged_ids_ = nullptr;  // what Embed reads
+  std::byte* staged_sampling_ = nullptr;  // what Head reads and writes: sample_args_(_host_)
+  int staged_num_seqs_ = 0;               // rows of staged_sampling_
   DeviceBuffer logits_;             // [num_seqs, vocab_size]
   DeviceBuffer local_logits_;       // [num_seqs, max_vocab_rows_] when vocab-parallel
   DeviceBuffer gathered_logits_;    // [tp_size, num_seqs, max_vocab_rows_] when vocab-parallel

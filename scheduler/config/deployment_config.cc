@@ -209,6 +209,7 @@ absl::Status ReadPhase(const YAML::Node& node, const std::string& path, PhaseCon
       IntField("max_num_seqs", &phase->max_num_seqs),
       IntField("max_num_batched_tokens", &phase->max_num_batched_tokens),
       BoolField("chunked_prefill", &phase->chunked_prefill),
+      BoolField("enforce_eager", &phase->enforce_eager),
       {"base_port",
        [phase, base_port_set](const YAML::Node& v, const std::string& p) {
          *base_port_set = true;
@@ -371,6 +372,7 @@ void EmitPhase(YAML::Emitter& out, WorkerRole role, const PhaseConfig& phase) {
   if (role == WorkerRole::kColocated) {
     out << YAML::Key << "chunked_prefill" << YAML::Value << phase.chunked_prefill;
   }
+  out << YAML::Key << "enforce_eager" << YAML::Value << phase.enforce_eager;
   out << YAML::Key << "base_port" << YAML::Value << phase.base_port;
   out << YAML::EndMap;
 }

@@ -35,6 +35,8 @@
 //     max_num_batched_tokens: 2048
 //     base_port: 50052              # instance i serves the worker API on base_port + i
 //     chunked_prefill: false        # colocated section only
+//     enforce_eager: false          # GPU devices: every step op by op, no decode graphs (vLLM's
+//                                   # --enforce-eager; runtime/model/decode_graphs.h)
 //
 // Default base ports pack the workers right after the scheduler: prefill (or colocated) starts at
 // scheduler_port + 1, decode right after the last prefill instance.
@@ -94,6 +96,7 @@ struct PhaseConfig {
   int max_num_seqs = 64;                 // sequences in one continuous batch
   int max_num_batched_tokens = 2048;     // tokens in one forward pass
   bool chunked_prefill = false;          // colocated only: split long prompts across steps
+  bool enforce_eager = false;            // no decode graphs on GPU devices
   int base_port = 0;                     // instance i listens on base_port + i
 
   bool on_cpu() const { return cuda_device_ids.empty() && !cuda_emulated; }
