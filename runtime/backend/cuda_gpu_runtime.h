@@ -60,7 +60,7 @@ class CudaGpuRuntime final : public GpuRuntime {
  private:
   explicit CudaGpuRuntime(int device_index);
   absl::Status Activate() const;  // cudaSetDevice(device_index_)
-  // Grows the bf16 activation scratch of Gemm to at least `bytes`.
+  // Grows the 16-bit (bf16 or f16) activation scratch of Gemm to at least `bytes`.
   absl::Status ReserveBf16Scratch(size_t bytes);
 
   int device_index_;
@@ -68,7 +68,7 @@ class CudaGpuRuntime final : public GpuRuntime {
   int num_sms_ = 0;  // cudaDevAttrMultiProcessorCount, read once by Create
   CUstream_st* stream_ = nullptr;
   cublasContext* cublas_ = nullptr;
-  void* bf16_scratch_ = nullptr;  // [m, k] bf16 activations of the current bf16 GEMM
+  void* bf16_scratch_ = nullptr;  // [m, k] bf16 or f16 activations of the current 16-bit GEMM
   size_t bf16_scratch_bytes_ = 0;
 };
 
