@@ -133,8 +133,11 @@ absl::Status RunLocal(const GenerateOptions& opts) {
   runtime::EngineConfig config{.model_dir = model_dir};
   if (opts.dtype == "bf16") {
     config.weight_dtype = DType::kBF16;
+  } else if (opts.dtype == "f16") {
+    config.weight_dtype = DType::kF16;
   } else if (opts.dtype != "f32") {
-    return absl::InvalidArgumentError(absl::StrCat("--dtype: '", opts.dtype, "' (f32 or bf16)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype: '", opts.dtype, "' (f32, bf16 or f16)"));
   }
   {
     absl::StatusOr<runtime::DeviceSpec> device = runtime::ParseDevice(opts.device);
@@ -296,7 +299,8 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0, 20));
   cmd->add_option("--dump-logits", opts->dump_logits,
                   "Write each step's logits as raw float32 [num_tokens, vocab] to this file");
-  cmd->add_option("--dtype", opts->dtype, "Weight dtype for matmuls: f32 or bf16")->capture_default_str();
+  cmd->add_option("--dtype", opts->dtype, "Weight dtype for matmuls: f32, bf16 or f16")
+      ->capture_default_str();
   cmd->add_option("--device", opts->device,
                   "cpu, cuda, cuda:N (rank r on device N + r) or cuda-emulated (the GPU backend's "
                   "code on the CPU, for tests)")

@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   int threads = 1, prompt_len = 512, context_len = 128, decode_steps = 32, rounds = 5;
   std::vector<int> batches = {1, 8, 32};
   app.add_option("--model", model_dir, "Checkpoint directory")->required();
-  app.add_option("--dtype", dtype, "f32 or bf16");
+  app.add_option("--dtype", dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
   app.add_option("--threads", threads, "Threads");
   app.add_option("--prompt-len", prompt_len, "Prefill prompt length");
   app.add_option("--context-len", context_len, "Prompt length before decode");
@@ -92,8 +92,9 @@ int main(int argc, char** argv) {
   }
 
   baton::runtime::EngineConfig config{.model_dir = model_dir,
-                                      .weight_dtype = dtype == "bf16" ? baton::DType::kBF16
-                                                                      : baton::DType::kF32,
+                                      .weight_dtype = dtype == "bf16"  ? baton::DType::kBF16
+                                                      : dtype == "f16" ? baton::DType::kF16
+                                                                       : baton::DType::kF32,
                                       .num_threads = threads,
                                       .kv_cache_bytes = size_t{1} << 30,
                                       .max_num_seqs = 64,
@@ -111,7 +112,7 @@ int main(int argc, char** argv) {
   result["prefill_tokens_per_s"] = BestPrefillTokensPerSecond(**engine, prompt_len, 3, rng);
   // Bytes a batch-1 decode step must read: every matmul weight once, the embedding row, and the
   // KV cache of its context (f32).
-  const double weight_elem_bytes = dtype == "bf16" ? 2 : 4;
+  const double weight_elem_bytes = dtype == "f32" ? 4 : 2;
   const double h = model.hidden_size, kv = model.num_kv_heads * model.head_dim,
                inter = model.intermediate_size;
   const double per_layer = h * (model.num_heads * model.head_dim) * 2 + h * kv * 2 + 3 * h * inter;

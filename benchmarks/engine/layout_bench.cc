@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   int prompt_len = 512, prompts = 4, context_len = 128, decode_steps = 16, rounds = 3;
   std::vector<int> batches = {1, 8, 32};
   app.add_option("--model", model_dir, "Checkpoint directory")->required();
-  app.add_option("--dtype", dtype, "f32 or bf16");
+  app.add_option("--dtype", dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
   app.add_option("--layouts", layout_texts, "TPxPPxTHREADS per layout; the first is the baseline")
       ->delimiter(',');
   app.add_option("--prompt-len", prompt_len, "Prefill tokens per measurement");
@@ -117,7 +117,9 @@ int main(int argc, char** argv) {
     }
     baton::runtime::EngineConfig config{
         .model_dir = model_dir,
-        .weight_dtype = dtype == "bf16" ? baton::DType::kBF16 : baton::DType::kF32,
+        .weight_dtype = dtype == "bf16"  ? baton::DType::kBF16
+                        : dtype == "f16" ? baton::DType::kF16
+                                         : baton::DType::kF32,
         .parallel = {.tp_size = layouts[i].tp, .pp_size = layouts[i].pp},
         .num_threads = layouts[i].threads,
         .kv_cache_bytes = size_t{1} << 30,

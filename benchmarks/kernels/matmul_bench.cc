@@ -1,5 +1,5 @@
 // MatmulCpu throughput: GB/s of weights streamed (decode GEMV, m = 1), GFLOP/s at decode batches
-// (m = 8..64, where f32 turns compute-bound) and prefill (m = 512), for f32 and bf16 weights on 1
+// (m = 8..64, where f32 turns compute-bound) and prefill (m = 512), for f32, bf16 and f16 weights on 1
 // and 2 threads, next to plain OpenBLAS calls (its own threading) for comparison. BM_FmaPeak is
 // the ceiling one core reaches with f32 FMAs alone (no memory), to read GFLOP/s against.
 //   Args: {m, n, k, threads}
@@ -35,7 +35,9 @@ void BM_MatmulCpu(benchmark::State& state, DType dtype) {
   const std::vector<float> w32 =
       dtype == DType::kF32 ? kernels::reference::RandomVector(size_t(n) * k, 2) : std::vector<float>();
   const std::vector<uint16_t> w16 =
-      dtype == DType::kBF16 ? kernels::reference::RandomBf16(size_t(n) * k, 2) : std::vector<uint16_t>();
+      dtype == DType::kBF16  ? kernels::reference::RandomBf16(size_t(n) * k, 2)
+      : dtype == DType::kF16 ? kernels::reference::RandomF16(size_t(n) * k, 2)
+                             : std::vector<uint16_t>();
   std::vector<float> out(size_t(m) * n);
   auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
   const MatmulParams params{.out = out.data(),
@@ -82,7 +84,7 @@ void BM_OpenBlas(benchmark::State& state) {
 void BM_FmaPeak(benchmark::State& state) {
   constexpr int kChains = 12;
   constexpr int64_t kRounds = 1 << 20;
-  std::array<__m512, kChains> acc;
+  __m512 acc[kChains];  // a plain array: std::array<__m512> drops the type's alignment attribute
   for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(1.0f + 1e-7f * i);
   const __m512 scale = _mm512_set1_ps(0.999999f), shift = _mm512_set1_ps(1e-7f);
   for (auto _ : state) {
@@ -107,7 +109,7 @@ struct SmallDecodeWeights {
   explicit SmallDecodeWeights(DType dtype) : dtype(dtype) {
     const size_t per_layer = size_t(kHidden) * (2 * kHidden + 2 * kKvDim) + 3 * size_t(kHidden) * kInter;
     const size_t total = kLayers * per_layer + size_t(kVocab) * kHidden;
-    bytes.assign(total * DTypeBytes(dtype), 0x3f);  // small finite values in f32 and bf16 alike
+    bytes.assign(total * DTypeBytes(dtype), 0x3f);  // small finite values in f32, bf16 and f16 alike
   }
   const void* At(size_t elements) const { return bytes.data() + elements * DTypeBytes(dtype); }
   DType dtype;
@@ -210,6 +212,7 @@ BENCHMARK_CAPTURE(BM_DecodeStepMatmuls, f32, DType::kF32)->Arg(1)->Arg(2)->UseRe
 BENCHMARK_CAPTURE(BM_ReadSweep, f32, DType::kF32)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_DecodeStepMatmuls, bf16, DType::kBF16)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ReadSweep, bf16, DType::kBF16)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DecodeStepMatmuls, f16, DType::kF16)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_WidenSweep)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void Shapes(benchmark::internal::Benchmark* b) {
@@ -230,6 +233,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_MatmulCpu, f32, DType::kF32)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatmulCpu, bf16, DType::kBF16)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MatmulCpu, f16, DType::kF16)->Apply(Shapes);
 BENCHMARK(BM_OpenBlas)->Apply(Shapes);
 
 }  // namespace

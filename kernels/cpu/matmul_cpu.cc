@@ -7,6 +7,10 @@
 //     or, on CPUs without it, the same rounding of the activations and f32 arithmetic: the AVX2
 //     GEMV widening bf16 weights on the fly for small m, widened weight panels through sgemm for
 //     large m.
+//   f16: no x86 instruction we use multiplies f16 pairs into f32 (AVX512_FP16 accumulates in f16),
+//     so always bf16's second scheme: activations rounded to f16 once, then the GEMV (AVX-512 or
+//     AVX2) widening the f16 weights with F16C as they stream past for small m, widened panels
+//     into sgemm for large m. MatmulF16Portable is the same with scalar conversions.
 // MatmulGroupCpu runs several products of one input as one pass over the pool when m is small.
 #include <cblas.h>
 
@@ -51,40 +55,61 @@ void ForColumnRanges(ThreadPool* pool, int n, int64_t work_per_column, Fn&& fn) 
 
 #if defined(__AVX512F__)
 #define BATON_SIMD_GEMV 1
+// f16 weights go through the GEMV too: vcvtph2ps (16 halves to 16 floats, exact) is AVX512F.
+#define BATON_SIMD_GEMV_F16 1
 constexpr int kGemvRowGroup = 8;  // 16 accumulators + 2 weight vectors fit the 32 registers
+
+// 16 weights as f32: f32 loads as is, f16 widens through vcvtph2ps.
+inline __m512 LoadWeights16(const float* w) { return _mm512_loadu_ps(w); }
+inline __m512 LoadWeights16(const _Float16* w) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+}
+// The first `count` (< 16) weights, the other lanes 0. A masked 16-bit load would need AVX512BW;
+// a tail is once per row, so f16 goes through a zeroed copy instead.
+inline __m512 LoadWeightsTail16(const float* w, int count) {
+  return _mm512_maskz_loadu_ps(internal::TailMask(count), w);
+}
+inline __m512 LoadWeightsTail16(const _Float16* w, int count) {
+  _Float16 buffer[16] = {};
+  std::copy(w, w + count, buffer);
+  return LoadWeights16(buffer);
+}
 
 // out[r, c] = in[r, :] . w[c, :] (+ bias[c]) for r < MA and every c in [n_begin, n_end).
 //
 // One weight row at a time, start to end: the weights are then a single sequential stream, which
 // the hardware prefetchers follow at full read bandwidth. Tiles of several weight rows read
 // side by side run as many short streams (k * 4 bytes each) and measured ~35% slower on Zen 4.
-template <int MA>
-void GemvRows(const float* in, const float* weight, const float* bias, float* out, int64_t out_stride,
+//
+// W is float or _Float16 (f16 weights, widened as they are loaded; `in` then holds activations
+// already rounded to f16).
+template <int MA, typename W>
+void GemvRows(const float* in, const W* weight, const float* bias, float* out, int64_t out_stride,
               int k, int n_begin, int n_end) {
   const __mmask16 tail = internal::TailMask(k % 16);
   for (int j = n_begin; j < n_end; ++j) {
-    const float* w = weight + int64_t{j} * k;
+    const W* w = weight + int64_t{j} * k;
     // Two accumulators per activation row hide the FMA latency.
     __m512 acc0[MA], acc1[MA];
     for (int r = 0; r < MA; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
     int l = 0;
     for (; l + 32 <= k; l += 32) {
-      const __m512 w0 = _mm512_loadu_ps(w + l);
-      const __m512 w1 = _mm512_loadu_ps(w + l + 16);
+      const __m512 w0 = LoadWeights16(w + l);
+      const __m512 w1 = LoadWeights16(w + l + 16);
       for (int r = 0; r < MA; ++r) {
         acc0[r] = _mm512_fmadd_ps(_mm512_loadu_ps(in + int64_t{r} * k + l), w0, acc0[r]);
         acc1[r] = _mm512_fmadd_ps(_mm512_loadu_ps(in + int64_t{r} * k + l + 16), w1, acc1[r]);
       }
     }
     if (l + 16 <= k) {
-      const __m512 w0 = _mm512_loadu_ps(w + l);
+      const __m512 w0 = LoadWeights16(w + l);
       for (int r = 0; r < MA; ++r) {
         acc0[r] = _mm512_fmadd_ps(_mm512_loadu_ps(in + int64_t{r} * k + l), w0, acc0[r]);
       }
       l += 16;
     }
     if (l < k) {
-      const __m512 w1 = _mm512_maskz_loadu_ps(tail, w + l);
+      const __m512 w1 = LoadWeightsTail16(w + l, k - l);
       for (int r = 0; r < MA; ++r) {
         acc1[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, in + int64_t{r} * k + l), w1, acc1[r]);
       }
@@ -98,16 +123,25 @@ void GemvRows(const float* in, const float* weight, const float* bias, float* ou
 
 #elif defined(__AVX2__) && defined(__FMA__)
 #define BATON_SIMD_GEMV 1
+#if defined(__F16C__)  // every AVX2 CPU has it, but the compiler flags decide
+#define BATON_SIMD_GEMV_F16 1
+#endif
 // 12 accumulators + 2 weight vectors in the 16 registers. Reading each weight row once per 6
 // activation rows instead of once per 4 measured 1.02-1.17x at m = 8 and 16 (interleaved A/B, Zen 3).
 constexpr int kGemvRowGroup = 6;
 
-// 8 weights as f32: f32 loads as is; bf16 is the high half of an f32, so widen and shift.
+// 8 weights as f32: f32 loads as is; bf16 (uint16_t) is the high half of an f32, so widen and
+// shift; f16 (_Float16) widens through F16C's vcvtph2ps.
 inline __m256 LoadWeights8(const float* w) { return _mm256_loadu_ps(w); }
 inline __m256 LoadWeights8(const uint16_t* w) {
   const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
 }
+#if defined(BATON_SIMD_GEMV_F16)
+inline __m256 LoadWeights8(const _Float16* w) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+}
+#endif
 // The first `count` (< 8) weights, the other lanes 0 (AVX2 has no 16-bit masked load).
 template <typename W>
 __m256 LoadWeightsTail(const W* w, int count) {
@@ -116,10 +150,10 @@ __m256 LoadWeightsTail(const W* w, int count) {
   return LoadWeights8(buffer);
 }
 
-// How far ahead of the bf16 stream to prefetch. A bf16 stream is consumed at half the bytes per
+// How far ahead of a 16-bit stream to prefetch. A bf16 stream is consumed at half the bytes per
 // instruction of an f32 one, and Zen 3's prefetchers alone then leave it short of bandwidth
 // (interleaved trials, 32000 x 768 and 4096 x 4096: +10-20% at 2 KiB ahead, 1 and 2 threads);
-// the same prefetch on the f32 stream gained nothing.
+// the same prefetch on the f32 stream gained nothing. f16 streams get it too (not measured apart).
 constexpr int kBf16PrefetchBytes = 2048;
 
 // out[r, j .. j+NW) for r < MA: MA activation rows against NW weight rows read side by side. Each
@@ -183,9 +217,9 @@ void GemvTile(const float* in, const W* weight, const float* bias, float* out, i
 // (7 vs 10 GB/s), so bf16 keeps one row at a time.
 constexpr int kFourRowsMinK = 1024;
 
-// The AVX-512 kernel's scheme on 8 lanes (see above), for f32 or bf16 weights; `in` holds f32
-// activations (already rounded to bf16 when the weights are bf16). A lone activation row reads long
-// f32 weight rows four at a time.
+// The AVX-512 kernel's scheme on 8 lanes (see above), for f32, bf16 or f16 weights; `in` holds f32
+// activations (already rounded to bf16 or f16 when the weights are). A lone activation row reads
+// long f32 weight rows four at a time.
 template <int MA, typename W>
 void GemvRows(const float* in, const W* weight, const float* bias, float* out, int64_t out_stride,
               int k, int n_begin, int n_end) {
@@ -283,40 +317,146 @@ void MatmulF32(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   }
 }
 
-// Columns [n_begin, n_end) of the bf16 path without AVX512_BF16 at decode sizes: the SIMD GEMV
-// widening each weight as it streams past, or, without SIMD, one widened row at a time.
-void Bf16GemvColumns(const MatmulParams& p, const float* rounded_in, int n_begin, int n_end) {
-  const uint16_t* w = static_cast<const uint16_t*>(p.weight);
-#if defined(BATON_SIMD_GEMV) && !defined(__AVX512F__)
-  Gemv(rounded_in, p.m, w, p.bias, p.out, p.n, p.k, n_begin, n_end);
+#if defined(BATON_SIMD_GEMV_F16)
+// Whole vectors of F16Format<true>::Round and ::Widen (below) through F16C: vcvtps2ph rounds to
+// nearest even (immediate, not MXCSR), vcvtph2ps widens exactly. Return how many were done.
+int64_t RoundToF16Simd(const float* in, int64_t n, float* out) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    const __m256i half = _mm512_cvtps_ph(_mm512_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm512_storeu_ps(out + i, _mm512_cvtph_ps(half));
+  }
 #else
+  for (; i + 8 <= n; i += 8) {
+    const __m128i half = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(half));
+  }
+#endif
+  return i;
+}
+
+int64_t WidenF16Simd(const _Float16* w, int64_t n, float* out) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, LoadWeights16(w + i));
+#else
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, LoadWeights8(w + i));
+#endif
+  return i;
+}
+#endif  // BATON_SIMD_GEMV_F16
+
+// bf16 without AVX512_BF16 and f16 (always) share one scheme: activations rounded to the dtype
+// once, then f32 arithmetic on weights widened to f32. A Format supplies the dtype's parts:
+//   Weight            the weights' element type (uint16_t holding bf16 bits, or _Float16);
+//   kSimdGemv         whether the SIMD Gemv reads such weights in this build;
+//   Round(in, n, out) out[i] = in[i] rounded to the dtype (nearest even) and widened back to f32;
+//   Widen(w, n, out)  out[i] = w[i] as f32 (exact).
+struct Bf16Format {
+  using Weight = uint16_t;
+#if defined(BATON_SIMD_GEMV) && !defined(__AVX512F__)
+  static constexpr bool kSimdGemv = true;
+#else
+  static constexpr bool kSimdGemv = false;  // the AVX-512 GEMV reads f32 and f16 only
+#endif
+  static void Round(const float* in, int64_t n, float* out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToF32(F32ToBf16(in[i]));
+  }
+  static void Widen(const uint16_t* w, int64_t n, float* out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToF32(w[i]);
+  }
+};
+
+// kSimd: F16C conversions and the SIMD GEMV where the build has them; otherwise (the portable
+// twin) the scalar _Float16 casts of dtype.h, which round the same way, and one widened row at a
+// time. Both give the same rounded activations and widened weights, bit for bit.
+template <bool kSimd>
+struct F16Format {
+  using Weight = _Float16;
+#if defined(BATON_SIMD_GEMV_F16)
+  static constexpr bool kSimdGemv = kSimd;
+#else
+  static constexpr bool kSimdGemv = false;
+#endif
+  static void Round(const float* in, int64_t n, float* out) {
+    int64_t i = 0;
+#if defined(BATON_SIMD_GEMV_F16)
+    if constexpr (kSimdGemv) i = RoundToF16Simd(in, n, out);
+#endif
+    for (; i < n; ++i) out[i] = F16ToF32(F32ToF16(in[i]));
+  }
+  static void Widen(const _Float16* w, int64_t n, float* out) {
+    int64_t i = 0;
+#if defined(BATON_SIMD_GEMV_F16)
+    if constexpr (kSimdGemv) i = WidenF16Simd(w, n, out);
+#endif
+    for (; i < n; ++i) out[i] = static_cast<float>(w[i]);
+  }
+};
+
+// Columns [n_begin, n_end) at decode sizes: the SIMD GEMV widening each weight as it streams past,
+// or one widened row at a time.
+template <typename Format>
+void WidenedGemvColumns(const MatmulParams& p, const float* rounded_in, int n_begin, int n_end) {
+  using W = typename Format::Weight;
+  const W* w = static_cast<const W*>(p.weight);
+#if defined(BATON_SIMD_GEMV)
+  if constexpr (Format::kSimdGemv) {
+    Gemv(rounded_in, p.m, w, p.bias, p.out, p.n, p.k, n_begin, n_end);
+    return;
+  }
+#endif
   std::vector<float> w_row(p.k);
   for (int j = n_begin; j < n_end; ++j) {
-    for (int l = 0; l < p.k; ++l) w_row[l] = Bf16ToF32(w[int64_t{j} * p.k + l]);
+    Format::Widen(w + int64_t{j} * p.k, p.k, w_row.data());
     const float b = p.bias != nullptr ? p.bias[j] : 0.0f;
     for (int i = 0; i < p.m; ++i) {
       p.out[int64_t{i} * p.n + j] = internal::Dot(rounded_in + int64_t{i} * p.k, w_row.data(), p.k) + b;
     }
   }
-#endif
 }
 
-// Columns [n_begin, n_end) of the bf16 path without AVX512_BF16 at prefill sizes: panels of weight
-// rows widened to f32, each multiplied by OpenBLAS sgemm. Every sgemm call packs all of the
-// activations again, so a panel is 1 MiB rather than L2-sized: interleaved A/B on Zen 3 (m = 32
-// and 512) gave 256 KiB -> 1 MiB 0.97-1.30x (mostly 1.1x), 1 MiB -> 4 MiB 0.71-1.07x.
-constexpr int64_t kBf16PanelBytes = 1024 * 1024;
-void Bf16SgemmColumns(const MatmulParams& p, const float* rounded_in, int n_begin, int n_end) {
-  const int panel_rows = std::max(16, static_cast<int>(kBf16PanelBytes / (4 * int64_t{p.k})));
+// Columns [n_begin, n_end) at prefill sizes: panels of weight rows widened to f32, each multiplied
+// by OpenBLAS sgemm. Every sgemm call packs all of the activations again, so a panel is 1 MiB
+// rather than L2-sized: interleaved A/B on Zen 3 (bf16, m = 32 and 512) gave 256 KiB -> 1 MiB
+// 0.97-1.30x (mostly 1.1x), 1 MiB -> 4 MiB 0.71-1.07x.
+constexpr int64_t kWidenedPanelBytes = 1024 * 1024;
+template <typename Format>
+void WidenedSgemmColumns(const MatmulParams& p, const float* rounded_in, int n_begin, int n_end) {
+  using W = typename Format::Weight;
+  const int panel_rows = std::max(16, static_cast<int>(kWidenedPanelBytes / (4 * int64_t{p.k})));
   thread_local std::vector<float> panel;
   panel.resize(static_cast<size_t>(panel_rows) * p.k);
-  const uint16_t* w = static_cast<const uint16_t*>(p.weight);
+  const W* w = static_cast<const W*>(p.weight);
   for (int j0 = n_begin; j0 < n_end; j0 += panel_rows) {
     const int rows = std::min(panel_rows, n_end - j0);
-    const uint16_t* src = w + int64_t{j0} * p.k;
-    for (int64_t l = 0; l < int64_t{rows} * p.k; ++l) panel[l] = Bf16ToF32(src[l]);
+    Format::Widen(w + int64_t{j0} * p.k, int64_t{rows} * p.k, panel.data());
     Sgemm(rounded_in, p.m, panel.data(), rows, p.k, p.bias != nullptr ? p.bias + j0 : nullptr,
           p.out + j0, p.n);
+  }
+}
+
+// The whole scheme for a group: round the shared activations once, then WidenedGemvColumns or
+// WidenedSgemmColumns over the pool.
+template <typename Format>
+void MatmulWidened(absl::Span<const MatmulParams> group, ThreadPool* pool) {
+  const MatmulParams& first = group[0];
+  thread_local std::vector<float> buffer;
+  buffer.resize(int64_t{first.m} * first.k);
+  float* rounded = buffer.data();  // the pool's threads reach the buffer through this, not by name
+  Format::Round(first.in, int64_t{first.m} * first.k, rounded);
+  // Small products share one pass over the pool, as in MatmulF32.
+  if (first.m <= kStreamMaxRows) {
+    ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) {
+      WidenedGemvColumns<Format>(group[i], rounded, n0, n1);
+    });
+    return;
+  }
+  MakeOpenBlasSingleThreaded();
+  for (const MatmulParams& p : group) {
+    ForColumnRanges(pool, p.n, int64_t{p.m} * p.k,
+                    [&](int n0, int n1) { WidenedSgemmColumns<Format>(p, rounded, n0, n1); });
   }
 }
 
@@ -357,25 +497,11 @@ void MatmulBf16(absl::Span<const MatmulParams> group, ThreadPool* pool) {
 namespace internal {
 
 void MatmulBf16Portable(absl::Span<const MatmulParams> group, ThreadPool* pool) {
-  const MatmulParams& first = group[0];
-  thread_local std::vector<float> buffer;
-  buffer.resize(int64_t{first.m} * first.k);
-  float* rounded = buffer.data();  // the pool's threads reach the buffer through this, not by name
-  for (int64_t i = 0; i < int64_t{first.m} * first.k; ++i) {
-    rounded[i] = Bf16ToF32(F32ToBf16(first.in[i]));
-  }
-  // Small products share one pass over the pool, as in MatmulF32.
-  if (first.m <= kStreamMaxRows) {
-    ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) {
-      Bf16GemvColumns(group[i], rounded, n0, n1);
-    });
-    return;
-  }
-  MakeOpenBlasSingleThreaded();
-  for (const MatmulParams& p : group) {
-    ForColumnRanges(pool, p.n, int64_t{p.m} * p.k,
-                    [&](int n0, int n1) { Bf16SgemmColumns(p, rounded, n0, n1); });
-  }
+  MatmulWidened<Bf16Format>(group, pool);
+}
+
+void MatmulF16Portable(absl::Span<const MatmulParams> group, ThreadPool* pool) {
+  MatmulWidened<F16Format<false>>(group, pool);
 }
 
 }  // namespace internal
@@ -395,10 +521,10 @@ absl::Status MatmulGroupCpu(absl::Span<const MatmulParams> group, ThreadPool* po
     }
   }
   if (first.m == 0) return absl::OkStatus();
-  if (first.weight_dtype == DType::kF32) {
-    MatmulF32(group, pool);
-  } else {
-    MatmulBf16(group, pool);
+  switch (first.weight_dtype) {
+    case DType::kF32: MatmulF32(group, pool); break;
+    case DType::kBF16: MatmulBf16(group, pool); break;
+    case DType::kF16: MatmulWidened<F16Format<true>>(group, pool); break;
   }
   return absl::OkStatus();
 }

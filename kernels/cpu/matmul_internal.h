@@ -24,4 +24,9 @@ void MatmulBf16Avx512(const uint16_t* a, int64_t a_stride, const uint16_t* w, co
 // bf16, sharing in, m and k.
 void MatmulBf16Portable(absl::Span<const MatmulParams> group, ThreadPool* pool);
 
+// The f16 path with scalar conversions and no SIMD GEMV (the twin of the F16C one, exposed so tests
+// compare the two): activations rounded to f16, weights widened to f32, f32 products. `group` as
+// above, f16.
+void MatmulF16Portable(absl::Span<const MatmulParams> group, ThreadPool* pool);
+
 }  // namespace baton::kernels::internal

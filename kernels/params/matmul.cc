@@ -20,10 +20,12 @@ absl::Status Validate(const MatmulParams& params) {
   RETURN_IF_ERROR(CheckPointer(kOp, "out", params.out, empty));
   RETURN_IF_ERROR(CheckPointer(kOp, "in", params.in, empty));
   RETURN_IF_ERROR(CheckPointer(kOp, "weight", params.weight));
-  if (params.weight_dtype != DType::kF32 && params.weight_dtype != DType::kBF16) {
+  // Every DType is a weight dtype today; the check stays for values outside the enum.
+  if (params.weight_dtype != DType::kF32 && params.weight_dtype != DType::kBF16 &&
+      params.weight_dtype != DType::kF16) {
     return absl::InvalidArgumentError(absl::StrCat(
         kOp, ": weight_dtype ", std::string(DTypeName(params.weight_dtype)),
-        " is not supported (f32, bf16)"));
+        " is not supported (f32, bf16, f16)"));
   }
   return absl::OkStatus();
 }

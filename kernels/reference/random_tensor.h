@@ -52,4 +52,18 @@ inline std::vector<float> RoundToBf16(std::vector<float> values) {
   return values;
 }
 
+// The IEEE half (f16) encodings of n values uniform in [lo, hi).
+inline std::vector<uint16_t> RandomF16(size_t n, uint64_t seed, float lo = -1, float hi = 1) {
+  TestRng rng(seed);
+  std::vector<uint16_t> out(n);
+  for (uint16_t& x : out) x = F32ToF16(rng.Uniform(lo, hi));
+  return out;
+}
+
+// Rounds every value to f16 (nearest even) and back (what MatmulCpu does to its f16 activations).
+inline std::vector<float> RoundToF16(std::vector<float> values) {
+  for (float& x : values) x = F16ToF32(F32ToF16(x));
+  return values;
+}
+
 }  // namespace baton::kernels::reference

@@ -1,6 +1,7 @@
 #include "runtime/backend/cuda_gemm_helpers.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 
@@ -26,6 +27,13 @@ __global__ void RoundToBf16Kernel(const float* in, uint16_t* out, int64_t n) {
   }
 }
 
+__global__ void RoundToF16Kernel(const float* in, uint16_t* out, int64_t n) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = __half_as_ushort(__float2half_rn(in[i]));
+  }
+}
+
 __global__ void BroadcastRowsKernel(float* out, const float* bias, int64_t total, int n) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -38,6 +46,13 @@ __global__ void BroadcastRowsKernel(float* out, const float* bias, int64_t total
 absl::Status RoundToBf16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream) {
   if (n <= 0) return absl::OkStatus();
   RoundToBf16Kernel<<<NumBlocks(n), kThreads, 0, stream>>>(in, out, n);
+  BATON_CUDA_CALL(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+absl::Status RoundToF16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return absl::OkStatus();
+  RoundToF16Kernel<<<NumBlocks(n), kThreads, 0, stream>>>(in, out, n);
   BATON_CUDA_CALL(cudaGetLastError());
   return absl::OkStatus();
 }

@@ -1,7 +1,7 @@
-// The two small kernels the CUDA runtime's GEMM needs around cuBLAS (CUDA builds only; included
-// only by cuda_gpu_runtime.cc): rounding the activations to bf16 for a bf16-weight GEMM (cuBLAS
-// multiplies bf16 by bf16 only, and MatmulCpu rounds them the same way), and seeding the output
-// with the bias so that cuBLAS adds the product to it (beta = 1).
+// The small kernels the CUDA runtime's GEMM needs around cuBLAS (CUDA builds only; included only by
+// cuda_gpu_runtime.cc): rounding the activations to bf16 or f16 for a GEMM with weights of that
+// dtype (cuBLAS multiplies bf16 by bf16 and f16 by f16 only, and MatmulCpu rounds them the same
+// way), and seeding the output with the bias so that cuBLAS adds the product to it (beta = 1).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,6 +14,10 @@ namespace baton::runtime::cuda_internal {
 
 // out[i] = bf16(in[i]) rounded to nearest even, for i < n. Device pointers; n >= 0.
 absl::Status RoundToBf16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream);
+
+// out[i] = f16(in[i]) (IEEE half) rounded to nearest even, for i < n: +-inf beyond +-65504 (from
+// 65520 on), f16 subnormals kept. Device pointers; n >= 0.
+absl::Status RoundToF16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream);
 
 // out[r, c] = bias[c] for r < m, c < n. Device pointers; m, n >= 0.
 absl::Status BroadcastRows(float* out, const float* bias, int m, int n, cudaStream_t stream);

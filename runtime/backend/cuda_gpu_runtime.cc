@@ -1,5 +1,7 @@
 #include "runtime/backend/cuda_gpu_runtime.h"
 
+#include <algorithm>
+
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -68,7 +70,8 @@ CudaGpuRuntime::~CudaGpuRuntime() {
   // way out after a device fault.
   (void)Activate();
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
-  if (bf16_scratch_ != nullptr) cudaFree(bf16_scratch_);
+  if (half_scratch_ != nullptr) cudaFree(half_scratch_);
+  for (void* scratch : retired_scratch_) cudaFree(scratch);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
@@ -262,16 +265,14 @@ absl::Status CudaGpuRuntime::Launch(const kernels::SampleParams& params) {
   return kernels::Sample(params, stream_);
 }
 
-absl::Status CudaGpuRuntime::ReserveBf16Scratch(size_t bytes) {
-  if (bytes <= bf16_scratch_bytes_) return absl::OkStatus();
-  if (bf16_scratch_ != nullptr) {
-    // cudaFree waits for the device, so no GEMM still reads the old scratch.
-    BATON_CUDA_CALL(cudaFree(bf16_scratch_));
-    bf16_scratch_ = nullptr;
-    bf16_scratch_bytes_ = 0;
-  }
-  ASSIGN_OR_RETURN(bf16_scratch_, Malloc(bytes));
-  bf16_scratch_bytes_ = bytes;
+absl::Status CudaGpuRuntime::ReserveHalfScratch(size_t bytes) {
+  if (bytes <= half_scratch_bytes_) return absl::OkStatus();
+  // At least double, so the retired ones add up to less than the current one.
+  const size_t grown = std::max(bytes, 2 * half_scratch_bytes_);
+  ASSIGN_OR_RETURN(void* scratch, Malloc(grown));
+  if (half_scratch_ != nullptr) retired_scratch_.push_back(half_scratch_);
+  half_scratch_ = scratch;
+  half_scratch_bytes_ = grown;
   return absl::OkStatus();
 }
 
@@ -284,15 +285,18 @@ absl::Status CudaGpuRuntime::Gemm(const kernels::MatmulParams& p) {
   const void* in = p.in;
   cudaDataType_t in_type = CUDA_R_32F;
   cudaDataType_t weight_type = CUDA_R_32F;
-  if (p.weight_dtype == DType::kBF16) {
-    // cuBLAS has no bf16 x f32 product: round the activations to bf16 (as MatmulCpu does).
+  if (p.weight_dtype == DType::kBF16 || p.weight_dtype == DType::kF16) {
+    // cuBLAS has no bf16 x f32 (or f16 x f32) product: round the activations to the weights' dtype
+    // (as MatmulCpu does) into the scratch, which holds 16-bit activations of either dtype.
+    const bool bf16 = p.weight_dtype == DType::kBF16;
     const int64_t count = int64_t{p.m} * p.k;
-    RETURN_IF_ERROR(ReserveBf16Scratch(static_cast<size_t>(count) * sizeof(uint16_t)));
-    RETURN_IF_ERROR(cuda_internal::RoundToBf16(p.in, static_cast<uint16_t*>(bf16_scratch_), count,
-                                               stream_));
-    in = bf16_scratch_;
-    in_type = CUDA_R_16BF;
-    weight_type = CUDA_R_16BF;
+    RETURN_IF_ERROR(ReserveHalfScratch(static_cast<size_t>(count) * sizeof(uint16_t)));
+    uint16_t* rounded = static_cast<uint16_t*>(half_scratch_);
+    RETURN_IF_ERROR(bf16 ? cuda_internal::RoundToBf16(p.in, rounded, count, stream_)
+                         : cuda_internal::RoundToF16(p.in, rounded, count, stream_));
+    in = rounded;
+    in_type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    weight_type = in_type;
   }
   float beta = 0.0f;
   if (p.bias != nullptr) {
@@ -300,8 +304,8 @@ absl::Status CudaGpuRuntime::Gemm(const kernels::MatmulParams& p) {
     beta = 1.0f;  // out = W^T in + bias
   }
   const float alpha = 1.0f;
-  // CUBLAS_COMPUTE_32F: f32 accumulation, and no TF32 unless the handle's math mode asks for it
-  // (it does not: the default).
+  // CUBLAS_COMPUTE_32F: f32 accumulation (for f16 inputs too, never f16's own), and no TF32 unless
+  // the handle's math mode asks for it (it does not: the default).
   BATON_CUBLAS_CALL(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, p.n, p.m, p.k, &alpha,
                                  p.weight, weight_type, p.k, in, in_type, p.k, &beta, p.out,
                                  CUDA_R_32F, p.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/backend/gpu_runtime.h"
 
@@ -66,8 +67,9 @@ class CudaGpuRuntime final : public GpuRuntime {
   absl::Status Activate() const;  // cudaSetDevice(device_index_)
   // FailedPrecondition naming `op` while capturing: CUDA would invalidate the capture instead.
   absl::Status CheckNotCapturing(absl::string_view op) const;
-  // Grows the bf16 activation scratch of Gemm to at least `bytes`.
-  absl::Status ReserveBf16Scratch(size_t bytes);
+  // Grows the 16-bit (bf16 or f16) activation scratch of Gemm to at least `bytes`. The old one is
+  // retired, not freed: a captured graph may still use it (and cudaFree is illegal in a capture).
+  absl::Status ReserveHalfScratch(size_t bytes);
 
   int device_index_;
   std::string name_;
@@ -75,8 +77,9 @@ class CudaGpuRuntime final : public GpuRuntime {
   CUstream_st* stream_ = nullptr;
   bool capturing_ = false;
   cublasContext* cublas_ = nullptr;
-  void* bf16_scratch_ = nullptr;  // [m, k] bf16 activations of the current bf16 GEMM
-  size_t bf16_scratch_bytes_ = 0;
+  void* half_scratch_ = nullptr;  // [m, k] bf16 or f16 activations of the current 16-bit GEMM
+  size_t half_scratch_bytes_ = 0;
+  std::vector<void*> retired_scratch_;  // freed with the runtime
 };
 
 }  // namespace baton::runtime

@@ -462,8 +462,8 @@ absl::Status EmulatedGpuRuntime::Run(const kernels::MatmulParams& p) {
                                 static_cast<size_t>(p.n) * p.k * DTypeBytes(p.weight_dtype)));
   }
   if (p.bias != nullptr) RETURN_IF_ERROR(CheckDevice(kOp, "bias", p.bias, Bytes<float>(p.n)));
-  // The CPU BLAS stands in for cuBLAS; its bf16 path rounds the activations to bf16 first, as the
-  // CUDA runtime's bf16 GEMM does.
+  // The CPU BLAS stands in for cuBLAS; its bf16 and f16 paths round the activations to the weights'
+  // dtype first, as the CUDA runtime's bf16 and f16 GEMMs do.
   return kernels::MatmulCpu(p, nullptr);
 }
 

@@ -124,9 +124,9 @@ class GpuRuntime {
   virtual absl::Status Launch(const kernels::PagedAttentionSplitKvParams& params) = 0;
   // A row with a NaN logit gets token -1 (the launch itself succeeds).
   virtual absl::Status Launch(const kernels::SampleParams& params) = 0;
-  // out[m, n] = in[m, k] * weight[n, k]^T (+ bias[n]) with MatmulParams' semantics: weight f32 or
-  // bf16, f32 accumulation; with bf16 weights the activations are rounded to bf16 first (as
-  // MatmulCpu does, and as a bf16 GEMM needs).
+  // out[m, n] = in[m, k] * weight[n, k]^T (+ bias[n]) with MatmulParams' semantics: weight f32,
+  // bf16 or f16, f32 accumulation; with 16-bit weights the activations are rounded to the weights'
+  // type first (as MatmulCpu does, and as a bf16 or f16 GEMM needs).
   virtual absl::Status Gemm(const kernels::MatmulParams& params) = 0;
 };
 

@@ -27,7 +27,7 @@ namespace baton::runtime {
 
 struct EngineConfig {
   std::filesystem::path model_dir;
-  DType weight_dtype = DType::kF32;     // matmul weights: kF32 or kBF16
+  DType weight_dtype = DType::kF32;     // matmul weights: kF32, kBF16 or kF16
   ParallelLayout parallel;              // tp x pp ranks (model_ranks.h)
   DeviceKind device = DeviceKind::kCpu; // what every rank computes on (model_ranks.h)
   int first_device_index = 0;           // kCuda: rank r on CUDA device first_device_index + r

@@ -49,7 +49,7 @@ namespace baton::runtime {
 
 struct ModelRanksOptions {
   std::filesystem::path model_dir;
-  DType weight_dtype = DType::kF32;  // matmul weights: kF32 or kBF16
+  DType weight_dtype = DType::kF32;  // matmul weights: kF32, kBF16 or kF16
   ParallelLayout layout;
   // The device every rank computes on (backend_registry.h). Not the host's memory (a GPU, or
   // cuda-emulated): weights are uploaded at load and each rank's KV pool lives in device memory.

@@ -104,9 +104,10 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesyst
                                                              ThreadPool* load_pool,
                                                              const ShardSpec& shard_spec,
                                                              ModelComms comms) {
-  if (matmul_dtype != DType::kF32 && matmul_dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("weight dtype ", std::string(DTypeName(matmul_dtype)), " is not supported (f32 or bf16)"));
+  if (matmul_dtype != DType::kF32 && matmul_dtype != DType::kBF16 && matmul_dtype != DType::kF16) {
+    return absl::InvalidArgumentError(absl::StrCat("weight dtype ",
+                                                   std::string(DTypeName(matmul_dtype)),
+                                                   " is not supported (f32, bf16 or f16)"));
   }
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
   ASSIGN_OR_RETURN(ModelShard shard, MakeModelShard(config, shard_spec));

@@ -56,8 +56,8 @@ struct ModelComms {
 
 class LlamaModel {
  public:
-  // Loads config.json and the safetensors of model_dir. matmul_dtype (kF32 or kBF16) is the dtype the
-  // projection weights are kept in (zero-copy when the checkpoint already has it); `load_pool`
+  // Loads config.json and the safetensors of model_dir. matmul_dtype (kF32, kBF16 or kF16) is the
+  // dtype the projection weights are kept in (zero-copy when the checkpoint already has it); `load_pool`
   // (may be nullptr) converts them. The model computes on `backend`, which must outlive it.
   // `shard_spec` picks the rank's part (only its slices are loaded); `comms` connects it to the
   // other ranks (see ModelComms). InvalidArgument (from MakeModelShard) for a shard that does not

@@ -268,8 +268,8 @@ int64_t Weight::numel() const { return data == nullptr ? 0 : NumElements(shape);
 absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
     const std::filesystem::path& model_dir, const ModelConfig& config, DType matmul_dtype,
     ThreadPool* pool, const ModelShard* shard) {
-  if (matmul_dtype != DType::kF32 && matmul_dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(absl::StrCat("matmul dtype must be f32 or bf16, got ",
+  if (matmul_dtype != DType::kF32 && matmul_dtype != DType::kBF16 && matmul_dtype != DType::kF16) {
+    return absl::InvalidArgumentError(absl::StrCat("matmul dtype must be f32, bf16 or f16, got ",
                                                    std::string(DTypeName(matmul_dtype))));
   }
   ModelShard whole;

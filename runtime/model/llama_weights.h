@@ -18,7 +18,7 @@
 //
 // Dtypes after loading:
 //   - norms and biases: always f32;
-//   - matmul weights (q, k, v, o, gate, up, down, lm_head): matmul_dtype (kF32 or kBF16);
+//   - matmul weights (q, k, v, o, gate, up, down, lm_head): matmul_dtype (kF32, kBF16 or kF16);
 //   - embed_tokens: as stored if f32 or bf16, f16 converted to f32.
 // A weight already stored in its target dtype is zero-copy: Weight::data points into the
 // checkpoint's memory map (unless the file places it misaligned for its element size, then it is
@@ -48,7 +48,7 @@
 //
 // Errors: those of Checkpoint::Open, and of Checkpoint::Get for each tensor (kNotFound naming a
 // missing tensor and the directory; kInvalidArgument for a wrong shape, naming the tensor, both
-// shapes and the file); kInvalidArgument for a matmul_dtype other than kF32/kBF16.
+// shapes and the file); kInvalidArgument for a matmul_dtype other than kF32/kBF16/kF16.
 //
 // Immutable after loading; share freely between threads that only read.
 #pragma once

@@ -426,8 +426,11 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
            config.weight_dtype = DType::kF32;
          } else if (name == "bf16") {
            config.weight_dtype = DType::kBF16;
+         } else if (name == "f16") {
+           config.weight_dtype = DType::kF16;
          } else {
-           return Invalid(p, absl::StrCat("'", name, "' is not supported (expected f32 or bf16)"));
+           return Invalid(p,
+                          absl::StrCat("'", name, "' is not supported (expected f32, bf16 or f16)"));
          }
          return absl::OkStatus();
        }},
@@ -522,9 +525,10 @@ absl::StatusOr<DeploymentConfig> LoadDeploymentConfig(const std::filesystem::pat
 
 absl::Status ValidateDeploymentConfig(const DeploymentConfig& config) {
   if (config.model_dir.empty()) return Invalid("model", "required (a Hugging Face model directory)");
-  if (config.weight_dtype != DType::kF32 && config.weight_dtype != DType::kBF16) {
+  if (config.weight_dtype != DType::kF32 && config.weight_dtype != DType::kBF16 &&
+      config.weight_dtype != DType::kF16) {
     return Invalid("weight_dtype", absl::StrCat(std::string(DTypeName(config.weight_dtype)),
-                                                " is not supported (expected f32 or bf16)"));
+                                                " is not supported (expected f32, bf16 or f16)"));
   }
   if (config.host.empty()) return Invalid("host", "must not be empty");
   if (std::any_of(config.host.begin(), config.host.end(),

@@ -10,7 +10,7 @@
 // `model`; absent keys take the defaults below (those of DefaultDeployment):
 //
 //   model: /models/llama-3.2-1b     # Hugging Face directory; relative paths are relative to the file
-//   weight_dtype: f32               # f32 | bf16
+//   weight_dtype: f32               # f32 | bf16 | f16 (matmul weights; see LlamaModel::Load)
 //   host: 127.0.0.1                 # address every process binds to (and the launcher polls)
 //   scheduler_port: 50051           # public gRPC API
 //   http_port: 8000                 # OpenAI-compatible HTTP; 0 disables it
@@ -123,7 +123,7 @@ bool AdmissionEnabled(const SloConfig& slo);
 
 struct DeploymentConfig {
   std::filesystem::path model_dir;  // yaml: model; required
-  DType weight_dtype = DType::kF32;  // kF32 or kBF16
+  DType weight_dtype = DType::kF32;  // kF32, kBF16 or kF16
   std::string host = "127.0.0.1";
   int scheduler_port = 50051;  // gRPC InferenceService
   int http_port = 8000;        // OpenAI-compatible HTTP; 0: disabled

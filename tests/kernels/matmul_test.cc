@@ -1,6 +1,7 @@
 #include "baton/kernels/matmul.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -39,8 +40,10 @@ struct MatmulProblem {
         out(size_t(m_) * n_, NAN) {
     if (dt == DType::kF32) {
       weight32 = kernels::reference::RandomVector(size_t(n_) * k_, seed + 1);
-    } else {
+    } else if (dt == DType::kBF16) {
       weight16 = kernels::reference::RandomBf16(size_t(n_) * k_, seed + 1);
+    } else {
+      weight16 = kernels::reference::RandomF16(size_t(n_) * k_, seed + 1);
     }
     if (with_bias) bias = kernels::reference::RandomVector(n_, seed + 2);
   }
@@ -60,10 +63,20 @@ struct MatmulProblem {
 // Terms are products of two uniform[-1, 1] values (mean |x*w| = 1/4); f32 sums of k of them.
 testing::Tolerance SumTolerance(int k) { return ScaledForSum(ToleranceFor(DType::kF32), k, 0.25); }
 
+// The activations as the spec multiplies them: rounded to the weights' dtype when it is 16-bit.
+std::vector<float> RoundedLikeTheWeights(const std::vector<float>& in, DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return in;
+    case DType::kBF16: return kernels::reference::RoundToBf16(in);
+    case DType::kF16: return kernels::reference::RoundToF16(in);
+  }
+  return in;
+}
+
 // One instance per (dtype, m): m picks the kernel (f32: weight streaming in row groups of 8 on
 // AVX-512, 4 on AVX2, up to 16 rows, sgemm above; bf16 with AVX512_BF16: streaming up to 4 rows,
-// micro-tiles above; bf16 without: streaming up to 16 rows, widened panels into sgemm above); the
-// inner loops sweep odd n and k (vector tails), bias and threading.
+// micro-tiles above; bf16 without, and f16: streaming up to 16 rows, widened panels into sgemm
+// above); the inner loops sweep odd n and k (vector tails), bias and threading.
 class MatmulCpuTest : public ::testing::TestWithParam<std::tuple<DType, int>> {};
 
 TEST_P(MatmulCpuTest, MatchesReference) {
@@ -77,9 +90,8 @@ TEST_P(MatmulCpuTest, MatchesReference) {
                                           << " pool " << (p != nullptr));
           MatmulProblem problem(m, n, k, dtype, with_bias, 100 + m + n + k);
           ASSERT_THAT(MatmulCpu(problem.Params(problem.out.data()), p), IsOk());
-          // The spec for bf16 weights rounds the activations to bf16; then the math is f32.
-          const std::vector<float> in =
-              dtype == DType::kBF16 ? kernels::reference::RoundToBf16(problem.in) : problem.in;
+          // The spec for 16-bit weights rounds the activations to their dtype, then computes in f32.
+          const std::vector<float> in = RoundedLikeTheWeights(problem.in, dtype);
           std::vector<float> expected(problem.out.size());
           reference::Matmul(problem.Params(expected.data(), in.data()));
           EXPECT_TRUE(AllClose(problem.out, expected, SumTolerance(k)));
@@ -90,7 +102,8 @@ TEST_P(MatmulCpuTest, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulCpuTest,
-                         ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16,
+                                                              DType::kF16),
                                             ::testing::Values(1, 2, 3, 4, 5, 8, 15, 16, 17, 64)));
 
 TEST(MatmulCpuTest, Bf16ResultIsCloseToTheUnroundedProduct) {
@@ -102,6 +115,79 @@ TEST(MatmulCpuTest, Bf16ResultIsCloseToTheUnroundedProduct) {
   // deviation 2^-9 / sqrt(3)); over k terms of RMS size 1/3 the sum moves by
   // 2^-9 / sqrt(3) * sqrt(k) / 3 = 0.0104 (one standard deviation). Allow six.
   EXPECT_TRUE(AllClose(problem.out, exact, {.atol = 6 * 0.0104, .rtol = 0}));
+}
+
+TEST(MatmulCpuTest, F16ResultIsCloseToTheUnroundedProduct) {
+  MatmulProblem problem(9, 70, 768, DType::kF16, true, 5);
+  ASSERT_THAT(MatmulCpu(problem.Params(problem.out.data()), nullptr), IsOk());
+  std::vector<float> exact(problem.out.size());
+  reference::Matmul(problem.Params(exact.data()));
+  // As for bf16 with f16's 11-bit significand: a relative error within 2^-11, so one standard
+  // deviation of the sum is 2^-11 / sqrt(3) * sqrt(k) / 3 = 0.0026. Allow six.
+  EXPECT_TRUE(AllClose(problem.out, exact, {.atol = 6 * 0.0026, .rtol = 0}));
+}
+
+// The activations are rounded to f16 correctly on every path (the F16C GEMV at m = 1, the widened
+// panels at m = 40, the portable twin): against identity weights the output is the rounded
+// activations themselves, bit for bit. The values are the hard cases: ties to even both ways, f16
+// subnormals, half the smallest subnormal and less (to 0), and just under the overflow threshold.
+TEST(MatmulCpuTest, F16ActivationsAreRoundedToNearestEvenOnEveryPath) {
+  const std::vector<float> hard = {1.0f + 0x1p-11f,        // tie: down to 1
+                                   1.0f + 3 * 0x1p-11f,    // tie: up to 1 + 2^-9
+                                   -(2.0f + 0x1p-10f),     // tie at a larger binade: down
+                                   1.0f + 0x1p-11f + 0x1p-20f,  // just above a tie: up
+                                   0x1p-20f, -3.3e-6f, 0x1p-24f, 0x1p-25f, 0x1p-26f,
+                                   65519.0f, -65504.0f, 0.1f, 1.0f / 3.0f, 0.0f};
+  constexpr int kK = 37;  // two 16-lane vectors and a tail
+  std::vector<uint16_t> identity(kK * kK, F32ToF16(0.0f));
+  for (int j = 0; j < kK; ++j) identity[j * kK + j] = F32ToF16(1.0f);
+  for (int m : {1, 40}) {
+    std::vector<float> in(size_t(m) * kK);
+    // Every third value scaled by 2^-3: the same hard cases in another binade.
+    for (size_t i = 0; i < in.size(); ++i) {
+      in[i] = hard[i % hard.size()] * (i % 3 == 2 ? 0x1p-3f : 1.0f);
+    }
+    const std::vector<float> expected = kernels::reference::RoundToF16(in);
+    std::vector<float> fast(in.size(), NAN), portable(in.size(), NAN);
+    MatmulParams p{.out = fast.data(), .in = in.data(), .weight = identity.data(),
+                   .weight_dtype = DType::kF16, .bias = nullptr, .m = m, .n = kK, .k = kK};
+    ASSERT_THAT(MatmulCpu(p, nullptr), IsOk());
+    p.out = portable.data();
+    internal::MatmulF16Portable(absl::MakeConstSpan(&p, 1), nullptr);
+    for (size_t i = 0; i < in.size(); ++i) {
+      EXPECT_EQ(fast[i], expected[i]) << "m " << m << " element " << i << " (" << in[i] << ")";
+      EXPECT_EQ(portable[i], expected[i]) << "m " << m << " element " << i << " (" << in[i] << ")";
+    }
+  }
+}
+
+// An activation beyond f16's range is infinite once rounded, as in a GPU f16 GEMM: the product
+// overflows rather than being quietly exact.
+TEST(MatmulCpuTest, F16ActivationsBeyondTheRangeBecomeInfinite) {
+  constexpr int kK = 20;
+  std::vector<float> in(kK, 1.0f);
+  in[3] = 65520.0f;  // halfway between 65504 and the next step (65536): rounds to +inf
+  const std::vector<uint16_t> ones(kK, F32ToF16(1.0f));
+  float out = 0;
+  ASSERT_THAT(MatmulCpu({.out = &out, .in = in.data(), .weight = ones.data(),
+                         .weight_dtype = DType::kF16, .bias = nullptr, .m = 1, .n = 1, .k = kK},
+                        nullptr),
+              IsOk());
+  EXPECT_EQ(out, INFINITY);
+}
+
+TEST(MatmulCpuTest, PortableF16PathMatchesTheFastOne) {
+  for (int m : {1, 6, 40}) {
+    for (int k : {100, 1029}) {
+      MatmulProblem problem(m, 45, k, DType::kF16, true, 8);
+      std::vector<float> portable(problem.out.size());
+      ThreadPool pool(2);
+      ASSERT_THAT(MatmulCpu(problem.Params(problem.out.data()), &pool), IsOk());
+      const MatmulParams params = problem.Params(portable.data());
+      internal::MatmulF16Portable(absl::MakeConstSpan(&params, 1), &pool);
+      EXPECT_TRUE(AllClose(portable, problem.out, SumTolerance(k))) << "m = " << m << " k = " << k;
+    }
+  }
 }
 
 TEST(MatmulCpuTest, PortableBf16PathMatchesTheFastOne) {
@@ -119,7 +205,7 @@ TEST(MatmulCpuTest, PortableBf16PathMatchesTheFastOne) {
 // (c) a row of the output depends on its row of the input only: m rows at once equals m calls of
 // one row, up to summation order (GEMV and GEMM kernels differ).
 TEST(MatmulCpuTest, BatchedRowsMatchSingleRows) {
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     MatmulProblem problem(37, 130, 257, dtype, true, 12);
     ThreadPool pool(2);
     ASSERT_THAT(MatmulCpu(problem.Params(problem.out.data()), &pool), IsOk());
@@ -138,7 +224,7 @@ TEST(MatmulCpuTest, BatchedRowsMatchSingleRows) {
 // A group computes exactly what its members compute alone: the same kernels on the same rows,
 // only the split of the rows over the threads differs.
 TEST(MatmulGroupCpuTest, EqualsEachMemberAlone) {
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (int m : {1, 3, 9}) {
       SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " m " << m);
       // Odd widths so the group's row ranges cut members mid-way; one member with a bias.
@@ -208,9 +294,10 @@ TEST(MatmulGroupCpuTest, RejectsMembersThatDoNotShareTheInput) {
 TEST(MatmulCpuTest, RejectsBadParams) {
   MatmulProblem problem(2, 3, 4, DType::kF32, false, 1);
   MatmulParams p = problem.Params(problem.out.data());
-  p.weight_dtype = DType::kF16;
+  p.weight_dtype = static_cast<DType>(7);  // no such dtype
   EXPECT_THAT(MatmulCpu(p, nullptr),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("f16")));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("weight_dtype ? is not supported")));
   p = problem.Params(problem.out.data());
   p.k = 0;
   EXPECT_THAT(MatmulCpu(p, nullptr), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("k")));

@@ -29,6 +29,7 @@ namespace {
 using ::absl_testing::IsOk;
 using ::absl_testing::StatusIs;
 using ::baton::kernels::reference::RandomBf16;
+using ::baton::kernels::reference::RandomF16;
 using ::baton::kernels::reference::RandomVector;
 using ::baton::testing::AllClose;
 using ::baton::testing::Tolerance;
@@ -81,12 +82,16 @@ class GpuOpsTest : public ::testing::TestWithParam<DeviceKind>, protected Device
     const std::vector<float> in = RandomVector(kM * kK, 5);
     const std::vector<float> bias = RandomVector(kN, 6);
     const std::vector<float> w_f32 = RandomVector(kN * kK, 7), w2_f32 = RandomVector(kN2 * kK, 8);
-    const std::vector<uint16_t> w_bf16 = RandomBf16(kN * kK, 7), w2_bf16 = RandomBf16(kN2 * kK, 8);
     const bool f32 = dtype == DType::kF32;
-    const void* w = f32 ? static_cast<const void*>(w_f32.data()) : w_bf16.data();
-    const void* w2 = f32 ? static_cast<const void*>(w2_f32.data()) : w2_bf16.data();
-    const void* dw = f32 ? static_cast<const void*>(Upload(w_f32)) : Upload(w_bf16);
-    const void* dw2 = f32 ? static_cast<const void*>(Upload(w2_f32)) : Upload(w2_bf16);
+    // 16-bit weights: bf16 or f16 encodings, as the dtype says.
+    const std::vector<uint16_t> w_16 =
+        dtype == DType::kF16 ? RandomF16(kN * kK, 7) : RandomBf16(kN * kK, 7);
+    const std::vector<uint16_t> w2_16 =
+        dtype == DType::kF16 ? RandomF16(kN2 * kK, 8) : RandomBf16(kN2 * kK, 8);
+    const void* w = f32 ? static_cast<const void*>(w_f32.data()) : w_16.data();
+    const void* w2 = f32 ? static_cast<const void*>(w2_f32.data()) : w2_16.data();
+    const void* dw = f32 ? static_cast<const void*>(Upload(w_f32)) : Upload(w_16);
+    const void* dw2 = f32 ? static_cast<const void*>(Upload(w2_f32)) : Upload(w2_16);
 
     std::vector<float> expected(kM * kN), expected2(kM * kN2);
     ASSERT_THAT(cpu_.MatmulGroup({{.out = expected.data(), .in = in.data(), .weight = w,
@@ -182,8 +187,8 @@ TEST_P(GpuOpsTest, RmsNormMatchesCpu) {
   EXPECT_TRUE(AllClose(Download(x, in.size()), expected, kFloatTol));
 }
 
-TEST_P(GpuOpsTest, MatmulAndGroupMatchCpuForF32AndBf16Weights) {
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+TEST_P(GpuOpsTest, MatmulAndGroupMatchCpuForF32Bf16AndF16Weights) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     SCOPED_TRACE(DTypeName(dtype));
     MatmulAndGroupMatchCpu(dtype);
   }

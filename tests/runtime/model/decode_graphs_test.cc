@@ -79,7 +79,9 @@ struct EmulatedModel {
         shape, kNumBlocks, KvPoolOptions{.device_storage = kv_storage.data<std::byte>()});
     EXPECT_THAT(created, IsOk());
     kv_pool = *std::move(created);
-    if (graphs) EXPECT_TRUE(model->EnableDecodeGraphs());
+    if (graphs) {
+      EXPECT_TRUE(model->EnableDecodeGraphs());
+    }
   }
 
   ThreadPool pool{1};
@@ -144,7 +146,9 @@ TEST_F(DecodeGraphsTest, ReplayedStepsMatchOpByOpStepsAndCaptureOncePerShape) {
     run_both(step, &tokens);
     for (size_t s = 0; s < seqs.size(); ++s) seqs[s].push_back(tokens[s]);
     EXPECT_EQ(graphed.runtime->stats().num_graph_launches, ++graph_launches);
-    if (i > 0) EXPECT_EQ(graphed.runtime->stats().num_launches, launches);  // replay only
+    if (i > 0) {
+      EXPECT_EQ(graphed.runtime->stats().num_launches, launches);  // replay only
+    }
   }
   EXPECT_EQ(graphed.model->decode_graphs()->num_captures(), 1);
 

@@ -158,8 +158,10 @@ TEST_P(LlamaWeightsDTypeTest, EveryWeightHasTheRightDTypeShapeAndValues) {
 INSTANTIATE_TEST_SUITE_P(
     AllPairs, LlamaWeightsDTypeTest,
     ::testing::Values(DTypePair{DType::kF32, DType::kF32}, DTypePair{DType::kF32, DType::kBF16},
-                      DTypePair{DType::kF16, DType::kF32}, DTypePair{DType::kF16, DType::kBF16},
-                      DTypePair{DType::kBF16, DType::kF32}, DTypePair{DType::kBF16, DType::kBF16}),
+                      DTypePair{DType::kF32, DType::kF16}, DTypePair{DType::kF16, DType::kF32},
+                      DTypePair{DType::kF16, DType::kBF16}, DTypePair{DType::kF16, DType::kF16},
+                      DTypePair{DType::kBF16, DType::kF32}, DTypePair{DType::kBF16, DType::kBF16},
+                      DTypePair{DType::kBF16, DType::kF16}),
     [](const auto& info) {
       return std::string(DTypeName(info.param.stored)) + "_as_" +
              std::string(DTypeName(info.param.matmul));
@@ -185,6 +187,20 @@ TEST_F(LlamaWeightsTest, TiedLmHeadIsConvertedWhenTableDTypeDiffers) {
   EXPECT_EQ((*weights)->lm_head.dtype, DType::kF32);
   EXPECT_NE((*weights)->lm_head.data, (*weights)->embed_tokens.data);
   ExpectAllWeights(**weights, spec, DType::kF32);
+}
+
+// An f16 checkpoint served in f16: the matmul weights stay in the mapping, the table is widened to
+// f32 for the embedding kernel, and the tied lm_head is the checkpoint's f16 table, also mapped.
+TEST_F(LlamaWeightsTest, F16CheckpointAsF16KeepsMatmulWeightsAndTiedLmHeadMapped) {
+  TinyModelSpec spec;
+  spec.tie_word_embeddings = true;
+  spec.dtype = DType::kF16;
+  absl::StatusOr<std::unique_ptr<LlamaWeights>> weights = WriteAndLoad(spec, DType::kF16);
+  ASSERT_THAT(weights, IsOk());
+  EXPECT_EQ((*weights)->embed_tokens.dtype, DType::kF32);
+  EXPECT_EQ((*weights)->lm_head.dtype, DType::kF16);
+  EXPECT_NE((*weights)->lm_head.data, (*weights)->embed_tokens.data);
+  ExpectAllWeights(**weights, spec, DType::kF16);  // checks which weights are mapped
 }
 
 TEST_F(LlamaWeightsTest, Qwen2LoadsQkvBiasesAsF32) {
@@ -509,8 +525,9 @@ TEST_F(LlamaWeightsTest, WrongShapeNamesTensorShapesAndFile) {
 }
 
 TEST_F(LlamaWeightsTest, UnsupportedMatmulDTypeIsInvalid) {
-  EXPECT_THAT(WriteAndLoad(TinyModelSpec{}, DType::kF16),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("f16")));
+  EXPECT_THAT(WriteAndLoad(TinyModelSpec{}, static_cast<DType>(7)),  // no such dtype
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("matmul dtype must be f32, bf16 or f16")));
 }
 
 }  // namespace

@@ -218,7 +218,8 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
        "slo.admission: expected true or false, got the string \"true\""},
       {"model: m\nmode: colocated\ncolocated: {chunked_prefill: maybe}\n",
        "colocated.chunked_prefill: expected true or false, got 'maybe'"},
-      {"model: m\nweight_dtype: f16\n", "weight_dtype: 'f16' is not supported (expected f32 or bf16)"},
+      {"model: m\nweight_dtype: fp8\n",
+       "weight_dtype: 'fp8' is not supported (expected f32, bf16 or f16)"},
       {"model: m\nmode: hybrid\n", "mode: 'hybrid' (expected disaggregated or colocated)"},
       {"model: m\ncolocated: {}\n", "colocated: section not used in disaggregated mode"},
       {"model: m\nmode: colocated\ndecode: {}\n", "decode: section not used in colocated mode"},
@@ -377,6 +378,7 @@ TEST(DeploymentConfigTest, ToYamlRoundTrips) {
       .num_instances = 2, .cuda_emulated = true, .chunked_prefill = true, .base_port = 9000};
   colocated.slo = {.ttft_ms = 0.1, .tpot_ms = 1.0 / 3.0, .attainment = 1};
   colocated.http_port = 0;
+  colocated.weight_dtype = DType::kF16;
   DeploymentConfig odd_bytes = DefaultDeployment("m");
   odd_bytes.prefill.kv_cache_bytes = 123456789;
   odd_bytes.slo = {.tpot_ms = 35, .admission = true};

@@ -12,7 +12,7 @@ struct MatmulParams {
   float* out;          // [m, n]; must not overlap the inputs
   const float* in;     // [m, k]
   const void* weight;  // [n, k] row-major in weight_dtype
-  DType weight_dtype;  // kF32 or kBF16
+  DType weight_dtype;  // kF32, kBF16 or kF16
   const float* bias;   // [n] or nullptr
   int m;
   int n;
@@ -28,6 +28,12 @@ absl::Status Validate(const MatmulParams& params);
 // and sums are f32, on every CPU: an AVX512_BF16 kernel when the CPU has it, otherwise weights
 // widened to f32 (on the fly for small m, by panels into sgemm for large m). So a bf16 result equals the f32-weight result of (bf16(in), weight) up to f32
 // summation order.
+// f16 (IEEE half) weights: what a GPU f16 GEMM (cuBLAS, f16 inputs, f32 accumulation) computes:
+// the activations are rounded to f16 once per call, correctly (nearest even; beyond +-65504 they
+// become +-inf, subnormal f16 kept), the weights widened exactly to f32, products and sums in f32.
+// The widening is F16C's (AVX-512 or AVX2) inside the GEMV for small m, by panels into sgemm for
+// large m. So an f16 result equals the f32-weight result of (f16(in), weight) up to f32 summation
+// order.
 absl::Status MatmulCpu(const MatmulParams& params, ThreadPool* pool);
 
 // Several products that share `in`, m, k and the weight dtype (e.g. the Q, K and V projections of

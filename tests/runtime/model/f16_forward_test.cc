@@ -1,0 +1,141 @@
+// f16 (IEEE half) matmul weights through the whole forward pass, on the CPU backend and on
+// cuda-emulated (the CUDA backend's own code: weights uploaded to device memory, the GEMMs through
+// the GPU runtime's Gemm), over a step of prompts and a step mixing decode, a cached-prefix chunk
+// and a new prompt. The checkpoint is stored in f16 and its values are exact in f16: loaded as f16
+// the matmul weights stay in the mapping, loaded as f32 they are widened to the same numbers. So the
+// two runs differ only where an f16 GEMM differs from an f32 one: each matmul's activations are
+// rounded to f16 first (relative error <= 2^-11 = 4.9e-4).
+//
+// Tolerance: 1.5e-3 of each logit row's largest |logit|, three such roundings. About eleven lie on
+// the way to a logit (q/k/v, o, gate/up, down in each of the two layers, the LM head), but they are
+// independent and partly cancel: measured 5.3e-4. The same run with bf16 weights (a 2^-8
+// rounding) measured 2.9e-3, so the bound also tells f16 rounding from bf16 rounding.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/common/status_macros.h"
+#include "runtime/backend/backend_registry.h"
+#include "runtime/backend/device_buffer.h"
+#include "runtime/kv_cache/kv_pool.h"
+#include "runtime/model/llama_model.h"
+#include "tests/testing/safetensors_writer.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/step_builder.h"
+#include "tests/testing/temp_dir.h"
+
+namespace baton::runtime {
+namespace {
+
+using ::absl_testing::IsOk;
+
+// WriteTinyModel's checkpoint, stored in f16, with the projection and lm_head weights scaled by
+// 1/8 (values k/128 in [-0.25, 0.25), still exact in f16), as parallel_forward_test.cc does and
+// for its reason: TinyValue's raw weights, ~50x a trained checkpoint's scale, make every layer
+// amplify rounding noise (f16 and f32 logits then differ by 5e-3 of the row's largest, measured),
+// so the bound would test the conditioning of the weights rather than the f16 GEMMs.
+absl::Status WriteScaledF16TinyModel(const std::filesystem::path& dir) {
+  const testing::TinyModelSpec spec = testing::TinyEngineSpec();
+  RETURN_IF_ERROR(testing::WriteTextFile(dir / "config.json", testing::TinyConfigJson(spec).dump(2)));
+  testing::SafetensorsWriter writer;
+  for (const auto& [name, shape] : testing::TinyTensorShapes(spec)) {
+    const bool scaled = name.find("_proj") != std::string::npos || name == "lm_head.weight";
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    std::vector<float> values(numel);
+    for (int64_t i = 0; i < numel; ++i) {
+      values[i] = testing::TinyValue(name, i) * (scaled ? 0.125f : 1.0f);
+    }
+    writer.Add(name, DType::kF16, shape, values);
+  }
+  return writer.Write(dir / "model.safetensors");
+}
+
+constexpr int kBlockSize = 4;
+constexpr int kNumBlocks = 16;
+constexpr float kTolerance = 1.5e-3f;  // of the row's largest |logit| (see the file comment)
+
+class F16ForwardTest : public ::testing::TestWithParam<DeviceKind> {
+ protected:
+  void SetUp() override { ASSERT_THAT(WriteScaledF16TinyModel(dir_.path()), IsOk()); }
+
+  // The logits of two steps (prompts, then a decode step, a cached-prefix chunk and a new prompt)
+  // with matmul weights in `dtype`, on a fresh backend of the test's device.
+  std::vector<float> RunSteps(DType dtype) {
+    auto backend = CreateBackend(BackendOptions{.device = GetParam(), .pool = &pool_});
+    EXPECT_THAT(backend, IsOk());
+    if (!backend.ok()) return {};
+    auto model = LlamaModel::Load(dir_.path(), dtype, backend->get(), &pool_);
+    EXPECT_THAT(model, IsOk());
+    if (!model.ok()) return {};
+    const KvPoolShape shape = (*model)->KvShape(kBlockSize);
+    // A device backend's KV pool lives in its memory, as ModelRanks places it.
+    DeviceBuffer kv_storage(backend->get());
+    KvPoolOptions options;
+    if (!(*backend)->IsHostMemory()) {
+      EXPECT_THAT(kv_storage.Reserve(shape.BlockBytes() * kNumBlocks), IsOk());
+      options.device_storage = kv_storage.data<std::byte>();
+    }
+    auto kv_pool = KvPool::Create(shape, kNumBlocks, options);
+    EXPECT_THAT(kv_pool, IsOk());
+    if (!kv_pool.ok()) return {};
+    const std::vector<int32_t> a = {5, 17, 3, 88, 42, 9, 60, 1, 2, 33, 71};
+    const std::vector<int32_t> b = {7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    const std::vector<int32_t> c = {90, 4, 4, 4, 61};
+    testing::StepBuilder first;
+    first.Add(a, 0, 10, {3, 7, 1});
+    first.Add(b, 0, 6, {5, 2});
+    testing::StepBuilder second;
+    second.num_decode_seqs = 1;
+    second.Add(a, 10, 11, {3, 7, 1});
+    second.Add(b, 6, 10, {5, 2, 9});
+    second.Add(c, 0, 5, {11, 0});
+    std::vector<float> all;
+    StepOutput out;
+    for (const testing::StepBuilder* step : {&first, &second}) {
+      EXPECT_THAT((*model)->Forward(step->Batch(), **kv_pool, &out), IsOk());
+      all.insert(all.end(), out.logits.begin(), out.logits.end());
+    }
+    return all;
+  }
+
+  testing::ScopedTempDir dir_;
+  ThreadPool pool_{2};
+};
+
+TEST_P(F16ForwardTest, LogitsAreCloseToTheF32Weights) {
+  const std::vector<float> f32 = RunSteps(DType::kF32);
+  const std::vector<float> f16 = RunSteps(DType::kF16);
+  const int vocab = testing::TinyEngineSpec().vocab_size;
+  ASSERT_EQ(f32.size(), size_t((2 + 3) * vocab));  // one row per sequence of each step
+  ASSERT_EQ(f16.size(), f32.size());
+  float max_rel_err = 0;
+  for (size_t row = 0; row < f32.size() / vocab; ++row) {
+    float scale = 0;
+    for (int v = 0; v < vocab; ++v) scale = std::max(scale, std::abs(f32[row * vocab + v]));
+    for (int v = 0; v < vocab; ++v) {
+      const size_t i = row * vocab + v;
+      ASSERT_NEAR(f16[i], f32[i], kTolerance * scale) << "row " << row << " logit " << v;
+      max_rel_err = std::max(max_rel_err, std::abs(f16[i] - f32[i]) / scale);
+    }
+  }
+  // Not bit-identical: the activations really were rounded to f16.
+  EXPECT_GT(max_rel_err, 0.0f);
+  RecordProperty("max_error_of_row_max", std::to_string(max_rel_err));
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, F16ForwardTest,
+                         ::testing::Values(DeviceKind::kCpu, DeviceKind::kCudaEmulated),
+                         [](const auto& info) {
+                           return info.param == DeviceKind::kCpu ? std::string("cpu")
+                                                                 : std::string("cuda_emulated");
+                         });
+
+}  // namespace
+}  // namespace baton::runtime
