@@ -206,6 +206,23 @@ absl::Status WriteTinyWeights(const std::filesystem::path& dir, const TinyModelS
   return absl::OkStatus();
 }
 
+absl::Status WriteScaledTinyModel(const std::filesystem::path& dir, const TinyModelSpec& spec) {
+  if (absl::Status status = WriteTextFile(dir / "config.json", TinyConfigJson(spec).dump(2));
+      !status.ok()) {
+    return status;
+  }
+  SafetensorsWriter writer;
+  for (const auto& [name, shape] : TinyTensorShapes(spec)) {
+    const bool scaled = name.find("_proj") != std::string::npos || name == "lm_head.weight";
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    std::vector<float> values(numel);
+    for (int64_t i = 0; i < numel; ++i) values[i] = TinyValue(name, i) * (scaled ? 0.125f : 1.0f);
+    writer.Add(name, spec.dtype, shape, values);
+  }
+  return writer.Write(dir / "model.safetensors");
+}
+
 absl::Status WriteTinyModel(const std::filesystem::path& dir, const TinyModelSpec& spec) {
   if (absl::Status status = WriteTextFile(dir / "config.json", TinyConfigJson(spec).dump(2));
       !status.ok()) {

@@ -106,5 +106,11 @@ nlohmann::json TinyConfigJson(const TinyModelSpec& spec);
 absl::Status WriteTinyWeights(const std::filesystem::path& dir, const TinyModelSpec& spec);
 // config.json + weights.
 absl::Status WriteTinyModel(const std::filesystem::path& dir, const TinyModelSpec& spec);
+// WriteTinyModel's checkpoint (spec.dtype) with the projection and lm_head weights scaled by 1/8
+// (values k/128 in [-0.25, 0.25), still exact in f16 and bf16). TinyValue's raw weights (uniform
+// in [-2, 2), ~50x the scale of a trained checkpoint's) make each layer amplify rounding noise, so
+// a bound on rounding differences (TP sums reordered, f16 GEMMs) would test the conditioning of
+// the weights rather than the code; tests of such bounds use this checkpoint.
+absl::Status WriteScaledTinyModel(const std::filesystem::path& dir, const TinyModelSpec& spec);
 
 }  // namespace baton::testing

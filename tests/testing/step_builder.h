@@ -1,6 +1,7 @@
 // A hand-built forward-pass step for model tests: owns the arrays a StepBatch views.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -40,5 +41,22 @@ struct StepBuilder {
                               .return_logits = true};
   }
 };
+
+// Two steps (block size 4) that take every path of the forward pass: (1) sequence a's 10-token
+// prompt and the first 6 tokens of b; (2) a decodes one token, b's second chunk over its cached
+// prefix of 6, and c's whole 5-token prompt. 16 blocks suffice.
+inline std::array<StepBuilder, 2> TwoMixedSteps() {
+  const std::vector<int32_t> a = {5, 17, 3, 88, 42, 9, 60, 1, 2, 33, 71};
+  const std::vector<int32_t> b = {7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  const std::vector<int32_t> c = {90, 4, 4, 4, 61};
+  std::array<StepBuilder, 2> steps;
+  steps[0].Add(a, 0, 10, {3, 7, 1});
+  steps[0].Add(b, 0, 6, {5, 2});
+  steps[1].num_decode_seqs = 1;
+  steps[1].Add(a, 10, 11, {3, 7, 1});
+  steps[1].Add(b, 6, 10, {5, 2, 9});
+  steps[1].Add(c, 0, 5, {11, 0});
+  return steps;
+}
 
 }  // namespace baton::testing

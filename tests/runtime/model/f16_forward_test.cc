@@ -35,35 +35,17 @@ namespace {
 
 using ::absl_testing::IsOk;
 
-// WriteTinyModel's checkpoint, stored in f16, with the projection and lm_head weights scaled by
-// 1/8 (values k/128 in [-0.25, 0.25), still exact in f16), as parallel_forward_test.cc does and
-// for its reason: TinyValue's raw weights, ~50x a trained checkpoint's scale, make every layer
-// amplify rounding noise (f16 and f32 logits then differ by 5e-3 of the row's largest, measured),
-// so the bound would test the conditioning of the weights rather than the f16 GEMMs.
-absl::Status WriteScaledF16TinyModel(const std::filesystem::path& dir) {
-  const testing::TinyModelSpec spec = testing::TinyEngineSpec();
-  RETURN_IF_ERROR(testing::WriteTextFile(dir / "config.json", testing::TinyConfigJson(spec).dump(2)));
-  testing::SafetensorsWriter writer;
-  for (const auto& [name, shape] : testing::TinyTensorShapes(spec)) {
-    const bool scaled = name.find("_proj") != std::string::npos || name == "lm_head.weight";
-    int64_t numel = 1;
-    for (int64_t d : shape) numel *= d;
-    std::vector<float> values(numel);
-    for (int64_t i = 0; i < numel; ++i) {
-      values[i] = testing::TinyValue(name, i) * (scaled ? 0.125f : 1.0f);
-    }
-    writer.Add(name, DType::kF16, shape, values);
-  }
-  return writer.Write(dir / "model.safetensors");
-}
-
+// The checkpoint is testing::WriteScaledTinyModel's, stored in f16: unscaled, f16 and f32 logits
+// differ by 5e-3 of the row's largest (measured), the conditioning of the weights, not the GEMMs.
 constexpr int kBlockSize = 4;
 constexpr int kNumBlocks = 16;
 constexpr float kTolerance = 1.5e-3f;  // of the row's largest |logit| (see the file comment)
 
 class F16ForwardTest : public ::testing::TestWithParam<DeviceKind> {
  protected:
-  void SetUp() override { ASSERT_THAT(WriteScaledF16TinyModel(dir_.path()), IsOk()); }
+  void SetUp() override { testing::TinyModelSpec spec = testing::TinyEngineSpec();
+    spec.dtype = DType::kF16;
+    ASSERT_THAT(testing::WriteScaledTinyModel(dir_.path(), spec), IsOk()); }
 
   // The logits of two steps (prompts, then a decode step, a cached-prefix chunk and a new prompt)
   // with matmul weights in `dtype`, on a fresh backend of the test's device.
@@ -85,21 +67,10 @@ class F16ForwardTest : public ::testing::TestWithParam<DeviceKind> {
     auto kv_pool = KvPool::Create(shape, kNumBlocks, options);
     EXPECT_THAT(kv_pool, IsOk());
     if (!kv_pool.ok()) return {};
-    const std::vector<int32_t> a = {5, 17, 3, 88, 42, 9, 60, 1, 2, 33, 71};
-    const std::vector<int32_t> b = {7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-    const std::vector<int32_t> c = {90, 4, 4, 4, 61};
-    testing::StepBuilder first;
-    first.Add(a, 0, 10, {3, 7, 1});
-    first.Add(b, 0, 6, {5, 2});
-    testing::StepBuilder second;
-    second.num_decode_seqs = 1;
-    second.Add(a, 10, 11, {3, 7, 1});
-    second.Add(b, 6, 10, {5, 2, 9});
-    second.Add(c, 0, 5, {11, 0});
     std::vector<float> all;
     StepOutput out;
-    for (const testing::StepBuilder* step : {&first, &second}) {
-      EXPECT_THAT((*model)->Forward(step->Batch(), **kv_pool, &out), IsOk());
+    for (const testing::StepBuilder& step : testing::TwoMixedSteps()) {
+      EXPECT_THAT((*model)->Forward(step.Batch(), **kv_pool, &out), IsOk());
       all.insert(all.end(), out.logits.begin(), out.logits.end());
     }
     return all;

@@ -4,6 +4,7 @@
 // prompt chunk with a cached prefix (the KV gather).
 #include "runtime/model/llama_model.h"
 
+#include <array>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -101,19 +102,9 @@ class LlamaModelTest : public ::testing::Test {
     if (!model.ok()) return {};
     auto kv_pool = KvPool::Create((*model)->KvShape(kBlockSize), 16);
     EXPECT_THAT(kv_pool, IsOk());
-    const std::vector<int32_t> a = {5, 17, 3, 88, 42, 9, 60, 1, 2, 33, 71};
-    const std::vector<int32_t> b = {7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-    const std::vector<int32_t> c = {90, 4, 4, 4, 61};
-    // Step 1: prompt a (10 tokens) and the first 6 tokens of b.
-    Step first;
-    first.Add(a, 0, 10, {3, 7, 1});
-    first.Add(b, 0, 6, {5, 2});
-    // Step 2: a decodes one token; b's second chunk (cached prefix of 6); c's whole prompt.
-    Step second;
-    second.num_decode_seqs = 1;
-    second.Add(a, 10, 11, {3, 7, 1});
-    second.Add(b, 6, 10, {5, 2, 9});
-    second.Add(c, 0, 5, {11, 0});
+    const std::array<Step, 2> steps = testing::TwoMixedSteps();
+    const Step& first = steps[0];
+    const Step& second = steps[1];
     std::vector<float> all;
     StepOutput out;
     for (const Step* step : {&first, &second}) {

@@ -115,27 +115,9 @@ std::vector<ModelVariant> Variants() {
           {"qwen2_tied_vocab97", odd_vocab}};
 }
 
-// WriteTinyModel's checkpoint with the projection and lm_head weights scaled by 1/8 (values
-// k/128 in [-0.25, 0.25), still exact in bf16). TinyValue's raw weights (uniform in [-2, 2), ~50x
-// the scale of a trained checkpoint's) make each layer amplify rounding noise so much that the
-// f32 noise of merely reordering the TP sums reaches 1.2e-5 of the logits (measured); scaled, it
-// is ~4e-7, so the 1e-5 bound tests the sharding, not the conditioning of the weights.
-absl::Status WriteScaledTinyModel(const std::filesystem::path& dir,
-                                  const testing::TinyModelSpec& spec) {
-  RETURN_IF_ERROR(testing::WriteTextFile(dir / "config.json", testing::TinyConfigJson(spec).dump(2)));
-  testing::SafetensorsWriter writer;
-  for (const auto& [name, shape] : testing::TinyTensorShapes(spec)) {
-    const bool scaled = name.find("_proj") != std::string::npos || name == "lm_head.weight";
-    int64_t numel = 1;
-    for (int64_t d : shape) numel *= d;
-    std::vector<float> values(numel);
-    for (int64_t i = 0; i < numel; ++i) {
-      values[i] = testing::TinyValue(name, i) * (scaled ? 0.125f : 1.0f);
-    }
-    writer.Add(name, spec.dtype, shape, values);
-  }
-  return writer.Write(dir / "model.safetensors");
-}
+// The checkpoint is testing::WriteScaledTinyModel's: unscaled, the f32 noise of merely reordering
+// the TP sums reaches 1.2e-5 of the logits (measured); scaled, it is ~4e-7, so the 1e-5 bound tests
+// the sharding.
 
 // Runs the whole model and then tp x pp rank threads on model_dir_, and compares.
 class ParallelForwardBase : public ::testing::Test {
@@ -320,7 +302,7 @@ class ParallelForwardTest : public ParallelForwardBase,
  protected:
   void SetUp() override {
     model_dir_ = dir_.path();
-    ASSERT_THAT(WriteScaledTinyModel(model_dir_, GetParam().model.spec), IsOk());
+    ASSERT_THAT(testing::WriteScaledTinyModel(model_dir_, GetParam().model.spec), IsOk());
   }
   testing::ScopedTempDir dir_;
 };
