@@ -28,7 +28,7 @@
 //     pipeline_stage_layers: [4, 2] # optional: layers per stage, pp entries summing to num_layers;
 //                                   # absent: balanced (runtime/model/model_shard.h, StageLayerRange)
 //     devices: cpu                  # or CUDA ids, one list of tp*pp per instance: [[0, 1], [2, 3]],
-//                                   # or cuda-emulated (the GPU backend on the CPU, colocated only)
+//                                   # or cuda-emulated (the GPU backend on the CPU, any phase)
 //     threads: 1                    # CPU compute threads per rank: an instance uses tp*pp*threads
 //     kv_cache_bytes: 256MiB        # integer bytes or a size: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB
 //     max_num_seqs: 64
