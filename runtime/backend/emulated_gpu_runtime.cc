@@ -249,17 +249,17 @@ absl::Status EmulatedGpuRuntime::CopyDeviceToDevice2D(void* device_dst, size_t d
                                                       const void* device_src, size_t src_pitch,
                                                       size_t width, size_t rows) {
   constexpr absl::string_view kOp = "CopyDeviceToDevice2D";
+  if (width == 0 || rows == 0) return absl::OkStatus();
+  if (dst_pitch < width || src_pitch < width) {
+    // cudaMemcpy2DAsync's cudaErrorInvalidPitchValue, which a capture reports too.
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": pitches ", dst_pitch, " and ",
+                                                   src_pitch, " must be >= the width ", width));
+  }
   if (capturing_) {
     captured_.push_back([=, this] {
       return CopyDeviceToDevice2D(device_dst, dst_pitch, device_src, src_pitch, width, rows);
     });
     return absl::OkStatus();
-  }
-  if (width == 0 || rows == 0) return absl::OkStatus();
-  if (dst_pitch < width || src_pitch < width) {
-    // cudaMemcpy2DAsync's cudaErrorInvalidPitchValue.
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": pitches ", dst_pitch, " and ",
-                                                   src_pitch, " must be >= the width ", width));
   }
   // Each region spans from its first row's start to its last row's end.
   RETURN_IF_ERROR(CheckDevice(kOp, "device_dst", device_dst, (rows - 1) * dst_pitch + width));

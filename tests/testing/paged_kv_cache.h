@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "baton/kernels/paged_attention.h"
 #include "baton/kernels/paged_kv.h"
 #include "kernels/reference/random_tensor.h"
 
@@ -98,6 +99,16 @@ class TestPagedKvCache {
   int num_seqs() const { return static_cast<int>(context_lens_.size()); }
   const std::vector<int32_t>& block_tables() const { return block_tables_; }  // [num_seqs, max]
   const std::vector<int>& context_lens() const { return context_lens_; }
+
+  // Decode attention of q [num_seqs, num_heads * head_dim] (host) over this cache, with the
+  // usual 1/sqrt(head_dim) scale; `out` is the caller's to set.
+  kernels::PagedAttentionParams DecodeParams(const float* q, int num_heads) {
+    return kernels::PagedAttentionParams{
+        .out = nullptr, .q = q, .cache = view(), .block_tables = block_tables_.data(),
+        .context_lens = context_lens_.data(), .num_seqs = num_seqs(), .num_heads = num_heads,
+        .max_blocks_per_seq = max_blocks_per_seq_, .q_stride = num_heads * head_dim_,
+        .scale = 1.0f / std::sqrt(static_cast<float>(head_dim_))};
+  }
   int max_blocks_per_seq() const { return max_blocks_per_seq_; }
   // The logical K/V of sequence s: [len, num_kv_heads * head_dim].
   const std::vector<float>& dense_k(int s) const { return dense_k_[s]; }

@@ -126,11 +126,7 @@ TEST_F(GpuGraphTest, SplitKvWorkspaceBelongsToTheGraph) {
   const int num_seqs = cache.num_seqs();
   const int q_stride = kHeads * kHeadDim;
   const std::vector<float> q = RandomVector(num_seqs * q_stride, 42);
-  kernels::PagedAttentionParams p{
-      .out = nullptr, .q = q.data(), .cache = cache.view(),
-      .block_tables = cache.block_tables().data(), .context_lens = cache.context_lens().data(),
-      .num_seqs = num_seqs, .num_heads = kHeads, .max_blocks_per_seq = cache.max_blocks_per_seq(),
-      .q_stride = q_stride, .scale = 1.0f / std::sqrt(float{kHeadDim})};
+  kernels::PagedAttentionParams p = cache.DecodeParams(q.data(), kHeads);
   ASSERT_GT(kernels::PagedAttentionSplitKvNumSplits(p, runtime_->num_sms()), 1);
   std::vector<float> expected(num_seqs * kHeads * kHeadDim);
   p.out = expected.data();
