@@ -1,0 +1,61 @@
+// ModelShape: what the planner needs to know about a model — its dimensions, and from them the
+// bytes of its weights, the KV bytes per token and the FLOPs per token — without its weights.
+//
+// Two sources: a known name (KnownModelShape: the shapes of public models, each with the source of
+// its numbers), or a checkpoint directory read through the runtime's own config loader
+// (ModelShapeFromConfig(runtime::LoadModelConfig(dir))), so a user's model is planned exactly as
+// the runtime will load it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "kernels/common/dtype.h"
+#include "runtime/model/model_config.h"
+
+namespace baton::scheduler::planner {
+
+enum class MlpKind : uint8_t {
+  kGated,  // SwiGLU (Llama, Mistral, Qwen2): gate, up and down projections
+  kPlain,  // OPT: fc1, activation, fc2
+};
+
+struct ModelShape {
+  std::string name;    // "llama-3-8b", or the directory's name
+  std::string source;  // where the numbers come from (a config.json's URL, or its path)
+  int num_layers = 0;
+  int hidden_size = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int intermediate_size = 0;
+  int vocab_size = 0;
+  int max_context = 0;             // longest sequence the model serves
+  MlpKind mlp = MlpKind::kGated;
+  bool tie_word_embeddings = false;
+  int bytes_per_param = 2;         // of the served weights and of the KV cache (2: bf16/f16)
+
+  // Every parameter: embeddings, attention, MLP, norms, the LM head unless tied.
+  int64_t NumParams() const;
+  int64_t WeightBytes() const { return NumParams() * bytes_per_param; }
+  // K and V of every layer for one token.
+  int64_t KvBytesPerToken() const;
+  // Matmul FLOPs per token of a forward pass (2 per multiply-add of every layer's projections and
+  // the LM head), without attention's score and value products.
+  double MatmulFlopsPerToken() const;
+  // Attention FLOPs of one query token against one context token, over all layers (QK^T and PV).
+  double AttentionFlopsPerTokenPair() const;
+};
+
+// The names KnownModelShape accepts, sorted.
+std::vector<std::string> KnownModelNames();
+// NotFound listing KnownModelNames() for anything else. Names are lower case ("llama-3-8b").
+absl::StatusOr<ModelShape> KnownModelShape(absl::string_view name);
+// The shape of a checkpoint the runtime loaded; weight_dtype sets bytes_per_param.
+ModelShape ModelShapeFromConfig(const runtime::ModelConfig& config, DType weight_dtype,
+                                std::string name, std::string source);
+
+}  // namespace baton::scheduler::planner
