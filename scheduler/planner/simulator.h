@@ -1,0 +1,93 @@
+// The planner's discrete-event simulator: a deployment (prefill + decode instances, or colocated
+// ones) serving a list of timed requests, each engine step priced by the StepLatencyModel. It runs
+// the runtime's own policies rather than copies of them, so the planner and the runtime cannot
+// drift apart:
+//   - routing (scheduler/global/routing.h): PickPrefill, PickDecode, PickColocated over snapshots
+//     of the simulated instances' loads, with the scheduler's own accounting (outstanding prefill
+//     tokens, active requests, free KV blocks — read live, where the scheduler sees heartbeats);
+//   - batching (runtime/engine/step_scheduler.h): every instance is a real StepScheduler over a real
+//     BlockAllocator of the instance's KV capacity, so the prefill batching rule (prefill-first,
+//     FCFS under the token budget and free blocks), continuous batching in decode, chunked prefill
+//     in colocated instances and preemption on a full cache are the engine's own;
+//   - pipeline stages (runtime/engine/model_runner.h): a step is cut by PlanMicroBatches into the
+//     micro-batches the runtime runs, and the stages work on them as a pipeline (micro-batch m
+//     enters stage s when stage s finished m - 1 and stage s - 1 finished m);
+//   - migration: a request's first token leaves the prefill instance holding its KV; the decode
+//     instance the router picked pulls it, first come first served, only when its allocator has
+//     room for the prompt and the next token (Engine::CanAdmitPrefilled), one transfer at a time
+//     per decode instance (its link), and the prefill instance frees the blocks when it is done.
+// Not modelled: the scheduler's SLO admission (requests are never shed), network hops between the
+// scheduler and workers, and the detokenizer. Deterministic: the same inputs give the same output.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/planner/step_latency_model.h"
+
+namespace baton::scheduler::planner {
+
+struct SimRequest {
+  double arrival_s = 0;
+  int input_len = 1;   // prompt tokens, >= 1
+  int output_len = 1;  // generated tokens including the first, >= 1
+};
+
+// One phase's identical instances.
+struct SimPhase {
+  Parallelism parallelism;
+  int num_instances = 1;
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;  // prefill-first: raised to the longest prompt, as the engine does
+  bool chunked_prefill = false;       // colocated only
+  int64_t kv_capacity_tokens = 0;     // 0: StepLatencyModel::KvCapacityTokens(parallelism)
+  bool stages_cross_nodes = false;    // the instance's pipeline stages talk over the inter-node link
+};
+
+// What runs: a whole deployment, or one phase alone (the planner's per-phase search, as DistServe's
+// Algorithm 1 does). kPrefillOnly: a request is done at its first token and its KV freed at once
+// (no decode side to wait for). kDecodeOnly: a request arrives with its prompt's KV and first token
+// ready, and is routed to a decode instance, which admits it as soon as it has room (no transfer).
+enum class SimMode : uint8_t { kDisaggregated, kColocated, kPrefillOnly, kDecodeOnly };
+
+struct SimDeployment {
+  SimMode mode = SimMode::kDisaggregated;
+  SimPhase prefill;          // kDisaggregated, kPrefillOnly
+  SimPhase decode;           // kDisaggregated, kDecodeOnly
+  SimPhase colocated_phase;  // kColocated
+  bool kv_same_node = true;  // prefill -> decode transfers over the intra-node link
+  int block_size = 16;
+};
+
+struct RequestTiming {
+  double ttft_s = 0;    // 0 in kDecodeOnly
+  double tpot_s = 0;    // (last token - first token) / (output_len - 1); 0 for one token
+  double finish_s = 0;  // absolute
+};
+
+struct SimResult {
+  std::vector<RequestTiming> requests;  // in the input's order
+  double end_s = 0;                     // when the last request finished
+  int num_preemptions = 0;
+  int num_steps = 0;
+};
+
+struct SloTargets {
+  double ttft_s = 0;  // > 0
+  double tpot_s = 0;  // > 0
+};
+
+// InvalidArgument for a bad deployment (an instance count or limit < 1), an empty or unsorted
+// request list, a request longer than an instance's KV capacity, or a model the latency model
+// rejects for a phase's parallelism (StepLatencyModel::Check).
+absl::StatusOr<SimResult> Simulate(const SimDeployment& deployment, const StepLatencyModel& model,
+                                   std::span<const SimRequest> requests);
+
+// The share of requests meeting both targets.
+double Attainment(const SimResult& result, const SloTargets& slo);
+// The same for one phase's own objective (TTFT or TPOT).
+double TtftAttainment(const SimResult& result, double ttft_s);
+double TpotAttainment(const SimResult& result, double tpot_s);
+
+}  // namespace baton::scheduler::planner
