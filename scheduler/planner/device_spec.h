@@ -36,9 +36,9 @@ struct DeviceSpec {
   LinkSpec inter_node;  // between nodes (InfiniBand / Ethernet)
 };
 
-// "a100", "h100", "h200", "cpu".
+// Sorted: "a100", "cpu", "h100", "h200".
 std::vector<std::string> KnownDeviceNames();
-// NotFound listing KnownDeviceNames() for anything else.
+// NotFound listing KnownDeviceNames() for anything else; names are matched ignoring case.
 absl::StatusOr<DeviceSpec> KnownDevice(absl::string_view name);
 
 }  // namespace baton::scheduler::planner

@@ -20,7 +20,9 @@ namespace baton::scheduler::planner {
 
 enum class MlpKind : uint8_t {
   kGated,  // SwiGLU (Llama, Mistral, Qwen2): gate, up and down projections
-  kPlain,  // OPT: fc1, activation, fc2
+  // OPT: fc1, activation, fc2. An OPT block also has a bias on every projection and LayerNorms
+  // (weight and bias), where a gated block has RMSNorms (weight only).
+  kPlain,
 };
 
 struct ModelShape {
@@ -36,15 +38,19 @@ struct ModelShape {
   int max_context = 0;             // longest sequence the model serves
   MlpKind mlp = MlpKind::kGated;
   bool tie_word_embeddings = false;
+  bool attention_bias = false;     // q, k and v carry a bias (Qwen2); kPlain has biases everywhere
+  int num_learned_positions = 0;   // rows of a learned position table (OPT: 2 + 2048); 0: RoPE
   int bytes_per_param = 2;         // of the served weights and of the KV cache (2: bf16/f16)
 
-  // Every parameter: embeddings, attention, MLP, norms, the LM head unless tied.
+  // Every parameter: embeddings (and learned positions), attention, MLP, biases, norms, the LM
+  // head unless tied. Matches the published totals (llama-2-7b: 6,738,415,616).
   int64_t NumParams() const;
   int64_t WeightBytes() const { return NumParams() * bytes_per_param; }
   // K and V of every layer for one token.
   int64_t KvBytesPerToken() const;
   // Matmul FLOPs per token of a forward pass (2 per multiply-add of every layer's projections and
-  // the LM head), without attention's score and value products.
+  // the LM head, tied or not), without attention's score and value products, the embedding and
+  // position lookups, biases and norms.
   double MatmulFlopsPerToken() const;
   // Attention FLOPs of one query token against one context token, over all layers (QK^T and PV).
   double AttentionFlopsPerTokenPair() const;
@@ -52,7 +58,8 @@ struct ModelShape {
 
 // The names KnownModelShape accepts, sorted.
 std::vector<std::string> KnownModelNames();
-// NotFound listing KnownModelNames() for anything else. Names are lower case ("llama-3-8b").
+// NotFound listing KnownModelNames() for anything else. Names are lower case ("llama-3-8b") and
+// matched ignoring case.
 absl::StatusOr<ModelShape> KnownModelShape(absl::string_view name);
 // The shape of a checkpoint the runtime loaded; weight_dtype sets bytes_per_param.
 ModelShape ModelShapeFromConfig(const runtime::ModelConfig& config, DType weight_dtype,
