@@ -25,10 +25,11 @@ absl::Status CheckCounts(int num_requests, int num_warmup) {
 }
 
 // Fills in the prompt of an item without ids.
-absl::Status SetPrompt(const WorkloadItem& item, const PromptCorpus* corpus, Rng& rng,
-                       PlannedRequest& request) {
+absl::Status SetPrompt(const WorkloadItem& item, const PromptCorpus* corpus, bool lengths_only,
+                       Rng& rng, PlannedRequest& request) {
   request.input_len = item.input_len;
   request.output_len = item.output_len;
+  if (lengths_only) return absl::OkStatus();
   if (!item.prompt_ids.empty()) {
     request.prompt_ids.assign(
         item.prompt_ids.begin(),
@@ -61,7 +62,7 @@ absl::StatusOr<std::vector<PlannedRequest>> PlanWorkload(const WorkloadDefinitio
     request.request_idx = i;
     request.arrival_s = times[i];
     request.warmup = i < options.num_warmup;
-    RETURN_IF_ERROR(SetPrompt(items[i], corpus, prompt_rng, request));
+    RETURN_IF_ERROR(SetPrompt(items[i], corpus, options.lengths_only, prompt_rng, request));
   }
   return requests;
 }
@@ -98,7 +99,7 @@ absl::StatusOr<TracePlan> PlanTrace(const std::vector<TraceEntry>& trace,
     request.request_idx = i;
     request.arrival_s = times[i];
     request.warmup = i < options.num_warmup;
-    RETURN_IF_ERROR(SetPrompt(item, corpus, prompt_rng, request));
+    RETURN_IF_ERROR(SetPrompt(item, corpus, options.lengths_only, prompt_rng, request));
   }
   return plan;
 }

@@ -37,6 +37,9 @@ struct PlanOptions {
   int num_requests = 100;  // > 0
   int num_warmup = 0;      // in [0, num_requests)
   uint64_t seed = 0;
+  // Arrivals and lengths only, prompts left empty (`baton plan` simulates the very requests a
+  // `baton bench` run of the same seed sends); the corpus is not used.
+  bool lengths_only = false;
 };
 
 // `num_requests` requests drawn from `workload` (already FitToContext'ed), arriving by `arrivals`.
@@ -53,6 +56,7 @@ struct TracePlanOptions {
   uint64_t seed = 0;                 // prompt offsets only
   std::optional<double> rate_per_s;  // rescale the arrival times to this mean rate
   int max_model_len = 0;             // > 0: inputs clipped to max_model_len - output_len
+  bool lengths_only = false;         // as PlanOptions::lengths_only
 };
 
 struct TracePlan {
