@@ -126,7 +126,7 @@ int64_t ModelShape::NumParams() const {
 }
 
 int64_t ModelShape::KvBytesPerToken() const {
-  return int64_t{2} * num_layers * num_kv_heads * head_dim * bytes_per_param;
+  return int64_t{2} * num_layers * num_kv_heads * head_dim * kv_bytes_per_value;
 }
 
 double ModelShape::MatmulFlopsPerToken() const {
@@ -175,6 +175,8 @@ ModelShape ModelShapeFromConfig(const runtime::ModelConfig& config, DType weight
       .attention_bias = config.attention_bias,
       .num_learned_positions = 0,
       .bytes_per_param = static_cast<int>(DTypeBytes(weight_dtype)),
+      // The runtime's KV pool holds f32 whatever the weights (runtime/kv_cache/kv_pool.h).
+      .kv_bytes_per_value = 4,
   };
 }
 

@@ -40,7 +40,10 @@ struct ModelShape {
   bool tie_word_embeddings = false;
   bool attention_bias = false;     // q, k and v carry a bias (Qwen2); kPlain has biases everywhere
   int num_learned_positions = 0;   // rows of a learned position table (OPT: 2 + 2048); 0: RoPE
-  int bytes_per_param = 2;         // of the served weights and of the KV cache (2: bf16/f16)
+  int bytes_per_param = 2;         // of the served weights and activations (2: bf16/f16)
+  // Of one cached K or V value. 2 for a 16-bit KV cache (DistServe's, vLLM's); Baton's KV pool
+  // stores f32 today (runtime/kv_cache/kv_pool.h), so `baton plan` sets 4 for Baton's own workers.
+  int kv_bytes_per_value = 2;
 
   // Every parameter: embeddings (and learned positions), attention, MLP, biases, norms, the LM
   // head unless tied. Matches the published totals (llama-2-7b: 6,738,415,616).
@@ -61,7 +64,8 @@ std::vector<std::string> KnownModelNames();
 // NotFound listing KnownModelNames() for anything else. Names are lower case ("llama-3-8b") and
 // matched ignoring case.
 absl::StatusOr<ModelShape> KnownModelShape(absl::string_view name);
-// The shape of a checkpoint the runtime loaded; weight_dtype sets bytes_per_param.
+// The shape of a checkpoint as the runtime loads it: weight_dtype sets bytes_per_param, and the KV
+// cache is f32 (kv_bytes_per_value 4), as Baton's KV pool stores it.
 ModelShape ModelShapeFromConfig(const runtime::ModelConfig& config, DType weight_dtype,
                                 std::string name, std::string source);
 

@@ -42,7 +42,7 @@ PerDevice Split(const ModelShape& model, int tp, int kv_heads_per_device) {
       .weight_bytes =
           (static_cast<double>(model.NumParams()) + extra_kv_params) * model.bytes_per_param / tp,
       .matmul_flops = (model.MatmulFlopsPerToken() + 2 * extra_kv_weights) / tp,
-      .kv_bytes = 2 * layers * kv_heads_per_device * head_dim * model.bytes_per_param,
+      .kv_bytes = 2 * layers * kv_heads_per_device * head_dim * model.kv_bytes_per_value,
       .attention_pair_flops = model.AttentionFlopsPerTokenPair() / tp,
   };
 }

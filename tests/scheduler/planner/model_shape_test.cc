@@ -160,7 +160,7 @@ TEST(ModelShapeTest, FromConfigMapsEveryField) {
   const int64_t layer =
       256 * 256 + 2 * 256 * 64 + 256 * 256 + (256 + 64 + 64) + 3 * 256 * 512 + 2 * 256;
   EXPECT_EQ(shape.NumParams(), 3 * layer + 1000 * 256 + 256);
-  EXPECT_EQ(shape.KvBytesPerToken(), 2 * 3 * 2 * 32 * 2);
+  EXPECT_EQ(shape.KvBytesPerToken(), 2 * 3 * 2 * 32 * 4);  // Baton's KV pool is f32
 }
 
 TEST(ModelShapeTest, FromConfigTakesBytesFromTheDtypeAndFallsBackToMaxPositions) {
