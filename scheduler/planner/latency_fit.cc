@@ -94,8 +94,8 @@ double Objective(const std::vector<Observation>& obs, const Row& theta) {
 // it; otherwise the negative terms end up fixed at 0 and the rest refitted, as the header says.
 absl::StatusOr<Row> FitNonNegative(const std::vector<Observation>& obs, absl::string_view phase) {
   if (obs.size() < kNumTerms) {
-    return absl::InvalidArgumentError(absl::StrCat(phase, " fit: ", obs.size(), " samples, need at least ",
-                                                   kNumTerms));
+    return absl::InvalidArgumentError(
+        absl::StrCat(phase, " fit: ", obs.size(), " samples, need at least ", kNumTerms));
   }
   for (size_t i = 0; i < obs.size(); ++i) {
     const Observation& o = obs[i];
@@ -112,9 +112,10 @@ absl::StatusOr<Row> FitNonNegative(const std::vector<Observation>& obs, absl::st
   }
   Row theta{};
   if (!SolveSubset(obs, {true, true, true}, &theta)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        phase, " fit: the samples do not determine the three coefficients (too few distinct "
-        "batch shapes)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(phase,
+                     " fit: the samples do not determine the three coefficients (too few distinct "
+                     "batch shapes)"));
   }
   if (theta[0] >= 0 && theta[1] >= 0 && theta[2] >= 0) return theta;
 
@@ -138,7 +139,9 @@ absl::StatusOr<Row> FitNonNegative(const std::vector<Observation>& obs, absl::st
 std::vector<Observation> Observations(const std::vector<PrefillSample>& samples) {
   std::vector<Observation> obs;
   obs.reserve(samples.size());
-  for (const PrefillSample& s : samples) obs.push_back({{1.0, s.sum_tokens, s.sum_tokens_squared}, s.ms});
+  for (const PrefillSample& s : samples) {
+    obs.push_back({{1.0, s.sum_tokens, s.sum_tokens_squared}, s.ms});
+  }
   return obs;
 }
 

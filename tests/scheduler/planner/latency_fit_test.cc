@@ -129,7 +129,8 @@ TEST(LatencyFitTest, NonPositiveTimeIsInvalidArgument) {
 
 TEST(LatencyFitTest, SamplesThatCannotSeparateTheTermsAreInvalidArgument) {
   // Every batch the same shape.
-  const std::vector<PrefillSample> same = {{128, 16384, 10.0}, {128, 16384, 10.2}, {128, 16384, 9.9}};
+  const std::vector<PrefillSample> same = {
+      {128, 16384, 10.0}, {128, 16384, 10.2}, {128, 16384, 9.9}};
   EXPECT_THAT(FitPrefill(same),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("do not determine")));
   // One context length for every batch size: Σ context is a multiple of the batch size.
