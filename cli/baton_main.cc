@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   baton::cli::RegisterWorkerCommand(app, &exit_code);
   baton::cli::RegisterGenerateCommand(app, &exit_code);
   baton::cli::RegisterBenchCommand(app, &exit_code);
+  baton::cli::RegisterPlanCommand(app, &exit_code);
   baton::cli::RegisterTokenizeCommand(app, &exit_code);
   try {
     app.parse(argc, argv);

@@ -12,5 +12,8 @@ void RegisterServeCommand(CLI::App& app, int* exit_code);
 void RegisterSchedulerCommand(CLI::App& app, int* exit_code);
 void RegisterWorkerCommand(CLI::App& app, int* exit_code);
 void RegisterBenchCommand(CLI::App& app, int* exit_code);
+void RegisterPlanCommand(CLI::App& app, int* exit_code);
+// `baton plan profile`, a subcommand of `plan` (cli/plan_profile_command.cc).
+void RegisterPlanProfileCommand(CLI::App& plan, int* exit_code);
 
 }  // namespace baton::cli

@@ -1,0 +1,89 @@
+"""`baton plan` end to end with the binary:
+
+  * on a known model with DistServe's shipped A100 coefficients, `--json` prints the documented keys and
+    `--output` writes a deployment config that `baton serve` reads (its own parser validates it);
+  * `baton plan profile` fits coefficients on a generated checkpoint, and `baton plan --deployment`
+    predicts that deployment's attainment from them;
+  * bad input is one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(scope="module")
+def tiny_model(build_dir: Path, make_checkpoint_module, tmp_path_factory) -> Path:
+    mc = make_checkpoint_module
+    existing = build_dir / "models" / "tiny"
+    if mc.is_complete(existing, mc.stamp("tiny", "f32", 0, 1, None)):
+        return existing
+    out = tmp_path_factory.mktemp("models") / "tiny"
+    mc.write_checkpoint(out, "tiny")
+    return out
+
+
+def test_json_has_the_documented_keys_and_the_config_loads(run_baton, tmp_path):
+    config = tmp_path / "plan.yaml"
+    proc = run_baton("plan", "--model", "opt-13b", "--device", "a100", "--nodes", "1",
+                     "--devices-per-node", "4", "--workload", "chatbot", "--slo-ttft", "0.25",
+                     "--slo-tpot", "0.1", "--num-requests", "300", "--max-pp", "1", "--json",
+                     "--explain", "--output", config)
+    doc = json.loads(proc.stdout)
+    for key in ("prefill", "decode", "goodput_per_device", "goodput", "colocated", "binding_phase",
+                "predicted_attainment", "rate"):
+        assert key in doc, key
+    for phase in ("prefill", "decode"):
+        assert set(doc[phase]) >= {"tp", "pp", "instances", "devices"}
+        assert len(doc[phase]["devices"]) == doc[phase]["instances"]
+    assert doc["binding_phase"] in ("prefill", "decode", "both")
+    assert "DistServe" in doc["latency_model"]
+    used = [d for phase in ("prefill", "decode") for inst in doc[phase]["devices"] for d in inst]
+    assert len(used) == len(set(used)) and max(used) < 4
+    text = config.read_text()
+    assert "mode:" in text and "model: opt-13b" in text
+    # `baton serve` parses it (and stops at the model, which is a name, not a directory).
+    proc = run_baton("serve", "--config", config, check=False, timeout=30)
+    assert "opt-13b" in proc.stderr and proc.returncode != 0
+
+
+def test_profile_then_predict_a_deployment(run_baton, tiny_model, tmp_path):
+    coefficients = tmp_path / "tiny.json"
+    run_baton("plan", "profile", "--model", tiny_model, "--device", "cpu", "--repeats", "1",
+              "--output", coefficients, timeout=300)
+    fitted = json.loads(coefficients.read_text())
+    assert fitted["device"] == "cpu" and "1" in fitted["tp"]
+    deployment = tmp_path / "deployment.yaml"
+    deployment.write_text(f"model: {tiny_model}\nmode: colocated\ncolocated: {{instances: 1}}\n")
+    proc = run_baton("plan", "--model", tiny_model, "--device", "cpu", "--coefficients", coefficients,
+                     "--workload", "chatbot", "--slo-ttft", "1", "--slo-tpot", "0.1", "--dtype", "f32",
+                     "--deployment", deployment, "--rate", "0.2", "--num-requests", "100", "--json")
+    doc = json.loads(proc.stdout)
+    assert doc["num_requests"] == 90  # bench's default warm-up: the first 10% left out
+    assert 0.9 <= doc["predicted_attainment"] <= 1.0  # far below the instance's capacity
+    assert doc["ttft_p50_s"] > 0 and doc["tpot_p50_s"] > 0
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--model", "gpt-5", "--device", "a100"], "known"),
+    (["--model", "opt-13b", "--device", "tpu"], "--device"),
+    (["--model", "opt-13b", "--device", "a100", "--slo-ttft", "0"], "--slo-ttft"),
+    (["--model", "opt-13b", "--device", "a100", "--workload", "poetry"], "--workload poetry"),
+    (["--model", "opt-13b", "--device", "a100", "--affinity", "medium"], "--affinity"),
+    (["--model", "opt-13b", "--device", "a100", "--coefficients", "/nonexistent.json"], "nonexistent"),
+])
+def test_bad_input_is_one_line_and_exit_2(run_baton, flags, message):
+    args = ["plan", *flags]
+    if "--slo-ttft" not in flags:
+        args += ["--slo-ttft", "0.25", "--slo-tpot", "0.1"]
+    else:
+        args += ["--slo-tpot", "0.1"]
+    proc = run_baton(*args, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
