@@ -1,6 +1,5 @@
 #include "scheduler/planner/latency_coefficients.h"
 
-#include <cstdlib>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -30,11 +29,10 @@ TEST(LatencyCoefficientsTest, DecodeSwitchesToTheLargeBatchFitAtItsThreshold) {
 }
 
 TEST(LatencyCoefficientsTest, ShippedDistServeFitsLoad) {
-  const char* source_dir = std::getenv("BATON_SOURCE_DIR");
-  ASSERT_NE(source_dir, nullptr);
+  const std::string source_dir = BATON_SOURCE_DIR;  // a compile definition (tests/.../CMakeLists.txt)
   for (const char* model : {"opt-13b", "opt-66b", "opt-175b"}) {
     absl::StatusOr<LatencyCoefficients> c = LoadLatencyCoefficients(
-        std::string(source_dir) + "/scheduler/planner/data/" + model + ".a100.distserve.json");
+        source_dir + "/scheduler/planner/data/" + model + ".a100.distserve.json");
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->model, model);
     EXPECT_FALSE(c->by_tp.empty());
