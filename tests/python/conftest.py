@@ -69,6 +69,18 @@ def make_checkpoint_module():
 
 
 @pytest.fixture(scope="session")
+def tiny_model(build_dir: Path, make_checkpoint_module, tmp_path_factory) -> Path:
+    """$BATON_BUILD_DIR/models/tiny when complete (scripts/setup.sh makes it), else a fresh one."""
+    mc = make_checkpoint_module
+    existing = build_dir / "models" / "tiny"
+    if mc.is_complete(existing, mc.stamp("tiny", "f32", 0, 1, None)):
+        return existing
+    out = tmp_path_factory.mktemp("models") / "tiny"
+    mc.write_checkpoint(out, "tiny")
+    return out
+
+
+@pytest.fixture(scope="session")
 def models_dir(build_dir: Path) -> Path:
     """<build dir>/models holding tiny, small and qwen2-tiny (f32, seed 0); generated once by
     `make_checkpoint.py --all`, which keeps models that are already complete."""

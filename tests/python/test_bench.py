@@ -32,17 +32,6 @@ BENCH_TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="module")
-def tiny_model(build_dir: Path, make_checkpoint_module, tmp_path_factory) -> Path:
-    mc = make_checkpoint_module
-    existing = build_dir / "models" / "tiny"
-    if mc.is_complete(existing, mc.stamp("tiny", "f32", 0, 1, None)):
-        return existing
-    out = tmp_path_factory.mktemp("models") / "tiny"
-    mc.write_checkpoint(out, "tiny")
-    return out
-
-
-@pytest.fixture(scope="module")
 def server(baton_binary, tiny_model, tmp_path_factory):
     factory = DeploymentFactory(baton_binary, tiny_model, tmp_path_factory.mktemp("bench-serve"))
     yield factory.start("bench", mode="disaggregated")

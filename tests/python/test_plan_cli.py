@@ -10,22 +10,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.engine
-
-
-@pytest.fixture(scope="module")
-def tiny_model(build_dir: Path, make_checkpoint_module, tmp_path_factory) -> Path:
-    mc = make_checkpoint_module
-    existing = build_dir / "models" / "tiny"
-    if mc.is_complete(existing, mc.stamp("tiny", "f32", 0, 1, None)):
-        return existing
-    out = tmp_path_factory.mktemp("models") / "tiny"
-    mc.write_checkpoint(out, "tiny")
-    return out
 
 
 def test_json_has_the_documented_keys_and_the_config_loads(run_baton, tmp_path):

@@ -76,18 +76,6 @@ IDS_PROMPT = random_ids(77, seed=77)
 
 
 @pytest.fixture(scope="session")
-def tiny_model(build_dir: Path, make_checkpoint_module, tmp_path_factory) -> Path:
-    """$BATON_BUILD_DIR/models/tiny when complete (scripts/setup.sh makes it), else a fresh one."""
-    mc = make_checkpoint_module
-    existing = build_dir / "models" / "tiny"
-    if mc.is_complete(existing, mc.stamp("tiny", "f32", 0, 1, None)):
-        return existing
-    out = tmp_path_factory.mktemp("models") / "tiny"
-    mc.write_checkpoint(out, "tiny")
-    return out
-
-
-@pytest.fixture(scope="session")
 def local_greedy(baton_binary: Path, tiny_model: Path):
     """local_greedy([dict(prompt=... | token_ids=..., max_tokens=N, ignore_eos=B), ...]) ->
     [LocalRun]: `baton generate --model tiny --json`, two processes at a time, cached per request."""
