@@ -174,13 +174,10 @@ absl::StatusOr<std::vector<planner::SimRequest>> ResolveWorkload(const PlanFlags
     planned = std::move(plan.requests);
     in.notes.push_back(absl::StrCat("workload: trace ", workload, ", ", planned.size(), " requests"));
   } else {
-    const std::filesystem::path file =
-        std::filesystem::path(flags.workload_dir) / absl::StrCat(workload, ".yaml");
-    if (!std::filesystem::exists(file)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--workload ", workload, ": expected chatbot, code, summarization or trace:FILE (no ",
-          file.string(), ")"));
+    if (workload == "random") {
+      return absl::InvalidArgumentError("--workload random: not planned; give a trace:FILE of its lengths");
     }
+    ASSIGN_OR_RETURN(const std::filesystem::path file, bench::NamedWorkloadFile(workload, flags.workload_dir));
     absl::StatusOr<bench::WorkloadDefinition> definition = bench::LoadWorkloadDefinition(file, nullptr);
     if (!definition.ok()) {  // a workload of texts needs the tokenizer to count its tokens
       RETURN_IF_ERROR(load_tokenizer());

@@ -55,13 +55,7 @@ absl::StatusOr<std::unique_ptr<BenchSession>> BenchSession::Create(const BenchCo
     if (workload == "random") {
       session->workload_ = MakeRandomWorkload(config.random_input_len, config.random_output_len);
     } else {
-      const std::filesystem::path file = config.workload_dir / absl::StrCat(workload, ".yaml");
-      if (!std::filesystem::exists(file)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--workload ", workload,
-                         ": expected chatbot, code, summarization, random or trace:FILE (no ",
-                         file.string(), ")"));
-      }
+      ASSIGN_OR_RETURN(const std::filesystem::path file, NamedWorkloadFile(workload, config.workload_dir));
       ASSIGN_OR_RETURN(session->workload_, LoadWorkloadDefinition(file, session->tokenizer_.get()));
     }
     ASSIGN_OR_RETURN(const ContextFitReport fit,

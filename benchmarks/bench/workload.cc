@@ -306,4 +306,15 @@ std::vector<WorkloadItem> SampleWorkload(const WorkloadDefinition& workload, int
   return items;
 }
 
+absl::StatusOr<std::filesystem::path> NamedWorkloadFile(absl::string_view name,
+                                                        const std::filesystem::path& workload_dir) {
+  std::filesystem::path file = workload_dir / absl::StrCat(name, ".yaml");
+  if (!std::filesystem::exists(file)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--workload ", name, ": expected chatbot, code, summarization, random or trace:FILE (no ",
+                     file.string(), ")"));
+  }
+  return file;
+}
+
 }  // namespace baton::bench

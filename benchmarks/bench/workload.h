@@ -75,6 +75,11 @@ struct WorkloadDefinition {
 absl::StatusOr<WorkloadDefinition> LoadWorkloadDefinition(const std::filesystem::path& path,
                                                           const runtime::Tokenizer* tokenizer);
 
+// The file of a named workload ("chatbot" -> workload_dir/chatbot.yaml). InvalidArgument naming the
+// accepted forms when there is no such file.
+absl::StatusOr<std::filesystem::path> NamedWorkloadFile(absl::string_view name,
+                                                        const std::filesystem::path& workload_dir);
+
 // The `random` workload: uniform (or fixed) input and output lengths.
 WorkloadDefinition MakeRandomWorkload(LengthRange input_len, LengthRange output_len);
 
