@@ -15,5 +15,7 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code);
 void RegisterPlanCommand(CLI::App& app, int* exit_code);
 // `baton plan profile`, a subcommand of `plan` (cli/plan_profile_command.cc).
 void RegisterPlanProfileCommand(CLI::App& plan, int* exit_code);
+// `baton plan calibrate`, a subcommand of `plan` (cli/plan_calibrate_command.cc).
+void RegisterPlanCalibrateCommand(CLI::App& plan, int* exit_code);
 
 }  // namespace baton::cli

@@ -536,8 +536,9 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
                   "--deployment: leading requests left out, as baton bench's (default 10%)");
   cmd->require_subcommand(0, 1);
   RegisterPlanProfileCommand(*cmd, exit_code);
+  RegisterPlanCalibrateCommand(*cmd, exit_code);
   cmd->callback([cmd, flags, exit_code] {
-    if (!cmd->get_subcommands().empty()) return;  // `baton plan profile` ran
+    if (!cmd->get_subcommands().empty()) return;  // `baton plan profile` or `calibrate` ran
     *exit_code = ReportStatus("baton plan", RunPlan(*flags));
   });
 }

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "absl/status/status.h"
@@ -36,6 +37,28 @@ absl::StatusOr<std::string> OptionalString(const Json& doc, const char* key) {
   return doc[key].get<std::string>();
 }
 
+// A factor below 0.5 would say serving runs steps twice as fast as the engine alone: a bad file.
+absl::StatusOr<ServingSlowdown> ParseSlowdown(const Json& value) {
+  if (!value.is_object()) return absl::InvalidArgumentError("serving_slowdown: must be an object");
+  ServingSlowdown out;
+  const std::pair<const char*, double*> fields[] = {{"prefill_alone", &out.prefill_alone},
+                                                    {"prefill_shared", &out.prefill_shared},
+                                                    {"decode_alone", &out.decode_alone},
+                                                    {"decode_shared", &out.decode_shared}};
+  for (const auto& [key, factor] : value.items()) {
+    auto field = std::find_if(std::begin(fields), std::end(fields), [&](const auto& f) { return key == f.first; });
+    if (field == std::end(fields)) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown key '", key, "' in serving_slowdown"));
+    }
+    if (!factor.is_number() || !std::isfinite(factor.get<double>()) || factor.get<double>() < 0.5) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("serving_slowdown.", key, ": must be a number >= 0.5 (1 = as profiled)"));
+    }
+    *field->second = factor.get<double>();
+  }
+  return out;
+}
+
 }  // namespace
 
 double TpCoefficients::PrefillMs(double sum_tokens, double sum_tokens_squared) const {
@@ -58,7 +81,7 @@ absl::StatusOr<LatencyCoefficients> ParseLatencyCoefficients(absl::string_view j
   if (doc.is_discarded()) return absl::InvalidArgumentError("not valid JSON");
   if (!doc.is_object()) return absl::InvalidArgumentError("top level: must be an object");
   for (const auto& [key, value] : doc.items()) {
-    if (key != "model" && key != "device" && key != "source" && key != "tp") {
+    if (key != "model" && key != "device" && key != "source" && key != "tp" && key != "serving_slowdown") {
       return absl::InvalidArgumentError(absl::StrCat("unknown key '", key, "' at top level"));
     }
   }
@@ -72,6 +95,11 @@ absl::StatusOr<LatencyCoefficients> ParseLatencyCoefficients(absl::string_view j
   out.model = *model;
   out.device = *device;
   out.source = *source;
+  if (doc.contains("serving_slowdown")) {
+    absl::StatusOr<ServingSlowdown> slowdown = ParseSlowdown(doc["serving_slowdown"]);
+    if (!slowdown.ok()) return slowdown.status();
+    out.serving_slowdown = *slowdown;
+  }
   if (!doc.contains("tp") || !doc["tp"].is_object() || doc["tp"].empty()) {
     return absl::InvalidArgumentError("tp: must be an object with one entry per tensor-parallel degree");
   }
@@ -139,6 +167,13 @@ std::string LatencyCoefficientsToJson(const LatencyCoefficients& coefficients) {
     tps[std::to_string(tp)] = entry;
   }
   doc["tp"] = tps;
+  if (!coefficients.serving_slowdown.IsIdentity()) {
+    const ServingSlowdown& s = coefficients.serving_slowdown;
+    doc["serving_slowdown"] = {{"prefill_alone", s.prefill_alone},
+                               {"prefill_shared", s.prefill_shared},
+                               {"decode_alone", s.decode_alone},
+                               {"decode_shared", s.decode_shared}};
+  }
   return doc.dump(2) + "\n";
 }
 

@@ -17,7 +17,9 @@
 // JSON: {"model": "opt-13b", "device": "a100", "source": "...",
 //        "tp": {"1": {"prefill": [a, b, c], "decode": [a, b, c],
 //                     "decode_large": [a, b, c], "decode_large_batch_threshold": 95}, ...}}
-// "decode_large" and its threshold are optional (together).
+// "decode_large" and its threshold are optional (together). An optional top-level
+// "serving_slowdown": {"prefill_alone": f, "prefill_shared": f, "decode_alone": f, "decode_shared": f}
+// scales the steps as served (ServingSlowdown); absent, every factor is 1.
 #pragma once
 
 #include <map>
@@ -55,11 +57,31 @@ struct TpCoefficients {
   bool operator==(const TpCoefficients&) const = default;
 };
 
+// How much slower a step runs in a served deployment than the profile timed it alone, as factors
+// (1.2 = 20% slower): "shared" while another instance on the same node is in a step, "alone"
+// otherwise. On a CPU the cores of one node share memory bandwidth and the last-level cache, and the
+// scheduler's and workers' own threads (token streaming, KV hand-off) run on the same cores, so a
+// prefill next to a busy decode instance runs measurably slower (benchmarks/README.md, "The
+// planner"). `baton plan calibrate` fits them from a served run's records (serving_calibration.h);
+// GPU coefficients leave them at 1 (each instance owns its devices).
+struct ServingSlowdown {
+  double prefill_alone = 1;
+  double prefill_shared = 1;
+  double decode_alone = 1;
+  double decode_shared = 1;
+  double Factor(bool prefill, bool shared) const {
+    return prefill ? (shared ? prefill_shared : prefill_alone) : (shared ? decode_shared : decode_alone);
+  }
+  bool IsIdentity() const { return *this == ServingSlowdown{}; }
+  bool operator==(const ServingSlowdown&) const = default;
+};
+
 struct LatencyCoefficients {
   std::string model;   // informative: what they were fitted for
   std::string device;
   std::string source;  // "baton plan profile on ...", "roofline", or a citation
   std::map<int, TpCoefficients> by_tp;
+  ServingSlowdown serving_slowdown;
 
   // nullptr when tp was not fitted.
   const TpCoefficients* ForTp(int tp) const;
@@ -67,7 +89,8 @@ struct LatencyCoefficients {
 };
 
 // InvalidArgument naming the key for malformed JSON, a tp that is not a positive integer, a list
-// that is not three finite numbers, or a lone decode_large / threshold.
+// that is not three finite numbers, a lone decode_large / threshold, or a slowdown factor that is
+// not a finite number >= 0.5.
 absl::StatusOr<LatencyCoefficients> ParseLatencyCoefficients(absl::string_view json_text);
 std::string LatencyCoefficientsToJson(const LatencyCoefficients& coefficients);
 // NotFound when the file cannot be read; parse errors are prefixed with the path.

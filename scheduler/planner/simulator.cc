@@ -238,12 +238,21 @@ class Simulation {
       const Sequence& seq = *inst.step.seqs[i];
       if (seq.num_computed_tokens == 0 && seq.num_generated_tokens() > 0) ++result_.num_preemptions;
     }
+    const bool has_prompt = inst.step.seqs.size() > static_cast<size_t>(inst.step.num_decode_seqs);
+    const ServingSlowdown& served = model_.coefficients().serving_slowdown;
+    const double slowdown = served.IsIdentity() ? 1.0 : served.Factor(has_prompt, AnotherInstanceBusy(inst));
     inst.busy = true;
     ++result_.num_steps;
-    Push(now_s_ + stage_free[p.pp - 1], EventKind::kStepDone, InstanceId(inst));
+    Push(now_s_ + slowdown * stage_free[p.pp - 1], EventKind::kStepDone, InstanceId(inst));
   }
 
   static int InstanceId(const Instance& inst) { return inst.event_id; }
+
+  // ServingSlowdown's "shared": another instance is in a step as this one starts its own.
+  bool AnotherInstanceBusy(const Instance& inst) const {
+    return std::any_of(instances_.begin(), instances_.end(),
+                       [&](const Instance* other) { return other != &inst && other->busy; });
+  }
 
   void FinishStep(Instance& inst) {
     inst.busy = false;

@@ -16,6 +16,8 @@
 //     instance the router picked pulls it, first come first served, only when its allocator has
 //     room for the prompt and the next token (Engine::CanAdmitPrefilled), one transfer at a time
 //     per decode instance (its link), and the prefill instance frees the blocks when it is done.
+// A step's time is the latency model's, times the coefficients' ServingSlowdown factor for its kind
+// (with prompt tokens: prefill; else decode) and whether another instance is in a step as it starts.
 // Not modelled: the scheduler's SLO admission (requests are never shed), network hops between the
 // scheduler and workers, and the detokenizer. Deterministic: the same inputs give the same output.
 #pragma once

@@ -93,6 +93,31 @@ def test_open_loop_run_records_every_request(run_baton, server, tiny_model, tmp_
 
 
 @pytest.mark.engine
+def test_plan_calibrate_reads_the_servers_timings(run_baton, server, tiny_model, tmp_path):
+    out = tmp_path / "run.jsonl"
+    run_baton(*bench_args(server, tiny_model, "--rate", "4", "--num-requests", "12", "--warmup", "0",
+                          "--output", out), timeout=BENCH_TIMEOUT_S)
+    # Coefficients of the right order for `tiny` on one core (the fit's own test lives in C++).
+    coefficients = tmp_path / "tiny.json"
+    coefficients.write_text(json.dumps({"model": "tiny", "device": "cpu", "source": "test",
+                                        "tp": {"1": {"prefill": [4, 0.12, 7e-5], "decode": [1.5, 9e-4, 0.45]}}}))
+    calibrated = tmp_path / "calibrated.json"
+    proc = run_baton("plan", "calibrate", "--coefficients", coefficients, "--records", out,
+                     "--output", calibrated)
+    assert "prefill:" in proc.stdout and "decode:" in proc.stdout
+    doc = json.loads(calibrated.read_text())
+    assert doc["tp"] == json.loads(coefficients.read_text())["tp"]
+    factors = doc["serving_slowdown"]
+    assert set(factors) == {"prefill_alone", "prefill_shared", "decode_alone", "decode_shared"}
+    assert all(0.5 <= f < 50 for f in factors.values()), factors
+    assert str(out) in doc["source"]
+    bad = run_baton("plan", "calibrate", "--coefficients", coefficients, "--records", tmp_path / "none.jsonl",
+                    "--output", calibrated, check=False)
+    assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1
+    assert run_baton("plan", "calibrate", "--records", out, check=False).returncode == 2
+
+
+@pytest.mark.engine
 def test_goodput_search_and_results(run_baton, server, tiny_model, tmp_path):
     results = tmp_path / "results"
     deployment_dir = results / "disagg-tiny"

@@ -16,6 +16,12 @@ TEST(LatencyCoefficientsTest, JsonRoundTrips) {
   absl::StatusOr<LatencyCoefficients> parsed = ParseLatencyCoefficients(LatencyCoefficientsToJson(c));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, c);
+  c.serving_slowdown = {.prefill_alone = 1.05, .prefill_shared = 1.3, .decode_alone = 1.1, .decode_shared = 1.2};
+  parsed = ParseLatencyCoefficients(LatencyCoefficientsToJson(c));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, c);
+  EXPECT_DOUBLE_EQ(c.serving_slowdown.Factor(/*prefill=*/true, /*shared=*/true), 1.3);
+  EXPECT_DOUBLE_EQ(c.serving_slowdown.Factor(/*prefill=*/false, /*shared=*/false), 1.1);
 }
 
 TEST(LatencyCoefficientsTest, DecodeSwitchesToTheLargeBatchFitAtItsThreshold) {
@@ -57,6 +63,12 @@ TEST(LatencyCoefficientsTest, MalformedFilesNameTheKey) {
   EXPECT_THAT(message(R"({"tp": {"1": {"prefill": [1,2,3], "decode": [1,2,3], "decode_large": [1,2,3]}}})"),
               ::testing::HasSubstr("go together"));
   EXPECT_THAT(message(R"({"tpp": 1})"), ::testing::HasSubstr("unknown key 'tpp'"));
+  const std::string tp1 = R"("tp": {"1": {"prefill": [1,2,3], "decode": [1,2,3]}})";
+  EXPECT_THAT(message("{" + tp1 + R"(, "serving_slowdown": {"prefill_alone": 0.1}})"),
+              ::testing::HasSubstr("serving_slowdown.prefill_alone"));
+  EXPECT_THAT(message("{" + tp1 + R"(, "serving_slowdown": {"prefil_alone": 1}})"),
+              ::testing::HasSubstr("unknown key 'prefil_alone' in serving_slowdown"));
+  EXPECT_THAT(message("{" + tp1 + R"(, "serving_slowdown": [1]})"), ::testing::HasSubstr("serving_slowdown:"));
   EXPECT_EQ(LoadLatencyCoefficients("/nonexistent/file.json").status().code(), absl::StatusCode::kNotFound);
 }
 

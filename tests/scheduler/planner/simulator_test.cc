@@ -85,6 +85,46 @@ TEST(SimulatorTest, DisaggregatedRequestPaysPrefillTransferAndDecode) {
   EXPECT_NEAR(result->requests[0].finish_s, 1.0 + 0.1 + transfer_s + 0.02, 1e-12);
 }
 
+// The serving slowdown: each step starts while the other instance is idle, so each runs at its
+// phase's "alone" factor (prefill 1.5x, decode 2x).
+TEST(SimulatorTest, ServingSlowdownScalesStepsByWhetherAnotherInstanceIsBusy) {
+  LatencyCoefficients c = TestCoefficients({.b_ms = 1.0}, {.a_ms = 10});
+  c.serving_slowdown = {.prefill_alone = 1.5, .prefill_shared = 3, .decode_alone = 2, .decode_shared = 4};
+  const ModelShape shape = TestModel();
+  const StepLatencyModel model(c, shape, TestDevice());
+  const std::vector<SimRequest> requests = {{.arrival_s = 0, .input_len = 100, .output_len = 3},
+                                            {.arrival_s = 0.2, .input_len = 10, .output_len = 1}};
+  const SimDeployment deployment{.mode = SimMode::kDisaggregated, .prefill = OneInstance(),
+                                 .decode = OneInstance()};
+  absl::StatusOr<SimResult> result = Simulate(deployment, model, requests);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const double transfer_s = 100.0 * shape.KvBytesPerToken() / 1e9;
+  EXPECT_NEAR(result->requests[0].ttft_s, 0.15, 1e-12);
+  EXPECT_NEAR(result->requests[0].tpot_s, (transfer_s + 0.04) / 2, 1e-12);
+  // The first request's decode ended (at 0.19 + transfer < 0.2) before the second prompt arrived.
+  EXPECT_NEAR(result->requests[1].ttft_s, 0.015, 1e-12);
+  // Without a slowdown the same run gives the profiled times.
+  const StepLatencyModel plain(TestCoefficients({.b_ms = 1.0}, {.a_ms = 10}), shape, TestDevice());
+  absl::StatusOr<SimResult> base = Simulate(deployment, plain, requests);
+  ASSERT_TRUE(base.ok());
+  EXPECT_NEAR(base->requests[0].ttft_s, 0.1, 1e-12);
+}
+
+TEST(SimulatorTest, ServingSlowdownSharedAppliesBesideABusyInstance) {
+  LatencyCoefficients c = TestCoefficients({.b_ms = 1.0}, {.a_ms = 10});
+  c.serving_slowdown = {.prefill_alone = 1, .prefill_shared = 3, .decode_alone = 1, .decode_shared = 1};
+  const StepLatencyModel model(c, TestModel(), TestDevice());
+  // A long decode (200 steps of 10 ms) is under way when the second prompt arrives.
+  const std::vector<SimRequest> requests = {{.arrival_s = 0, .input_len = 10, .output_len = 200},
+                                            {.arrival_s = 0.5, .input_len = 100, .output_len = 1}};
+  const SimDeployment deployment{.mode = SimMode::kDisaggregated, .prefill = OneInstance(),
+                                 .decode = OneInstance()};
+  absl::StatusOr<SimResult> result = Simulate(deployment, model, requests);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_NEAR(result->requests[0].ttft_s, 0.01, 1e-12);
+  EXPECT_NEAR(result->requests[1].ttft_s, 0.3, 1e-12);
+}
+
 // Routing is the runtime's: two prompts arriving together go to the two prefill instances
 // (fewest outstanding prefill tokens), so neither waits for the other.
 TEST(SimulatorTest, RoutingSpreadsPromptsOverPrefillInstances) {

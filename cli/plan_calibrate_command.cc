@@ -1,0 +1,129 @@
+// `baton plan calibrate`: fits how much slower steps ran in a served run than `baton plan profile`
+// timed them alone (scheduler/planner/serving_calibration.h), from the records `baton bench
+// --output` wrote against a 1 prefill + 1 decode deployment, and writes the coefficients file back
+// with that "serving_slowdown".
+//
+// Exit codes: 0 ok; 2 bad usage (a missing flag); 1 anything else (unreadable files, records that
+// cannot calibrate, the output file). Every failure is one line on stderr.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "benchmarks/bench/record_io.h"
+#include "cli/commands.h"
+#include "scheduler/planner/latency_coefficients.h"
+#include "scheduler/planner/serving_calibration.h"
+
+namespace baton::cli {
+namespace {
+
+namespace planner = ::baton::scheduler::planner;
+
+constexpr std::string_view kCommand = "baton plan calibrate";
+
+struct PlanCalibrateOptions {
+  std::string coefficients;
+  std::vector<std::string> records;
+  std::string output;
+};
+
+// The measured requests of one run (warm-up, failed and untimed ones left out), on one clock.
+absl::StatusOr<std::vector<planner::ServedRequest>> ServedRequests(const std::string& path) {
+  absl::StatusOr<std::vector<bench::RequestRecord>> records = bench::ReadRecordsJsonl(path);
+  if (!records.ok()) return records.status();
+  int64_t origin_us = std::numeric_limits<int64_t>::max();
+  for (const bench::RequestRecord& r : *records) {
+    if (r.server.has_value() && r.server->prefill_start_us > 0) origin_us = std::min(origin_us, r.server->prefill_start_us);
+  }
+  auto seconds = [origin_us](int64_t us) { return static_cast<double>(us - origin_us) / 1e6; };
+  std::vector<planner::ServedRequest> out;
+  for (const bench::RequestRecord& r : *records) {
+    if (r.warmup || !r.ok || !r.server.has_value()) continue;
+    const bench::ServerTiming& t = *r.server;
+    if (t.prefill_start_us <= 0 || t.prefill_end_us <= 0 || t.token_emit_us.empty()) continue;
+    planner::ServedRequest req{.input_len = r.num_prompt_tokens > 0 ? r.num_prompt_tokens : r.input_len,
+                               .prefill_start_s = seconds(t.prefill_start_us),
+                               .prefill_end_s = seconds(t.prefill_end_us),
+                               .decode_start_s = t.kv_transfer_end_us > 0 ? seconds(t.kv_transfer_end_us) : 0};
+    for (int64_t us : t.token_emit_us) req.token_s.push_back(seconds(us));
+    out.push_back(std::move(req));
+  }
+  return out;
+}
+
+absl::Status RunPlanCalibrate(const PlanCalibrateOptions& opts) {
+  absl::StatusOr<planner::LatencyCoefficients> coefficients = planner::LoadLatencyCoefficients(opts.coefficients);
+  if (!coefficients.ok()) return coefficients.status();
+  const planner::TpCoefficients* tp1 = coefficients->ForTp(1);
+  if (tp1 == nullptr) return absl::InvalidArgumentError(absl::StrCat(opts.coefficients, ": no tp 1 coefficients"));
+  std::vector<planner::ServedRequest> served;
+  for (const std::string& path : opts.records) {
+    absl::StatusOr<std::vector<planner::ServedRequest>> run = ServedRequests(path);
+    if (!run.ok()) return run.status();
+    // Runs are calibrated as one sample set; each keeps its own clock origin, so offset them apart.
+    const double offset = served.empty() ? 0 : served.back().token_s.back() + 3600;
+    for (planner::ServedRequest& r : *run) {
+      r.prefill_start_s += offset;
+      r.prefill_end_s += offset;
+      if (r.decode_start_s > 0) r.decode_start_s += offset;
+      for (double& t : r.token_s) t += offset;
+    }
+    served.insert(served.end(), run->begin(), run->end());
+    std::sort(served.begin(), served.end(), [](const planner::ServedRequest& a, const planner::ServedRequest& b) {
+      return a.token_s.back() < b.token_s.back();
+    });
+  }
+  absl::StatusOr<planner::ServingCalibration> fit = planner::FitServingSlowdown(served, *tp1);
+  if (!fit.ok()) return absl::InvalidArgumentError(absl::StrCat(absl::StrJoin(opts.records, ", "), ": ", fit.status().message()));
+  coefficients->serving_slowdown = fit->slowdown;
+  coefficients->source = absl::StrCat(coefficients->source, "; serving slowdown from ", absl::StrJoin(opts.records, ", "));
+  std::ofstream file(opts.output, std::ios::trunc);
+  file << planner::LatencyCoefficientsToJson(*coefficients);
+  file.close();
+  if (!file) return absl::InternalError(absl::StrCat("--output: cannot write ", opts.output));
+  const planner::ServingSlowdown& s = fit->slowdown;
+  std::printf("prefill: %.3fx alone (%d steps), %.3fx beside a busy instance (%d steps)\n", s.prefill_alone,
+              fit->prefill_alone_samples, s.prefill_shared, fit->prefill_shared_samples);
+  std::printf("decode:  %.3fx alone (%d token gaps), %.3fx beside a busy instance (%d token gaps)\n", s.decode_alone,
+              fit->decode_alone_samples, s.decode_shared, fit->decode_shared_samples);
+  std::printf("wrote %s\n", opts.output.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterPlanCalibrateCommand(CLI::App& plan, int* exit_code) {
+  auto opts = std::make_shared<PlanCalibrateOptions>();
+  CLI::App* cmd = plan.add_subcommand(
+      "calibrate",
+      "Fit how much slower served steps run than profiled ones, from baton bench records of a 1 prefill + 1 decode run");
+  cmd->add_option("--coefficients", opts->coefficients, "Coefficients JSON from baton plan profile (required)");
+  cmd->add_option("--records", opts->records, "baton bench --output JSONL files (required; one or more)");
+  cmd->add_option("--output", opts->output, "Coefficients JSON to write, with the serving slowdown (required)");
+  cmd->callback([opts, exit_code] {
+    if (opts->coefficients.empty() || opts->records.empty() || opts->output.empty()) {
+      std::fprintf(stderr, "%.*s: --coefficients, --records and --output are required\n",
+                   static_cast<int>(kCommand.size()), kCommand.data());
+      *exit_code = 2;
+      return;
+    }
+    if (const absl::Status status = RunPlanCalibrate(*opts); !status.ok()) {
+      std::fprintf(stderr, "%.*s: %.*s\n", static_cast<int>(kCommand.size()), kCommand.data(),
+                   static_cast<int>(status.message().size()), status.message().data());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,154 @@
+#include "scheduler/planner/serving_calibration.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace baton::scheduler::planner {
+namespace {
+
+struct Interval {
+  double begin = 0;
+  double end = 0;
+};
+
+// Sorted, non-overlapping union of the intervals.
+std::vector<Interval> Union(std::vector<Interval> intervals) {
+  std::sort(intervals.begin(), intervals.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
+  std::vector<Interval> out;
+  for (const Interval& i : intervals) {
+    if (!out.empty() && i.begin <= out.back().end) {
+      out.back().end = std::max(out.back().end, i.end);
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+// How long [begin, end] overlaps a sorted, disjoint union.
+double Overlap(const std::vector<Interval>& sorted, double begin, double end) {
+  auto it = std::upper_bound(sorted.begin(), sorted.end(), begin,
+                             [](double t, const Interval& i) { return t < i.end; });
+  double total = 0;
+  for (; it != sorted.end() && it->begin < end; ++it) total += std::min(end, it->end) - std::max(begin, it->begin);
+  return total;
+}
+
+bool Contains(const std::vector<Interval>& sorted, double t) {
+  auto it = std::upper_bound(sorted.begin(), sorted.end(), t, [](double x, const Interval& i) { return x < i.end; });
+  return it != sorted.end() && it->begin <= t;
+}
+
+double Median(std::vector<double> values) {
+  const size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  if (values.size() % 2 == 1) return values[mid];
+  const double upper = values[mid];
+  return (upper + *std::max_element(values.begin(), values.begin() + mid)) / 2;
+}
+
+// The two classes' medians; an empty class takes the other's.
+std::pair<double, double> Factors(const std::vector<double>& alone, const std::vector<double>& shared) {
+  const double a = alone.empty() ? Median(shared) : Median(alone);
+  const double s = shared.empty() ? a : Median(shared);
+  return {a, s};
+}
+
+}  // namespace
+
+absl::StatusOr<ServingCalibration> FitServingSlowdown(std::span<const ServedRequest> requests,
+                                                      const TpCoefficients& tp1) {
+  std::vector<Interval> prefills, decodes;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const ServedRequest& req = requests[r];
+    if (req.input_len < 1 || req.token_s.empty() || !(req.prefill_start_s <= req.prefill_end_s) ||
+        !std::is_sorted(req.token_s.begin(), req.token_s.end()) ||
+        (req.decode_start_s > 0 && req.decode_start_s > req.token_s.back())) {
+      return absl::InvalidArgumentError(absl::StrCat("served request ", r, ": times out of order"));
+    }
+    prefills.push_back({req.prefill_start_s, req.prefill_end_s});
+    if (req.decode_start_s > 0 && req.token_s.size() > 1) decodes.push_back({req.decode_start_s, req.token_s.back()});
+  }
+  const std::vector<Interval> prefill_busy = Union(prefills);
+  const std::vector<Interval> decode_busy = Union(decodes);
+
+  ServingCalibration out;
+  std::vector<double> prefill_alone, prefill_shared;
+  for (const ServedRequest& req : requests) {
+    const double step_s = req.prefill_end_s - req.prefill_start_s;
+    if (step_s <= 0) continue;
+    int overlapping = 0;  // itself included
+    for (const Interval& other : prefills) {
+      overlapping += other.begin < req.prefill_end_s && req.prefill_start_s < other.end;
+    }
+    if (overlapping > 1) continue;
+    const double n = req.input_len;
+    const double ratio = step_s * 1e3 / tp1.PrefillMs(n, n * n);
+    const bool shared = Overlap(decode_busy, req.prefill_start_s, req.prefill_end_s) >= 0.5 * step_s;
+    (shared ? prefill_shared : prefill_alone).push_back(ratio);
+  }
+
+  // Decode: one sample per gap, its batch counted over the requests in decode at the midpoint,
+  // swept in time order so each gap looks only at the requests then in decode.
+  struct Gap {
+    double mid_s, length_s;
+  };
+  std::vector<Gap> gaps;
+  std::vector<size_t> by_start;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const ServedRequest& req = requests[r];
+    if (req.decode_start_s <= 0 || req.token_s.size() < 2) continue;
+    by_start.push_back(r);
+    for (size_t i = 1; i + 1 < req.token_s.size(); ++i) {
+      const double length_s = req.token_s[i + 1] - req.token_s[i];
+      if (length_s > 0) gaps.push_back({(req.token_s[i] + req.token_s[i + 1]) / 2, length_s});
+    }
+  }
+  std::sort(gaps.begin(), gaps.end(), [](const Gap& a, const Gap& b) { return a.mid_s < b.mid_s; });
+  std::sort(by_start.begin(), by_start.end(),
+            [&](size_t a, size_t b) { return requests[a].decode_start_s < requests[b].decode_start_s; });
+  std::vector<double> decode_alone, decode_shared;
+  std::vector<size_t> active;
+  size_t next = 0;
+  for (const Gap& gap : gaps) {
+    while (next < by_start.size() && requests[by_start[next]].decode_start_s <= gap.mid_s) active.push_back(by_start[next++]);
+    std::erase_if(active, [&](size_t r) { return requests[r].token_s.back() < gap.mid_s; });
+    if (active.empty()) continue;
+    double context = 0;
+    for (size_t r : active) {
+      const std::vector<double>& t = requests[r].token_s;
+      context += requests[r].input_len + static_cast<double>(std::upper_bound(t.begin(), t.end(), gap.mid_s) - t.begin());
+    }
+    const double ratio = gap.length_s * 1e3 / tp1.DecodeMs(static_cast<int>(active.size()), context);
+    (Contains(prefill_busy, gap.mid_s) ? decode_shared : decode_alone).push_back(ratio);
+  }
+  if (prefill_alone.empty() && prefill_shared.empty()) {
+    return absl::InvalidArgumentError("no prompt had a prefill step to itself: too few requests to calibrate");
+  }
+  if (decode_alone.empty() && decode_shared.empty()) {
+    return absl::InvalidArgumentError(
+        "no decode step in the records (a disaggregated run records when each request's KV arrived)");
+  }
+  std::tie(out.slowdown.prefill_alone, out.slowdown.prefill_shared) = Factors(prefill_alone, prefill_shared);
+  std::tie(out.slowdown.decode_alone, out.slowdown.decode_shared) = Factors(decode_alone, decode_shared);
+  for (double f : {out.slowdown.prefill_alone, out.slowdown.prefill_shared, out.slowdown.decode_alone,
+                   out.slowdown.decode_shared}) {
+    if (f < 0.5) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the served steps ran ", 1 / f, "x faster than the coefficients say: were they profiled on this "
+          "machine, for this model and dtype?"));
+    }
+  }
+  out.prefill_alone_samples = static_cast<int>(prefill_alone.size());
+  out.prefill_shared_samples = static_cast<int>(prefill_shared.size());
+  out.decode_alone_samples = static_cast<int>(decode_alone.size());
+  out.decode_shared_samples = static_cast<int>(decode_shared.size());
+  return out;
+}
+
+}  // namespace baton::scheduler::planner
