@@ -679,8 +679,9 @@ class TestWorkerFailure:
         deployment = fresh_deployments.start("prefill-kill", num_prefill=2, num_decode=1)
         with deployment.client(timeout=120) as client:
             # Two prompts at once, one per prefill worker (the fewest outstanding tokens); long
-            # enough to kill one mid-prefill, short enough for the other to be free again soon.
-            watchers = [StreamWatcher(client.generate(token_ids=random_ids(600, seed=3000 + i),
+            # enough (~0.3 s of prefill each, more on busy cores) that polling the workers sees both
+            # mid-prefill and can kill one, short enough for the other to be free again soon.
+            watchers = [StreamWatcher(client.generate(token_ids=random_ids(1500, seed=3000 + i),
                                                       max_tokens=400, ignore_eos=True))
                         for i in range(2)]
 
