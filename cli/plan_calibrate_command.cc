@@ -68,21 +68,21 @@ absl::Status RunPlanCalibrate(const PlanCalibrateOptions& opts) {
   const planner::TpCoefficients* tp1 = coefficients->ForTp(1);
   if (tp1 == nullptr) return absl::InvalidArgumentError(absl::StrCat(opts.coefficients, ": no tp 1 coefficients"));
   std::vector<planner::ServedRequest> served;
+  double end_s = 0;  // the last token of the runs so far
   for (const std::string& path : opts.records) {
     absl::StatusOr<std::vector<planner::ServedRequest>> run = ServedRequests(path);
     if (!run.ok()) return run.status();
-    // Runs are calibrated as one sample set; each keeps its own clock origin, so offset them apart.
-    const double offset = served.empty() ? 0 : served.back().token_s.back() + 3600;
+    // Runs are calibrated as one sample set, each on its own clock: lay them an hour apart so no
+    // request of one run overlaps another run's.
+    const double offset = served.empty() ? 0 : end_s + 3600;
     for (planner::ServedRequest& r : *run) {
       r.prefill_start_s += offset;
       r.prefill_end_s += offset;
       if (r.decode_start_s > 0) r.decode_start_s += offset;
       for (double& t : r.token_s) t += offset;
+      end_s = std::max(end_s, r.token_s.back());
     }
     served.insert(served.end(), run->begin(), run->end());
-    std::sort(served.begin(), served.end(), [](const planner::ServedRequest& a, const planner::ServedRequest& b) {
-      return a.token_s.back() < b.token_s.back();
-    });
   }
   absl::StatusOr<planner::ServingCalibration> fit = planner::FitServingSlowdown(served, *tp1);
   if (!fit.ok()) return absl::InvalidArgumentError(absl::StrCat(absl::StrJoin(opts.records, ", "), ": ", fit.status().message()));
