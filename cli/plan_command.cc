@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -37,6 +38,7 @@
 #include "scheduler/planner/model_shape.h"
 #include "scheduler/planner/placement_search.h"
 #include "scheduler/planner/roofline.h"
+#include "scheduler/planner/step_latency_model.h"
 
 namespace baton::cli {
 namespace {
@@ -312,9 +314,15 @@ absl::Status WriteConfig(const PlanFlags& flags, const PlanInputs& in, const pla
     fill(config.decode, best.decode, false);
     config.decode.base_port = config.prefill.base_port + best.prefill.num_instances;
   }
+  const planner::StepLatencyModel model(in.coefficients, in.shape, in.device);
   for (scheduler::WorkerRole role : scheduler::Roles(config.mode)) {
     scheduler::PhaseConfig& phase = scheduler::MutablePhase(config, role);
-    if (kv_cache_bytes > 0) phase.kv_cache_bytes = kv_cache_bytes;
+    // Without --kv-cache-bytes the plan gave each instance its devices' memory less the weights;
+    // the config says so, or the runtime would run with the config's 256 MiB default.
+    // (Rounded down to whole MiB, so the file reads as a size.)
+    const uint64_t capacity =
+        static_cast<uint64_t>(model.KvCapacityTokens({phase.tp, phase.pp})) * in.shape.KvBytesPerToken();
+    phase.kv_cache_bytes = kv_cache_bytes > 0 ? kv_cache_bytes : capacity >> 20 << 20;
   }
   RETURN_IF_ERROR(scheduler::ValidateDeploymentConfig(config));
   std::ofstream out(flags.output);
@@ -356,7 +364,16 @@ absl::Status EvaluateDeployment(const PlanFlags& flags, const PlanInputs& in,
       .kv_same_node = true,
       .block_size = config.block_size};
   const std::vector<planner::SimRequest> requests = planner::AtRate(in.unit_rate_requests, *flags.rate);
-  ASSIGN_OR_RETURN(planner::SimResult result, planner::Simulate(deployment, model, requests));
+  absl::StatusOr<planner::SimResult> simulated = planner::Simulate(deployment, model, requests);
+  if (!simulated.ok()) {
+    // The config's own KV budget is what the runtime runs with: 256 MiB per instance when unset,
+    // however large the device.
+    const bool kv = absl::StrContains(simulated.status().message(), "instance's KV");
+    return absl::Status(simulated.status().code(),
+                        absl::StrCat(flags.deployment, ": ", simulated.status().message(),
+                                     kv ? "; give the phase a larger kv_cache_bytes" : ""));
+  }
+  planner::SimResult result = *std::move(simulated);
   const int warmup = flags.num_warmup.value_or(static_cast<int>(requests.size()) / 10);
   if (warmup < 0 || warmup >= static_cast<int>(requests.size())) {
     return absl::InvalidArgumentError("--warmup must be in [0, --num-requests)");
