@@ -314,6 +314,7 @@ absl::Status WriteConfig(const PlanFlags& flags, const PlanInputs& in, const pla
     fill(config.decode, best.decode, false);
     config.decode.base_port = config.prefill.base_port + best.prefill.num_instances;
   }
+  config.internal_port = scheduler::DefaultInternalPort(config);
   const planner::StepLatencyModel model(in.coefficients, in.shape, in.device);
   for (scheduler::WorkerRole role : scheduler::Roles(config.mode)) {
     scheduler::PhaseConfig& phase = scheduler::MutablePhase(config, role);

@@ -3,20 +3,24 @@
 #include "cli/commands.h"
 #include "cli/signals.h"
 #include "kernels/common/status_macros.h"
+#include "runtime/process/deployment_secret.h"
 #include "scheduler/config/deployment_config.h"
 #include "scheduler/service/scheduler_server.h"
 
 namespace baton::cli {
 namespace {
 
-absl::Status RunScheduler(const std::string& config_path) {
+absl::Status RunScheduler(const std::string& config_path, const std::string& secret_file) {
   ASSIGN_OR_RETURN(scheduler::DeploymentConfig config, scheduler::LoadDeploymentConfig(config_path));
+  ASSIGN_OR_RETURN(const runtime::DeploymentSecret secret, runtime::DeploymentSecret::Load(secret_file));
   scheduler::SchedulerOptions options{
       .model_dir = config.model_dir,
       .weight_dtype = config.weight_dtype,
       .host = config.host,
       .port = config.scheduler_port,
       .http_port = config.http_port,
+      .internal_port = config.internal_port,
+      .deployment_secret = secret.value(),
       .disaggregated = config.mode == scheduler::DeploymentMode::kDisaggregated};
   if (scheduler::AdmissionEnabled(config.slo)) {
     options.admission = {.ttft_ms = config.slo.ttft_ms, .tpot_ms = config.slo.tpot_ms};
@@ -32,11 +36,15 @@ absl::Status RunScheduler(const std::string& config_path) {
 
 void RegisterSchedulerCommand(CLI::App& app, int* exit_code) {
   auto config = std::make_shared<std::string>();
+  auto secret_file = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("scheduler", "The global scheduler: public API and routing");
   cmd->add_option("--config", *config, "Deployment config (YAML or JSON)")->required();
+  cmd->add_option("--secret-file", *secret_file,
+                  "The deployment secret (a file only its owner can read) that workers present")
+      ->required();
   cmd->callback([=] {
     InstallStopSignalHandlers();
-    *exit_code = ReportStatus("baton scheduler", RunScheduler(*config));
+    *exit_code = ReportStatus("baton scheduler", RunScheduler(*config, *secret_file));
   });
 }
 

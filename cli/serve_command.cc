@@ -1,6 +1,7 @@
 // `baton serve`: the launcher. It builds the effective deployment config (a file, or the embedded
-// default), writes it to a temporary file, starts `baton scheduler` and one `baton worker` per
-// instance as supervised children of this same binary, waits until the scheduler's Health says
+// default), writes it to a temporary file, generates the deployment secret (or reads
+// --secret-file) into a file only this user can read, starts `baton scheduler` and one `baton
+// worker` per instance as supervised children of this same binary, each handed both files, waits until the scheduler's Health says
 // SERVING, then waits for SIGINT/SIGTERM and stops everything.
 //
 // Exit codes: 0 after SIGINT/SIGTERM (also during start-up); 1 when a child dies during start-up, the
@@ -27,6 +28,7 @@
 #include "grpcpp/grpcpp.h"
 #include "kernels/common/status_macros.h"
 #include "runtime/process/await_ready.h"
+#include "runtime/process/deployment_secret.h"
 #include "runtime/process/process_supervisor.h"
 #include "runtime/process/signals.h"
 #include "runtime/rpc/status_conversion.h"
@@ -54,6 +56,7 @@ struct ServeOptions {
   double startup_timeout_s = 300;
   double stop_grace_s = 10;
   ParallelFlags parallel;   // with --model only: every phase's tp and pp
+  std::string secret_file;  // empty: generate the deployment secret
 };
 
 // The effective deployment, and what each rank of a multi-rank phase holds (for the start-up log).
@@ -234,14 +237,17 @@ class HealthProbe {
 };
 
 std::vector<runtime::ChildSpec> ChildSpecs(const DeploymentConfig& config,
-                                           const std::filesystem::path& config_path) {
+                                           const std::filesystem::path& config_path,
+                                           const std::filesystem::path& secret_path) {
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<runtime::ChildSpec> specs;
   specs.push_back({.name = kSchedulerName,
-                   .argv = {exe, "scheduler", "--config", config_path.string()}});
+                   .argv = {exe, "scheduler", "--config", config_path.string(), "--secret-file",
+                            secret_path.string()}});
   for (const scheduler::WorkerInstance& worker : scheduler::WorkerInstances(config)) {
     specs.push_back({.name = runtime::WorkerName(worker.role, worker.instance_idx),
-                     .argv = {exe, "worker", "--config", config_path.string(), "--role",
+                     .argv = {exe, "worker", "--config", config_path.string(), "--secret-file",
+                              secret_path.string(), "--role",
                               std::string(runtime::WorkerRoleName(worker.role)), "--instance",
                               std::to_string(worker.instance_idx)}});
   }
@@ -301,11 +307,31 @@ int RunServe(const ServeOptions& opts) {
       return kExitFailure;
     }
   }
+  // The secret's file: the one given, or a fresh secret in a directory only this user can enter,
+  // removed when the launcher exits.
+  std::optional<runtime::PrivateDirectory> secret_dir;
+  std::filesystem::path secret_path = opts.secret_file;
+  if (secret_path.empty()) {
+    absl::StatusOr<runtime::PrivateDirectory> dir = runtime::PrivateDirectory::Create("baton-serve-");
+    absl::StatusOr<runtime::DeploymentSecret> secret = runtime::DeploymentSecret::Generate();
+    absl::Status written = dir.status();
+    if (dir.ok() && secret.ok()) written = secret->WriteTo(dir->path() / "deployment-secret");
+    if (written.ok()) written = secret.status();
+    if (!written.ok()) {
+      std::fprintf(stderr, "baton serve: %s\n", std::string(written.message()).c_str());
+      return kExitFailure;
+    }
+    secret_path = dir->path() / "deployment-secret";
+    secret_dir.emplace(*std::move(dir));
+  } else if (absl::Status loaded = runtime::DeploymentSecret::Load(secret_path).status(); !loaded.ok()) {
+    std::fprintf(stderr, "baton serve: --secret-file: %s\n", std::string(loaded.message()).c_str());
+    return kExitUsage;
+  }
   std::fprintf(stderr, "baton: effective config in %s\n", (*config_file)->path().c_str());
   for (const std::string& line : plan->rank_lines) std::fprintf(stderr, "baton: %s\n", line.c_str());
   const absl::Duration grace = absl::Seconds(opts.stop_grace_s);
 
-  for (const runtime::ChildSpec& spec : ChildSpecs(config, (*config_file)->path())) {
+  for (const runtime::ChildSpec& spec : ChildSpecs(config, (*config_file)->path(), secret_path)) {
     absl::StatusOr<pid_t> pid = (*supervisor)->Start(spec);
     if (!pid.ok()) {
       std::fprintf(stderr, "baton serve: %s; stopping every process\n",
@@ -382,6 +408,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "Seconds between SIGTERM and SIGKILL when stopping the children")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--secret-file", opts->secret_file,
+                  "The deployment secret that authenticates the internal APIs: a file of one line "
+                  "(32+ printable characters) only its owner can read (default: a fresh one per start)");
   AddParallelFlags(*cmd, &opts->parallel);
   cmd->callback([opts, exit_code] { *exit_code = RunServe(*opts); });
 }

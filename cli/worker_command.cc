@@ -7,14 +7,17 @@
 #include "cli/commands.h"
 #include "cli/signals.h"
 #include "kernels/common/status_macros.h"
+#include "runtime/process/deployment_secret.h"
 #include "runtime/rpc/worker_server.h"
 #include "scheduler/config/deployment_config.h"
 
 namespace baton::cli {
 namespace {
 
-absl::Status RunWorker(const std::string& config_path, const std::string& role_name, int instance) {
+absl::Status RunWorker(const std::string& config_path, const std::string& secret_file,
+                       const std::string& role_name, int instance) {
   ASSIGN_OR_RETURN(scheduler::DeploymentConfig config, scheduler::LoadDeploymentConfig(config_path));
+  ASSIGN_OR_RETURN(const runtime::DeploymentSecret secret, runtime::DeploymentSecret::Load(secret_file));
   ASSIGN_OR_RETURN(runtime::WorkerRole role, runtime::ParseWorkerRole(role_name));
   const std::vector<runtime::WorkerRole> roles = scheduler::Roles(config.mode);
   if (std::find(roles.begin(), roles.end(), role) == roles.end()) {
@@ -38,7 +41,8 @@ absl::Status RunWorker(const std::string& config_path, const std::string& role_n
       .instance_idx = instance,
       .host = config.host,
       .port = phase.base_port + instance,
-      .scheduler_address = absl::StrCat(config.host, ":", config.scheduler_port),
+      .scheduler_address = absl::StrCat(config.host, ":", config.internal_port),
+      .deployment_secret = secret.value(),
       .engine = runtime::EngineConfig{.model_dir = config.model_dir,
                                       .weight_dtype = config.weight_dtype,
                                       .parallel = {.tp_size = phase.tp,
@@ -63,12 +67,16 @@ void RegisterWorkerCommand(CLI::App& app, int* exit_code) {
   auto role = std::make_shared<std::string>();
   auto instance = std::make_shared<int>(0);
   CLI::App* cmd = app.add_subcommand("worker", "One prefill, decode or colocated instance");
+  auto secret_file = std::make_shared<std::string>();
   cmd->add_option("--config", *config, "Deployment config (YAML or JSON)")->required();
+  cmd->add_option("--secret-file", *secret_file,
+                  "The deployment secret (a file only its owner can read) shared with the scheduler")
+      ->required();
   cmd->add_option("--role", *role, "prefill, decode or colocated")->required();
   cmd->add_option("--instance", *instance, "Instance index within the role")->capture_default_str();
   cmd->callback([=] {
     InstallStopSignalHandlers();
-    *exit_code = ReportStatus("baton worker", RunWorker(*config, *role, *instance));
+    *exit_code = ReportStatus("baton worker", RunWorker(*config, *secret_file, *role, *instance));
   });
 }
 

@@ -74,12 +74,18 @@ def main():
 mode: colocated
 scheduler_port: {base}
 http_port: 0
+internal_port: {base + 2}
 colocated: {{instances: 1, base_port: {base + 1}, threads: 1, max_num_seqs: 128}}
 """
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(config)
-    proc = subprocess.Popen([args.baton, "serve", "--config", f.name], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    # The deployment secret, so that this script may call the worker's internal API directly.
+    secret = os.urandom(32).hex()
+    secret_file = f.name + ".secret"
+    with os.fdopen(os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+        out.write(secret + "\n")
+    proc = subprocess.Popen([args.baton, "serve", "--config", f.name, "--secret-file", secret_file],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         for line in proc.stdout:
             if line.startswith("baton: serving"):
@@ -102,7 +108,8 @@ colocated: {{instances: 1, base_port: {base + 1}, threads: 1, max_num_seqs: 128}
             req = worker_pb2.DecodeRequest(request_id=f"direct-{i}-{time.time_ns()}", prompt_token_ids=prompt)
             req.stop.max_tokens = args.max_tokens
             req.stop.ignore_eos = True
-            return timed_stream(m for m in worker.Decode(req, timeout=120) if m.HasField("tokens"))
+            events = worker.Decode(req, timeout=120, metadata=[("x-baton-deployment-secret", secret)])
+            return timed_stream(m for m in events if m.HasField("tokens"))
 
         via_scheduler(-1), direct(-1)  # warm-up
         rows = {"scheduler": [], "direct": []}

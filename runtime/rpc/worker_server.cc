@@ -9,9 +9,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "baton/v1/worker.grpc.pb.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "kernels/common/status_macros.h"
+#include "runtime/rpc/internal_auth.h"
 #include "runtime/rpc/kv_handoff_conversion.h"
 #include "runtime/rpc/status_conversion.h"
 #include "runtime/rpc/worker_service.h"
@@ -34,8 +34,10 @@ v1::WorkerRole ToProto(runtime::WorkerRole role) {
   return v1::WORKER_ROLE_UNSPECIFIED;
 }
 
-absl::Status Register(v1::WorkerRegistryService::Stub& registry, const v1::RegisterRequest& request) {
+absl::Status Register(v1::WorkerRegistryService::Stub& registry, const v1::RegisterRequest& request,
+                      const std::string& secret) {
   grpc::ClientContext context;
+  AttachDeploymentSecret(context, secret);
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
   v1::RegisterResponse response;
   return FromGrpcStatus(registry.Register(&context, request, &response));
@@ -46,9 +48,11 @@ absl::Status Register(v1::WorkerRegistryService::Stub& registry, const v1::Regis
 absl::Status RunWorkerServer(const runtime::WorkerOptions& options, const std::atomic<bool>* stop,
                              absl::Duration heartbeat_interval) {
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Worker> worker, runtime::Worker::Create(options));
-  WorkerServiceImpl service(worker.get());
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  WorkerServiceImpl service(worker.get(), options.deployment_secret);
+  // No server reflection: this is an internal API, and a port already taken is an error, not a
+  // port shared with whoever holds it (gRPC sets SO_REUSEPORT unless told not to).
   grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int port = 0;
   builder.AddListeningPort(absl::StrCat(options.host, ":", options.port),
                            grpc::InsecureServerCredentials(), &port);
@@ -56,7 +60,7 @@ absl::Status RunWorkerServer(const runtime::WorkerOptions& options, const std::a
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return absl::UnavailableError(
-        absl::StrCat("worker: cannot listen on ", options.host, ":", options.port));
+        absl::StrCat("worker: cannot listen on ", options.host, ":", options.port, " (is the port in use?)"));
   }
   const std::string address = absl::StrCat(options.host, ":", port);
   std::fprintf(stderr, "baton worker: %s %d serving on %s (pid %d)\n",
@@ -77,13 +81,23 @@ absl::Status RunWorkerServer(const runtime::WorkerOptions& options, const std::a
     ToProto(worker->layout(), registration.mutable_layout());
   }
   bool registered = false;
+  absl::StatusCode last_refusal = absl::StatusCode::kOk;
   while (!stop->load()) {
     if (registry != nullptr) {
       if (!registered) {
-        registered = Register(*registry, registration).ok();
+        const absl::Status status = Register(*registry, registration, options.deployment_secret);
+        registered = status.ok();
+        // A refusal (a wrong secret, a bad registration) is said once; an absent scheduler is not.
+        if (!status.ok() && !absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status) &&
+            status.code() != last_refusal) {
+          std::fprintf(stderr, "baton worker: the scheduler at %s refused the registration: %s\n",
+                       options.scheduler_address.c_str(), status.ToString().c_str());
+        }
+        last_refusal = status.code();
       } else {
         grpc::ClientContext context;
         context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+        AttachDeploymentSecret(context, options.deployment_secret);
         v1::HeartbeatRequest heartbeat;
         heartbeat.set_incarnation_id(registration.incarnation_id());
         ToProto(worker->Stats(), heartbeat.mutable_stats());

@@ -1,6 +1,7 @@
 #include "runtime/rpc/worker_service.h"
 
 #include "absl/time/clock.h"
+#include "runtime/rpc/internal_auth.h"
 #include "runtime/rpc/kv_handoff_conversion.h"
 #include "runtime/rpc/proto_conversion.h"
 #include "runtime/rpc/status_conversion.h"
@@ -48,6 +49,7 @@ void ToProto(const runtime::WorkerStatsSnapshot& stats, v1::WorkerStats* out) {
 grpc::Status WorkerServiceImpl::Prefill(grpc::ServerContext* context,
                                         const v1::PrefillRequest* request,
                                         v1::PrefillResponse* response) {
+  if (grpc::Status denied = CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
   absl::StatusOr<runtime::GenerationParams> params = GenerationParamsFromProto(
       request->sampling(), request->stop(), request->logprobs(), request->seed());
   if (!params.ok()) return ToGrpcStatus(params.status());
@@ -76,13 +78,15 @@ grpc::Status WorkerServiceImpl::Prefill(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerServiceImpl::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,
+grpc::Status WorkerServiceImpl::Release(grpc::ServerContext* context, const v1::ReleaseRequest* request,
                                         v1::ReleaseResponse*) {
+  if (grpc::Status denied = CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
   return ToGrpcStatus(worker_->Release(request->request_id()));
 }
 
 grpc::Status WorkerServiceImpl::Decode(grpc::ServerContext* context, const v1::DecodeRequest* request,
                                        grpc::ServerWriter<v1::DecodeEvent>* writer) {
+  if (grpc::Status denied = CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
   absl::StatusOr<runtime::GenerationParams> params = GenerationParamsFromProto(
       request->sampling(), request->stop(), request->logprobs(), request->seed());
   if (!params.ok()) return ToGrpcStatus(params.status());
@@ -119,20 +123,23 @@ grpc::Status WorkerServiceImpl::Decode(grpc::ServerContext* context, const v1::D
   return ToGrpcStatus(worker_->Decode(std::move(call)));
 }
 
-grpc::Status WorkerServiceImpl::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
+grpc::Status WorkerServiceImpl::Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
                                        v1::CancelResponse* response) {
+  if (grpc::Status denied = CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
   response->set_found(worker_->Cancel(request->request_id()));
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerServiceImpl::GetStats(grpc::ServerContext*, const v1::GetStatsRequest*,
+grpc::Status WorkerServiceImpl::GetStats(grpc::ServerContext* context, const v1::GetStatsRequest*,
                                          v1::WorkerStats* response) {
+  if (grpc::Status denied = CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
   ToProto(worker_->Stats(), response);
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerServiceImpl::Drain(grpc::ServerContext*, const v1::DrainRequest*,
+grpc::Status WorkerServiceImpl::Drain(grpc::ServerContext* context, const v1::DrainRequest*,
                                       v1::DrainResponse*) {
+  if (grpc::Status denied = CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
   worker_->Drain();
   return grpc::Status::OK;
 }

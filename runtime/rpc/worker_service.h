@@ -1,7 +1,11 @@
-// WorkerServiceImpl: the gRPC face of a Worker. Each method converts the request, calls the Worker
-// and converts the result; no logic of its own. Synchronous API: a Decode stream holds one server
+// WorkerServiceImpl: the gRPC face of a Worker. Each method checks the deployment secret
+// (internal_auth.h), converts the request, calls the Worker and converts the result; no logic of
+// its own. Synchronous API: a Decode stream holds one server
 // thread for its lifetime, which suits the tens of concurrent requests a CPU worker serves.
 #pragma once
+
+#include <string>
+#include <utility>
 
 #include "baton/v1/worker.grpc.pb.h"
 #include "runtime/worker/worker.h"
@@ -10,7 +14,9 @@ namespace baton::rpc {
 
 class WorkerServiceImpl final : public v1::WorkerService::Service {
  public:
-  explicit WorkerServiceImpl(runtime::Worker* worker) : worker_(worker) {}
+  // `deployment_secret`: what every call must carry; empty: no check.
+  WorkerServiceImpl(runtime::Worker* worker, std::string deployment_secret)
+      : worker_(worker), secret_(std::move(deployment_secret)) {}
 
   grpc::Status Prefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
                        v1::PrefillResponse* response) override;
@@ -27,6 +33,7 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
 
  private:
   runtime::Worker* worker_;
+  const std::string secret_;
 };
 
 // Fills a WorkerStats message from the worker's snapshot.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/process/deployment_secret.h"
 #include "runtime/transfer/kv_slab_copy.h"
 #include "runtime/transfer/kv_transport.h"
 
@@ -114,7 +115,46 @@ void KvServer::AcceptLoop() {
   }
 }
 
+absl::Status KvServer::ReadHello(int fd) {
+  const IoWait wait{.deadline = absl::Now() + options_.io_timeout, .cancel_fd = stop_fd_.get()};
+  KvWireHello hello{};
+  if (absl::Status status = RecvAll(fd, &hello, sizeof(hello), wait); !status.ok()) return status;
+  if (hello.magic != kKvWireMagic || hello.version != kKvWireVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV server: bad hello magic/version (expected version ", kKvWireVersion, ")"));
+  }
+  if (hello.secret_bytes > kKvWireMaxSecretBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("KV server: a secret of ", hello.secret_bytes, " bytes"));
+  }
+  std::string secret(hello.secret_bytes, '\0');
+  if (absl::Status status = RecvAll(fd, secret.data(), secret.size(), wait); !status.ok()) return status;
+  if (!options_.secret.empty() && !SecretsMatch(options_.secret, secret)) {
+    return absl::UnauthenticatedError("KV server: missing or wrong deployment secret");
+  }
+  return absl::OkStatus();
+}
+
 void KvServer::ServeConnection(UniqueFd fd) {
+  if (absl::Status hello = ReadHello(fd.get()); !hello.ok()) {
+    // Answered to the first request the client sends (it sends the hello and that request without
+    // waiting): nothing of the pool is read for it.
+    if (!absl::IsUnavailable(hello) && !absl::IsDeadlineExceeded(hello) && !absl::IsCancelled(hello) &&
+        SendStatus(fd.get(), hello)) {
+      // Close gracefully: the client's request may still be arriving, and closing a socket with
+      // unread bytes resets it, which can destroy the answer before the client reads it. So stop
+      // sending, then drop what comes in (a bounded amount, for a bounded time) until the client
+      // closes its end.
+      shutdown(fd.get(), SHUT_WR);
+      const IoWait linger{.deadline = absl::Now() + absl::Seconds(1), .cancel_fd = stop_fd_.get()};
+      char sink[4096];
+      for (size_t dropped = 0; dropped < (size_t{1} << 20) && WaitReadable(fd.get(), linger).ok();) {
+        const ssize_t n = recv(fd.get(), sink, sizeof(sink), 0);
+        if (n <= 0) break;
+        dropped += static_cast<size_t>(n);
+      }
+    }
+    return;
+  }
   std::unique_ptr<KvLink> link;  // the link this connection joined, if any; ends with it
   for (;;) {
     const IoWait idle{.deadline = absl::Now() + options_.io_timeout, .cancel_fd = stop_fd_.get()};

@@ -13,7 +13,9 @@
 // Every piece or range is checked against the pool first: a request that reaches outside it gets
 // an error response, never bytes. The server only reads the pool: keeping the requested blocks
 // allocated and unwritten until the decode side reports back is the caller's contract
-// (kv_transport.h, lifecycle step 4). No authentication: bind it to an internal interface.
+// (kv_transport.h, lifecycle step 4). With a secret (options.secret, the deployment's), a
+// connection whose hello does not present it gets Unauthenticated and is closed before any KV is
+// read or sent.
 #pragma once
 
 #include <atomic>
@@ -48,6 +50,8 @@ struct KvServerOptions {
   // Links (each a connection that joined one) beyond this many are refused (ResourceExhausted):
   // each holds device resources (an NCCL communicator).
   int max_links = 16;
+  // The deployment secret each connection's hello must present (tcp_wire.h); empty: any caller.
+  std::string secret;
 };
 
 class KvServer {
@@ -92,6 +96,8 @@ class KvServer {
         port_(port) {}
 
   void AcceptLoop();  // the listener thread
+  // The connection's hello (tcp_wire.h): OK when it presents the secret, or there is none.
+  absl::Status ReadHello(int fd);
   void ServeConnection(UniqueFd fd);
   // Answers one request whose header is already read (`link`: the connection's, if it joined one).
   // Returns false to close the connection.

@@ -29,8 +29,8 @@ absl::StatusOr<std::unique_ptr<PooledKvLink>> NcclKvTransport::NewLink(const std
                                                                        int device,
                                                                        absl::Time deadline) {
   const IoWait wait{.deadline = deadline};
-  absl::StatusOr<UniqueFd> fd = ConnectTcp(address, wait);
-  if (!fd.ok()) return AnnotateKvPull(fd.status(), address);
+  absl::StatusOr<UniqueFd> fd = ConnectKvServer(address, secret_, wait);
+  if (!fd.ok()) return fd.status();
   KvWireRequest request = RequestHeader(shape, kKvWireJoinLink, 0);
   iovec iov{.iov_base = &request, .iov_len = sizeof(request)};
   absl::StatusOr<KvWireResponse> response =

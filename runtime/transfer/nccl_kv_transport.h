@@ -22,6 +22,9 @@
 #include <atomic>
 #include <cstdint>
 
+#include <string>
+#include <utility>
+
 #include "absl/time/time.h"
 #include "runtime/transfer/kv_link.h"
 #include "runtime/transfer/kv_link_pool.h"
@@ -35,13 +38,15 @@ struct NcclKvTransportOptions {
   // A link idle longer is closed rather than reused: below KvServerOptions::io_timeout (30 s),
   // after which the server closes its end.
   absl::Duration max_idle = absl::Seconds(20);
+  // The deployment secret each control connection presents (tcp_wire.h's hello); empty: none.
+  std::string secret;
 };
 
 class NcclKvTransport : public KvTransport {
  public:
   // `factory` (NCCL, or the emulated link) must outlive the transport.
   explicit NcclKvTransport(KvLinkFactory* factory, NcclKvTransportOptions options = {})
-      : factory_(factory), links_(options.max_idle_links, options.max_idle) {}
+      : factory_(factory), secret_(std::move(options.secret)), links_(options.max_idle_links, options.max_idle) {}
 
   // See KvTransport::Pull. Also InvalidArgument if `dst` is not in device memory, if a source names
   // no KV link of this transport's kind (KvSource::kv_link) or no usable tcp_address. A server's
@@ -64,6 +69,7 @@ class NcclKvTransport : public KvTransport {
                                                         absl::Time deadline);
 
   KvLinkFactory* const factory_;
+  const std::string secret_;
   KvLinkPool links_;
   std::atomic<int64_t> num_links_joined_{0};
   std::atomic<int64_t> num_bytes_received_{0};

@@ -182,6 +182,22 @@ absl::Status RunRankPulls(
   return (*group)->first_failure();
 }
 
+absl::StatusOr<UniqueFd> ConnectKvServer(const std::string& address, const std::string& secret,
+                                         const IoWait& wait) {
+  absl::StatusOr<UniqueFd> fd = ConnectTcp(address, wait);
+  if (!fd.ok()) return AnnotateKvPull(fd.status(), address);
+  const KvWireHello hello{.magic = kKvWireMagic,
+                          .version = kKvWireVersion,
+                          .secret_bytes = static_cast<uint32_t>(secret.size()),
+                          .reserved = 0};
+  iovec iov[2] = {{.iov_base = const_cast<KvWireHello*>(&hello), .iov_len = sizeof(hello)},
+                  {.iov_base = const_cast<char*>(secret.data()), .iov_len = secret.size()}};
+  if (absl::Status status = SendAll(fd->get(), std::span<iovec>(iov, 2), wait); !status.ok()) {
+    return AnnotateKvPull(status, address);
+  }
+  return fd;
+}
+
 absl::StatusOr<KvWireResponse> ExchangeKvRequest(int fd, std::span<iovec> request,
                                                  const IoWait& wait, const std::string& address) {
   if (absl::Status status = SendAll(fd, request, wait); !status.ok()) {

@@ -98,6 +98,11 @@ absl::Status RunRankPulls(
     std::span<const RankPull> pulls, absl::Time deadline,
     const std::function<absl::Status(const RankPull&, RankPullGroup&)>& pull_rank);
 
+// Connects to a KvServer and sends the hello with `secret` (tcp_wire.h); a server that refuses the
+// secret answers the first request Unauthenticated.
+absl::StatusOr<UniqueFd> ConnectKvServer(const std::string& address, const std::string& secret,
+                                         const IoWait& wait);
+
 // Sends a request (header and what follows it) to a KvServer and reads the response header. The
 // server's error, if it answers one, as its status code with "KV pull from <address>: " and its
 // message; Internal for a malformed response; the socket's codes otherwise.

@@ -13,11 +13,12 @@ namespace {
 
 // One request/response exchange with one KvServer, the payload received into dst_base + ranges
 // once every rank of `group` has been accepted.
-absl::Status PullFromRank(const RankPull& pull, std::byte* dst_base, RankPullGroup& group) {
+absl::Status PullFromRank(const RankPull& pull, const std::string& secret, std::byte* dst_base,
+                          RankPullGroup& group) {
   const std::string& address = pull.address;
   const IoWait wait = group.wait();
-  absl::StatusOr<UniqueFd> fd = ConnectTcp(address, wait);
-  if (!fd.ok()) return AnnotateKvPull(fd.status(), address);
+  absl::StatusOr<UniqueFd> fd = ConnectKvServer(address, secret, wait);
+  if (!fd.ok()) return fd.status();
 
   const KvWireRequest request{.magic = kKvWireMagic,
                               .version = kKvWireVersion,
@@ -72,8 +73,8 @@ absl::Status TcpKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
   const std::vector<RankPull>& pulls = *planned;
   std::byte* const dst_base = dst.BlockData(0);
   if (absl::Status status = RunRankPulls(pulls, deadline,
-                                         [dst_base](const RankPull& pull, RankPullGroup& group) {
-                                           return PullFromRank(pull, dst_base, group);
+                                         [&](const RankPull& pull, RankPullGroup& group) {
+                                           return PullFromRank(pull, secret_, dst_base, group);
                                          });
       !status.ok()) {
     return status;

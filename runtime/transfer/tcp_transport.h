@@ -15,6 +15,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
+#include <utility>
 
 #include "runtime/transfer/kv_transport.h"
 
@@ -22,6 +24,9 @@ namespace baton::runtime {
 
 class TcpKvTransport : public KvTransport {
  public:
+  // `secret`: the deployment secret every connection presents (tcp_wire.h's hello); empty: none.
+  explicit TcpKvTransport(std::string secret = "") : secret_(std::move(secret)) {}
+
   // See KvTransport::Pull. Also InvalidArgument if the source's tcp_address (for a re-slicing spec:
   // that of any prefill rank a slab names) is empty or malformed, or if a server rejects the
   // request (its pool's shape differs from the spec's, a source block out of range: the server's
@@ -36,6 +41,7 @@ class TcpKvTransport : public KvTransport {
   int64_t num_bytes_received() const { return num_bytes_received_.load(std::memory_order_relaxed); }
 
  private:
+  const std::string secret_;
   std::atomic<int64_t> num_bytes_received_{0};
 };
 

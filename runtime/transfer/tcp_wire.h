@@ -1,5 +1,8 @@
 // The KV pull wire protocol between the decode side (TcpKvTransport, NcclKvTransport) and KvServer
-// (prefill side), version 3. A request is one of three kinds (KvWireRequest::kind):
+// (prefill side), version 4. A connection opens with a hello (KvWireHello, then secret_bytes of the
+// deployment secret, runtime/process/deployment_secret.h): a server with a secret compares it and,
+// when it does not match, answers Unauthenticated to the first request and closes the connection,
+// before it reads or sends any KV. Then a request is one of three kinds (KvWireRequest::kind):
 //   - kKvWireInline: pieces of the server's pool, each a (layers x KV heads) slab of a run of
 //     blocks (a whole-block pull is the piece that spans every layer and KV head), whose bytes
 //     come back on this connection;
@@ -10,9 +13,10 @@
 //     connection's link, one span per range in request order (the client receives each into its
 //     own pool: the spans must match one for one, as NCCL's send/recv do).
 //
-// One TCP connection carries any number of request/response exchanges, one at a time. All integers
-// are little-endian, fixed width, and sent as the packed structs below.
+// One TCP connection carries one hello, then any number of request/response exchanges, one at a
+// time. All integers are little-endian, fixed width, and sent as the packed structs below.
 //
+//   hello    := KvWireHello, then secret_bytes of the secret (0 when the client has none)
 //   request  := KvWireRequest, then
 //                 inline:    num_pieces x KvWirePiece
 //                 join link: nothing; num_pieces is 0
@@ -50,7 +54,9 @@ static_assert(std::endian::native == std::endian::little,
               "the KV wire protocol sends its structs as they are in memory");
 
 inline constexpr uint32_t kKvWireMagic = 0x5650564b;  // "KVPV"
-inline constexpr uint32_t kKvWireVersion = 3;
+inline constexpr uint32_t kKvWireVersion = 4;
+// Upper bound on a hello's secret (a longer one is garbage).
+inline constexpr uint32_t kKvWireMaxSecretBytes = 1024;
 
 enum KvWireKind : uint32_t {
   kKvWireInline = 0,
@@ -59,6 +65,14 @@ enum KvWireKind : uint32_t {
 };
 // Upper bound on num_pieces in one request (a request for more is a bug or garbage).
 inline constexpr uint32_t kKvWireMaxPieces = 1u << 20;
+
+struct KvWireHello {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t secret_bytes;  // <= kKvWireMaxSecretBytes
+  uint32_t reserved;      // 0
+};
+static_assert(sizeof(KvWireHello) == 16);
 
 struct KvWireRequest {
   uint32_t magic;

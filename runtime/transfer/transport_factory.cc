@@ -58,9 +58,13 @@ absl::StatusOr<std::unique_ptr<KvLinkFactory>> MakeKvLinkFactory(std::string_vie
       absl::StrCat("unknown KV link kind \"", std::string(kind), "\" (nccl, nccl-emulated)"));
 }
 
-AutoKvTransport::AutoKvTransport(HostIdentity local, std::unique_ptr<KvLinkFactory> links)
-    : local_(std::move(local)), link_factory_(std::move(links)) {
-  if (link_factory_ != nullptr) nccl_ = std::make_unique<NcclKvTransport>(link_factory_.get());
+AutoKvTransport::AutoKvTransport(HostIdentity local, std::unique_ptr<KvLinkFactory> links,
+                                 std::string secret)
+    : local_(std::move(local)), tcp_(secret), link_factory_(std::move(links)) {
+  if (link_factory_ != nullptr) {
+    nccl_ = std::make_unique<NcclKvTransport>(link_factory_.get(),
+                                              NcclKvTransportOptions{.secret = std::move(secret)});
+  }
 }
 
 bool IsSameHost(const KvSource& source, const HostIdentity& local) {
@@ -124,14 +128,15 @@ absl::Status AutoKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
 }
 
 absl::StatusOr<std::unique_ptr<KvTransport>> MakeKvTransport(std::string_view link_kind,
-                                                             const std::string& host) {
+                                                             const std::string& host,
+                                                             const std::string& secret) {
   std::unique_ptr<KvLinkFactory> links;
   if (!link_kind.empty()) {
     absl::StatusOr<std::unique_ptr<KvLinkFactory>> factory = MakeKvLinkFactory(link_kind, host);
     if (!factory.ok()) return factory.status();
     links = *std::move(factory);
   }
-  return std::make_unique<AutoKvTransport>(LocalHostIdentity(), std::move(links));
+  return std::make_unique<AutoKvTransport>(LocalHostIdentity(), std::move(links), secret);
 }
 
 }  // namespace baton::runtime

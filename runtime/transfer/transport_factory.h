@@ -55,8 +55,9 @@ class AutoKvTransport : public KvTransport {
  public:
   // `links`: the factory of the KV links pools in device memory pull over; null: this worker's pools
   // are in host memory.
+  // `secret`: the deployment secret every TCP connection presents to a KvServer; empty: none.
   explicit AutoKvTransport(HostIdentity local = LocalHostIdentity(),
-                           std::unique_ptr<KvLinkFactory> links = nullptr);
+                           std::unique_ptr<KvLinkFactory> links = nullptr, std::string secret = "");
 
   // kShm if the source is on this host, names a segment, and the segment maps and is live;
   // otherwise kTcp if it names a TCP address. Otherwise the shm failure (Unavailable, e.g. the
@@ -87,6 +88,7 @@ class AutoKvTransport : public KvTransport {
 // memory over KV links of `link_kind` ("" for a worker whose pools are in host memory; otherwise as
 // MakeKvLinkFactory, whose errors it returns).
 absl::StatusOr<std::unique_ptr<KvTransport>> MakeKvTransport(std::string_view link_kind = "",
-                                                             const std::string& host = "127.0.0.1");
+                                                             const std::string& host = "127.0.0.1",
+                                                             const std::string& secret = "");
 
 }  // namespace baton::runtime

@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
   auto worker = std::unique_ptr<Worker>(new Worker(options, std::move(engine)));
   worker->kv_link_factory_ = std::move(link_factory);
   if (options.role == WorkerRole::kDecode) {
-    ASSIGN_OR_RETURN(worker->transport_, MakeKvTransport(link_kind, options.host));
+    ASSIGN_OR_RETURN(worker->transport_, MakeKvTransport(link_kind, options.host, options.deployment_secret));
   }
   if (options.role == WorkerRole::kPrefill) {
     for (int r = 0; r < ranks.num_ranks(); ++r) {
@@ -98,8 +98,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
                        KvServer::Start(ranks.kv_pool(r),
                                        KvServerOptions{.host = options.host,
                                                        .port = port,
-                                                       .link_factory =
-                                                           worker->kv_link_factory_.get()}));
+                                                       .link_factory = worker->kv_link_factory_.get(),
+                                                       .secret = options.deployment_secret}));
       worker->kv_sources_.push_back(
           LocalKvSource(ranks.kv_pool(r), server->address(), std::string(link_kind)));
       worker->kv_servers_.push_back(std::move(server));

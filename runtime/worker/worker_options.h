@@ -15,6 +15,10 @@ struct WorkerOptions {
   int port = 0;                      // WorkerService gRPC port; 0 picks a free one
   int kv_port = 0;                   // prefill role: the TCP KV server's port; 0 picks a free one
   std::string scheduler_address;     // host:port of the scheduler's registry; "" = standalone
+  // What every caller of this worker's API and KV server must present, and what it presents to the
+  // scheduler's registry and to other workers' KV servers (runtime/process/deployment_secret.h);
+  // empty: no authentication (tests of one process).
+  std::string deployment_secret;
   EngineConfig engine;
 };
 

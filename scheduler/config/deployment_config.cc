@@ -322,6 +322,10 @@ absl::Status CheckNoSharing(const DeploymentConfig& config) {
                                                it->second));
     }
   }
+  if (auto [it, inserted] = port_owner.emplace(config.internal_port, "internal_port"); !inserted) {
+    return Invalid("internal_port", absl::StrCat("port ", config.internal_port, " is already taken by ",
+                                                 it->second));
+  }
   for (const WorkerInstance& worker : WorkerInstances(config)) {
     const std::string owner = WorkerName(worker.role, worker.instance_idx);
     auto [it, inserted] = port_owner.emplace(worker.port, owner);
@@ -378,9 +382,10 @@ void EmitPhase(YAML::Emitter& out, WorkerRole role, const PhaseConfig& phase) {
 }
 
 // After reading: a section of a phase the mode does not use is an error; absent base ports follow
-// the scheduler port, phase after phase.
+// the scheduler port, phase after phase, and an absent internal port follows the last worker's.
 absl::Status ApplySectionRules(const std::array<bool, 3>& section_present,
-                               const std::array<bool, 3>& base_port_set, DeploymentConfig& config) {
+                               const std::array<bool, 3>& base_port_set, bool internal_port_set,
+                               DeploymentConfig& config) {
   const std::vector<WorkerRole> used = Roles(config.mode);
   for (WorkerRole role : {WorkerRole::kPrefill, WorkerRole::kDecode, WorkerRole::kColocated}) {
     if (section_present[static_cast<size_t>(role)] &&
@@ -396,6 +401,7 @@ absl::Status ApplySectionRules(const std::array<bool, 3>& section_present,
     if (!base_port_set[static_cast<size_t>(role)]) phase.base_port = next_port;
     next_port = phase.base_port + phase.num_instances;
   }
+  if (!internal_port_set) config.internal_port = DefaultInternalPort(config);
   return absl::OkStatus();
 }
 
@@ -403,6 +409,7 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
   DeploymentConfig config;
   std::array<bool, 3> section_present = {};
   std::array<bool, 3> base_port_set = {};
+  bool internal_port_set = false;
   auto section = [&](WorkerRole role) {
     const auto idx = static_cast<size_t>(role);
     return Field{runtime::WorkerRoleName(role), [&, role, idx](const YAML::Node& v, const std::string& p) {
@@ -437,6 +444,11 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
       {"host", [&](const YAML::Node& v, const std::string& p) { return ReadString(v, p, &config.host); }},
       IntField("scheduler_port", &config.scheduler_port),
       IntField("http_port", &config.http_port),
+      {"internal_port",
+       [&](const YAML::Node& v, const std::string& p) {
+         internal_port_set = true;
+         return ReadInt(v, p, &config.internal_port);
+       }},
       {"mode",
        [&](const YAML::Node& v, const std::string& p) -> absl::Status {
          std::string name;
@@ -464,7 +476,7 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
       section(WorkerRole::kColocated),
   };
   RETURN_IF_ERROR(ReadMap(root, "", fields));
-  RETURN_IF_ERROR(ApplySectionRules(section_present, base_port_set, config));
+  RETURN_IF_ERROR(ApplySectionRules(section_present, base_port_set, internal_port_set, config));
   RETURN_IF_ERROR(ValidateDeploymentConfig(config));
   return config;
 }
@@ -559,6 +571,8 @@ absl::Status ValidateDeploymentConfig(const DeploymentConfig& config) {
   for (WorkerRole role : Roles(config.mode)) {
     RETURN_IF_ERROR(ValidatePhase(role, Phase(config, role)));
   }
+  // After the phases: a default internal port follows the workers', so a bad base_port is named first.
+  RETURN_IF_ERROR(CheckPort("internal_port", config.internal_port));
   return CheckNoSharing(config);
 }
 
@@ -570,6 +584,7 @@ std::string ToYaml(const DeploymentConfig& config) {
   out << YAML::Key << "host" << YAML::Value << config.host;
   out << YAML::Key << "scheduler_port" << YAML::Value << config.scheduler_port;
   out << YAML::Key << "http_port" << YAML::Value << config.http_port;
+  out << YAML::Key << "internal_port" << YAML::Value << config.internal_port;
   out << YAML::Key << "mode" << YAML::Value << std::string(DeploymentModeName(config.mode));
   out << YAML::Key << "block_size" << YAML::Value << config.block_size;
   out << YAML::Key << "slo" << YAML::Value << YAML::BeginMap;
@@ -589,6 +604,13 @@ std::string ToYaml(const DeploymentConfig& config) {
   return absl::StrCat(out.c_str(), "\n");
 }
 
+int DefaultInternalPort(const DeploymentConfig& config) {
+  int port = 0;
+  for (const WorkerInstance& worker : WorkerInstances(config)) port = std::max(port, worker.port + 1);
+  if (port == 0) port = config.scheduler_port + 1;
+  return port == config.http_port ? port + 1 : port;
+}
+
 absl::Status SetSchedulerPort(DeploymentConfig& config, int port) {
   RETURN_IF_ERROR(CheckPort("scheduler_port", port));
   const int offset = port - config.scheduler_port;
@@ -603,7 +625,13 @@ absl::Status SetSchedulerPort(DeploymentConfig& config, int port) {
                                   last, ", outside [1, ", kMaxPort, "]"));
     }
   }
+  const int64_t internal = int64_t{config.internal_port} + offset;
+  if (internal < 1 || internal > kMaxPort) {
+    return Invalid("internal_port", absl::StrCat("moving the scheduler to port ", port,
+                                                 " would move the internal port to ", internal));
+  }
   config.scheduler_port = port;
+  config.internal_port = static_cast<int>(internal);
   for (WorkerRole role : Roles(config.mode)) MutablePhase(config, role).base_port += offset;
   return absl::OkStatus();
 }

@@ -14,6 +14,9 @@
 //   host: 127.0.0.1                 # address every process binds to (and the launcher polls)
 //   scheduler_port: 50051           # public gRPC API
 //   http_port: 8000                 # OpenAI-compatible HTTP; 0 disables it
+//   internal_port: 50054            # the scheduler's worker registry (workers only, authenticated
+//                                   # with the deployment secret); default: the port after the
+//                                   # highest worker port (the next one if that is http_port)
 //   mode: disaggregated             # disaggregated (sections prefill, decode) | colocated (colocated)
 //   block_size: 16                  # tokens per KV block, a power of two in [1, 1024]
 //   slo:                            # latency objectives; ttft_ms and tpot_ms are unset by default
@@ -127,6 +130,7 @@ struct DeploymentConfig {
   std::string host = "127.0.0.1";
   int scheduler_port = 50051;  // gRPC InferenceService
   int http_port = 8000;        // OpenAI-compatible HTTP; 0: disabled
+  int internal_port = 50054;   // the worker registry, off the public port
   DeploymentMode mode = DeploymentMode::kDisaggregated;
   int block_size = 16;  // tokens per KV block
   SloConfig slo;
@@ -169,8 +173,13 @@ absl::Status ValidateDeploymentConfig(const DeploymentConfig& config);
 // Pre-condition: ValidateDeploymentConfig(config) is OK.
 std::string ToYaml(const DeploymentConfig& config);
 
-// Moves the scheduler to `port` and every worker port by the same offset, so that a whole
-// deployment's gRPC ports move together (`baton serve --port`). The http port is left alone.
+// The internal port a config without one gets: the port after the highest worker port, or after
+// the scheduler's with no workers, unless that is http_port (then the one after it).
+int DefaultInternalPort(const DeploymentConfig& config);
+
+// Moves the scheduler to `port` and every worker port and the internal port by the same offset, so
+// that a whole deployment's gRPC ports move together (`baton serve --port`). The http port is left
+// alone.
 // InvalidArgument when a port would leave [1, 65535].
 absl::Status SetSchedulerPort(DeploymentConfig& config, int port);
 

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "runtime/rpc/internal_auth.h"
 #include "runtime/rpc/kv_handoff_conversion.h"
 #include "runtime/rpc/proto_conversion.h"
 #include "runtime/rpc/status_conversion.h"
@@ -45,6 +46,7 @@ std::unique_ptr<grpc::ClientContext> GrpcWorkerClient::NewCallContext(
                          : std::make_unique<grpc::ClientContext>();
   // With a parent, the call ends by the earlier of this and the parent's deadline.
   context->set_deadline(absl::ToChronoTime(options.deadline));
+  rpc::AttachDeploymentSecret(*context, stubs_->secret());
   return context;
 }
 
@@ -76,6 +78,7 @@ absl::Status GrpcWorkerClient::Release(const WorkerRef& worker, const std::strin
                                        const CallOptions& options) {
   grpc::ClientContext context;  // never the parent's child: see the header
   context.set_deadline(absl::ToChronoTime(options.deadline));
+  rpc::AttachDeploymentSecret(context, stubs_->secret());
   v1::ReleaseRequest request;
   request.set_request_id(request_id);
   v1::ReleaseResponse response;

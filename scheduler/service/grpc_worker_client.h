@@ -7,12 +7,14 @@
 // frees the request's KV and queue slots on every worker, and the client's own deadline bounds them.
 // Release never has a parent: it must reach the worker after the client left.
 //
-// WorkerStubs caches one stub (and channel) per worker address for the scheduler's lifetime; a
-// GrpcWorkerClient is cheap, one per request. Both are thread-safe.
+// WorkerStubs caches one stub (and channel) per worker address for the scheduler's lifetime, and
+// holds the deployment secret every call carries (runtime/rpc/internal_auth.h); a GrpcWorkerClient
+// is cheap, one per request. Both are thread-safe.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
@@ -24,9 +26,14 @@ namespace baton::scheduler {
 
 class WorkerStubs {
  public:
+  // `deployment_secret`: what every call presents to the workers; empty: nothing.
+  explicit WorkerStubs(std::string deployment_secret = "") : secret_(std::move(deployment_secret)) {}
+
   v1::WorkerService::Stub* For(const std::string& address);
+  const std::string& secret() const { return secret_; }
 
  private:
+  const std::string secret_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<v1::WorkerService::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);  // by address

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "runtime/rpc/internal_auth.h"
 #include "runtime/rpc/kv_handoff_conversion.h"
 
 namespace baton::scheduler {
@@ -27,8 +28,9 @@ WorkerLoad FromProto(const v1::WorkerStats& stats) {
 
 }  // namespace
 
-grpc::Status RegistryServiceImpl::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
+grpc::Status RegistryServiceImpl::Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                                            v1::RegisterResponse*) {
+  if (grpc::Status denied = rpc::CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
   const std::optional<WorkerRole> role = FromProto(request->role());
   if (!role) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "register: role is unset");
   if (request->incarnation_id().empty() || request->address().empty()) {
@@ -58,8 +60,9 @@ grpc::Status RegistryServiceImpl::Register(grpc::ServerContext*, const v1::Regis
   return grpc::Status::OK;
 }
 
-grpc::Status RegistryServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+grpc::Status RegistryServiceImpl::Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
                                             v1::HeartbeatResponse* response) {
+  if (grpc::Status denied = rpc::CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
   response->set_known(
       registry_->Heartbeat(request->incarnation_id(), FromProto(request->stats()), absl::Now()));
   return grpc::Status::OK;

@@ -1,5 +1,9 @@
-// RegistryServiceImpl: the gRPC face of the WorkerRegistry (workers register and heartbeat).
+// RegistryServiceImpl: the gRPC face of the WorkerRegistry (workers register and heartbeat), on the
+// scheduler's internal port; every call must carry the deployment secret (internal_auth.h).
 #pragma once
+
+#include <string>
+#include <utility>
 
 #include "baton/v1/worker.grpc.pb.h"
 #include "scheduler/global/worker_registry.h"
@@ -8,7 +12,9 @@ namespace baton::scheduler {
 
 class RegistryServiceImpl final : public v1::WorkerRegistryService::Service {
  public:
-  explicit RegistryServiceImpl(WorkerRegistry* registry) : registry_(registry) {}
+  // `deployment_secret`: what every call must carry; empty: no check.
+  RegistryServiceImpl(WorkerRegistry* registry, std::string deployment_secret)
+      : registry_(registry), secret_(std::move(deployment_secret)) {}
 
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                         v1::RegisterResponse* response) override;
@@ -17,6 +23,7 @@ class RegistryServiceImpl final : public v1::WorkerRegistryService::Service {
 
  private:
   WorkerRegistry* registry_;
+  const std::string secret_;
 };
 
 }  // namespace baton::scheduler

@@ -30,20 +30,34 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
                        RequestDriverOptions{.disaggregated = options.disaggregated,
                                             .kv_lease = options.kv_lease,
                                             .admission = options.admission});
-  WorkerStubs stubs;
+  WorkerStubs stubs(options.deployment_secret);
   InferenceServiceImpl inference(&driver, &stubs);
-  RegistryServiceImpl registry_service(&registry);
+  RegistryServiceImpl registry_service(&registry, options.deployment_secret);
+  // The internal server is built first: once the reflection plugin is initialised, every server
+  // built after it serves reflection. Neither shares its port (gRPC sets SO_REUSEPORT by default,
+  // which let a second deployment on the same ports take half the traffic).
+  grpc::ServerBuilder internal_builder;
+  internal_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  int internal_port = 0;
+  internal_builder.AddListeningPort(absl::StrCat(options.host, ":", options.internal_port),
+                                    grpc::InsecureServerCredentials(), &internal_port);
+  internal_builder.RegisterService(&registry_service);
+  std::unique_ptr<grpc::Server> internal = internal_builder.BuildAndStart();
+  if (internal == nullptr || internal_port == 0) {
+    return absl::UnavailableError(absl::StrCat("scheduler: cannot listen on ", options.host, ":",
+                                               options.internal_port, " (internal_port; is it in use?)"));
+  }
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int port = 0;
   builder.AddListeningPort(absl::StrCat(options.host, ":", options.port),
                            grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&inference);
-  builder.RegisterService(&registry_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return absl::UnavailableError(
-        absl::StrCat("scheduler: cannot listen on ", options.host, ":", options.port));
+        absl::StrCat("scheduler: cannot listen on ", options.host, ":", options.port, " (is it in use?)"));
   }
   std::unique_ptr<OpenAiHttpServer> http;
   if (options.http_port > 0) {
@@ -71,6 +85,7 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
     absl::SleepFor(absl::Milliseconds(100));
   }
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  internal->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   return absl::OkStatus();
 }
 

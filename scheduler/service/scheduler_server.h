@@ -1,6 +1,7 @@
 // RunSchedulerServer: the body of a `baton scheduler` process. Loads the model's config and
-// tokenizer, serves InferenceService (public, with server reflection) and WorkerRegistryService on
-// host:port, and sweeps silent workers. Every 10 s it logs the admission report (RequestDriver::
+// tokenizer, serves InferenceService (public, with server reflection) on host:port and
+// WorkerRegistryService on host:internal_port (no reflection; every call must carry the deployment
+// secret), and sweeps silent workers. A port already in use is an error (no SO_REUSEPORT). Every 10 s it logs the admission report (RequestDriver::
 // TakeAdmissionReport) when that changed. Returns when *stop becomes true, or on a start-up error.
 #pragma once
 
@@ -24,6 +25,10 @@ struct SchedulerOptions {
   std::string host = "127.0.0.1";
   int port = 50051;
   int http_port = 0;  // OpenAI-compatible HTTP; 0 = off
+  int internal_port = 50054;  // the worker registry
+  // What workers present to the registry and what the scheduler presents to them; empty: no
+  // authentication (tests of one process).
+  std::string deployment_secret;
   bool disaggregated = true;
   std::vector<std::pair<WorkerRole, int>> expected_workers;  // {role, instances}
   int max_model_len = 0;                              // 0: the model's

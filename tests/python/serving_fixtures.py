@@ -143,12 +143,42 @@ class LineCollector:
             return "\n".join(self.lines)
 
 
+SECRET_METADATA = "x-baton-deployment-secret"  # runtime/rpc/internal_auth.h
+
+
+class SecretInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Adds the deployment secret to every call, as the scheduler does on the internal APIs."""
+
+    def __init__(self, secret: str):
+        self.secret = secret
+
+    def _with_secret(self, details):
+        metadata = list(details.metadata or []) + [(SECRET_METADATA, self.secret)]
+        return details._replace(metadata=metadata)
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._with_secret(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._with_secret(details), request)
+
+
+def write_secret_file(path: Path) -> str:
+    """A fresh deployment secret in a file only this user can read; returns the secret."""
+    secret = os.urandom(32).hex()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    return secret
+
+
 @dataclass
 class Deployment:
     name: str
     launcher: subprocess.Popen
     scheduler_port: int
     worker_ports: dict[str, int]  # "prefill worker 0" -> port of its WorkerService
+    secret: str  # the deployment secret the test handed `baton serve` (--secret-file)
     stdout: LineCollector
     stderr: LineCollector
     pids: dict[str, int] = field(default_factory=dict)  # "scheduler", "decode worker 1", ... -> pid
@@ -166,10 +196,12 @@ class Deployment:
         return baton.Client(self.address, timeout=timeout)
 
     def worker_stub(self, worker: str) -> worker_pb2_grpc.WorkerServiceStub:
+        """A stub of the worker's internal API whose calls carry the deployment secret."""
         if worker not in self._stubs:
             channel = grpc.insecure_channel(f"127.0.0.1:{self.worker_ports[worker]}")
             self._channels.append(channel)
-            self._stubs[worker] = worker_pb2_grpc.WorkerServiceStub(channel)
+            authed = grpc.intercept_channel(channel, SecretInterceptor(self.secret))
+            self._stubs[worker] = worker_pb2_grpc.WorkerServiceStub(authed)
         return self._stubs[worker]
 
     def worker_stats(self) -> dict[str, worker_pb2.WorkerStats]:
@@ -255,7 +287,8 @@ class DeploymentFactory:
         num_workers = sum(count for _, count, _ in phases)
         last_error = ""
         for _ in range(3):  # another process may take a port between the probe and the bind
-            base = pick_port_block(1 + num_workers + int(http), self._rng)
+            # scheduler, workers, [http], internal (the registry)
+            base = pick_port_block(2 + num_workers + int(http), self._rng)
             http_port = base + 1 + num_workers if http else 0
             config, worker_ports = self._config(mode, base, phases, http_port, slo)
             path = self.work_dir / f"{name}-{base}.yaml"
@@ -270,8 +303,10 @@ class DeploymentFactory:
 
     def _config(self, mode: str, base: int, phases, http_port: int = 0,
                 slo: dict | None = None) -> tuple[str, dict[str, int]]:
+        num_workers = sum(count for _, count, _ in phases)
+        internal_port = base + 1 + num_workers + int(http_port != 0)
         lines = [f"model: {self.model_dir}", "host: 127.0.0.1", f"scheduler_port: {base}",
-                 f"http_port: {http_port}", f"mode: {mode}"]
+                 f"http_port: {http_port}", f"internal_port: {internal_port}", f"mode: {mode}"]
         if slo is not None:
             lines.append(f"slo: {json.dumps(slo)}")  # JSON is YAML's flow style
         worker_ports = {}
@@ -285,13 +320,15 @@ class DeploymentFactory:
         return "\n".join(lines) + "\n", worker_ports
 
     def _launch(self, name: str, config: Path, base: int, worker_ports: dict[str, int]) -> Deployment | None:
+        secret_file = config.with_suffix(".secret")
+        secret = write_secret_file(secret_file)
         launcher = subprocess.Popen(
             [str(self.binary), "serve", "--config", str(config), "--stop-grace", str(STOP_GRACE_S),
-             "--startup-timeout", str(int(STARTUP_TIMEOUT_S))],
+             "--startup-timeout", str(int(STARTUP_TIMEOUT_S)), "--secret-file", str(secret_file)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
         deployment = Deployment(name=name, launcher=launcher, scheduler_port=base,
-                                worker_ports=worker_ports, stdout=LineCollector(launcher.stdout),
+                                worker_ports=worker_ports, secret=secret, stdout=LineCollector(launcher.stdout),
                                 stderr=LineCollector(launcher.stderr))
         ready = deployment.stdout.wait_for(r"^baton: serving ", STARTUP_TIMEOUT_S + 5,
                                            alive=lambda: launcher.poll() is None)

@@ -167,8 +167,9 @@ def test_colocated_layout_streams_the_local_greedy_tokens(deployments, run_baton
 
 def start_serve_model(baton_binary: Path, model: Path, *flags: str) -> Deployment | None:
     """`baton serve --model MODEL FLAGS` (the default disaggregated deployment: scheduler on P,
-    prefill on P+1, decode on P+2); None when it does not announce that it serves."""
-    base = pick_port_block(3, random.Random(time.time_ns()))
+    prefill on P+1, decode on P+2, the internal registry on P+3); None when it does not announce
+    that it serves."""
+    base = pick_port_block(4, random.Random(time.time_ns()))
     launcher = subprocess.Popen(
         [str(baton_binary), "serve", "--model", str(model), "--port", str(base), "--http-port", "0",
          "--stop-grace", str(STOP_GRACE_S), "--startup-timeout", str(int(STARTUP_TIMEOUT_S)), *flags],
@@ -176,6 +177,7 @@ def start_serve_model(baton_binary: Path, model: Path, *flags: str) -> Deploymen
         start_new_session=True)
     deployment = Deployment(name="serve-model", launcher=launcher, scheduler_port=base,
                             worker_ports={"prefill worker 0": base + 1, "decode worker 0": base + 2},
+                            secret="",  # the launcher's own: this test calls no internal API
                             stdout=LineCollector(launcher.stdout), stderr=LineCollector(launcher.stderr))
     if deployment.stdout.wait_for(r"^baton: serving ", STARTUP_TIMEOUT_S + 5,
                                   alive=lambda: launcher.poll() is None) is None:

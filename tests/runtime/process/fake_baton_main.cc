@@ -2,12 +2,14 @@
 // follow the launcher's contract (flags, config file, Health, SIGTERM) without a model, so that
 // serve_command_test can run the launcher end to end.
 //
-//   fake_baton scheduler --config FILE   serves InferenceService.Health on the config's host and
+//   fake_baton scheduler --config FILE --secret-file S
+//                                        serves InferenceService.Health on the config's host and
 //                                        scheduler port; SERVING unless FAKE_BATON_HEALTH=never
-//   fake_baton worker --config FILE --role R --instance N
+//   fake_baton worker --config FILE --secret-file S --role R --instance N
 //                                        checks role and instance against the config; exits 3 at
 //                                        once when FAKE_BATON_FAIL_WORKER is "R-N"
-// Both run until SIGTERM (exit 0). A bad flag or config exits 2.
+// Both run until SIGTERM (exit 0). A bad flag, config or secret file (as the real ones load it:
+// runtime/process/deployment_secret.h) exits 2.
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include "baton/v1/inference.grpc.pb.h"
 #include "cli/commands.h"
 #include "grpcpp/grpcpp.h"
+#include "runtime/process/deployment_secret.h"
 #include "runtime/process/signals.h"
 #include "scheduler/config/deployment_config.h"
 
@@ -56,8 +59,15 @@ class FakeInferenceService final : public baton::v1::InferenceService::Service {
   const bool serving_;
 };
 
-int RunScheduler(const std::string& config_path) {
+bool SecretLoads(const std::string& path) {
+  absl::Status loaded = baton::runtime::DeploymentSecret::Load(path).status();
+  if (!loaded.ok()) std::fprintf(stderr, "fake: %s\n", loaded.ToString().c_str());
+  return loaded.ok();
+}
+
+int RunScheduler(const std::string& config_path, const std::string& secret_path) {
   absl::StatusOr<DeploymentConfig> config = baton::scheduler::LoadDeploymentConfig(config_path);
+  if (!SecretLoads(secret_path)) return 2;
   if (!config.ok()) {
     std::fprintf(stderr, "fake scheduler: %s\n", config.status().ToString().c_str());
     return 2;
@@ -79,8 +89,10 @@ int RunScheduler(const std::string& config_path) {
   return 0;
 }
 
-int RunWorker(const std::string& config_path, const std::string& role_name, int instance) {
+int RunWorker(const std::string& config_path, const std::string& secret_path, const std::string& role_name,
+              int instance) {
   absl::StatusOr<DeploymentConfig> config = baton::scheduler::LoadDeploymentConfig(config_path);
+  if (!SecretLoads(secret_path)) return 2;
   absl::StatusOr<baton::runtime::WorkerRole> role =
       baton::runtime::ParseWorkerRole(role_name);
   if (!config.ok() || !role.ok() || instance < 0 ||
@@ -102,16 +114,18 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   baton::cli::RegisterServeCommand(app, &exit_code);
 
-  std::string config_path, role;
+  std::string config_path, secret_path, role;
   int instance = -1;
   CLI::App* scheduler = app.add_subcommand("scheduler");
   scheduler->add_option("--config", config_path)->required();
-  scheduler->callback([&] { exit_code = RunScheduler(config_path); });
+  scheduler->add_option("--secret-file", secret_path)->required();
+  scheduler->callback([&] { exit_code = RunScheduler(config_path, secret_path); });
   CLI::App* worker = app.add_subcommand("worker");
   worker->add_option("--config", config_path)->required();
+  worker->add_option("--secret-file", secret_path)->required();
   worker->add_option("--role", role)->required();
   worker->add_option("--instance", instance)->required();
-  worker->callback([&] { exit_code = RunWorker(config_path, role, instance); });
+  worker->callback([&] { exit_code = RunWorker(config_path, secret_path, role, instance); });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

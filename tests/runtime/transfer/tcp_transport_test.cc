@@ -24,6 +24,7 @@
 #include "kernels/common/check.h"
 #include "kernels/common/status_macros.h"
 #include "runtime/transfer/kv_server.h"
+#include "runtime/transfer/rank_pulls.h"
 #include "runtime/transfer/socket_io.h"
 #include "runtime/transfer/tcp_wire.h"
 #include "tests/runtime/transfer/kv_test_pattern.h"
@@ -54,7 +55,7 @@ KvPullSpec SpecFor(const std::string& address, std::vector<BlockId> src_blocks) 
                     .num_tokens = num_tokens};
 }
 
-// A server that accepts one connection, reads one request, and then does whatever `behave` does
+// A server that accepts one connection, reads its hello and one request, and then does whatever `behave` does
 // with the socket (stall, send half and close, ...). `behave` may wait on cancel_fd(), which the
 // destructor signals.
 class FakeKvServer {
@@ -68,8 +69,12 @@ class FakeKvServer {
       if (!WaitReadable(listener_.get(), IoWait{.cancel_fd = cancel_.get()}).ok()) return;
       UniqueFd fd(accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (!fd.valid()) return;
-      KvWireRequest request{};
       const IoWait wait{.cancel_fd = cancel_.get()};
+      KvWireHello hello{};
+      if (!RecvAll(fd.get(), &hello, sizeof(hello), wait).ok()) return;
+      std::string secret(hello.secret_bytes, '\0');
+      if (!RecvAll(fd.get(), secret.data(), secret.size(), wait).ok()) return;
+      KvWireRequest request{};
       if (!RecvAll(fd.get(), &request, sizeof(request), wait).ok()) return;
       std::vector<KvWirePiece> pieces(request.num_pieces);
       if (!RecvAll(fd.get(), pieces.data(), pieces.size() * sizeof(KvWirePiece), wait).ok()) {
@@ -248,8 +253,9 @@ KvWirePiece Blocks(int32_t start, int32_t num_blocks) {
 // A raw client speaking tcp_wire.h, to test the server against the protocol document.
 class RawClient {
  public:
-  explicit RawClient(const std::string& address) {
-    auto fd = ConnectTcp(address, absl::Now() + absl::Seconds(5));
+  // Connects and sends the hello with `secret`.
+  explicit RawClient(const std::string& address, const std::string& secret = "") {
+    auto fd = ConnectKvServer(address, secret, Wait());
     BATON_CHECK(fd.ok());
     fd_ = std::move(*fd);
   }
@@ -455,6 +461,33 @@ TEST_F(TcpTransportTest, ServerRejectsABadMagicAndCloses) {
   ASSERT_THAT(response, IsOk());
   EXPECT_EQ(response->status_code, static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(client.WaitForClose(absl::Seconds(5)), IsOk());
+}
+
+TEST_F(TcpTransportTest, AServerWithASecretRefusesEveryoneElseBeforeSendingAByte) {
+  const std::string secret(64, 'k');
+  auto server = KvServer::Start(*src_, KvServerOptions{.secret = secret});
+  ASSERT_THAT(server, IsOk());
+  const std::string address = (*server)->address();
+  for (const std::string& presented : {std::string(), std::string(64, 'j'), secret + "k"}) {
+    TcpKvTransport intruder(presented);
+    EXPECT_THAT(intruder.Pull(SpecFor(address, {0, 1}), *dst_, std::vector<BlockId>{4, 5},
+                              absl::Now() + absl::Seconds(10)),
+                StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("deployment secret")));
+    RawClient raw(address, presented);
+    ASSERT_THAT(raw.Send(RequestFor(kShape, 1), {Blocks(0, 1)}), IsOk());
+    std::string message;
+    std::vector<char> payload;
+    auto response = raw.ReadResponse(&message, &payload);
+    ASSERT_THAT(response, IsOk());
+    EXPECT_EQ(response->status_code, static_cast<int>(absl::StatusCode::kUnauthenticated));
+    EXPECT_TRUE(payload.empty());
+    EXPECT_THAT(raw.WaitForClose(absl::Seconds(5)), IsOk());
+  }
+  EXPECT_EQ((*server)->num_requests_served(), 0);
+  TcpKvTransport member(secret);
+  EXPECT_THAT(member.Pull(SpecFor(address, {0, 1}), *dst_, std::vector<BlockId>{4, 5},
+                          absl::Now() + absl::Seconds(10)),
+              IsOk());
 }
 
 TEST_F(TcpTransportTest, ServerClosesIdleConnectionsAfterIoTimeout) {

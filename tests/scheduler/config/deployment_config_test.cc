@@ -170,12 +170,15 @@ TEST(DeploymentConfigTest, DefaultWorkerPortsFollowTheSchedulerPhaseAfterPhase) 
     std::string yaml;
     int prefill_base_port;
     int decode_base_port;
+    int internal_port;  // after the last worker, skipping http_port
   };
   const std::vector<Case> cases = {
-      {"model: m\nscheduler_port: 6000\n", 6001, 6002},
-      {"model: m\nscheduler_port: 6000\nprefill: {instances: 3}\n", 6001, 6004},
-      {"model: m\nprefill: {base_port: 7000, instances: 2}\n", 7000, 7002},
-      {"model: m\ndecode: {base_port: 7000}\n", 50052, 7000},
+      {"model: m\nscheduler_port: 6000\n", 6001, 6002, 6003},
+      {"model: m\nscheduler_port: 6000\nprefill: {instances: 3}\n", 6001, 6004, 6005},
+      {"model: m\nprefill: {base_port: 7000, instances: 2}\n", 7000, 7002, 7003},
+      {"model: m\ndecode: {base_port: 7000}\n", 50052, 7000, 50053},
+      {"model: m\nscheduler_port: 6000\nhttp_port: 6003\n", 6001, 6002, 6004},
+      {"model: m\ninternal_port: 9000\n", 50052, 50053, 9000},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.yaml);
@@ -183,7 +186,13 @@ TEST(DeploymentConfigTest, DefaultWorkerPortsFollowTheSchedulerPhaseAfterPhase) 
     ASSERT_THAT(config, IsOk());
     EXPECT_EQ(config->prefill.base_port, c.prefill_base_port);
     EXPECT_EQ(config->decode.base_port, c.decode_base_port);
+    EXPECT_EQ(config->internal_port, c.internal_port);
   }
+  EXPECT_THAT(ParseDeploymentConfig("model: m\ninternal_port: 50052\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("prefill.base_port: port 50052 of prefill worker 0 is already taken by internal_port")));
+  EXPECT_THAT(ParseDeploymentConfig("model: m\ninternal_port: 0\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("internal_port:")));
 }
 
 TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
@@ -417,6 +426,7 @@ TEST(DeploymentConfigTest, SetSchedulerPortMovesTheWorkersAlong) {
   EXPECT_EQ(config.scheduler_port, 6000);
   EXPECT_EQ(config.prefill.base_port, 6001);
   EXPECT_EQ(config.decode.base_port, 6002);
+  EXPECT_EQ(config.internal_port, 6003);
   EXPECT_EQ(config.http_port, 8000);
   EXPECT_THAT(ValidateDeploymentConfig(config), IsOk());
 

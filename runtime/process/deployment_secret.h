@@ -1,0 +1,62 @@
+// DeploymentSecret: the shared secret that authenticates every internal channel of one deployment
+// (the scheduler's worker registry, each worker's API, each prefill worker's KV server).
+//
+// `baton serve` generates one per start (256 bits from getrandom), writes it to a file only its
+// user can read, in a directory only its user can enter, and hands the children that file's path
+// (`--secret-file`): the secret itself never appears on a command line or in the environment. A
+// worker or scheduler started by hand, on this host or another, reads the same file. A caller that
+// does not present it is refused before any work (runtime/rpc/internal_auth.h for gRPC; the KV
+// wire's hello, tcp_wire.h).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace baton::runtime {
+
+class DeploymentSecret {
+ public:
+  // 32 random bytes, as 64 lowercase hex digits. Internal if the kernel gives no randomness.
+  static absl::StatusOr<DeploymentSecret> Generate();
+  // Reads a secret file: one line of at least 32 printable ASCII characters (a trailing newline is
+  // dropped). FailedPrecondition when the group or others may read or write the file (a secret
+  // others can read authenticates nobody), NotFound when it cannot be read, InvalidArgument for
+  // a short or non-printable secret.
+  static absl::StatusOr<DeploymentSecret> Load(const std::filesystem::path& file);
+  // From the value itself, checked as Load checks it (tests, and the KV server's options).
+  static absl::StatusOr<DeploymentSecret> FromValue(std::string value);
+
+  // Creates `file` with mode 0600 and writes the secret; AlreadyExists if the file exists (it is
+  // never overwritten or followed through a symlink).
+  absl::Status WriteTo(const std::filesystem::path& file) const;
+
+  const std::string& value() const { return value_; }
+
+ private:
+  explicit DeploymentSecret(std::string value) : value_(std::move(value)) {}
+  std::string value_;
+};
+
+// Whether `presented` equals `expected`, in time independent of where they differ.
+bool SecretsMatch(std::string_view expected, std::string_view presented);
+
+// A directory only this user can enter (mode 0700) under the system's temporary directory, for the
+// secret file; removed with everything in it when the object goes.
+class PrivateDirectory {
+ public:
+  static absl::StatusOr<PrivateDirectory> Create(std::string_view prefix);
+  PrivateDirectory(PrivateDirectory&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
+  PrivateDirectory& operator=(PrivateDirectory&&) = delete;
+  ~PrivateDirectory();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  explicit PrivateDirectory(std::filesystem::path path) : path_(std::move(path)) {}
+  std::filesystem::path path_;
+};
+
+}  // namespace baton::runtime
