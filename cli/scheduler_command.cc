@@ -10,7 +10,8 @@
 namespace baton::cli {
 namespace {
 
-absl::Status RunScheduler(const std::string& config_path, const std::string& secret_file) {
+absl::Status RunScheduler(const std::string& config_path, const std::string& secret_file,
+                          const std::string& api_key) {
   ASSIGN_OR_RETURN(scheduler::DeploymentConfig config, scheduler::LoadDeploymentConfig(config_path));
   ASSIGN_OR_RETURN(const runtime::DeploymentSecret secret, runtime::DeploymentSecret::Load(secret_file));
   scheduler::SchedulerOptions options{
@@ -21,6 +22,10 @@ absl::Status RunScheduler(const std::string& config_path, const std::string& sec
       .http_port = config.http_port,
       .internal_port = config.internal_port,
       .deployment_secret = secret.value(),
+      .api_key = api_key,
+      .tls_cert = config.tls_cert,
+      .tls_key = config.tls_key,
+      .http_max_body_bytes = config.http_max_body_bytes,
       .disaggregated = config.mode == scheduler::DeploymentMode::kDisaggregated};
   if (scheduler::AdmissionEnabled(config.slo)) {
     options.admission = {.ttft_ms = config.slo.ttft_ms, .tpot_ms = config.slo.tpot_ms};
@@ -37,14 +42,18 @@ absl::Status RunScheduler(const std::string& config_path, const std::string& sec
 void RegisterSchedulerCommand(CLI::App& app, int* exit_code) {
   auto config = std::make_shared<std::string>();
   auto secret_file = std::make_shared<std::string>();
+  auto api_key = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("scheduler", "The global scheduler: public API and routing");
   cmd->add_option("--config", *config, "Deployment config (YAML or JSON)")->required();
   cmd->add_option("--secret-file", *secret_file,
                   "The deployment secret (a file only its owner can read) that workers present")
       ->required();
+  cmd->add_option("--api-key", *api_key,
+                  "Key every public call but Health must present as 'Authorization: Bearer KEY'")
+      ->envname("BATON_API_KEY");
   cmd->callback([=] {
     InstallStopSignalHandlers();
-    *exit_code = ReportStatus("baton scheduler", RunScheduler(*config, *secret_file));
+    *exit_code = ReportStatus("baton scheduler", RunScheduler(*config, *secret_file, *api_key));
   });
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -21,7 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "baton/v1/inference.grpc.pb.h"
+#include "baton/v1/worker.grpc.pb.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/parallel_layout.h"
@@ -31,6 +32,7 @@
 #include "runtime/process/deployment_secret.h"
 #include "runtime/process/process_supervisor.h"
 #include "runtime/process/signals.h"
+#include "runtime/rpc/internal_auth.h"
 #include "runtime/rpc/status_conversion.h"
 #include "runtime/transfer/kv_segment_names.h"
 #include "scheduler/config/deployment_config.h"
@@ -57,6 +59,10 @@ struct ServeOptions {
   double stop_grace_s = 10;
   ParallelFlags parallel;   // with --model only: every phase's tp and pp
   std::string secret_file;  // empty: generate the deployment secret
+  std::string host;         // empty: the config's
+  std::string api_key;      // empty: the public APIs are open
+  std::string tls_cert;     // with tls_key: the public APIs serve TLS
+  std::string tls_key;
 };
 
 // The effective deployment, and what each rank of a multi-rank phase holds (for the start-up log).
@@ -147,6 +153,14 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   }
   if (opts.port != 0) RETURN_IF_ERROR(scheduler::SetSchedulerPort(config, opts.port));
   if (opts.http_port >= 0) config.http_port = opts.http_port;
+  if (!opts.host.empty()) config.host = opts.host;
+  if (!opts.tls_cert.empty() || !opts.tls_key.empty()) {
+    if (opts.tls_cert.empty() || opts.tls_key.empty()) {
+      return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+    }
+    config.tls_cert = std::filesystem::absolute(opts.tls_cert);
+    config.tls_key = std::filesystem::absolute(opts.tls_key);
+  }
   config.model_dir = std::filesystem::absolute(config.model_dir).lexically_normal();
   if (!config.model_dir.has_filename()) config.model_dir = config.model_dir.parent_path();
   RETURN_IF_ERROR(scheduler::ValidateDeploymentConfig(config));
@@ -185,26 +199,28 @@ class TempConfigFile {
   std::filesystem::path path_;
 };
 
-// Where the launcher reaches the scheduler: a wildcard bind address is reached over loopback.
+// Where the launcher reaches the scheduler's internal port (a wildcard bind address is reached
+// over loopback): it asks for Health there, with the deployment secret, so that neither the public
+// API's key nor its TLS certificate is needed.
 std::string HealthTarget(const DeploymentConfig& config) {
   std::string host = config.host;
   if (host == "0.0.0.0") host = "127.0.0.1";
   if (host == "::" || host == "[::]") host = "::1";
   if (absl::StrContains(host, ':') && !absl::StartsWith(host, "[")) host = absl::StrCat("[", host, "]");
-  return absl::StrCat(host, ":", config.scheduler_port);
+  return absl::StrCat(host, ":", config.internal_port);
 }
 
 // Calls the scheduler's Health; OK only for STATUS_SERVING.
 class HealthProbe {
  public:
-  explicit HealthProbe(const std::string& target) : target_(target) {
+  HealthProbe(const std::string& target, std::string secret) : target_(target), secret_(std::move(secret)) {
     grpc::ChannelArguments args;
     // Reconnect promptly while the scheduler comes up, instead of gRPC's default back-off (1 s
     // growing to 2 min). GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is left alone: it is also the connect
     // timeout, and a short one aborts handshakes with a busy scheduler.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-    stub_ = v1::InferenceService::NewStub(
+    stub_ = v1::WorkerRegistryService::NewStub(
         grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
   }
 
@@ -215,6 +231,7 @@ class HealthProbe {
     // connection attempt forward (without one, gRPC notices a completed connect only on its 5 s
     // backup poll).
     context.set_wait_for_ready(true);
+    rpc::AttachDeploymentSecret(context, secret_);
     v1::HealthResponse response;
     const absl::Status rpc = rpc::FromGrpcStatus(stub_->Health(&context, v1::HealthRequest(), &response));
     if (absl::IsDeadlineExceeded(rpc)) {
@@ -233,7 +250,8 @@ class HealthProbe {
 
  private:
   const std::string target_;
-  std::unique_ptr<v1::InferenceService::Stub> stub_;
+  const std::string secret_;
+  std::unique_ptr<v1::WorkerRegistryService::Stub> stub_;
 };
 
 std::vector<runtime::ChildSpec> ChildSpecs(const DeploymentConfig& config,
@@ -323,9 +341,17 @@ int RunServe(const ServeOptions& opts) {
     }
     secret_path = dir->path() / "deployment-secret";
     secret_dir.emplace(*std::move(dir));
-  } else if (absl::Status loaded = runtime::DeploymentSecret::Load(secret_path).status(); !loaded.ok()) {
-    std::fprintf(stderr, "baton serve: --secret-file: %s\n", std::string(loaded.message()).c_str());
+  }
+  absl::StatusOr<runtime::DeploymentSecret> secret = runtime::DeploymentSecret::Load(secret_path);
+  if (!secret.ok()) {
+    std::fprintf(stderr, "baton serve: --secret-file: %s\n", std::string(secret.status().message()).c_str());
     return kExitUsage;
+  }
+  // The scheduler reads the key from its environment (inherited, readable by this user only),
+  // never from a command line every user can read.
+  if (!opts.api_key.empty() && setenv("BATON_API_KEY", opts.api_key.c_str(), /*overwrite=*/1) != 0) {
+    std::fprintf(stderr, "baton serve: cannot hand the API key to the scheduler: %s\n", strerror(errno));
+    return kExitFailure;
   }
   std::fprintf(stderr, "baton: effective config in %s\n", (*config_file)->path().c_str());
   for (const std::string& line : plan->rank_lines) std::fprintf(stderr, "baton: %s\n", line.c_str());
@@ -346,7 +372,7 @@ int RunServe(const ServeOptions& opts) {
   {
     // The channel lives only during start-up: an idle connection held open would slow the
     // scheduler's shutdown later.
-    HealthProbe probe(HealthTarget(config));
+    HealthProbe probe(HealthTarget(config), secret->value());
     ready = runtime::AwaitReady(**supervisor, [&] { return probe.Check(); },
                                 {.timeout = absl::Seconds(opts.startup_timeout_s),
                                  .poll_interval = kPollInterval,
@@ -411,6 +437,16 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--secret-file", opts->secret_file,
                   "The deployment secret that authenticates the internal APIs: a file of one line "
                   "(32+ printable characters) only its owner can read (default: a fresh one per start)");
+  cmd->add_option("--host", opts->host,
+                  "Address every process binds to (default: the config's, 127.0.0.1; 0.0.0.0 "
+                  "exposes the deployment to the network)");
+  cmd->add_option("--api-key", opts->api_key,
+                  "Key every public call but health must present as 'Authorization: Bearer KEY' "
+                  "(HTTP header or gRPC metadata)")
+      ->envname("BATON_API_KEY");
+  cmd->add_option("--tls-cert", opts->tls_cert,
+                  "PEM certificate chain: the public gRPC and HTTP APIs serve TLS (with --tls-key)");
+  cmd->add_option("--tls-key", opts->tls_key, "PEM private key of --tls-cert");
   AddParallelFlags(*cmd, &opts->parallel);
   cmd->callback([opts, exit_code] { *exit_code = RunServe(*opts); });
 }

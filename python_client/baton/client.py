@@ -16,6 +16,7 @@ from typing import Iterable, Iterator
 
 import grpc
 
+from baton.connection import call_metadata, channel_credentials
 from baton.errors import BatonError
 from baton.messages import (Chunk, Completion, Health, ModelInfo, build_request, chunk_from_proto,
                             health_from_proto, model_info_from_proto)
@@ -56,12 +57,19 @@ class GenerateStream(Iterator[Chunk]):
 
 class Client:
     def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT_S,
-                 channel_options: Iterable[tuple[str, object]] = ()):
+                 channel_options: Iterable[tuple[str, object]] = (), *, api_key: str | None = None,
+                 tls: bool = False, root_certificates: bytes | None = None):
         """address: "host:port" of a Baton scheduler. timeout: seconds, the default deadline of every
-        call (a Generate call's deadline covers the whole stream)."""
+        call (a Generate call's deadline covers the whole stream). api_key: what a server started with
+        --api-key requires (None: $BATON_API_KEY). tls or root_certificates (PEM bytes the server's
+        certificate chains to; None with tls: the system's roots): a TLS channel."""
         self.address = address
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(address, options=list(channel_options))
+        self._metadata = call_metadata(api_key)
+        credentials = channel_credentials(tls, root_certificates)
+        options = list(channel_options)
+        self._channel = (grpc.insecure_channel(address, options=options) if credentials is None
+                         else grpc.secure_channel(address, credentials, options=options))
         self._stub = pb_grpc.InferenceServiceStub(self._channel)
 
     def generate(self, prompt: str | None = None, token_ids: Iterable[int] | None = None,
@@ -76,7 +84,8 @@ class Client:
         token, 0..20. request_id None: assigned by the server. model None: the served model."""
         request = build_request(prompt, token_ids, max_tokens, temperature, top_k, top_p, seed, stop,
                                 stop_token_ids, ignore_eos, logprobs, request_id, model)
-        return GenerateStream(self._stub.Generate(request, timeout=self._timeout(timeout)))
+        return GenerateStream(self._stub.Generate(request, timeout=self._timeout(timeout),
+                                                       metadata=self._metadata))
 
     def complete(self, *args, **kwargs) -> Completion:
         """generate(...) run to its end; the same arguments. Raises BatonError if the call fails."""
@@ -105,6 +114,6 @@ class Client:
 
     def _unary(self, method, request, timeout: float | None):
         try:
-            return method(request, timeout=self._timeout(timeout))
+            return method(request, timeout=self._timeout(timeout), metadata=self._metadata)
         except grpc.RpcError as error:
             raise BatonError.from_rpc_error(error) from None

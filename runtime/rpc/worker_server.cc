@@ -11,6 +11,7 @@
 #include "baton/v1/worker.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "kernels/common/status_macros.h"
+#include "runtime/rpc/grpc_listener.h"
 #include "runtime/rpc/internal_auth.h"
 #include "runtime/rpc/kv_handoff_conversion.h"
 #include "runtime/rpc/status_conversion.h"
@@ -49,19 +50,10 @@ absl::Status RunWorkerServer(const runtime::WorkerOptions& options, const std::a
                              absl::Duration heartbeat_interval) {
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Worker> worker, runtime::Worker::Create(options));
   WorkerServiceImpl service(worker.get(), options.deployment_secret);
-  // No server reflection: this is an internal API, and a port already taken is an error, not a
-  // port shared with whoever holds it (gRPC sets SO_REUSEPORT unless told not to).
-  grpc::ServerBuilder builder;
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  int port = 0;
-  builder.AddListeningPort(absl::StrCat(options.host, ":", options.port),
-                           grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("worker: cannot listen on ", options.host, ":", options.port, " (is the port in use?)"));
-  }
+  // No server reflection: this is an internal API.
+  ASSIGN_OR_RETURN(GrpcListener listener,
+                   ListenExclusive("worker", options.host, options.port, {&service}));
+  const int port = listener.port;
   const std::string address = absl::StrCat(options.host, ":", port);
   std::fprintf(stderr, "baton worker: %s %d serving on %s (pid %d)\n",
                runtime::WorkerRoleName(options.role), options.instance_idx, address.c_str(), getpid());
@@ -110,7 +102,7 @@ absl::Status RunWorkerServer(const runtime::WorkerOptions& options, const std::a
     absl::SleepFor(heartbeat_interval);
   }
   worker->Drain();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  listener.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return absl::OkStatus();
 }
 

@@ -449,6 +449,28 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
          internal_port_set = true;
          return ReadInt(v, p, &config.internal_port);
        }},
+      {"tls_cert",
+       [&](const YAML::Node& v, const std::string& p) -> absl::Status {
+         std::string path;
+         RETURN_IF_ERROR(ReadString(v, p, &path));
+         config.tls_cert = path;
+         return absl::OkStatus();
+       }},
+      {"tls_key",
+       [&](const YAML::Node& v, const std::string& p) -> absl::Status {
+         std::string path;
+         RETURN_IF_ERROR(ReadString(v, p, &path));
+         config.tls_key = path;
+         return absl::OkStatus();
+       }},
+      {"http_max_body_bytes",
+       [&](const YAML::Node& v, const std::string& p) -> absl::Status {
+         if (!v.IsScalar()) return TypeError(p, "a byte size such as 4MiB", v);
+         absl::StatusOr<uint64_t> bytes = ParseByteSize(v.Scalar());
+         if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat(p, ": ", bytes.status().message()));
+         config.http_max_body_bytes = *bytes;
+         return absl::OkStatus();
+       }},
       {"mode",
        [&](const YAML::Node& v, const std::string& p) -> absl::Status {
          std::string name;
@@ -529,8 +551,10 @@ absl::StatusOr<DeploymentConfig> LoadDeploymentConfig(const std::filesystem::pat
     return absl::Status(config.status().code(),
                         absl::StrCat(path.string(), ": ", config.status().message()));
   }
-  if (config->model_dir.is_relative() && path.has_parent_path()) {
-    config->model_dir = (path.parent_path() / config->model_dir).lexically_normal();
+  for (std::filesystem::path* file : {&config->model_dir, &config->tls_cert, &config->tls_key}) {
+    if (!file->empty() && file->is_relative() && path.has_parent_path()) {
+      *file = (path.parent_path() / *file).lexically_normal();
+    }
   }
   return config;
 }
@@ -554,6 +578,11 @@ absl::Status ValidateDeploymentConfig(const DeploymentConfig& config) {
                                                "] (0 disables HTTP), got ", config.http_port));
     }
   }
+  if (config.tls_cert.empty() != config.tls_key.empty()) {
+    return Invalid(config.tls_cert.empty() ? "tls_cert" : "tls_key",
+                   "tls_cert and tls_key go together (a certificate chain and its private key)");
+  }
+  if (config.http_max_body_bytes == 0) return Invalid("http_max_body_bytes", "must be > 0");
   if (config.block_size < 1 || config.block_size > kMaxBlockSize ||
       (config.block_size & (config.block_size - 1)) != 0) {
     return Invalid("block_size", absl::StrCat("must be a power of two in [1, ", kMaxBlockSize,
@@ -585,6 +614,11 @@ std::string ToYaml(const DeploymentConfig& config) {
   out << YAML::Key << "scheduler_port" << YAML::Value << config.scheduler_port;
   out << YAML::Key << "http_port" << YAML::Value << config.http_port;
   out << YAML::Key << "internal_port" << YAML::Value << config.internal_port;
+  if (!config.tls_cert.empty()) {
+    out << YAML::Key << "tls_cert" << YAML::Value << config.tls_cert.string();
+    out << YAML::Key << "tls_key" << YAML::Value << config.tls_key.string();
+  }
+  out << YAML::Key << "http_max_body_bytes" << YAML::Value << FormatByteSize(config.http_max_body_bytes);
   out << YAML::Key << "mode" << YAML::Value << std::string(DeploymentModeName(config.mode));
   out << YAML::Key << "block_size" << YAML::Value << config.block_size;
   out << YAML::Key << "slo" << YAML::Value << YAML::BeginMap;

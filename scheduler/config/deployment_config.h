@@ -17,6 +17,9 @@
 //   internal_port: 50054            # the scheduler's worker registry (workers only, authenticated
 //                                   # with the deployment secret); default: the port after the
 //                                   # highest worker port (the next one if that is http_port)
+//   tls_cert: /etc/baton/cert.pem   # PEM certificate chain: the public gRPC and HTTP APIs serve TLS;
+//   tls_key: /etc/baton/key.pem     # its PEM private key (both or neither; relative to the file)
+//   http_max_body_bytes: 4MiB       # a larger HTTP request body is refused (413) before it is read
 //   mode: disaggregated             # disaggregated (sections prefill, decode) | colocated (colocated)
 //   block_size: 16                  # tokens per KV block, a power of two in [1, 1024]
 //   slo:                            # latency objectives; ttft_ms and tpot_ms are unset by default
@@ -131,6 +134,11 @@ struct DeploymentConfig {
   int scheduler_port = 50051;  // gRPC InferenceService
   int http_port = 8000;        // OpenAI-compatible HTTP; 0: disabled
   int internal_port = 50054;   // the worker registry, off the public port
+  // Both set: the public APIs (gRPC and HTTP) serve TLS with this PEM chain and key; both empty:
+  // plain text. The internal port is authenticated by the deployment secret instead.
+  std::filesystem::path tls_cert;
+  std::filesystem::path tls_key;
+  uint64_t http_max_body_bytes = 4ull << 20;
   DeploymentMode mode = DeploymentMode::kDisaggregated;
   int block_size = 16;  // tokens per KV block
   SloConfig slo;

@@ -60,4 +60,11 @@ void ToProto(const GenerateChunk& chunk, v1::GenerateResponse* out) {
   }
 }
 
+void ToProto(const WorkerRegistry::Health& health, v1::HealthResponse* out) {
+  out->set_status(!health.all_phases_served    ? v1::HealthResponse::STATUS_NOT_SERVING
+                  : !health.all_expected_alive ? v1::HealthResponse::STATUS_DEGRADED
+                                               : v1::HealthResponse::STATUS_SERVING);
+  for (const std::string& problem : health.problems) out->add_problems(problem);
+}
+
 }  // namespace baton::scheduler

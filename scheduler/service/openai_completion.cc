@@ -1,16 +1,34 @@
 #include "scheduler/service/openai_completion.h"
 
+#include <cmath>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/status_macros.h"
 
 namespace baton::scheduler {
 namespace {
 
 using nlohmann::json;
 
-// Reads a number field of the expected kind; InvalidArgument naming the field otherwise.
+// Whether an integer JSON value fits T (nlohmann's get<T> would wrap or truncate it silently).
+template <typename T>
+bool FitsInteger(const json& value) {
+  if (value.is_number_unsigned()) {
+    return value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  }
+  const int64_t v = value.get<int64_t>();
+  if constexpr (std::is_unsigned_v<T>) {
+    return v >= 0 && static_cast<uint64_t>(v) <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  } else {
+    return v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+           v <= static_cast<int64_t>(std::numeric_limits<T>::max());
+  }
+}
+
+// Reads a number field of the expected kind and range; InvalidArgument naming the field otherwise.
 template <typename T>
 absl::Status ReadNumber(const json& body, const char* field, T* out) {
   if (!body.contains(field) || body[field].is_null()) return absl::OkStatus();
@@ -18,6 +36,18 @@ absl::Status ReadNumber(const json& body, const char* field, T* out) {
   if (!value.is_number() || (std::is_integral_v<T> && !value.is_number_integer())) {
     return absl::InvalidArgumentError(absl::StrCat("'", field, "' must be ",
                                                    std::is_integral_v<T> ? "an integer" : "a number"));
+  }
+  if constexpr (std::is_integral_v<T>) {
+    if (!FitsInteger<T>(value)) {
+      return absl::InvalidArgumentError(absl::StrCat("'", field, "' is out of range: ", value.dump(),
+                                                     " (the largest accepted is ",
+                                                     std::numeric_limits<T>::max(), ")"));
+    }
+  } else {
+    const double v = value.get<double>();
+    if (!std::isfinite(v) || std::abs(v) > std::numeric_limits<T>::max()) {
+      return absl::InvalidArgumentError(absl::StrCat("'", field, "' is out of range: ", value.dump()));
+    }
   }
   *out = value.get<T>();
   return absl::OkStatus();
@@ -69,6 +99,9 @@ absl::StatusOr<GenerateRequest> CompletionToRequest(const json& body, Completion
     request.prompt_ids.emplace();
     for (const json& id : prompt) {
       if (!id.is_number_integer()) return absl::InvalidArgumentError("'prompt': mixed token id array");
+      if (!FitsInteger<int32_t>(id)) {
+        return absl::InvalidArgumentError(absl::StrCat("'prompt': token id ", id.dump(), " is out of range"));
+      }
       request.prompt_ids->push_back(id.get<int32_t>());
     }
   } else if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) {
@@ -99,8 +132,7 @@ absl::StatusOr<GenerateRequest> CompletionToRequest(const json& body, Completion
       .temperature = temperature, .top_k = top_k, .top_p = top_p == 0 ? 1.0f : top_p};
   params.num_logprobs = logprobs;
   if (body.contains("seed") && !body["seed"].is_null()) {
-    if (!body["seed"].is_number_integer()) return absl::InvalidArgumentError("'seed' must be an integer");
-    params.seed = body["seed"].get<uint64_t>();
+    RETURN_IF_ERROR(ReadNumber(body, "seed", &params.seed));
     request.seed_given = true;
   }
   if (body.contains("stop") && !body["stop"].is_null()) {

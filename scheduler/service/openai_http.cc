@@ -1,11 +1,17 @@
 #include "scheduler/service/openai_http.h"
 
+#include <sys/socket.h>
+
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "kernels/common/status_macros.h"
+#include "runtime/rpc/grpc_listener.h"
+#include "scheduler/service/api_key.h"
+#include "scheduler/service/http_task_queue.h"
 #include "scheduler/service/openai_completion.h"
 
 namespace baton::scheduler {
@@ -13,40 +19,100 @@ namespace {
 
 using nlohmann::json;
 
-void SendError(httplib::Response& res, const absl::Status& status) {
-  const int http = HttpStatusOf(status.code());
+void SendHttpError(httplib::Response& res, int http, std::string_view message) {
   json body = {{"error",
-                {{"message", std::string(status.message())},
-                 {"type", http == 400   ? "invalid_request_error"
+                {{"message", message},
+                 {"type", http == 401   ? "authentication_error"
+                          : http < 500 && http != 429 ? "invalid_request_error"
                           : http == 429 ? "rate_limit_error"
                                         : "server_error"},
                  {"param", nullptr},
                  {"code", http}}}};
   res.status = http;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void SendError(httplib::Response& res, const absl::Status& status) {
+  SendHttpError(res, HttpStatusOf(status.code()), std::string(status.message()));
+}
+
+// The body of an error httplib answers on its own (no route, a body over the limit, a bad request
+// line), which would otherwise be empty.
+std::string DefaultErrorMessage(int http, const httplib::Request& req, uint64_t max_body_bytes) {
+  switch (http) {
+    case 400: return "the request is not valid HTTP";
+    case 404: return absl::StrCat("no route for ", req.method, " ", req.path);
+    case 405: return absl::StrCat(req.method, " is not allowed on ", req.path);
+    case 413: return absl::StrCat("the request body is larger than the limit of ", max_body_bytes, " bytes");
+    case 414: return "the request URI is too long";
+    default: return absl::StrCat("HTTP ", http);
+  }
 }
 
 int64_t UnixSeconds() { return absl::ToUnixSeconds(absl::Now()); }
 
 }  // namespace
 
-OpenAiHttpServer::OpenAiHttpServer(RequestDriver* driver)
-    : driver_(driver), server_(std::make_unique<httplib::Server>()) {}
+OpenAiHttpServer::OpenAiHttpServer(RequestDriver* driver, std::unique_ptr<httplib::Server> server)
+    : driver_(driver), server_(std::move(server)) {}
 
 OpenAiHttpServer::~OpenAiHttpServer() {
   server_->stop();
   if (thread_.joinable()) thread_.join();
 }
 
-absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(RequestDriver* driver,
-                                                                          WorkerStubs* stubs,
-                                                                          const std::string& host,
-                                                                          int port) {
-  auto server = std::unique_ptr<OpenAiHttpServer>(new OpenAiHttpServer(driver));
+absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
+    RequestDriver* driver, WorkerStubs* stubs, const HttpServerOptions& options) {
+  std::unique_ptr<httplib::Server> transport;
+  if (options.tls_cert.empty()) {
+    transport = std::make_unique<httplib::Server>();
+  } else {
+    for (const std::filesystem::path& file : {options.tls_cert, options.tls_key}) {
+      RETURN_IF_ERROR(rpc::ReadPemFile(file).status());
+    }
+    transport = std::make_unique<httplib::SSLServer>(options.tls_cert.c_str(), options.tls_key.c_str());
+    if (!transport->is_valid()) {
+      return absl::InvalidArgumentError(absl::StrCat("OpenAI HTTP: cannot use the TLS certificate ",
+                                                     options.tls_cert.string(), " with the key ",
+                                                     options.tls_key.string()));
+    }
+  }
+  auto server = std::unique_ptr<OpenAiHttpServer>(new OpenAiHttpServer(driver, std::move(transport)));
   httplib::Server& http = *server->server_;
-  // Requests stream for as long as they generate.
-  http.new_task_queue = [] { return new httplib::ThreadPool(64); };
+  // A thread per connection, for as long as a request streams, and never a fixed few that slow
+  // clients can hold.
+  const size_t max_threads = options.max_connection_threads;
+  http.new_task_queue = [max_threads] { return new ConnectionThreads(max_threads); };
+  // httplib sets SO_REUSEPORT by default, which let a second deployment on the same port take
+  // half the traffic; SO_REUSEADDR alone still allows a restart while old connections linger.
+  http.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  http.set_read_timeout(10, 0);
   http.set_write_timeout(600, 0);
+  http.set_payload_max_length(options.max_body_bytes);
+  const uint64_t max_body_bytes = options.max_body_bytes;
+  http.set_error_handler(httplib::Server::HandlerWithResponse(
+      [max_body_bytes](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        SendHttpError(res, res.status, DefaultErrorMessage(res.status, req, max_body_bytes));
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  // No exception text leaves the process: it names internals, not what the client did wrong.
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    SendHttpError(res, 500, "internal error");
+  });
+  if (!options.api_key.empty()) {
+    http.set_pre_routing_handler([key = options.api_key](const httplib::Request& req, httplib::Response& res) {
+      if (req.path == "/health" || PresentsApiKey(req.get_header_value("Authorization"), key)) {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      res.set_header("WWW-Authenticate", "Bearer");
+      SendHttpError(res, 401, "missing or wrong API key: send \"Authorization: Bearer <key>\"");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
 
   http.Get("/health", [driver](const httplib::Request&, httplib::Response& res) {
     const WorkerRegistry::Health health = driver->registry().CheckHealth();
@@ -164,9 +230,12 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(Reques
         });
   });
 
+  const std::string& host = options.host;
+  const int port = options.port;
   server->port_ = port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, port) ? port : -1);
   if (server->port_ <= 0) {
-    return absl::UnavailableError(absl::StrCat("OpenAI HTTP: cannot listen on ", host, ":", port));
+    return absl::UnavailableError(
+        absl::StrCat("OpenAI HTTP: cannot listen on ", host, ":", port, " (is the port in use?)"));
   }
   server->thread_ = std::thread([&http] { http.listen_after_bind(); });
   return server;

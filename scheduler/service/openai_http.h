@@ -4,9 +4,15 @@
 // proto in between), runs through the same RequestDriver as the gRPC API, and each GenerateChunk
 // becomes JSON. Bad requests get HTTP 400 with {"error": {"message", "type", "code"}}; a request
 // admission sheds (RESOURCE_EXHAUSTED) gets 429 with type "rate_limit_error"; no live worker gets
-// 503. Runs its own listener thread.
+// 503. Runs its own listener thread; each connection gets a thread of its own (http_task_queue.h).
+//
+// Hardening: with an API key every path but /health needs "Authorization: Bearer KEY" (401 with a
+// JSON error otherwise); a body over max_body_bytes is refused with 413 before it is read; every
+// error, a handler's exception included, is a JSON body that carries no exception text.
 #pragma once
 
+#include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,19 +27,30 @@ class Server;
 
 namespace baton::scheduler {
 
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0 picks a free port
+  std::string api_key;  // empty: open to every caller
+  // Both set: HTTPS with this PEM certificate chain and private key.
+  std::filesystem::path tls_cert;
+  std::filesystem::path tls_key;
+  uint64_t max_body_bytes = 4ull << 20;
+  size_t max_connection_threads = 1024;
+};
+
 class OpenAiHttpServer {
  public:
-  // Binds host:port (port 0 picks a free one) and starts serving. Unavailable if it cannot bind.
-  // driver and stubs must outlive the server.
+  // Binds host:port and starts serving. Unavailable if it cannot bind, InvalidArgument if the TLS
+  // certificate or key cannot be loaded. driver and stubs must outlive the server.
   static absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> Start(RequestDriver* driver,
                                                                   WorkerStubs* stubs,
-                                                                  const std::string& host, int port);
+                                                                  const HttpServerOptions& options);
   ~OpenAiHttpServer();  // stops and joins
 
   int port() const { return port_; }
 
  private:
-  OpenAiHttpServer(RequestDriver* driver);
+  OpenAiHttpServer(RequestDriver* driver, std::unique_ptr<httplib::Server> server);
 
   RequestDriver* driver_;
   std::unique_ptr<httplib::Server> server_;

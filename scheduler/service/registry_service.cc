@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "runtime/rpc/internal_auth.h"
 #include "runtime/rpc/kv_handoff_conversion.h"
+#include "scheduler/service/generate_proto.h"
 
 namespace baton::scheduler {
 namespace {
@@ -65,6 +66,13 @@ grpc::Status RegistryServiceImpl::Heartbeat(grpc::ServerContext* context, const 
   if (grpc::Status denied = rpc::CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
   response->set_known(
       registry_->Heartbeat(request->incarnation_id(), FromProto(request->stats()), absl::Now()));
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryServiceImpl::Health(grpc::ServerContext* context, const v1::HealthRequest*,
+                                         v1::HealthResponse* response) {
+  if (grpc::Status denied = rpc::CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
+  ToProto(registry_->CheckHealth(), response);
   return grpc::Status::OK;
 }
 

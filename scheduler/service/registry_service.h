@@ -1,5 +1,5 @@
-// RegistryServiceImpl: the gRPC face of the WorkerRegistry (workers register and heartbeat), on the
-// scheduler's internal port; every call must carry the deployment secret (internal_auth.h).
+// RegistryServiceImpl: the gRPC face of the WorkerRegistry (workers register and heartbeat, the
+// launcher reads the deployment's health), on the scheduler's internal port; every call must carry the deployment secret (internal_auth.h).
 #pragma once
 
 #include <string>
@@ -20,6 +20,8 @@ class RegistryServiceImpl final : public v1::WorkerRegistryService::Service {
                         v1::RegisterResponse* response) override;
   grpc::Status Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
                          v1::HeartbeatResponse* response) override;
+  grpc::Status Health(grpc::ServerContext* context, const v1::HealthRequest* request,
+                      v1::HealthResponse* response) override;
 
  private:
   WorkerRegistry* registry_;

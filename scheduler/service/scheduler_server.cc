@@ -7,6 +7,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "kernels/common/status_macros.h"
+#include "runtime/rpc/grpc_listener.h"
 #include "scheduler/global/request_driver.h"
 #include "scheduler/service/grpc_worker_client.h"
 #include "scheduler/service/inference_service.h"
@@ -31,41 +32,35 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
                                             .kv_lease = options.kv_lease,
                                             .admission = options.admission});
   WorkerStubs stubs(options.deployment_secret);
-  InferenceServiceImpl inference(&driver, &stubs);
+  InferenceServiceImpl inference(&driver, &stubs, options.api_key);
   RegistryServiceImpl registry_service(&registry, options.deployment_secret);
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> public_credentials,
+                   rpc::ServerCredentialsFromPem(options.tls_cert, options.tls_key));
   // The internal server is built first: once the reflection plugin is initialised, every server
-  // built after it serves reflection. Neither shares its port (gRPC sets SO_REUSEPORT by default,
-  // which let a second deployment on the same ports take half the traffic).
-  grpc::ServerBuilder internal_builder;
-  internal_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  int internal_port = 0;
-  internal_builder.AddListeningPort(absl::StrCat(options.host, ":", options.internal_port),
-                                    grpc::InsecureServerCredentials(), &internal_port);
-  internal_builder.RegisterService(&registry_service);
-  std::unique_ptr<grpc::Server> internal = internal_builder.BuildAndStart();
-  if (internal == nullptr || internal_port == 0) {
-    return absl::UnavailableError(absl::StrCat("scheduler: cannot listen on ", options.host, ":",
-                                               options.internal_port, " (internal_port; is it in use?)"));
-  }
+  // built after it serves reflection.
+  ASSIGN_OR_RETURN(rpc::GrpcListener internal,
+                   rpc::ListenExclusive("scheduler (internal_port)", options.host,
+                                        options.internal_port, {&registry_service}));
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  int port = 0;
-  builder.AddListeningPort(absl::StrCat(options.host, ":", options.port),
-                           grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&inference);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("scheduler: cannot listen on ", options.host, ":", options.port, " (is it in use?)"));
-  }
+  ASSIGN_OR_RETURN(rpc::GrpcListener server,
+                   rpc::ListenExclusive("scheduler", options.host, options.port, {&inference},
+                                        public_credentials));
+  const int port = server.port;
   std::unique_ptr<OpenAiHttpServer> http;
   if (options.http_port > 0) {
-    ASSIGN_OR_RETURN(http, OpenAiHttpServer::Start(&driver, &stubs, options.host, options.http_port));
+    ASSIGN_OR_RETURN(http, OpenAiHttpServer::Start(&driver, &stubs,
+                                                   HttpServerOptions{.host = options.host,
+                                                                     .port = options.http_port,
+                                                                     .api_key = options.api_key,
+                                                                     .tls_cert = options.tls_cert,
+                                                                     .tls_key = options.tls_key,
+                                                                     .max_body_bytes = options.http_max_body_bytes}));
   }
-  std::fprintf(stderr, "baton scheduler: serving %s on %s:%d (gRPC)%s\n", model.name.c_str(),
-               options.host.c_str(), port,
-               http ? absl::StrCat(" and ", options.host, ":", http->port(), " (OpenAI HTTP)").c_str() : "");
+  const char* scheme = options.tls_cert.empty() ? "" : ", TLS";
+  std::fprintf(stderr, "baton scheduler: serving %s on %s:%d (gRPC%s)%s%s\n", model.name.c_str(),
+               options.host.c_str(), port, scheme,
+               http ? absl::StrCat(" and ", options.host, ":", http->port(), " (OpenAI HTTP", scheme, ")").c_str() : "",
+               options.api_key.empty() ? "" : "; an API key is required");
   constexpr absl::Duration kReportInterval = absl::Seconds(10);
   absl::Time next_report = absl::Now() + kReportInterval;
   std::string last_report = driver.TakeAdmissionReport();
@@ -84,8 +79,8 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  internal->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  internal.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   return absl::OkStatus();
 }
 

@@ -1,8 +1,10 @@
 // RunSchedulerServer: the body of a `baton scheduler` process. Loads the model's config and
-// tokenizer, serves InferenceService (public, with server reflection) on host:port and
-// WorkerRegistryService on host:internal_port (no reflection; every call must carry the deployment
-// secret), and sweeps silent workers. A port already in use is an error (no SO_REUSEPORT). Every 10 s it logs the admission report (RequestDriver::
-// TakeAdmissionReport) when that changed. Returns when *stop becomes true, or on a start-up error.
+// tokenizer, serves InferenceService (public, with server reflection; TLS and an API key when
+// given) on host:port and the OpenAI HTTP API on host:http_port, WorkerRegistryService on
+// host:internal_port (no reflection; every call must carry the deployment secret), and sweeps
+// silent workers. A port already in use is an error (runtime/rpc/grpc_listener.h). Every 10 s it
+// logs the admission report (RequestDriver::TakeAdmissionReport) when that changed. Returns when
+// *stop becomes true, or on a start-up error.
 #pragma once
 
 #include <atomic>
@@ -29,6 +31,12 @@ struct SchedulerOptions {
   // What workers present to the registry and what the scheduler presents to them; empty: no
   // authentication (tests of one process).
   std::string deployment_secret;
+  // The public APIs' key (scheduler/service/api_key.h); empty: open to every caller.
+  std::string api_key;
+  // Both set: the public APIs serve TLS with this PEM chain and key.
+  std::filesystem::path tls_cert;
+  std::filesystem::path tls_key;
+  uint64_t http_max_body_bytes = 4ull << 20;
   bool disaggregated = true;
   std::vector<std::pair<WorkerRole, int>> expected_workers;  // {role, instances}
   int max_model_len = 0;                              // 0: the model's

@@ -275,11 +275,13 @@ class DeploymentFactory:
     def start(self, name: str, mode: str = "disaggregated", num_prefill: int = 1,
               num_decode: int = 1, num_colocated: int = 1, prefill: dict | None = None,
               decode: dict | None = None, colocated: dict | None = None, slo: dict | None = None,
-              http: bool = False) -> Deployment:
+              http: bool = False, config: dict | None = None,
+              serve_args: tuple[str, ...] = ()) -> Deployment:
         """Starts `baton serve` and waits (with a deadline) until it prints that it serves. The phase
         dicts add YAML keys to a phase (max_num_seqs, kv_cache_bytes, ...); `slo` is the config's slo
         section (ttft_ms, tpot_ms, admission, ...); `http` turns the OpenAI HTTP front end on, on the
-        port after the workers' (Deployment.http_port)."""
+        port after the workers' (Deployment.http_port). `config` adds top-level keys (tls_cert, ...);
+        `serve_args` are more flags for `baton serve` (--api-key, ...)."""
         if mode == "disaggregated":
             phases = [("prefill", num_prefill, prefill or {}), ("decode", num_decode, decode or {})]
         else:
@@ -290,10 +292,10 @@ class DeploymentFactory:
             # scheduler, workers, [http], internal (the registry)
             base = pick_port_block(2 + num_workers + int(http), self._rng)
             http_port = base + 1 + num_workers if http else 0
-            config, worker_ports = self._config(mode, base, phases, http_port, slo)
+            text, worker_ports = self._config(mode, base, phases, http_port, slo, config)
             path = self.work_dir / f"{name}-{base}.yaml"
-            path.write_text(config)
-            deployment = self._launch(name, path, base, worker_ports)
+            path.write_text(text)
+            deployment = self._launch(name, path, base, worker_ports, serve_args)
             if deployment is not None:
                 deployment.http_port = http_port
                 self.deployments.append(deployment)
@@ -302,13 +304,14 @@ class DeploymentFactory:
         raise RuntimeError(f"{name}: `baton serve` did not start:\n{last_error}")
 
     def _config(self, mode: str, base: int, phases, http_port: int = 0,
-                slo: dict | None = None) -> tuple[str, dict[str, int]]:
+                slo: dict | None = None, extra: dict | None = None) -> tuple[str, dict[str, int]]:
         num_workers = sum(count for _, count, _ in phases)
         internal_port = base + 1 + num_workers + int(http_port != 0)
         lines = [f"model: {self.model_dir}", "host: 127.0.0.1", f"scheduler_port: {base}",
                  f"http_port: {http_port}", f"internal_port: {internal_port}", f"mode: {mode}"]
         if slo is not None:
             lines.append(f"slo: {json.dumps(slo)}")  # JSON is YAML's flow style
+        lines += [f"{key}: {json.dumps(value)}" for key, value in (extra or {}).items()]
         worker_ports = {}
         port = base + 1
         for phase, count, extra in phases:
@@ -319,12 +322,14 @@ class DeploymentFactory:
             port += count
         return "\n".join(lines) + "\n", worker_ports
 
-    def _launch(self, name: str, config: Path, base: int, worker_ports: dict[str, int]) -> Deployment | None:
+    def _launch(self, name: str, config: Path, base: int, worker_ports: dict[str, int],
+                serve_args: tuple[str, ...] = ()) -> Deployment | None:
         secret_file = config.with_suffix(".secret")
         secret = write_secret_file(secret_file)
         launcher = subprocess.Popen(
             [str(self.binary), "serve", "--config", str(config), "--stop-grace", str(STOP_GRACE_S),
-             "--startup-timeout", str(int(STARTUP_TIMEOUT_S)), "--secret-file", str(secret_file)],
+             "--startup-timeout", str(int(STARTUP_TIMEOUT_S)), "--secret-file", str(secret_file),
+             *serve_args],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
         deployment = Deployment(name=name, launcher=launcher, scheduler_port=base,

@@ -3,8 +3,9 @@
 // serve_command_test can run the launcher end to end.
 //
 //   fake_baton scheduler --config FILE --secret-file S
-//                                        serves InferenceService.Health on the config's host and
-//                                        scheduler port; SERVING unless FAKE_BATON_HEALTH=never
+//                                        serves WorkerRegistryService.Health on the config's host
+//                                        and internal port, to callers with the secret; SERVING
+//                                        unless FAKE_BATON_HEALTH=never
 //   fake_baton worker --config FILE --secret-file S --role R --instance N
 //                                        checks role and instance against the config; exits 3 at
 //                                        once when FAKE_BATON_FAIL_WORKER is "R-N"
@@ -19,11 +20,12 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "baton/v1/inference.grpc.pb.h"
+#include "baton/v1/worker.grpc.pb.h"
 #include "cli/commands.h"
 #include "grpcpp/grpcpp.h"
 #include "runtime/process/deployment_secret.h"
 #include "runtime/process/signals.h"
+#include "runtime/rpc/internal_auth.h"
 #include "scheduler/config/deployment_config.h"
 
 namespace {
@@ -41,11 +43,14 @@ void WaitForSigterm() {
   }
 }
 
-class FakeInferenceService final : public baton::v1::InferenceService::Service {
+class FakeRegistryService final : public baton::v1::WorkerRegistryService::Service {
  public:
-  explicit FakeInferenceService(bool serving) : serving_(serving) {}
-  grpc::Status Health(grpc::ServerContext*, const baton::v1::HealthRequest*,
+  FakeRegistryService(bool serving, std::string secret) : serving_(serving), secret_(std::move(secret)) {}
+  grpc::Status Health(grpc::ServerContext* context, const baton::v1::HealthRequest*,
                       baton::v1::HealthResponse* response) override {
+    if (grpc::Status denied = baton::rpc::CheckDeploymentSecret(context, secret_); !denied.ok()) {
+      return denied;
+    }
     if (serving_) {
       response->set_status(baton::v1::HealthResponse::STATUS_SERVING);
     } else {
@@ -57,6 +62,7 @@ class FakeInferenceService final : public baton::v1::InferenceService::Service {
 
  private:
   const bool serving_;
+  const std::string secret_;
 };
 
 bool SecretLoads(const std::string& path) {
@@ -74,14 +80,15 @@ int RunScheduler(const std::string& config_path, const std::string& secret_path)
   }
   // SIGTERM is blocked before gRPC starts its threads, then awaited synchronously.
   baton::runtime::BlockSignals(baton::runtime::MakeSignalSet({SIGTERM}));
-  FakeInferenceService service(Env("FAKE_BATON_HEALTH") != "never");
+  FakeRegistryService service(Env("FAKE_BATON_HEALTH") != "never",
+                              baton::runtime::DeploymentSecret::Load(secret_path)->value());
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat(config->host, ":", config->scheduler_port),
+  builder.AddListeningPort(absl::StrCat(config->host, ":", config->internal_port),
                            grpc::InsecureServerCredentials());
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
-    std::fprintf(stderr, "fake scheduler: cannot listen on port %d\n", config->scheduler_port);
+    std::fprintf(stderr, "fake scheduler: cannot listen on port %d\n", config->internal_port);
     return 1;
   }
   WaitForSigterm();

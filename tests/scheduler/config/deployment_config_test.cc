@@ -213,6 +213,10 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
       {"model: m\nmodel: n\n", "model: duplicate key"},
       {"model: m\nprefill: {tp: 1, tp: 2}\n", "prefill.tp: duplicate key"},
       {"model: [a, b]\n", "model: expected a string, got a list"},
+      {"model: m\ntls_cert: c.pem\n", "tls_key: tls_cert and tls_key go together"},
+      {"model: m\ntls_key: k.pem\n", "tls_cert: tls_cert and tls_key go together"},
+      {"model: m\nhttp_max_body_bytes: 0\n", "http_max_body_bytes: must be > 0"},
+      {"model: m\nhttp_max_body_bytes: lots\n", "http_max_body_bytes: "},
       {"model: m\nslo: 3\n", "slo: expected a mapping, got '3'"},
       {"model: m\nprefill: [1]\n", "prefill: expected a mapping, got a list"},
       {"model: m\nprefill: {tp: two}\n", "prefill.tp: expected an integer, got 'two'"},
@@ -393,6 +397,9 @@ TEST(DeploymentConfigTest, ToYamlRoundTrips) {
   odd_bytes.slo = {.tpot_ms = 35, .admission = true};
   DeploymentConfig ttft_only = DefaultDeployment("m");
   ttft_only.slo = {.ttft_ms = 2800, .attainment = 0.5};
+  ttft_only.tls_cert = "/etc/baton/cert.pem";
+  ttft_only.tls_key = "/etc/baton/key.pem";
+  ttft_only.http_max_body_bytes = 65536;
   const std::vector<DeploymentConfig> configs = {
       DefaultDeployment("/models/tiny"), ParseDeploymentConfig(kFullYaml).value(), colocated,
       odd_bytes, ttft_only};
@@ -473,6 +480,12 @@ TEST_F(LoadDeploymentConfigTest, RelativeModelIsResolvedAgainstTheFile) {
   config = LoadDeploymentConfig(Write("b.json", R"({"model": "/abs/model"})"));
   ASSERT_THAT(config, IsOk());
   EXPECT_EQ(config->model_dir, "/abs/model");
+  EXPECT_TRUE(config->tls_cert.empty());
+
+  config = LoadDeploymentConfig(Write("c.yaml", "model: m\ntls_cert: tls/cert.pem\ntls_key: /k.pem\n"));
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->tls_cert, dir_ / "configs" / "tls" / "cert.pem");
+  EXPECT_EQ(config->tls_key, "/k.pem");
 }
 
 TEST_F(LoadDeploymentConfigTest, ErrorsNameTheFile) {

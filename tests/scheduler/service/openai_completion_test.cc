@@ -78,6 +78,15 @@ TEST(OpenAiCompletionTest, Errors) {
       {R"({"prompt": "x", "stream_options": 1})", "'stream_options' must be an object"},
       {R"({"prompt": "x", "stream_options": {"include_usage": "y"}})",
        "'include_usage' must be true or false"},
+      // Out of range: refused, never wrapped or truncated (2^32 + 4 once became 4).
+      {R"({"prompt": "x", "max_tokens": 4294967300})", "'max_tokens' is out of range: 4294967300"},
+      {R"({"prompt": "x", "max_tokens": -9223372036854775808})", "'max_tokens' is out of range"},
+      {R"({"prompt": "x", "top_k": 18446744073709551615})", "'top_k' is out of range"},
+      {R"({"prompt": "x", "logprobs": 2147483648})", "'logprobs' is out of range"},
+      {R"({"prompt": "x", "seed": -1})", "'seed' is out of range: -1"},
+      {R"({"prompt": "x", "temperature": 1e300})", "'temperature' is out of range"},
+      {R"({"prompt": [1, 4294967297]})", "'prompt': token id 4294967297 is out of range"},
+      {R"({"prompt": [-2147483649]})", "'prompt': token id -2147483649 is out of range"},
   };
   for (const auto& [body, message] : cases) {
     SCOPED_TRACE(body);
@@ -85,6 +94,17 @@ TEST(OpenAiCompletionTest, Errors) {
     EXPECT_THAT(CompletionToRequest(json::parse(body), &stream),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message)));
   }
+}
+
+TEST(OpenAiCompletionTest, IntegersAtTheEdgesOfTheirRange) {
+  CompletionStreaming stream;
+  absl::StatusOr<GenerateRequest> request = CompletionToRequest(
+      json::parse(R"({"prompt": [2147483647], "max_tokens": 2147483647, "seed": 18446744073709551615})"),
+      &stream);
+  ASSERT_THAT(request, absl_testing::IsOk());
+  EXPECT_THAT(*request->prompt_ids, ElementsAre(2147483647));
+  EXPECT_EQ(request->params.max_tokens, 2147483647);
+  EXPECT_EQ(request->params.seed, 18446744073709551615ull);
 }
 
 TEST(OpenAiCompletionTest, StatusAndFinishReason) {
