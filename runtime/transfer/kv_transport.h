@@ -19,10 +19,10 @@
 //     blocks hold unspecified bytes: the decode worker frees them and ends its Decode call with the
 //     pull's status.
 //  4. Scheduler side: on the kv_transferred report, or when the Decode call ends without one (for
-//     any status), it tells the prefill worker to release the source blocks (Release). Nothing is
-//     retried and nothing is re-prefilled: a failed pull ends the request with the Decode call's
-//     status, and if that status is Unavailable (e.g. the prefill worker died mid-pull) the
-//     scheduler marks the decode worker it called dead (scheduler/service/request_driver.cc). A
+//     any status), it tells the prefill worker to release the source blocks (Release). A pull
+//     that fails because its source is unreachable ends the Decode call ABORTED (Worker::Decode):
+//     the scheduler then runs the prompt again on a live prefill instance and hands it off again,
+//     without blaming the decode worker (scheduler/global/request_flow.h). A
 //     prefill worker also frees held blocks whose lease (set by the scheduler, counted from the
 //     end of the prefill, 30 s by default) has passed, so a dead decode worker or scheduler cannot
 //     leak them; the lease is not extended while a request waits for room or is being pulled.

@@ -309,6 +309,11 @@ absl::Status Worker::StartHandedOff(DecodeCall& call, const WorkerRequest& reque
   }
   if (!pulled.ok()) {
     Abandon(call.request_id);
+    // The source is gone or unreachable, not this instance: ABORTED tells the scheduler to run
+    // the prompt again elsewhere rather than blame the puller.
+    if (absl::IsUnavailable(pulled)) {
+      return absl::AbortedError(absl::StrCat("KV pull from the prefill instance failed: ", pulled.message()));
+    }
     return pulled;
   }
   if (!call.emit(DecodeEvent{.kv_transferred = report})) {

@@ -115,7 +115,9 @@ class Worker {
   // for a role that does not take this kind of request, Unavailable while draining, AlreadyExists,
   // InvalidArgument (also for a hand-off PlanKvPulls refuses, before queueing), the lowest failing
   // decode rank's transport status for a failed pull ("decode rank r: " prefixed when there are
-  // several), DeadlineExceeded "no KV room before the deadline" / Cancelled "cancelled while
+  // several; Aborted "KV pull from the prefill instance failed: ..." when that status is
+  // Unavailable, i.e. the source died or cannot be reached, so that the puller is not blamed),
+  // DeadlineExceeded "no KV room before the deadline" / Cancelled "cancelled while
   // waiting for KV room" while queued.
   absl::Status Decode(DecodeCall call);
 

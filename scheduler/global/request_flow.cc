@@ -87,6 +87,37 @@ void RequestFlow::ReleasePrefillKv() {
                                  CallOptions{.deadline = absl::Now() + params_.release_deadline});
 }
 
+std::optional<RoutingDecision> RequestFlow::Route(WorkerRole role) {
+  const absl::Time give_up = absl::Now() + params_.worker_wait;
+  while (true) {
+    const std::vector<InstanceSnapshot> live = params_.registry->LiveInstances(role);
+    const std::optional<RoutingDecision> pick =
+        role == WorkerRole::kPrefill  ? PickPrefill(live)
+        : role == WorkerRole::kDecode ? PickDecode(live, num_prompt_tokens_)
+                                      : PickColocated(live);
+    if (pick || absl::Now() >= give_up || params_.is_cancelled()) return pick;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+FlowState RequestFlow::NoLiveWorker(WorkerRole role) {
+  if (params_.is_cancelled()) return End(absl::CancelledError("client cancelled"));
+  std::string message = absl::StrCat("no live ", runtime::WorkerRoleName(role), " worker (waited ",
+                                     absl::FormatDuration(params_.worker_wait), ")");
+  if (!last_failure_.empty()) absl::StrAppend(&message, " after ", last_failure_);
+  return End(absl::UnavailableError(message));
+}
+
+FlowState RequestFlow::Retry(FlowState retry, absl::Status failure) {
+  last_failure_ = std::string(failure.message());
+  if (++num_failures_ >= params_.max_attempts) {
+    return End(absl::Status(failure.code(), absl::StrCat(failure.message(), " (", num_failures_,
+                                                         " worker failures; giving up)")));
+  }
+  if (params_.is_cancelled()) return End(absl::CancelledError("client cancelled"));
+  return retry;
+}
+
 void RequestFlow::PrefillDone() {
   if (!colocated_prefill_outstanding_) return;
   colocated_prefill_outstanding_ = false;
@@ -94,9 +125,8 @@ void RequestFlow::PrefillDone() {
 }
 
 FlowState RequestFlow::Prefill() {
-  const std::optional<RoutingDecision> pick =
-      PickPrefill(params_.registry->LiveInstances(WorkerRole::kPrefill));
-  if (!pick) return End(absl::UnavailableError("no live prefill worker"));
+  const std::optional<RoutingDecision> pick = Route(WorkerRole::kPrefill);
+  if (!pick) return NoLiveWorker(WorkerRole::kPrefill);
   prefill_ = pick->worker;
   const PrefillCall call{.request_id = prepared_.request.request_id,
                          .prompt_token_ids = prepared_.prompt,
@@ -105,10 +135,22 @@ FlowState RequestFlow::Prefill() {
   params_.registry->AddPrefillLoad(prefill_->incarnation_id, num_prompt_tokens_);
   absl::StatusOr<PrefillResult> result = params_.workers->Prefill(*prefill_, call, CallDeadline());
   params_.registry->AddPrefillLoad(prefill_->incarnation_id, -num_prompt_tokens_);
-  if (!result.ok()) return End(WorkerFailed(*prefill_, result.status()));
+  if (!result.ok()) {
+    const absl::Status failed = WorkerFailed(*prefill_, result.status());
+    if (WorkerUnreachable(result.status())) return Retry(FlowState::kPrefilling, failed);
+    return End(failed);
+  }
   prefilled_ = *std::move(result);
   // A request the first token finished holds no KV on the worker.
   prefill_kv_held_ = prefilled_->finish_reason == runtime::FinishReason::kNone;
+  if (first_token_) {
+    // A prefill run again after a failed hand-off: the client has its first token already, and
+    // the decode instance continues from that one.
+    if (!prefill_kv_held_) {
+      return End(absl::UnavailableError("the prefill run again ended the request; it cannot resume"));
+    }
+    return FlowState::kHandingOff;
+  }
 
   pending_.timing.prefill_start_us = prefilled_->prefill_start_us;
   pending_.timing.prefill_end_us = prefilled_->prefill_end_us;
@@ -116,6 +158,7 @@ FlowState RequestFlow::Prefill() {
                                         num_prompt_tokens_, prefilled_->prefill_start_us,
                                         prefilled_->prefill_end_us);
   const int32_t first = prefilled_->first_token_id;
+  first_token_ = first;
   const int64_t first_emit_us = prefilled_->prefill_end_us;
   std::span<const std::vector<kernels::TokenLogprob>> first_logprobs;
   if (prefilled_->first_logprobs) first_logprobs = {&*prefilled_->first_logprobs, 1};
@@ -136,13 +179,10 @@ FlowState RequestFlow::Prefill() {
 FlowState RequestFlow::StartDecode() {
   const bool disaggregated = params_.disaggregated;
   const std::optional<RoutingDecision> pick =
-      disaggregated
-          ? PickDecode(params_.registry->LiveInstances(WorkerRole::kDecode), num_prompt_tokens_)
-          : PickColocated(params_.registry->LiveInstances(WorkerRole::kColocated));
+      Route(disaggregated ? WorkerRole::kDecode : WorkerRole::kColocated);
   if (!pick) {
     ReleasePrefillKv();
-    return End(absl::UnavailableError(disaggregated ? "no live decode worker"
-                                                    : "no live colocated worker"));
+    return NoLiveWorker(disaggregated ? WorkerRole::kDecode : WorkerRole::kColocated);
   }
   decoder_ = pick->worker;
   decoder_name_ = WorkerName(decoder_->role, decoder_->instance_idx);
@@ -156,7 +196,7 @@ FlowState RequestFlow::StartDecode() {
                   .prompt_token_ids = prepared_.prompt,
                   .params = prepared_.request.params};
   if (disaggregated) {
-    call.generated_token_ids.push_back(prefilled_->first_token_id);
+    call.generated_token_ids.push_back(*first_token_);
     call.kv_source = prefilled_->kv;
   }
   const absl::Status stream_status = params_.workers->Decode(
@@ -199,15 +239,28 @@ bool RequestFlow::OnDecodeEvent(const DecodeEvent& event) {
 }
 
 FlowState RequestFlow::EndDecode(const absl::Status& stream_status) {
-  ReleasePrefillKv();
   PrefillDone();
   params_.registry->AddActive(decoder_->incarnation_id, -1);
-  if (stream_.finished()) return End(absl::OkStatus());
-  if (client_gone_ || params_.is_cancelled()) return End(absl::CancelledError("client cancelled"));
-  if (stream_status.ok()) {
+  const bool handing_off = state_ == FlowState::kHandingOff;
+  if (stream_.finished() || client_gone_ || params_.is_cancelled() || stream_status.ok()) {
+    ReleasePrefillKv();
+    if (stream_.finished()) return End(absl::OkStatus());
+    if (client_gone_ || params_.is_cancelled()) return End(absl::CancelledError("client cancelled"));
     return End(absl::InternalError("decode stream ended without a finish reason"));
   }
-  return End(WorkerFailed(*decoder_, stream_status));
+  if (handing_off && stream_status.code() == absl::StatusCode::kAborted) {
+    // The pull failed because its source did: the decode instance is fine. The KV is lost with
+    // its holder (a Release that reaches a live holder frees it), so the prompt runs again.
+    ReleasePrefillKv();
+    return Retry(FlowState::kPrefilling,
+                 absl::UnavailableError(absl::StrCat(decoder_name_, ": ", stream_status.message())));
+  }
+  const absl::Status failed = WorkerFailed(*decoder_, stream_status);
+  if (handing_off && WorkerUnreachable(stream_status) && prefill_kv_held_) {
+    return Retry(FlowState::kHandingOff, failed);  // the prefill instance still holds the KV
+  }
+  ReleasePrefillKv();
+  return End(failed);
 }
 
 }  // namespace baton::scheduler

@@ -14,6 +14,20 @@
 // (UNAVAILABLE when no live instance can take the request or one dies under it; a worker's own
 // error as it returned it).
 //
+// Surviving a dead worker (within max_attempts worker failures per request, then UNAVAILABLE
+// naming the last one):
+//   - No live instance of the phase: the request waits up to worker_wait for one (a deployment
+//     still starting, or a worker being restarted) rather than failing at once.
+//   - The prefill instance is unreachable: kPrefilling again, on another instance.
+//   - The decode instance is unreachable before it reported the KV pulled: the prefill instance
+//     still holds the KV, so kHandingOff again, to another decode instance.
+//   - The decode instance reports that its pull failed because the source did (ABORTED, see
+//     runtime/worker/worker.h): the decode instance is healthy and is not blamed; the prompt is
+//     prefilled again on a live instance and handed off again. The first token the client already
+//     has is not sent twice: the decode instance continues from it.
+//   - The decode instance dies after the KV moved (tokens may be streamed): UNAVAILABLE (resuming
+//     by replaying the generated tokens is not done yet).
+//
 // What each path guarantees:
 //   - The prefill instance's KV is released exactly once, as soon as the decode instance reports it
 //     pulled it, or when the request ends on any other path while the prefill instance holds it
@@ -43,6 +57,7 @@
 #include "scheduler/global/generate_request.h"
 #include "scheduler/global/latency_model.h"
 #include "scheduler/global/response_stream.h"
+#include "scheduler/global/routing.h"
 #include "scheduler/global/worker_client.h"
 #include "scheduler/global/worker_registry.h"
 
@@ -63,6 +78,8 @@ struct RequestFlowParams {
   // Prefill and Decode calls end by this long after they start (or by the front end's deadline).
   absl::Duration max_call_duration = absl::Minutes(30);
   absl::Duration release_deadline = absl::Seconds(2);  // for Release, which nothing waits on
+  absl::Duration worker_wait = absl::Seconds(10);  // for a live instance of a phase
+  int max_attempts = 3;  // worker failures a request survives, plus one
   ChunkSink write;                     // false: the client is gone
   std::function<bool()> is_cancelled;  // true once the client cancelled or disconnected
 };
@@ -87,6 +104,14 @@ class RequestFlow {
   // Handles one event of the decode stream; false stops the stream.
   bool OnDecodeEvent(const DecodeEvent& event);
   FlowState EndDecode(const absl::Status& stream_status);
+  // A pick of a live instance of `role`, waiting up to worker_wait for one; nullopt when none came
+  // (or the client left).
+  std::optional<RoutingDecision> Route(WorkerRole role);
+  // The end of a request no live instance of `role` could take.
+  FlowState NoLiveWorker(WorkerRole role);
+  // After a worker failure the request can survive: `retry` while attempts remain and the client
+  // is still there, else the end with `failure`.
+  FlowState Retry(FlowState retry, absl::Status failure);
 
   void Enter(FlowState state);
   // Ends the request with `status`: kFinished when OK, kCancelled when CANCELLED, else kFailed.
@@ -109,6 +134,9 @@ class RequestFlow {
   std::optional<WorkerRef> prefill_;
   std::optional<PrefillResult> prefilled_;
   bool prefill_kv_held_ = false;  // the prefill instance holds KV that we must release
+  std::optional<int32_t> first_token_;  // the first token, once the client has it
+  int num_failures_ = 0;                // worker failures survived so far
+  std::string last_failure_;            // the latest of them, for the final error
   std::optional<WorkerRef> decoder_;
   std::string decoder_name_;
   bool colocated_prefill_outstanding_ = false;

@@ -291,8 +291,9 @@ TEST_F(LayoutHandoffTest, StatsListEachRanksHoldings) {
   }
 }
 
-// One decode rank's pull fails (its prefill rank is unreachable): the request fails with that
-// rank's status and the blocks it was given on every rank are freed.
+// One decode rank's pull fails (its prefill rank is unreachable): the request fails ABORTED (the
+// source failed, not this worker: the scheduler runs the prompt again) naming that rank, and the
+// blocks it was given on every rank are freed.
 TEST_F(LayoutHandoffTest, AFailedRankPullFailsTheRequestAndFreesItsBlocks) {
   std::unique_ptr<Worker> prefill = MakeWorker(WorkerRole::kPrefill, Tp(2));
   std::unique_ptr<Worker> decode = MakeWorker(WorkerRole::kDecode, Tp(2));
@@ -303,7 +304,8 @@ TEST_F(LayoutHandoffTest, AFailedRankPullFailsTheRequestAndFreesItsBlocks) {
                                    handoff.rank_sources[1].shm_name = "/baton-kv-gone-1";
                                    handoff.rank_sources[1].tcp_address.clear();
                                  });
-  EXPECT_THAT(run.status, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("decode rank 1: ")));
+  EXPECT_THAT(run.status, StatusIs(absl::StatusCode::kAborted,
+                                   HasSubstr("KV pull from the prefill instance failed: decode rank 1: ")));
   EXPECT_FALSE(run.report.has_value());
   EXPECT_TRUE(Empty(*decode));
   ASSERT_THAT(prefill->Release("r"), IsOk());

@@ -10,6 +10,7 @@
 // "tokens". Not thread-safe (one request at a time).
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -36,12 +37,19 @@ struct DecodeScript {
 
 class FakeWorkerClient final : public WorkerClient {
  public:
-  // By incarnation id; an instance without a script fails the test's expectations loudly.
+  // By incarnation id; an instance without a script fails the test's expectations loudly. An
+  // instance given several scripts (Then*) plays them call by call, the last one from then on.
   void SetPrefill(const std::string& incarnation_id, PrefillScript script) {
-    prefill_[incarnation_id] = std::move(script);
+    prefill_[incarnation_id] = {std::move(script)};
   }
   void SetDecode(const std::string& incarnation_id, DecodeScript script) {
-    decode_[incarnation_id] = std::move(script);
+    decode_[incarnation_id] = {std::move(script)};
+  }
+  void ThenPrefill(const std::string& incarnation_id, PrefillScript script) {
+    prefill_[incarnation_id].push_back(std::move(script));
+  }
+  void ThenDecode(const std::string& incarnation_id, DecodeScript script) {
+    decode_[incarnation_id].push_back(std::move(script));
   }
 
   absl::StatusOr<PrefillResult> Prefill(const WorkerRef& worker, const PrefillCall& call,
@@ -50,12 +58,13 @@ class FakeWorkerClient final : public WorkerClient {
     prefill_calls_.push_back(call);
     auto it = prefill_.find(worker.incarnation_id);
     if (it == prefill_.end()) return absl::InternalError("fake: no prefill script");
-    if (it->second.client_cancels_during) {
+    const PrefillScript& script = Next(it->second, num_prefill_calls_[worker.incarnation_id]++);
+    if (script.client_cancels_during) {
       client_cancelled_ = true;
       return absl::CancelledError("Cancelled");
     }
-    if (it->second.client_cancels_after) client_cancelled_ = true;
-    return it->second.result;
+    if (script.client_cancels_after) client_cancelled_ = true;
+    return script.result;
   }
 
   absl::Status Release(const WorkerRef& worker, const std::string& request_id,
@@ -71,7 +80,7 @@ class FakeWorkerClient final : public WorkerClient {
     decode_calls_.push_back(call);
     auto it = decode_.find(worker.incarnation_id);
     if (it == decode_.end()) return absl::InternalError("fake: no decode script");
-    const DecodeScript& script = it->second;
+    const DecodeScript& script = Next(it->second, num_decode_calls_[worker.incarnation_id]++);
     for (size_t i = 0; i < script.events.size(); ++i) {
       if (script.client_cancels_before == i) {
         client_cancelled_ = true;
@@ -95,8 +104,15 @@ class FakeWorkerClient final : public WorkerClient {
   const std::vector<DecodeCall>& decode_calls() const { return decode_calls_; }
 
  private:
-  absl::flat_hash_map<std::string, PrefillScript> prefill_;
-  absl::flat_hash_map<std::string, DecodeScript> decode_;
+  template <typename Script>
+  static const Script& Next(const std::vector<Script>& scripts, size_t call) {
+    return scripts[std::min(call, scripts.size() - 1)];
+  }
+
+  absl::flat_hash_map<std::string, std::vector<PrefillScript>> prefill_;
+  absl::flat_hash_map<std::string, std::vector<DecodeScript>> decode_;
+  absl::flat_hash_map<std::string, size_t> num_prefill_calls_;
+  absl::flat_hash_map<std::string, size_t> num_decode_calls_;
   bool client_cancelled_ = false;
   std::vector<std::string> log_;
   std::vector<std::string> released_;

@@ -5,6 +5,9 @@
 #include "scheduler/global/request_flow.h"
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
+#include <thread>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -120,6 +123,7 @@ TEST_P(RequestFlowTest, Runs) {
                                      .latency_model = &latency,
                                      .workers = &workers,
                                      .disaggregated = c.disaggregated,
+                                     .worker_wait = absl::ZeroDuration(),
                                      .write =
                                          [&](const GenerateChunk& chunk) {
                                            if (c.client_gone_at_chunk == chunks.size()) return false;
@@ -231,10 +235,11 @@ INSTANTIATE_TEST_SUITE_P(
              .want_log = {"Prefill p0", "Release p0"},
              .want_text = "A"},
         // --- a worker dies at each stage -----------------------------------------------------------
-        Case{.name = "PrefillUnreachable_MarkedDead",
+        Case{.name = "PrefillUnreachable_MarkedDead_NoOtherInstance",
              .prefill = {.result = absl::UnavailableError("failed to connect to all addresses")},
              .want_code = absl::StatusCode::kUnavailable,
-             .want_message = "prefill worker 0 failed: failed to connect to all addresses",
+             .want_message = "no live prefill worker (waited 0) after prefill worker 0 failed: "
+                             "failed to connect to all addresses",
              .want_states = {FS::kPrefilling, FS::kFailed},
              .want_log = {"Prefill p0"},
              .want_dead = {"p0"}},
@@ -250,11 +255,11 @@ INSTANTIATE_TEST_SUITE_P(
              .want_message = "900 blocks needed",
              .want_states = {FS::kPrefilling, FS::kFailed},
              .want_log = {"Prefill p0"}},
-        Case{.name = "DecodeDiesBeforeKvTransfer_MarkedDead_KvReleased",
+        Case{.name = "DecodeDiesBeforeKvTransfer_MarkedDead_NoOtherInstance_KvReleased",
              .prefill = {.result = FirstToken('A')},
              .decode = {.end_status = absl::UnavailableError("Socket closed")},
              .want_code = absl::StatusCode::kUnavailable,
-             .want_message = "decode worker 0 failed: Socket closed",
+             .want_message = "no live decode worker (waited 0) after decode worker 0 failed: Socket closed",
              .want_states = {FS::kPrefilling, FS::kHandingOff, FS::kFailed},
              .want_log = {"Prefill p0", "Decode d0", "Release p0"},
              .want_text = "A",
@@ -405,6 +410,140 @@ TEST(RequestFlowDetailTest, HandOffCarriesTheFirstTokenAndTheKvLease) {
   ASSERT_TRUE(fit.has_value());
   EXPECT_EQ(fit->num_observations, 1);
   EXPECT_DOUBLE_EQ(fit->StepMs(1), 1.0);
+}
+
+// Surviving dead workers: several instances per phase, scripted call by call.
+class RequestFlowSurvivalTest : public ::testing::Test {
+ protected:
+  void SetUp() override { tokenizer_ = runtime::testing::LoadTokenizer(runtime::testing::Gpt2StyleJson()); }
+
+  void Add(WorkerRole role, int idx, const std::string& id) {
+    registry_.Register({.role = role, .instance_idx = idx, .incarnation_id = id, .address = id},
+                       absl::Now());
+    registry_.Heartbeat(id, {.num_kv_blocks_total = 100}, absl::Now());
+  }
+
+  absl::Status Run(absl::Duration worker_wait = absl::ZeroDuration(),
+                   std::function<bool()> is_cancelled = [] { return false; }) {
+    PreparedRequest prepared{.request = {.request_id = "req-1"}, .prompt = {kPromptA, kPromptB}};
+    prepared.request.params.max_tokens = 8;
+    RequestFlow flow({.tokenizer = tokenizer_.get(), .registry = &registry_, .latency_model = &latency_,
+                      .workers = &workers_, .worker_wait = worker_wait,
+                      .write = [&](const GenerateChunk& chunk) {
+                        text_ += chunk.text;
+                        return true;
+                      },
+                      .is_cancelled = std::move(is_cancelled)},
+                     std::move(prepared));
+    const absl::Status status = flow.Run();
+    trace_ = flow.trace();
+    return status;
+  }
+
+  bool Live(const std::string& id) { return registry_.LoadOf(WorkerRef{.incarnation_id = id}).has_value(); }
+
+  std::unique_ptr<runtime::Tokenizer> tokenizer_;
+  WorkerRegistry registry_{{}, absl::Seconds(10)};
+  LatencyModel latency_;
+  FakeWorkerClient workers_;
+  std::string text_;
+  std::vector<FlowState> trace_;
+};
+
+const DecodeScript kDecodesBC = {.events = {Kv(), Tokens("BC", 3000, FinishReason::kLength)}};
+
+TEST_F(RequestFlowSurvivalTest, ADeadPrefillInstanceIsReplacedByAnother) {
+  Add(WorkerRole::kPrefill, 0, "p0");
+  Add(WorkerRole::kPrefill, 1, "p1");
+  Add(WorkerRole::kDecode, 0, "d0");
+  workers_.SetPrefill("p0", {.result = absl::UnavailableError("Socket closed")});
+  workers_.SetPrefill("p1", {.result = FirstToken('A')});
+  workers_.SetDecode("d0", kDecodesBC);
+  ASSERT_THAT(Run(), absl_testing::IsOk());
+  EXPECT_EQ(text_, "ABC");
+  EXPECT_THAT(workers_.log(), ElementsAre("Prefill p0", "Prefill p1", "Decode d0", "kv", "Release p1", "tokens"));
+  EXPECT_FALSE(Live("p0"));
+  EXPECT_THAT(trace_, ElementsAre(FS::kPrefilling, FS::kHandingOff, FS::kDecoding, FS::kFinished));
+}
+
+TEST_F(RequestFlowSurvivalTest, ADecodeInstanceDeadBeforeThePullHandsOffToAnother) {
+  Add(WorkerRole::kPrefill, 0, "p0");
+  Add(WorkerRole::kDecode, 0, "d0");
+  Add(WorkerRole::kDecode, 1, "d1");
+  workers_.SetPrefill("p0", {.result = FirstToken('A')});
+  workers_.SetDecode("d0", {.end_status = absl::UnavailableError("failed to connect to all addresses")});
+  workers_.SetDecode("d1", kDecodesBC);
+  ASSERT_THAT(Run(), absl_testing::IsOk());
+  EXPECT_EQ(text_, "ABC");
+  // The prefill instance kept the KV for the second decode instance, and released it once.
+  EXPECT_THAT(workers_.log(), ElementsAre("Prefill p0", "Decode d0", "Decode d1", "kv", "Release p0", "tokens"));
+  EXPECT_THAT(workers_.released(), ElementsAre("req-1"));
+  EXPECT_FALSE(Live("d0"));
+  ASSERT_EQ(workers_.decode_calls().size(), 2u);
+  EXPECT_EQ(workers_.decode_calls()[1].kv_source, Handoff());
+}
+
+TEST_F(RequestFlowSurvivalTest, APullWhoseSourceDiedBlamesTheSourceAndRunsThePromptAgain) {
+  Add(WorkerRole::kPrefill, 0, "p0");
+  Add(WorkerRole::kPrefill, 1, "p1");
+  Add(WorkerRole::kDecode, 0, "d0");
+  workers_.SetPrefill("p0", {.result = FirstToken('A')});
+  workers_.ThenPrefill("p0", {.result = absl::UnavailableError("Socket closed")});
+  workers_.SetPrefill("p1", {.result = FirstToken('Z')});  // whatever it samples, 'A' was sent
+  workers_.SetDecode("d0", {.end_status = absl::AbortedError(
+                                "KV pull from the prefill instance failed: connection refused")});
+  workers_.ThenDecode("d0", kDecodesBC);
+  ASSERT_THAT(Run(), absl_testing::IsOk());
+  EXPECT_EQ(text_, "ABC");  // the first token once
+  EXPECT_THAT(workers_.log(), ElementsAre("Prefill p0", "Decode d0", "Release p0", "Prefill p0",
+                                          "Prefill p1", "Decode d0", "kv", "Release p1", "tokens"));
+  EXPECT_TRUE(Live("d0"));   // the puller is not blamed
+  EXPECT_FALSE(Live("p0"));  // the dead source is found out when called again
+  ASSERT_EQ(workers_.decode_calls().size(), 2u);
+  EXPECT_THAT(workers_.decode_calls()[1].generated_token_ids, ElementsAre('A'));
+  EXPECT_THAT(trace_, ElementsAre(FS::kPrefilling, FS::kHandingOff, FS::kPrefilling, FS::kHandingOff,
+                                  FS::kDecoding, FS::kFinished));
+}
+
+TEST_F(RequestFlowSurvivalTest, GivesUpAfterMaxAttemptsNamingTheLastFailure) {
+  for (int i = 0; i < 4; ++i) {
+    const std::string id = absl::StrCat("p", i);
+    Add(WorkerRole::kPrefill, i, id);
+    workers_.SetPrefill(id, {.result = absl::UnavailableError(absl::StrCat("gone ", i))});
+  }
+  Add(WorkerRole::kDecode, 0, "d0");
+  EXPECT_THAT(Run(), StatusIs(absl::StatusCode::kUnavailable,
+                              HasSubstr("prefill worker 2 failed: gone 2 (3 worker failures; giving up)")));
+  EXPECT_TRUE(Live("p3"));
+  EXPECT_EQ(text_, "");
+}
+
+TEST_F(RequestFlowSurvivalTest, WaitsForALiveInstanceUpToWorkerWait) {
+  Add(WorkerRole::kDecode, 0, "d0");
+  workers_.SetPrefill("p0", {.result = FirstToken('A')});
+  workers_.SetDecode("d0", kDecodesBC);
+  std::thread late([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    Add(WorkerRole::kPrefill, 0, "p0");
+  });
+  const absl::Status status = Run(absl::Seconds(20));
+  late.join();
+  ASSERT_THAT(status, absl_testing::IsOk());
+  EXPECT_EQ(text_, "ABC");
+}
+
+TEST_F(RequestFlowSurvivalTest, AClientThatLeavesWhileWaitingEndsAtOnce) {
+  Add(WorkerRole::kDecode, 0, "d0");
+  std::atomic<bool> cancelled = false;
+  std::thread leave([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    cancelled = true;
+  });
+  const absl::Time start = absl::Now();
+  const absl::Status status = Run(absl::Seconds(60), [&] { return cancelled.load(); });
+  leave.join();
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 }
 
 }  // namespace
