@@ -11,7 +11,7 @@ namespace baton::cli {
 namespace {
 
 absl::Status RunScheduler(const std::string& config_path, const std::string& secret_file,
-                          const std::string& api_key) {
+                          const std::string& api_key, double drain_timeout_s) {
   ASSIGN_OR_RETURN(scheduler::DeploymentConfig config, scheduler::LoadDeploymentConfig(config_path));
   ASSIGN_OR_RETURN(const runtime::DeploymentSecret secret, runtime::DeploymentSecret::Load(secret_file));
   scheduler::SchedulerOptions options{
@@ -26,6 +26,7 @@ absl::Status RunScheduler(const std::string& config_path, const std::string& sec
       .tls_cert = config.tls_cert,
       .tls_key = config.tls_key,
       .http_max_body_bytes = config.http_max_body_bytes,
+      .drain_timeout = absl::Seconds(drain_timeout_s),
       .disaggregated = config.mode == scheduler::DeploymentMode::kDisaggregated};
   if (scheduler::AdmissionEnabled(config.slo)) {
     options.admission = {.ttft_ms = config.slo.ttft_ms, .tpot_ms = config.slo.tpot_ms};
@@ -43,6 +44,7 @@ void RegisterSchedulerCommand(CLI::App& app, int* exit_code) {
   auto config = std::make_shared<std::string>();
   auto secret_file = std::make_shared<std::string>();
   auto api_key = std::make_shared<std::string>();
+  auto drain_timeout_s = std::make_shared<double>(30);
   CLI::App* cmd = app.add_subcommand("scheduler", "The global scheduler: public API and routing");
   cmd->add_option("--config", *config, "Deployment config (YAML or JSON)")->required();
   cmd->add_option("--secret-file", *secret_file,
@@ -51,9 +53,14 @@ void RegisterSchedulerCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--api-key", *api_key,
                   "Key every public call but Health must present as 'Authorization: Bearer KEY'")
       ->envname("BATON_API_KEY");
+  cmd->add_option("--drain-timeout", *drain_timeout_s,
+                  "On SIGTERM: seconds to let executing requests finish while new ones are refused")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([=] {
     InstallStopSignalHandlers();
-    *exit_code = ReportStatus("baton scheduler", RunScheduler(*config, *secret_file, *api_key));
+    *exit_code = ReportStatus("baton scheduler",
+                              RunScheduler(*config, *secret_file, *api_key, *drain_timeout_s));
   });
 }
 

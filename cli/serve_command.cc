@@ -2,7 +2,7 @@
 // default), writes it to a temporary file, generates the deployment secret (or reads
 // --secret-file) into a file only this user can read, starts `baton scheduler` and one `baton
 // worker` per instance as supervised children of this same binary, each handed both files, waits until the scheduler's Health says
-// SERVING, then waits for SIGINT/SIGTERM and stops everything.
+// SERVING, then waits for SIGINT/SIGTERM, drains the scheduler (--drain-timeout) and stops everything.
 //
 // Exit codes: 0 after SIGINT/SIGTERM (also during start-up); 1 when a child dies during start-up, the
 // scheduler dies later, or start-up times out; 2 for a bad config or flag. A worker that dies after
@@ -57,6 +57,7 @@ struct ServeOptions {
   int http_port = -1;       // -1: the config's
   double startup_timeout_s = 300;
   double stop_grace_s = 10;
+  double drain_timeout_s = 30;
   ParallelFlags parallel;   // with --model only: every phase's tp and pp
   std::string secret_file;  // empty: generate the deployment secret
   std::string host;         // empty: the config's
@@ -256,12 +257,13 @@ class HealthProbe {
 
 std::vector<runtime::ChildSpec> ChildSpecs(const DeploymentConfig& config,
                                            const std::filesystem::path& config_path,
-                                           const std::filesystem::path& secret_path) {
+                                           const std::filesystem::path& secret_path,
+                                           double drain_timeout_s) {
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<runtime::ChildSpec> specs;
   specs.push_back({.name = kSchedulerName,
                    .argv = {exe, "scheduler", "--config", config_path.string(), "--secret-file",
-                            secret_path.string()}});
+                            secret_path.string(), "--drain-timeout", absl::StrCat(drain_timeout_s)}});
   for (const scheduler::WorkerInstance& worker : scheduler::WorkerInstances(config)) {
     specs.push_back({.name = runtime::WorkerName(worker.role, worker.instance_idx),
                      .argv = {exe, "worker", "--config", config_path.string(), "--secret-file",
@@ -298,6 +300,21 @@ void StopEverything(ProcessSupervisor& supervisor, absl::Duration grace) {
   }
   // A worker that was killed could not unlink its shared KV pool: no segment outlives the deployment.
   (void)runtime::RemoveOrphanedKvSegments();
+}
+
+// SIGTERM's path: the scheduler first, which refuses new requests and lets executing ones finish
+// for up to `drain` (the workers keep serving them meanwhile), then everything.
+void DrainThenStop(ProcessSupervisor& supervisor, pid_t scheduler_pid, absl::Duration drain,
+                   absl::Duration grace) {
+  supervisor.Terminate(scheduler_pid);
+  const absl::Time give_up = absl::Now() + drain + grace;
+  while (absl::Now() < give_up) {
+    std::optional<ChildExit> exit = supervisor.WaitForExit(give_up - absl::Now());
+    if (!exit) break;
+    if (exit->pid == scheduler_pid) break;
+    std::fprintf(stderr, "baton: %s\n", exit->Describe().c_str());
+  }
+  StopEverything(supervisor, grace);
 }
 
 // Runs the deployment; returns the process exit code.
@@ -357,7 +374,8 @@ int RunServe(const ServeOptions& opts) {
   for (const std::string& line : plan->rank_lines) std::fprintf(stderr, "baton: %s\n", line.c_str());
   const absl::Duration grace = absl::Seconds(opts.stop_grace_s);
 
-  for (const runtime::ChildSpec& spec : ChildSpecs(config, (*config_file)->path(), secret_path)) {
+  pid_t scheduler_pid = 0;
+  for (const runtime::ChildSpec& spec : ChildSpecs(config, (*config_file)->path(), secret_path, opts.drain_timeout_s)) {
     absl::StatusOr<pid_t> pid = (*supervisor)->Start(spec);
     if (!pid.ok()) {
       std::fprintf(stderr, "baton serve: %s; stopping every process\n",
@@ -366,6 +384,7 @@ int RunServe(const ServeOptions& opts) {
       return kExitFailure;
     }
     std::fprintf(stderr, "baton: started %s (pid %d)\n", spec.name.c_str(), *pid);
+    if (spec.name == kSchedulerName) scheduler_pid = *pid;
   }
 
   absl::Status ready;
@@ -395,8 +414,9 @@ int RunServe(const ServeOptions& opts) {
 
   while (true) {
     if (const int signal = runtime::WaitForSignal(stop_signals, kPollInterval); signal > 0) {
-      std::fprintf(stderr, "baton: %s received; stopping\n", runtime::SignalName(signal).c_str());
-      StopEverything(**supervisor, grace);
+      std::fprintf(stderr, "baton: %s received; draining, then stopping\n",
+                   runtime::SignalName(signal).c_str());
+      DrainThenStop(**supervisor, scheduler_pid, absl::Seconds(opts.drain_timeout_s), grace);
       return 0;
     }
     while (std::optional<ChildExit> exit = (*supervisor)->WaitForExit(absl::ZeroDuration())) {
@@ -432,6 +452,11 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--stop-grace", opts->stop_grace_s,
                   "Seconds between SIGTERM and SIGKILL when stopping the children")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--drain-timeout", opts->drain_timeout_s,
+                  "On SIGINT/SIGTERM: seconds executing requests may take to finish while new ones "
+                  "are refused (503 / UNAVAILABLE), before every process stops")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--secret-file", opts->secret_file,

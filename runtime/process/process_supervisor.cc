@@ -237,6 +237,14 @@ void ProcessSupervisor::Wake() {
   (void)!write(wake_fd_, &one, sizeof(one));
 }
 
+void ProcessSupervisor::Terminate(pid_t pid) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = running_.find(pid);
+  if (it == running_.end()) return;
+  it->second.stop_requested = true;
+  SignalLocked(pid, SIGTERM);
+}
+
 void ProcessSupervisor::SignalLocked(pid_t pid, int signal) {
   // Once only: a child may treat a second SIGTERM as "stop now".
   if (kill(-pid, signal) != 0) kill(pid, signal);

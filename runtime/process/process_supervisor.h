@@ -75,6 +75,9 @@ class ProcessSupervisor {
   // Stops every running child (SIGTERM, then SIGKILL after `grace`) and reaps them all. Returns their
   // exits, marked stop_requested; they are queued for WaitForExit as well.
   std::vector<ChildExit> StopAll(absl::Duration grace);
+  // Asks one running child to stop (SIGTERM, marked stop_requested) without waiting; its exit comes
+  // through WaitForExit. Nothing when it is not running.
+  void Terminate(pid_t pid);
 
   int num_running() const;
 

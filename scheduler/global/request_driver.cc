@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -29,6 +30,9 @@ std::string RequestDriver::NewRequestId() const {
 
 absl::StatusOr<PreparedRequest> RequestDriver::Prepare(GenerateRequest request) const {
   const int64_t arrival_us = NowMicros();
+  if (draining()) {
+    return absl::UnavailableError("the server is draining (shutting down): it takes no new requests");
+  }
   if (absl::Status valid = ValidateRequest(request); !valid.ok()) return valid;
   if (!request.model.empty() && request.model != model_->name) {
     return absl::InvalidArgumentError(absl::StrCat("model '", request.model,
@@ -127,6 +131,8 @@ absl::Status RequestDriver::Run(GenerateRequest request, const RequestIo& io) {
 }
 
 absl::Status RequestDriver::Execute(PreparedRequest prepared, const RequestIo& io) {
+  ++num_executing_;
+  absl::Cleanup done = [this] { --num_executing_; };
   RequestFlow flow(RequestFlowParams{.tokenizer = model_->tokenizer.get(),
                                      .registry = registry_,
                                      .latency_model = &latency_model_,

@@ -8,8 +8,13 @@
 // Admission (admission.h): Prepare rejects a request whose predicted TTFT or TPOT breaks the
 // AdmissionPolicy with RESOURCE_EXHAUSTED; Execute never rejects on predictions. Every flow feeds the
 // driver's LatencyModel, which admission reads. Thread-safe: front ends call it from many threads.
+//
+// Draining (SIGTERM to the scheduler): after StartDraining, Prepare refuses new requests with
+// UNAVAILABLE "draining" (HTTP 503) while those already executing run to their end;
+// num_executing() says how many are left.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -55,6 +60,12 @@ class RequestDriver {
   // Prepare + Execute; a bad request is INVALID_ARGUMENT before any chunk.
   absl::Status Run(GenerateRequest request, const RequestIo& io);
 
+  // From now on Prepare refuses every request (UNAVAILABLE); executing ones are untouched.
+  void StartDraining() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
+  // Requests inside Execute now.
+  int num_executing() const { return num_executing_.load(); }
+
   // One log line: the admission policy, the latency model's estimates per instance, and how many
   // requests admission checked and rejected since the previous call (with the last message).
   std::string TakeAdmissionReport();
@@ -70,6 +81,8 @@ class RequestDriver {
 
   const ServedModel* model_;
   WorkerRegistry* registry_;
+  std::atomic<bool> draining_ = false;
+  std::atomic<int> num_executing_ = 0;
   const RequestDriverOptions options_;
   LatencyModel latency_model_;
   mutable absl::Mutex admission_mu_;

@@ -115,7 +115,11 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
   }
 
   http.Get("/health", [driver](const httplib::Request&, httplib::Response& res) {
-    const WorkerRegistry::Health health = driver->registry().CheckHealth();
+    WorkerRegistry::Health health = driver->registry().CheckHealth();
+    if (driver->draining()) {
+      health.all_phases_served = false;
+      health.problems.push_back("draining: the server is shutting down");
+    }
     res.status = health.all_phases_served ? 200 : 503;
     res.set_content(json({{"problems", health.problems}}).dump(), "application/json");
   });

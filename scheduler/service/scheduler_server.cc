@@ -79,6 +79,21 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
+  driver.StartDraining();
+  const absl::Time drain_deadline = absl::Now() + options.drain_timeout;
+  if (driver.num_executing() > 0) {
+    std::fprintf(stderr, "baton scheduler: draining %d requests (up to %s)\n", driver.num_executing(),
+                 absl::FormatDuration(options.drain_timeout).c_str());
+  }
+  while (driver.num_executing() > 0 && absl::Now() < drain_deadline) {
+    for (const std::string& died : registry.Sweep(absl::Now())) {
+      std::fprintf(stderr, "baton scheduler: %s\n", died.c_str());
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  if (const int left = driver.num_executing(); left > 0) {
+    std::fprintf(stderr, "baton scheduler: drain timeout: %d requests cut\n", left);
+  }
   server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   internal.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   return absl::OkStatus();

@@ -3,8 +3,10 @@
 // given) on host:port and the OpenAI HTTP API on host:http_port, WorkerRegistryService on
 // host:internal_port (no reflection; every call must carry the deployment secret), and sweeps
 // silent workers. A port already in use is an error (runtime/rpc/grpc_listener.h). Every 10 s it
-// logs the admission report (RequestDriver::TakeAdmissionReport) when that changed. Returns when
-// *stop becomes true, or on a start-up error.
+// logs the admission report (RequestDriver::TakeAdmissionReport) when that changed. When *stop
+// becomes true it drains: new requests get UNAVAILABLE "draining" (HTTP 503) and Health says
+// NOT_SERVING, while executing requests finish, for up to drain_timeout; then it returns. Returns
+// at once on a start-up error.
 #pragma once
 
 #include <atomic>
@@ -37,6 +39,8 @@ struct SchedulerOptions {
   std::filesystem::path tls_cert;
   std::filesystem::path tls_key;
   uint64_t http_max_body_bytes = 4ull << 20;
+  // After *stop: refuse new requests and let executing ones finish for up to this long.
+  absl::Duration drain_timeout = absl::Seconds(30);
   bool disaggregated = true;
   std::vector<std::pair<WorkerRole, int>> expected_workers;  // {role, instances}
   int max_model_len = 0;                              // 0: the model's

@@ -28,6 +28,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -699,6 +700,33 @@ class TestWorkerFailure:
             # No request is lost: the victim's prompt runs again on prefill worker 1, and both
             # streams keep going (check_failed_over: none ended, every one makes progress).
             check_failed_over(deployment, "prefill worker 0", watchers, 0, killed_at)
+
+
+# --- shutdown ------------------------------------------------------------------------------------
+
+
+@pytest.mark.engine
+def test_sigterm_drains_executing_requests(fresh_deployments):
+    """SIGTERM to `baton serve`: new requests are refused (UNAVAILABLE / HTTP 503 "draining"),
+    the streams already running finish with every token, then every process stops (exit 0)."""
+    deployment = fresh_deployments.start("drain", http=True)
+    with deployment.client(timeout=120) as client:
+        watchers = start_long_streams(client, count=2, prompt_len=20, max_tokens=1000)
+        assert wait_until(lambda: all(w.num_tokens() >= 3 for w in watchers), 60), \
+            [w.error for w in watchers]
+        deployment.launcher.send_signal(signal.SIGTERM)
+        assert deployment.stderr.wait_for(r"baton scheduler: draining 2 requests", 10), deployment.log()
+        with pytest.raises(baton.BatonError) as refused:
+            client.complete(prompt="too late", max_tokens=3)
+        assert refused.value.code == grpc.StatusCode.UNAVAILABLE
+        assert "draining" in str(refused.value)
+        status, body = post_completion(deployment.http_port, {"prompt": "too late", "max_tokens": 3})
+        assert status == 503 and "draining" in body["error"]["message"], body
+        for w in watchers:
+            assert w.join(60), "a draining stream did not finish"
+            assert w.error is None and w.num_tokens() == 1000, (w.error, w.num_tokens())
+    assert deployment.launcher.wait(30) == 0
+    assert "requests cut" not in deployment.stderr.text()
 
 
 # --- SLO admission --------------------------------------------------------------------------------

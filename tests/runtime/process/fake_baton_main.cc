@@ -2,7 +2,7 @@
 // follow the launcher's contract (flags, config file, Health, SIGTERM) without a model, so that
 // serve_command_test can run the launcher end to end.
 //
-//   fake_baton scheduler --config FILE --secret-file S
+//   fake_baton scheduler --config FILE --secret-file S --drain-timeout T
 //                                        serves WorkerRegistryService.Health on the config's host
 //                                        and internal port, to callers with the secret; SERVING
 //                                        unless FAKE_BATON_HEALTH=never
@@ -126,6 +126,8 @@ int main(int argc, char** argv) {
   CLI::App* scheduler = app.add_subcommand("scheduler");
   scheduler->add_option("--config", config_path)->required();
   scheduler->add_option("--secret-file", secret_path)->required();
+  double drain_timeout_s = 0;
+  scheduler->add_option("--drain-timeout", drain_timeout_s)->required();
   scheduler->callback([&] { exit_code = RunScheduler(config_path, secret_path); });
   CLI::App* worker = app.add_subcommand("worker");
   worker->add_option("--config", config_path)->required();

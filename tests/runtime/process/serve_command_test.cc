@@ -168,7 +168,7 @@ TEST_F(ServeCommandTest, ServesUntilSigintThenStopsEveryChild) {
   ASSERT_EQ(kill(launcher, SIGINT), 0);
   const ChildExit exit = WaitForLauncherExit();
   EXPECT_EQ(exit.exit_code, 0) << ReadFile(dir_ / "serve.err");
-  EXPECT_THAT(ReadFile(dir_ / "serve.err"), HasSubstr("baton: SIGINT received; stopping"));
+  EXPECT_THAT(ReadFile(dir_ / "serve.err"), HasSubstr("baton: SIGINT received; draining, then stopping"));
   for (pid_t child : children) EXPECT_TRUE(ProcessGone(child)) << "child " << child << " survived";
   EXPECT_FALSE(std::filesystem::exists(config_file)) << "the temporary config is removed";
 }
