@@ -91,6 +91,14 @@ absl::Status ReadString(const YAML::Node& node, const std::string& path, std::st
 Field IntField(absl::string_view key, int* out) {
   return {key, [out](const YAML::Node& v, const std::string& path) { return ReadInt(v, path, out); }};
 }
+Field PathField(absl::string_view key, std::filesystem::path* out) {
+  return {key, [out](const YAML::Node& v, const std::string& path) -> absl::Status {
+            std::string text;
+            RETURN_IF_ERROR(ReadString(v, path, &text));
+            *out = text;
+            return absl::OkStatus();
+          }};
+}
 Field DoubleField(absl::string_view key, double* out) {
   return {key,
           [out](const YAML::Node& v, const std::string& path) { return ReadDouble(v, path, out); }};
@@ -418,13 +426,7 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
                  }};
   };
   const std::vector<Field> fields = {
-      {"model",
-       [&](const YAML::Node& v, const std::string& p) -> absl::Status {
-         std::string model;
-         RETURN_IF_ERROR(ReadString(v, p, &model));
-         config.model_dir = model;
-         return absl::OkStatus();
-       }},
+      PathField("model", &config.model_dir),
       {"weight_dtype",
        [&](const YAML::Node& v, const std::string& p) -> absl::Status {
          std::string name;
@@ -449,20 +451,8 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
          internal_port_set = true;
          return ReadInt(v, p, &config.internal_port);
        }},
-      {"tls_cert",
-       [&](const YAML::Node& v, const std::string& p) -> absl::Status {
-         std::string path;
-         RETURN_IF_ERROR(ReadString(v, p, &path));
-         config.tls_cert = path;
-         return absl::OkStatus();
-       }},
-      {"tls_key",
-       [&](const YAML::Node& v, const std::string& p) -> absl::Status {
-         std::string path;
-         RETURN_IF_ERROR(ReadString(v, p, &path));
-         config.tls_key = path;
-         return absl::OkStatus();
-       }},
+      PathField("tls_cert", &config.tls_cert),
+      PathField("tls_key", &config.tls_key),
       {"http_max_body_bytes",
        [&](const YAML::Node& v, const std::string& p) -> absl::Status {
          if (!v.IsScalar()) return TypeError(p, "a byte size such as 4MiB", v);
