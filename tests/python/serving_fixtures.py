@@ -209,9 +209,11 @@ class Deployment:
         stats = {}
         for worker in self.worker_ports:
             if process_alive(self.pids[worker]):
-                stats[worker] = self.worker_stub(worker).GetStats(worker_pb2.GetStatsRequest(),
-                                                                  timeout=STATS_RPC_TIMEOUT_S)
+                stats[worker] = self.worker_stats_of(worker)
         return stats
+
+    def worker_stats_of(self, worker: str) -> worker_pb2.WorkerStats:
+        return self.worker_stub(worker).GetStats(worker_pb2.GetStatsRequest(), timeout=STATS_RPC_TIMEOUT_S)
 
     def kill(self, worker: str, sig: int = signal.SIGKILL) -> None:
         os.kill(self.pids[worker], sig)

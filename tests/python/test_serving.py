@@ -681,25 +681,25 @@ class TestWorkerFailure:
     def test_prefill_worker_killed(self, fresh_deployments):
         deployment = fresh_deployments.start("prefill-kill", num_prefill=2, num_decode=1)
         with deployment.client(timeout=120) as client:
-            # Two prompts at once, one per prefill worker (the fewest outstanding tokens); long
-            # enough (~0.3 s of prefill each, more on busy cores) that polling the workers sees both
-            # mid-prefill and can kill one, short enough for the other to be free again soon.
-            watchers = [StreamWatcher(client.generate(token_ids=random_ids(1500, seed=3000 + i),
+            # Prefill worker 0 is frozen first, so the prompt routed to it is certainly in flight
+            # there when it dies, however fast the machine: timing-free, unlike catching a prefill
+            # mid-way by polling. Two prompts at once go one per prefill worker (the scheduler's
+            # fewest outstanding tokens).
+            deployment.kill("prefill worker 0", signal.SIGSTOP)
+            watchers = [StreamWatcher(client.generate(token_ids=random_ids(300, seed=3000 + i),
                                                       max_tokens=400, ignore_eos=True))
                         for i in range(2)]
-
-            def prefilling() -> dict[str, int]:
-                return {n: s.num_prefill_tokens_outstanding
-                        for n, s in deployment.worker_stats().items() if n.startswith("prefill")}
-
-            assert wait_until(lambda: all(v > 0 for v in prefilling().values()), 10, interval=0.005), \
-                prefilling()
-            assert not any(w.chunks for w in watchers), "the prefills ended before the kill"
+            assert wait_until(lambda: any(w.chunks for w in watchers), 60), [w.error for w in watchers]
+            assert wait_until(
+                lambda: deployment.worker_stats_of("prefill worker 1").num_prefill_tokens_outstanding == 0, 10)
+            time.sleep(0.2)  # worker 1's first tokens reach their streams
+            assert sum(bool(w.chunks) for w in watchers) == 1, "both prompts went to prefill worker 1"
             deployment.kill("prefill worker 0")
             killed_at = time.monotonic()
-            # No request is lost: the victim's prompt runs again on prefill worker 1, and both
+            # No request is lost: the frozen worker's prompt runs again on prefill worker 1, and both
             # streams keep going (check_failed_over: none ended, every one makes progress).
             check_failed_over(deployment, "prefill worker 0", watchers, 0, killed_at)
+            assert all(w.chunks for w in watchers)
 
 
 # --- shutdown ------------------------------------------------------------------------------------
