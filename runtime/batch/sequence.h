@@ -45,6 +45,7 @@ struct Sequence {
   SeqStatus status = SeqStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   int64_t first_scheduled_us = 0;  // when its prefill first entered a step (Unix micros)
+  bool has_sampled = false;        // this engine has sampled a token of it
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_generated_tokens() const { return num_tokens() - num_prompt_tokens; }
@@ -52,5 +53,12 @@ struct Sequence {
   int num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
   int32_t last_token() const { return token_ids.back(); }
 };
+
+// The tokens whose KV a decode worker receives for a request prefilled elsewhere: all but the last
+// sampled one, which the first decode step feeds through the model.
+inline int NumPrefilledKvTokens(const std::vector<int32_t>& prompt_token_ids,
+                                const std::vector<int32_t>& generated_token_ids) {
+  return static_cast<int>(prompt_token_ids.size() + generated_token_ids.size()) - 1;
+}
 
 }  // namespace baton::runtime

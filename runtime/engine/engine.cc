@@ -56,20 +56,29 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRanks> ranks, in
       runner_(ranks_.get()) {}
 
 absl::Status Engine::ValidateRequest(SeqId seq_id, const std::vector<int32_t>& prompt_token_ids,
+                                     const std::vector<int32_t>& generated_token_ids,
                                      const GenerationParams& params) const {
   const int vocab_size = ranks_->config().vocab_size;
   if (prompt_token_ids.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("request ", seq_id, ": empty prompt"));
   }
-  for (int32_t id : prompt_token_ids) {
-    if (id < 0 || id >= vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", seq_id, ": prompt token id ", id,
-                                                     " is outside the vocabulary [0, ", vocab_size, ")"));
+  for (const auto& [what, ids] : {std::pair{"prompt", &prompt_token_ids},
+                                  std::pair{"generated", &generated_token_ids}}) {
+    for (int32_t id : *ids) {
+      if (id < 0 || id >= vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat("request ", seq_id, ": ", what, " token id ", id,
+                                                       " is outside the vocabulary [0, ", vocab_size, ")"));
+      }
     }
   }
   if (params.max_tokens < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("request ", seq_id, ": max_tokens ", params.max_tokens, " must be >= 1"));
+  }
+  if (generated_token_ids.size() >= static_cast<size_t>(params.max_tokens)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", seq_id, ": ", generated_token_ids.size(), " tokens generated already; max_tokens ",
+        params.max_tokens, " leaves none to generate"));
   }
   const int64_t total = static_cast<int64_t>(prompt_token_ids.size()) + params.max_tokens;
   if (total > max_model_len_) {
@@ -81,15 +90,17 @@ absl::Status Engine::ValidateRequest(SeqId seq_id, const std::vector<int32_t>& p
 }
 
 absl::StatusOr<SeqId> Engine::AddRequest(std::vector<int32_t> prompt_token_ids,
-                                         GenerationParams params) {
+                                         GenerationParams params,
+                                         std::vector<int32_t> generated_token_ids) {
   const SeqId seq_id = next_seq_id_;
-  RETURN_IF_ERROR(ValidateRequest(seq_id, prompt_token_ids, params));
+  RETURN_IF_ERROR(ValidateRequest(seq_id, prompt_token_ids, generated_token_ids, params));
   if (!params.ignore_eos) {
     for (int32_t eos : ranks_->config().eos_token_ids) params.stop_token_ids.push_back(eos);
   }
   ++next_seq_id_;
   auto seq = std::make_unique<Sequence>(seq_id, std::move(prompt_token_ids), std::move(params),
                                         block_size_);
+  seq->token_ids.insert(seq->token_ids.end(), generated_token_ids.begin(), generated_token_ids.end());
   scheduler_.Add(seq.get());
   seqs_.emplace(seq_id, std::move(seq));
   return seq_id;
@@ -120,7 +131,7 @@ absl::Status Engine::ValidatePrefilled(const std::vector<int32_t>& prompt_token_
                                        const std::vector<int32_t>& generated_token_ids,
                                        const GenerationParams& params) const {
   const SeqId seq_id = next_seq_id_;
-  RETURN_IF_ERROR(ValidateRequest(seq_id, prompt_token_ids, params));
+  RETURN_IF_ERROR(ValidateRequest(seq_id, prompt_token_ids, generated_token_ids, params));
   if (generated_token_ids.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("request ", seq_id, ": a prefilled request needs its first token"));
@@ -128,9 +139,9 @@ absl::Status Engine::ValidatePrefilled(const std::vector<int32_t>& prompt_token_
   return absl::OkStatus();
 }
 
-bool Engine::CanAdmitPrefilled(int num_prompt_tokens) const {
-  // Room for the prompt's KV and the next token's, so the first decode step cannot preempt.
-  return allocator_.CanAllocate(NumBlocksFor(num_prompt_tokens + 1, block_size_));
+bool Engine::CanAdmitPrefilled(int num_kv_tokens) const {
+  // Room for the KV and the next token's, so the first decode step cannot preempt.
+  return allocator_.CanAllocate(NumBlocksFor(num_kv_tokens + 1, block_size_));
 }
 
 absl::StatusOr<SeqId> Engine::AdmitPrefilled(std::vector<int32_t> prompt_token_ids,
@@ -138,9 +149,9 @@ absl::StatusOr<SeqId> Engine::AdmitPrefilled(std::vector<int32_t> prompt_token_i
                                              GenerationParams params) {
   const SeqId seq_id = next_seq_id_;
   RETURN_IF_ERROR(ValidatePrefilled(prompt_token_ids, generated_token_ids, params));
-  const int num_prompt_tokens = static_cast<int>(prompt_token_ids.size());
-  const int num_blocks = NumBlocksFor(num_prompt_tokens, block_size_);
-  if (!CanAdmitPrefilled(num_prompt_tokens)) {
+  const int num_kv_tokens = NumPrefilledKvTokens(prompt_token_ids, generated_token_ids);
+  const int num_blocks = NumBlocksFor(num_kv_tokens, block_size_);
+  if (!CanAdmitPrefilled(num_kv_tokens)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "request ", seq_id, ": ", num_blocks, " KV blocks needed, ", allocator_.num_blocks_free(), " free"));
   }
@@ -152,8 +163,8 @@ absl::StatusOr<SeqId> Engine::AdmitPrefilled(std::vector<int32_t> prompt_token_i
                                         block_size_);
   seq->token_ids.insert(seq->token_ids.end(), generated_token_ids.begin(), generated_token_ids.end());
   seq->block_table.AddBlocks(*allocator_.Allocate(num_blocks));
-  seq->block_table.AppendTokens(num_prompt_tokens);
-  seq->num_computed_tokens = num_prompt_tokens;
+  seq->block_table.AppendTokens(num_kv_tokens);
+  seq->num_computed_tokens = num_kv_tokens;
   seq->status = SeqStatus::kAwaitingKv;
   seqs_.emplace(seq_id, std::move(seq));
   return seq_id;
@@ -231,7 +242,8 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
     if (seq.params.num_logprobs > 0) out.logprobs = kernels::TopLogprobs(row, seq.params.num_logprobs);
     if (seq.params.return_logits) out.logits.assign(row.begin(), row.end());
     out.finish_reason = CheckFinished(seq, token);
-    if (seq.num_generated_tokens() == 1) out.prefill_start_us = seq.first_scheduled_us;
+    if (!seq.has_sampled) out.prefill_start_us = seq.first_scheduled_us;
+    seq.has_sampled = true;
   }
   for (const TokenOutput& out : outputs) {
     auto it = seqs_.find(out.seq_id);

@@ -62,9 +62,13 @@ class Engine {
   int max_model_len() const { return max_model_len_; }
   const BlockAllocator& allocator() const { return allocator_; }
 
-  // InvalidArgument if the prompt is empty, holds an id outside the vocabulary, or prompt +
-  // max_tokens exceeds max_model_len; the message names the request.
-  absl::StatusOr<SeqId> AddRequest(std::vector<int32_t> prompt_token_ids, GenerationParams params);
+  // generated_token_ids: tokens already sampled for the request elsewhere (a request resumed after
+  // its worker died: token replay). The prefill computes prompt + generated, and the next token is
+  // generated token generated_token_ids.size(), drawn as the uninterrupted run would draw it.
+  // InvalidArgument if the prompt is empty, a token id is outside the vocabulary, prompt +
+  // max_tokens exceeds max_model_len, or no token is left to generate; the message names the request.
+  absl::StatusOr<SeqId> AddRequest(std::vector<int32_t> prompt_token_ids, GenerationParams params,
+                                   std::vector<int32_t> generated_token_ids = {});
   // Frees the sequence's blocks and queue slot at once. NotFound for an unknown or finished id.
   absl::Status Cancel(SeqId seq_id);
 
@@ -77,15 +81,17 @@ class Engine {
   absl::StatusOr<HeldKv> GetHeldKv(SeqId seq_id) const;
   absl::Status ReleaseKv(SeqId seq_id);
 
-  // Decode role. AdmitPrefilled takes a request whose prompt KV is computed elsewhere and allocates
-  // the blocks that will receive it (generated_token_ids: the tokens sampled so far, at least one).
+  // Decode role. AdmitPrefilled takes a request whose KV is computed elsewhere and allocates the
+  // blocks that will receive it (generated_token_ids: the tokens sampled so far, at least one). The
+  // KV covers every token but the last sampled one: prompt + generated - 1 tokens, which
+  // NumPrefilledKvTokens counts.
   // InvalidArgument as ValidatePrefilled; ResourceExhausted when the blocks are not free now: callers
   // ask CanAdmitPrefilled first and wait. A request ValidatePrefilled accepts fits in an empty pool.
   // After the transfer has filled the blocks, StartDecoding puts the sequence in the batch.
   absl::Status ValidatePrefilled(const std::vector<int32_t>& prompt_token_ids,
                                  const std::vector<int32_t>& generated_token_ids,
                                  const GenerationParams& params) const;
-  bool CanAdmitPrefilled(int num_prompt_tokens) const;
+  bool CanAdmitPrefilled(int num_kv_tokens) const;
   absl::StatusOr<SeqId> AdmitPrefilled(std::vector<int32_t> prompt_token_ids,
                                        std::vector<int32_t> generated_token_ids,
                                        GenerationParams params);
@@ -105,6 +111,7 @@ class Engine {
 
   FinishReason CheckFinished(const Sequence& seq, int32_t token) const;
   absl::Status ValidateRequest(SeqId seq_id, const std::vector<int32_t>& prompt_token_ids,
+                               const std::vector<int32_t>& generated_token_ids,
                                const GenerationParams& params) const;
   Sequence* Find(SeqId seq_id) const;
 

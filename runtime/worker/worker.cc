@@ -28,7 +28,8 @@ class EngineKvAdmitter final : public KvAdmitter {
                                      request.params);
   }
   bool CanAdmit(const PrefilledRequest& request) const override {
-    return engine_.CanAdmitPrefilled(static_cast<int>(request.prompt_token_ids.size()));
+    return engine_.CanAdmitPrefilled(
+        NumPrefilledKvTokens(request.prompt_token_ids, request.generated_token_ids));
   }
   absl::StatusOr<KvAdmission> Admit(PrefilledRequest request) override {
     ASSIGN_OR_RETURN(SeqId seq_id,
@@ -179,9 +180,11 @@ absl::StatusOr<PrefillResult> Worker::Prefill(PrefillCall call) {
   ASSIGN_OR_RETURN(WorkerRequest request, requests_.Add(request_id));
   std::shared_ptr<TokenChannel> channel = request.channel;
   call.params.hold_kv_after_prefill = true;
-  const int64_t num_prompt_tokens = static_cast<int64_t>(call.prompt_token_ids.size());
+  const int64_t num_prompt_tokens =
+      static_cast<int64_t>(call.prompt_token_ids.size() + call.generated_token_ids.size());
   absl::StatusOr<SeqId> seq_id = loop_->Call([&](Engine& engine) -> absl::StatusOr<SeqId> {
-    absl::StatusOr<SeqId> id = engine.AddRequest(std::move(call.prompt_token_ids), call.params);
+    absl::StatusOr<SeqId> id = engine.AddRequest(std::move(call.prompt_token_ids), call.params,
+                                                 std::move(call.generated_token_ids));
     if (id.ok()) loop_->Subscribe(*id, [channel](absl::StatusOr<TokenOutput> out) { channel->Push(std::move(out)); });
     return id;
   });
@@ -287,6 +290,12 @@ absl::Status Worker::StartHandedOff(DecodeCall& call, const WorkerRequest& reque
                                     const TokenSink& sink) {
   // Plan first: a hand-off this instance cannot take fails at once, without waiting for room.
   absl::StatusOr<std::vector<KvPullSpec>> specs = PlanKvPulls(*call.kv, kv_model_shape_, layout_);
+  const int num_kv_tokens = NumPrefilledKvTokens(call.prompt_token_ids, call.generated_token_ids);
+  if (specs.ok() && call.kv->num_tokens != num_kv_tokens) {
+    specs = absl::InvalidArgumentError(absl::StrCat(
+        "the KV source holds ", call.kv->num_tokens, " tokens; ", call.prompt_token_ids.size(),
+        " prompt + ", call.generated_token_ids.size(), " generated tokens need ", num_kv_tokens));
+  }
   if (!specs.ok()) {
     requests_.Remove(call.request_id);
     return specs.status();
@@ -346,7 +355,8 @@ absl::Status Worker::Decode(DecodeCall call) {
     RETURN_IF_ERROR(StartHandedOff(call, request, sink));
   } else {
     absl::StatusOr<SeqId> seq_id = loop_->Call([&](Engine& engine) -> absl::StatusOr<SeqId> {
-      absl::StatusOr<SeqId> id = engine.AddRequest(std::move(call.prompt_token_ids), call.params);
+      absl::StatusOr<SeqId> id = engine.AddRequest(std::move(call.prompt_token_ids), call.params,
+                                                   std::move(call.generated_token_ids));
       if (id.ok()) loop_->Subscribe(*id, sink);
       return id;
     });

@@ -57,6 +57,9 @@ struct DecodeEvent {
 struct PrefillCall {
   std::string request_id;                 // the scheduler's id; unique among requests in flight
   std::vector<int32_t> prompt_token_ids;  // [num_prompt_tokens]
+  // Tokens generated already (a request resumed after its decode worker died); the prefill
+  // computes prompt + these, and its token is the next one. Usually empty.
+  std::vector<int32_t> generated_token_ids;
   GenerationParams params;
   absl::Duration kv_lease;  // how long the KV stays held for a pull before it is freed
   absl::Time deadline;      // required; a default (1970) deadline has passed
@@ -67,7 +70,9 @@ struct PrefillCall {
 struct DecodeCall {
   std::string request_id;                    // the scheduler's id; unique among requests in flight
   std::vector<int32_t> prompt_token_ids;     // [num_prompt_tokens]
-  std::vector<int32_t> generated_token_ids;  // decode role: the tokens the prefill sampled (>= 1)
+  // Tokens sampled so far: decode role, at least the prefill's (kv then holds all but the last);
+  // colocated, usually none (a resumed request's tokens: they are prefilled with the prompt).
+  std::vector<int32_t> generated_token_ids;
   GenerationParams params;
   std::optional<KvHandoff> kv;   // set: a handed-off request (decode role); unset: colocated
   absl::Time deadline;           // required; a default (1970) deadline has passed

@@ -75,8 +75,14 @@ absl::Status RequestFlow::WorkerFailed(const WorkerRef& worker, const absl::Stat
       absl::StrCat(WorkerName(worker.role, worker.instance_idx), " failed: ", status.message()));
 }
 
-CallOptions RequestFlow::CallDeadline() const {
-  return CallOptions{.deadline = absl::Now() + params_.max_call_duration};
+CallOptions RequestFlow::CallTo(const WorkerRef& worker) const {
+  WorkerRegistry* registry = params_.registry;
+  return CallOptions{.deadline = absl::Now() + params_.max_call_duration,
+                     .abandon = [registry, worker] { return !registry->LoadOf(worker).has_value(); }};
+}
+
+int RequestFlow::NumContextTokens() const {
+  return num_prompt_tokens_ + static_cast<int>(generated_.size());
 }
 
 void RequestFlow::ReleasePrefillKv() {
@@ -93,7 +99,7 @@ std::optional<RoutingDecision> RequestFlow::Route(WorkerRole role) {
     const std::vector<InstanceSnapshot> live = params_.registry->LiveInstances(role);
     const std::optional<RoutingDecision> pick =
         role == WorkerRole::kPrefill  ? PickPrefill(live)
-        : role == WorkerRole::kDecode ? PickDecode(live, num_prompt_tokens_)
+        : role == WorkerRole::kDecode ? PickDecode(live, NumContextTokens())
                                       : PickColocated(live);
     if (pick || absl::Now() >= give_up || params_.is_cancelled()) return pick;
     absl::SleepFor(absl::Milliseconds(20));
@@ -121,20 +127,25 @@ FlowState RequestFlow::Retry(FlowState retry, absl::Status failure) {
 void RequestFlow::PrefillDone() {
   if (!colocated_prefill_outstanding_) return;
   colocated_prefill_outstanding_ = false;
-  params_.registry->AddPrefillLoad(decoder_->incarnation_id, -num_prompt_tokens_);
+  params_.registry->AddPrefillLoad(decoder_->incarnation_id, -colocated_prefill_tokens_);
 }
 
 FlowState RequestFlow::Prefill() {
   const std::optional<RoutingDecision> pick = Route(WorkerRole::kPrefill);
   if (!pick) return NoLiveWorker(WorkerRole::kPrefill);
   prefill_ = pick->worker;
+  // A resumed request (generated_ not empty) prefills its tokens too; the token the prefill samples
+  // is the next one either way.
+  const bool resumed = !generated_.empty();
+  const int num_context_tokens = NumContextTokens();
   const PrefillCall call{.request_id = prepared_.request.request_id,
                          .prompt_token_ids = prepared_.prompt,
+                         .generated_token_ids = generated_,
                          .params = prepared_.request.params,
                          .kv_lease = params_.kv_lease};
-  params_.registry->AddPrefillLoad(prefill_->incarnation_id, num_prompt_tokens_);
-  absl::StatusOr<PrefillResult> result = params_.workers->Prefill(*prefill_, call, CallDeadline());
-  params_.registry->AddPrefillLoad(prefill_->incarnation_id, -num_prompt_tokens_);
+  params_.registry->AddPrefillLoad(prefill_->incarnation_id, num_context_tokens);
+  absl::StatusOr<PrefillResult> result = params_.workers->Prefill(*prefill_, call, CallTo(*prefill_));
+  params_.registry->AddPrefillLoad(prefill_->incarnation_id, -num_context_tokens);
   if (!result.ok()) {
     const absl::Status failed = WorkerFailed(*prefill_, result.status());
     if (WorkerUnreachable(result.status())) return Retry(FlowState::kPrefilling, failed);
@@ -143,27 +154,20 @@ FlowState RequestFlow::Prefill() {
   prefilled_ = *std::move(result);
   // A request the first token finished holds no KV on the worker.
   prefill_kv_held_ = prefilled_->finish_reason == runtime::FinishReason::kNone;
-  if (first_token_) {
-    // A prefill run again after a failed hand-off: the client has its first token already, and
-    // the decode instance continues from that one.
-    if (!prefill_kv_held_) {
-      return End(absl::UnavailableError("the prefill run again ended the request; it cannot resume"));
-    }
-    return FlowState::kHandingOff;
-  }
-
-  pending_.timing.prefill_start_us = prefilled_->prefill_start_us;
-  pending_.timing.prefill_end_us = prefilled_->prefill_end_us;
   params_.latency_model->ObservePrefill(WorkerName(prefill_->role, prefill_->instance_idx),
-                                        num_prompt_tokens_, prefilled_->prefill_start_us,
+                                        num_context_tokens, prefilled_->prefill_start_us,
                                         prefilled_->prefill_end_us);
-  const int32_t first = prefilled_->first_token_id;
-  first_token_ = first;
-  const int64_t first_emit_us = prefilled_->prefill_end_us;
-  std::span<const std::vector<kernels::TokenLogprob>> first_logprobs;
-  if (prefilled_->first_logprobs) first_logprobs = {&*prefilled_->first_logprobs, 1};
-  const bool written = stream_.Write(std::exchange(pending_, {}), {&first, 1}, first_logprobs,
-                                     {&first_emit_us, 1}, prefilled_->finish_reason);
+  if (!resumed) {  // the client's time to first token
+    pending_.timing.prefill_start_us = prefilled_->prefill_start_us;
+    pending_.timing.prefill_end_us = prefilled_->prefill_end_us;
+  }
+  const int32_t token = prefilled_->first_token_id;
+  generated_.push_back(token);
+  const int64_t emit_us = prefilled_->prefill_end_us;
+  std::span<const std::vector<kernels::TokenLogprob>> logprobs;
+  if (prefilled_->first_logprobs) logprobs = {&*prefilled_->first_logprobs, 1};
+  const bool written = stream_.Write(std::exchange(pending_, {}), {&token, 1}, logprobs,
+                                     {&emit_us, 1}, prefilled_->finish_reason);
   if (!written || stream_.finished()) {
     ReleasePrefillKv();
     return End(stream_.finished() ? absl::OkStatus() : absl::CancelledError("client gone"));
@@ -186,21 +190,23 @@ FlowState RequestFlow::StartDecode() {
   }
   decoder_ = pick->worker;
   decoder_name_ = WorkerName(decoder_->role, decoder_->instance_idx);
+  decode_resumed_ = !disaggregated && !generated_.empty();
+  last_emit_us_ = 0;  // a gap across a failure is no decode step
   params_.registry->AddActive(decoder_->incarnation_id, 1);
-  // Colocated: the prompt counts as outstanding prefill work on the instance until its first token.
+  // Colocated: the prompt (and a resumed request's tokens) count as outstanding prefill work on the
+  // instance until its next token.
   if (!disaggregated) {
     colocated_prefill_outstanding_ = true;
-    params_.registry->AddPrefillLoad(decoder_->incarnation_id, num_prompt_tokens_);
+    colocated_prefill_tokens_ = NumContextTokens();
+    params_.registry->AddPrefillLoad(decoder_->incarnation_id, colocated_prefill_tokens_);
   }
   DecodeCall call{.request_id = prepared_.request.request_id,
                   .prompt_token_ids = prepared_.prompt,
+                  .generated_token_ids = generated_,
                   .params = prepared_.request.params};
-  if (disaggregated) {
-    call.generated_token_ids.push_back(*first_token_);
-    call.kv_source = prefilled_->kv;
-  }
+  if (disaggregated) call.kv_source = prefilled_->kv;
   const absl::Status stream_status = params_.workers->Decode(
-      *decoder_, call, CallDeadline(), [this](const DecodeEvent& event) { return OnDecodeEvent(event); });
+      *decoder_, call, CallTo(*decoder_), [this](const DecodeEvent& event) { return OnDecodeEvent(event); });
   return EndDecode(stream_status);
 }
 
@@ -215,10 +221,12 @@ bool RequestFlow::OnDecodeEvent(const DecodeEvent& event) {
   const TokenChunk& chunk = std::get<TokenChunk>(event);
   if (state_ == FlowState::kHandingOff) Enter(FlowState::kDecoding);
   if (chunk.prefill_start_us != 0) {
-    pending_.timing.prefill_start_us = chunk.prefill_start_us;
-    pending_.timing.prefill_end_us = chunk.prefill_end_us;
-    params_.latency_model->ObservePrefill(decoder_name_, num_prompt_tokens_, chunk.prefill_start_us,
-                                          chunk.prefill_end_us);
+    if (!decode_resumed_) {  // the client's time to first token
+      pending_.timing.prefill_start_us = chunk.prefill_start_us;
+      pending_.timing.prefill_end_us = chunk.prefill_end_us;
+    }
+    params_.latency_model->ObservePrefill(decoder_name_, colocated_prefill_tokens_,
+                                          chunk.prefill_start_us, chunk.prefill_end_us);
   }
   if (!chunk.token_ids.empty()) PrefillDone();
   for (const int64_t emit_us : chunk.emit_us) {
@@ -229,6 +237,7 @@ bool RequestFlow::OnDecodeEvent(const DecodeEvent& event) {
     }
     last_emit_us_ = emit_us;
   }
+  generated_.insert(generated_.end(), chunk.token_ids.begin(), chunk.token_ids.end());
   if (!stream_.Write(std::exchange(pending_, {}), chunk.token_ids, chunk.logprobs, chunk.emit_us,
                      chunk.finish_reason)) {
     client_gone_ = true;
@@ -256,11 +265,17 @@ FlowState RequestFlow::EndDecode(const absl::Status& stream_status) {
                  absl::UnavailableError(absl::StrCat(decoder_name_, ": ", stream_status.message())));
   }
   const absl::Status failed = WorkerFailed(*decoder_, stream_status);
-  if (handing_off && WorkerUnreachable(stream_status) && prefill_kv_held_) {
+  if (!WorkerUnreachable(stream_status)) {
+    ReleasePrefillKv();
+    return End(failed);
+  }
+  if (handing_off && prefill_kv_held_) {
     return Retry(FlowState::kHandingOff, failed);  // the prefill instance still holds the KV
   }
+  // Token replay: the tokens the client has are prefilled with the prompt on a live instance, which
+  // samples the next one as this instance would have, and the stream goes on from there.
   ReleasePrefillKv();
-  return End(failed);
+  return Retry(params_.disaggregated ? FlowState::kPrefilling : FlowState::kDecoding, failed);
 }
 
 }  // namespace baton::scheduler

@@ -23,10 +23,15 @@
 //     still holds the KV, so kHandingOff again, to another decode instance.
 //   - The decode instance reports that its pull failed because the source did (ABORTED, see
 //     runtime/worker/worker.h): the decode instance is healthy and is not blamed; the prompt is
-//     prefilled again on a live instance and handed off again. The first token the client already
-//     has is not sent twice: the decode instance continues from it.
-//   - The decode instance dies after the KV moved (tokens may be streamed): UNAVAILABLE (resuming
-//     by replaying the generated tokens is not done yet).
+//     prefilled again on a live instance (with the first token the client has: token replay, below)
+//     and handed off again.
+//   - The decode instance (or colocated instance) dies after the KV moved, tokens streamed or not:
+//     token replay (as Dynamo does). The prompt and every token the client has are prefilled on a
+//     live instance, which samples the next token exactly as the dead one would have (draw n of the
+//     request's seed samples generated token n, on any worker), and the stream goes on: no token
+//     lost or sent twice.
+//   - A worker that stops answering (frozen, or cut off) is abandoned as soon as the registry marks
+//     it dead (CallOptions::abandon): the call ends UNAVAILABLE and the request moves as above.
 //
 // What each path guarantees:
 //   - The prefill instance's KV is released exactly once, as soon as the decode instance reports it
@@ -120,7 +125,10 @@ class RequestFlow {
   absl::Status WorkerFailed(const WorkerRef& worker, const absl::Status& status);
   void ReleasePrefillKv();
   void PrefillDone();  // colocated: the prompt no longer counts as outstanding prefill work
-  CallOptions CallDeadline() const;
+  // Options for a Prefill or Decode call to `worker`: the deadline, and abandoned once the registry
+  // marks the worker dead.
+  CallOptions CallTo(const WorkerRef& worker) const;
+  int NumContextTokens() const;  // prompt + generated_
 
   RequestFlowParams params_;
   PreparedRequest prepared_;
@@ -134,12 +142,14 @@ class RequestFlow {
   std::optional<WorkerRef> prefill_;
   std::optional<PrefillResult> prefilled_;
   bool prefill_kv_held_ = false;  // the prefill instance holds KV that we must release
-  std::optional<int32_t> first_token_;  // the first token, once the client has it
+  std::vector<int32_t> generated_;  // every token the client has, in order
   int num_failures_ = 0;                // worker failures survived so far
   std::string last_failure_;            // the latest of them, for the final error
   std::optional<WorkerRef> decoder_;
   std::string decoder_name_;
   bool colocated_prefill_outstanding_ = false;
+  int colocated_prefill_tokens_ = 0;  // what the colocated instance prefills: NumContextTokens()
+  bool decode_resumed_ = false;       // the colocated Decode call resumes a request (token replay)
   int64_t last_emit_us_ = 0;  // the decode stream's previous emission; 0 before the first
   bool client_gone_ = false;
 };

@@ -43,17 +43,24 @@ namespace baton::scheduler {
 
 struct CallOptions {
   absl::Time deadline = absl::InfiniteFuture();
+  // Polled while a Prefill or Decode call runs (every few tens of ms): once true, the callee is known
+  // dead (the registry marked it so: a frozen or cut-off worker never answers), and the call ends
+  // UNAVAILABLE at once. Null: never.
+  std::function<bool()> abandon;
 };
 
 struct PrefillCall {
   std::string request_id;
   std::vector<int32_t> prompt_token_ids;  // [num_prompt_tokens]
+  // Tokens the client has already (a request resumed after a worker died): the prefill computes
+  // prompt + these and samples the next one, as the uninterrupted run would. Usually empty.
+  std::vector<int32_t> generated_token_ids;
   runtime::GenerationParams params;       // max_tokens and seed resolved
   absl::Duration kv_lease;                // how long the worker holds the KV for a decode instance
 };
 
 struct PrefillResult {
-  int32_t first_token_id = 0;
+  int32_t first_token_id = 0;  // the first token the prefill sampled (the next one when resumed)
   std::optional<std::vector<kernels::TokenLogprob>> first_logprobs;  // when asked for
   // Set when the first token ends the request (EOS, a stop id, max_tokens 1): the worker has freed
   // the KV already and there is nothing to decode.
@@ -68,7 +75,9 @@ struct PrefillResult {
 struct DecodeCall {
   std::string request_id;
   std::vector<int32_t> prompt_token_ids;     // [num_prompt_tokens]
-  std::vector<int32_t> generated_token_ids;  // the prefill's first token; empty when colocated
+  // Disaggregated: every token sampled so far (kv_source holds the KV of all but the last).
+  // Colocated: the tokens the client has already, prefilled with the prompt (usually none).
+  std::vector<int32_t> generated_token_ids;
   runtime::GenerationParams params;
   std::optional<runtime::KvHandoff> kv_source;  // nullopt: colocated, prefill here
 };

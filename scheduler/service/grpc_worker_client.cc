@@ -50,6 +50,14 @@ std::unique_ptr<grpc::ClientContext> GrpcWorkerClient::NewCallContext(
   return context;
 }
 
+absl::Status GrpcWorkerClient::CallStatus(const grpc::Status& status,
+                                          const CallWatchdog::Watch& watch) {
+  if (!status.ok() && watch.fired()) {
+    return absl::UnavailableError("stopped answering (the scheduler no longer hears its heartbeats)");
+  }
+  return rpc::FromGrpcStatus(status);
+}
+
 absl::StatusOr<PrefillResult> GrpcWorkerClient::Prefill(const WorkerRef& worker,
                                                         const PrefillCall& call,
                                                         const CallOptions& options) {
@@ -57,14 +65,18 @@ absl::StatusOr<PrefillResult> GrpcWorkerClient::Prefill(const WorkerRef& worker,
   request.set_request_id(call.request_id);
   request.mutable_prompt_token_ids()->Assign(call.prompt_token_ids.begin(),
                                              call.prompt_token_ids.end());
+  request.mutable_generated_token_ids()->Assign(call.generated_token_ids.begin(),
+                                                call.generated_token_ids.end());
   rpc::ToProto(call.params, request.mutable_sampling(), request.mutable_stop());
   request.set_logprobs(call.params.num_logprobs);
   request.set_seed(call.params.seed);
   request.set_kv_lease_ms(absl::ToInt64Milliseconds(call.kv_lease));
   v1::PrefillResponse response;
   const std::unique_ptr<grpc::ClientContext> context = NewCallContext(options);
+  const std::unique_ptr<CallWatchdog::Watch> watch =
+      stubs_->watchdog().Start(context.get(), options.abandon);
   const grpc::Status status = stubs_->For(worker.address)->Prefill(context.get(), request, &response);
-  if (!status.ok()) return rpc::FromGrpcStatus(status);
+  if (!status.ok()) return CallStatus(status, *watch);
   PrefillResult result{.first_token_id = response.first_token_id(),
                        .finish_reason = rpc::FromProto(response.finish_reason()),
                        .kv = rpc::FromProto(response.kv()),
@@ -100,6 +112,8 @@ absl::Status GrpcWorkerClient::Decode(const WorkerRef& worker, const DecodeCall&
   if (call.kv_source) rpc::ToProto(*call.kv_source, request.mutable_kv_source());
 
   const std::unique_ptr<grpc::ClientContext> context = NewCallContext(options);
+  const std::unique_ptr<CallWatchdog::Watch> watch =
+      stubs_->watchdog().Start(context.get(), options.abandon);
   std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader =
       stubs_->For(worker.address)->Decode(context.get(), request);
   v1::DecodeEvent event;
@@ -115,7 +129,7 @@ absl::Status GrpcWorkerClient::Decode(const WorkerRef& worker, const DecodeCall&
       break;
     }
   }
-  return rpc::FromGrpcStatus(reader->Finish());
+  return CallStatus(reader->Finish(), *watch);
 }
 
 }  // namespace baton::scheduler

@@ -7,9 +7,12 @@
 // frees the request's KV and queue slots on every worker, and the client's own deadline bounds them.
 // Release never has a parent: it must reach the worker after the client left.
 //
+// Abandoning: a Prefill or Decode call whose CallOptions::abandon turns true (the callee is known
+// dead) is cancelled by the CallWatchdog and ends UNAVAILABLE "stopped answering".
+//
 // WorkerStubs caches one stub (and channel) per worker address for the scheduler's lifetime, and
-// holds the deployment secret every call carries (runtime/rpc/internal_auth.h); a GrpcWorkerClient
-// is cheap, one per request. Both are thread-safe.
+// holds the deployment secret every call carries (runtime/rpc/internal_auth.h) and the watchdog; a
+// GrpcWorkerClient is cheap, one per request. Both are thread-safe.
 #pragma once
 
 #include <memory>
@@ -21,6 +24,7 @@
 #include "baton/v1/worker.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "scheduler/global/worker_client.h"
+#include "scheduler/service/call_watchdog.h"
 
 namespace baton::scheduler {
 
@@ -31,9 +35,11 @@ class WorkerStubs {
 
   v1::WorkerService::Stub* For(const std::string& address);
   const std::string& secret() const { return secret_; }
+  CallWatchdog& watchdog() { return watchdog_; }
 
  private:
   const std::string secret_;
+  CallWatchdog watchdog_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<v1::WorkerService::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);  // by address
@@ -55,6 +61,8 @@ class GrpcWorkerClient final : public WorkerClient {
  private:
   // A context for a Prefill or Decode call: the parent's child when there is one.
   std::unique_ptr<grpc::ClientContext> NewCallContext(const CallOptions& options) const;
+  // The status a watched call ended with: UNAVAILABLE when the watchdog abandoned it.
+  static absl::Status CallStatus(const grpc::Status& status, const CallWatchdog::Watch& watch);
 
   WorkerStubs* stubs_;
   const grpc::ServerContext* parent_;

@@ -55,6 +55,7 @@ STEP_SETTLE_S = 1.0  # longer than any engine step of these tests (a 500-token p
 FAILURE_DEADLINE_S = 5.0  # in-flight requests of a killed worker end within this
 RECOVERY_DEADLINE_S = 2.0  # a new request succeeds on the surviving instance within this
 WORKER_WAIT_S = 10.0  # a request waits this long for a live instance of a phase (RequestFlowParams)
+REPLAY_MAX_TOKENS = 600  # long enough to be mid-stream when a worker is lost, short enough to compare
 
 PROMPTS = {
     "short": "Hi",
@@ -652,19 +653,37 @@ def check_failed_over(deployment, victim: str, watchers, victims_expected: int, 
 
 @pytest.mark.engine
 class TestWorkerFailure:
-    def test_decode_worker_killed(self, fresh_deployments):
-        deployment = fresh_deployments.start("decode-kill", num_prefill=1, num_decode=2)
+    @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "frozen"])
+    def test_decode_worker_lost_mid_stream(self, fresh_deployments, sig):
+        """Token replay: the streams of a decode worker killed (or frozen, then marked dead when its
+        heartbeats stop) go on on the other one with no token lost or repeated, each exactly what a
+        fault-free run of the same request samples (greedy, and seeded at temperature 1)."""
+        deployment = fresh_deployments.start(f"decode-{sig.name}", num_prefill=1, num_decode=2)
+        requests = [dict(token_ids=random_ids(20, seed=4000 + i), max_tokens=REPLAY_MAX_TOKENS,
+                         ignore_eos=True, **({} if i % 2 == 0 else {"temperature": 1.0, "seed": 70 + i}))
+                    for i in range(6)]
         with deployment.client(timeout=120) as client:
-            watchers = start_long_streams(client, count=6, prompt_len=20, max_tokens=1500)
+            watchers = [StreamWatcher(client.generate(**r)) for r in requests]
             assert wait_until(lambda: all(w.num_tokens() >= 3 for w in watchers), 60), \
                 [w.error for w in watchers]
             running = {name: s.num_requests_running for name, s in deployment.worker_stats().items()}
-            assert running["decode worker 0"] + running["decode worker 1"] == 6, running
             victim = max(("decode worker 0", "decode worker 1"), key=running.get)
-            deployment.kill(victim)
-            killed_at = time.monotonic()
-            check_failed_over(deployment, victim, watchers, running[victim], killed_at)
-            assert not process_alive(deployment.pids[victim])
+            deployment.kill(victim, sig)
+            progress = [w.num_tokens() for w in watchers]
+            assert sum(n < REPLAY_MAX_TOKENS for n in progress) > 0, "every stream ended before the loss"
+            for w in watchers:
+                assert w.join(120), "a stream hangs"
+            assert [w.error for w in watchers] == [None] * 6
+            # The same requests, fault-free now on the surviving worker, sample the same tokens.
+            for r, w in zip(requests, watchers):
+                streamed = [t for c in w.chunks for t in c.token_ids]
+                assert len(streamed) == REPLAY_MAX_TOKENS
+                assert streamed == list(client.complete(**r).token_ids)
+            health = client.health()
+            assert health.status in ("DEGRADED", "NOT_SERVING"), health
+            assert any(victim in problem for problem in health.problems), health
+            if sig == signal.SIGSTOP:
+                deployment.kill(victim)
             # Without any decode worker, a request waits a bounded time for one, then fails.
             last = next(w for w in ("decode worker 0", "decode worker 1") if w != victim)
             deployment.kill(last)

@@ -6,6 +6,7 @@
 #include <map>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/safetensors_writer.h"
@@ -217,7 +218,7 @@ TEST_F(EngineTest, AValidPrefilledRequestFitsAnEmptyPoolAndAnInvalidOneIsRefused
   // The smallest pool the engine accepts: one sequence of max_model_len 128 (32 blocks of 4).
   auto engine = MakeEngine(/*kv_cache_bytes=*/32 * 2 * 2 * 4 * 2 * 8 * sizeof(float));
   ASSERT_NE(engine, nullptr);
-  EXPECT_THAT(engine->ValidatePrefilled(Prompt(127, 0), {1}, Greedy(1)), IsOk());
+  EXPECT_THAT(engine->ValidatePrefilled(Prompt(126, 0), {1}, Greedy(2)), IsOk());
   EXPECT_TRUE(engine->CanAdmitPrefilled(127));
   EXPECT_THAT(engine->ValidatePrefilled(Prompt(127, 0), {1}, Greedy(2)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exceeds max_model_len 128")));
@@ -225,7 +226,64 @@ TEST_F(EngineTest, AValidPrefilledRequestFitsAnEmptyPoolAndAnInvalidOneIsRefused
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs its first token")));
   EXPECT_THAT(engine->AdmitPrefilled(Prompt(5, 0), {}, Greedy(2)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs its first token")));
+  EXPECT_THAT(engine->ValidatePrefilled(Prompt(5, 0), {1, 2}, Greedy(2)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("leaves none to generate")));
+  EXPECT_THAT(engine->ValidatePrefilled(Prompt(5, 0), {1, 96}, Greedy(4)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("generated token id 96")));
   EXPECT_EQ(engine->num_sequences(), 0);
+}
+
+// Token replay: a request whose worker died resumes on another from the tokens its client has, and
+// continues exactly as the uninterrupted run (greedy, and seeded sampling: draw n samples token n).
+TEST_F(EngineTest, AResumedRequestContinuesTheUninterruptedRun) {
+  const std::vector<int32_t> prompt = Prompt(23, 4);
+  for (float temperature : {0.0f, 1.0f}) {
+    GenerationParams params = Greedy(16);
+    params.sampling.temperature = temperature;
+    params.seed = 11;
+    auto whole = MakeEngine();
+    const SeqId whole_id = *whole->AddRequest(prompt, params);
+    const std::vector<int32_t> expected = RunToCompletion(*whole)[whole_id];
+    ASSERT_EQ(expected.size(), 16u);
+    for (int k : {1, 6, 15}) {
+      SCOPED_TRACE(absl::StrCat("temperature ", temperature, ", ", k, " tokens generated"));
+      const std::vector<int32_t> done(expected.begin(), expected.begin() + k);
+      // Colocated: one engine prefills prompt + done and decodes on.
+      auto colocated = MakeEngine();
+      auto id = colocated->AddRequest(prompt, params, done);
+      ASSERT_THAT(id, IsOk());
+      EXPECT_EQ(RunToCompletion(*colocated)[*id], std::vector<int32_t>(expected.begin() + k, expected.end()));
+
+      // Disaggregated: the prefill samples token k and holds the KV of prompt + done; a decode engine
+      // takes it with k + 1 tokens generated and continues.
+      auto prefill = MakeEngine();
+      GenerationParams prefill_params = params;
+      prefill_params.hold_kv_after_prefill = true;
+      const SeqId p_id = *prefill->AddRequest(prompt, prefill_params, done);
+      const std::vector<int32_t> next = RunToCompletion(*prefill)[p_id];
+      ASSERT_EQ(next, std::vector<int32_t>{expected[k]});
+      if (k + 1 == static_cast<int>(expected.size())) continue;  // max_tokens reached: nothing held
+      auto held = prefill->GetHeldKv(p_id);
+      ASSERT_THAT(held, IsOk());
+      EXPECT_EQ(held->num_tokens, 23 + k);
+      std::vector<int32_t> generated = done;
+      generated.push_back(expected[k]);
+      auto decode = MakeEngine();
+      auto d_id = decode->AdmitPrefilled(prompt, generated, params);
+      ASSERT_THAT(d_id, IsOk());
+      auto dst = decode->BlocksOf(*d_id);
+      ASSERT_THAT(dst, IsOk());
+      ASSERT_EQ(dst->size(), held->blocks.size());
+      for (size_t b = 0; b < dst->size(); ++b) {
+        std::memcpy(decode->ranks().kv_pool(0).BlockData((*dst)[b]),
+                    prefill->ranks().kv_pool(0).BlockData(held->blocks[b]),
+                    prefill->ranks().kv_pool(0).BlockBytes());
+      }
+      ASSERT_THAT(decode->StartDecoding(*d_id), IsOk());
+      EXPECT_EQ(RunToCompletion(*decode)[*d_id],
+                std::vector<int32_t>(expected.begin() + k + 1, expected.end()));
+    }
+  }
 }
 
 TEST_F(EngineTest, KvBudgetTooSmallForOneSequenceIsAnError) {

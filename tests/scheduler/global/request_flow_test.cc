@@ -264,25 +264,6 @@ INSTANTIATE_TEST_SUITE_P(
              .want_log = {"Prefill p0", "Decode d0", "Release p0"},
              .want_text = "A",
              .want_dead = {"d0"}},
-        Case{.name = "DecodeDiesAfterKvTransfer_KvReleasedOnce",
-             .prefill = {.result = FirstToken('A')},
-             .decode = {.events = {Kv()}, .end_status = absl::UnavailableError("Socket closed")},
-             .want_code = absl::StatusCode::kUnavailable,
-             .want_message = "decode worker 0 failed",
-             .want_states = {FS::kPrefilling, FS::kHandingOff, FS::kDecoding, FS::kFailed},
-             .want_log = {"Prefill p0", "Decode d0", "kv", "Release p0"},
-             .want_text = "A",
-             .want_dead = {"d0"}},
-        Case{.name = "DecodeDiesMidStream",
-             .prefill = {.result = FirstToken('A')},
-             .decode = {.events = {Kv(), Tokens("B", 3000)},
-                        .end_status = absl::UnavailableError("Socket closed")},
-             .want_code = absl::StatusCode::kUnavailable,
-             .want_message = "decode worker 0 failed",
-             .want_states = {FS::kPrefilling, FS::kHandingOff, FS::kDecoding, FS::kFailed},
-             .want_log = {"Prefill p0", "Decode d0", "kv", "Release p0", "tokens"},
-             .want_text = "AB",
-             .want_dead = {"d0"}},
         // --- the client cancels at each stage --------------------------------------------------------
         Case{.name = "ClientCancelsDuringPrefill_WorkerHoldsNothing",
              .prefill = {.client_cancels_during = true},
@@ -424,11 +405,11 @@ class RequestFlowSurvivalTest : public ::testing::Test {
   }
 
   absl::Status Run(absl::Duration worker_wait = absl::ZeroDuration(),
-                   std::function<bool()> is_cancelled = [] { return false; }) {
+                   std::function<bool()> is_cancelled = [] { return false; }, bool disaggregated = true) {
     PreparedRequest prepared{.request = {.request_id = "req-1"}, .prompt = {kPromptA, kPromptB}};
     prepared.request.params.max_tokens = 8;
     RequestFlow flow({.tokenizer = tokenizer_.get(), .registry = &registry_, .latency_model = &latency_,
-                      .workers = &workers_, .worker_wait = worker_wait,
+                      .workers = &workers_, .disaggregated = disaggregated, .worker_wait = worker_wait,
                       .write = [&](const GenerateChunk& chunk) {
                         text_ += chunk.text;
                         return true;
@@ -489,20 +470,73 @@ TEST_F(RequestFlowSurvivalTest, APullWhoseSourceDiedBlamesTheSourceAndRunsThePro
   Add(WorkerRole::kDecode, 0, "d0");
   workers_.SetPrefill("p0", {.result = FirstToken('A')});
   workers_.ThenPrefill("p0", {.result = absl::UnavailableError("Socket closed")});
-  workers_.SetPrefill("p1", {.result = FirstToken('Z')});  // whatever it samples, 'A' was sent
+  workers_.SetPrefill("p1", {.result = FirstToken('Z')});  // the token after the first
   workers_.SetDecode("d0", {.end_status = absl::AbortedError(
                                 "KV pull from the prefill instance failed: connection refused")});
   workers_.ThenDecode("d0", kDecodesBC);
   ASSERT_THAT(Run(), absl_testing::IsOk());
-  EXPECT_EQ(text_, "ABC");  // the first token once
+  EXPECT_EQ(text_, "AZBC");  // the first token once
   EXPECT_THAT(workers_.log(), ElementsAre("Prefill p0", "Decode d0", "Release p0", "Prefill p0",
                                           "Prefill p1", "Decode d0", "kv", "Release p1", "tokens"));
   EXPECT_TRUE(Live("d0"));   // the puller is not blamed
   EXPECT_FALSE(Live("p0"));  // the dead source is found out when called again
+  ASSERT_EQ(workers_.prefill_calls().size(), 3u);
+  EXPECT_THAT(workers_.prefill_calls()[2].generated_token_ids, ElementsAre('A'));
   ASSERT_EQ(workers_.decode_calls().size(), 2u);
-  EXPECT_THAT(workers_.decode_calls()[1].generated_token_ids, ElementsAre('A'));
+  EXPECT_THAT(workers_.decode_calls()[1].generated_token_ids, ElementsAre('A', 'Z'));
   EXPECT_THAT(trace_, ElementsAre(FS::kPrefilling, FS::kHandingOff, FS::kPrefilling, FS::kHandingOff,
                                   FS::kDecoding, FS::kFinished));
+}
+
+TEST_F(RequestFlowSurvivalTest, ADecodeInstanceDeadMidStreamResumesOnAnotherByTokenReplay) {
+  Add(WorkerRole::kPrefill, 0, "p0");
+  Add(WorkerRole::kDecode, 0, "d0");
+  Add(WorkerRole::kDecode, 1, "d1");
+  workers_.SetPrefill("p0", {.result = FirstToken('A')});
+  workers_.ThenPrefill("p0", {.result = FirstToken('D')});  // the replay samples the next token
+  workers_.SetDecode("d0", {.events = {Kv(), Tokens("BC", 3000)},
+                            .end_status = absl::UnavailableError("Socket closed")});
+  workers_.SetDecode("d1", {.events = {Kv(), Tokens("EF", 9000, FinishReason::kLength)}});
+  ASSERT_THAT(Run(), absl_testing::IsOk());
+  EXPECT_EQ(text_, "ABCDEF");  // nothing lost, nothing twice
+  EXPECT_THAT(workers_.log(), ElementsAre("Prefill p0", "Decode d0", "kv", "Release p0", "tokens",
+                                          "Prefill p0", "Decode d1", "kv", "Release p0", "tokens"));
+  ASSERT_EQ(workers_.prefill_calls().size(), 2u);
+  EXPECT_THAT(workers_.prefill_calls()[1].prompt_token_ids, ElementsAre(kPromptA, kPromptB));
+  EXPECT_THAT(workers_.prefill_calls()[1].generated_token_ids, ElementsAre('A', 'B', 'C'));
+  ASSERT_EQ(workers_.decode_calls().size(), 2u);
+  EXPECT_THAT(workers_.decode_calls()[1].generated_token_ids, ElementsAre('A', 'B', 'C', 'D'));
+  EXPECT_FALSE(Live("d0"));
+  EXPECT_TRUE(Live("d1"));
+  EXPECT_THAT(trace_, ElementsAre(FS::kPrefilling, FS::kHandingOff, FS::kDecoding, FS::kPrefilling,
+                                  FS::kHandingOff, FS::kDecoding, FS::kFinished));
+}
+
+TEST_F(RequestFlowSurvivalTest, AColocatedInstanceDeadMidStreamResumesOnAnother) {
+  Add(WorkerRole::kColocated, 0, "c0");
+  Add(WorkerRole::kColocated, 1, "c1");
+  workers_.SetDecode("c0", {.events = {Tokens("AB", 3000)}, .end_status = absl::UnavailableError("Socket closed")});
+  workers_.SetDecode("c1", {.events = {Tokens("CD", 9000, FinishReason::kLength)}});
+  ASSERT_THAT(Run(absl::ZeroDuration(), [] { return false; }, /*disaggregated=*/false), absl_testing::IsOk());
+  EXPECT_EQ(text_, "ABCD");
+  ASSERT_EQ(workers_.decode_calls().size(), 2u);
+  EXPECT_THAT(workers_.decode_calls()[0].generated_token_ids, ElementsAre());
+  EXPECT_THAT(workers_.decode_calls()[1].generated_token_ids, ElementsAre('A', 'B'));
+  EXPECT_FALSE(Live("c0"));
+}
+
+TEST_F(RequestFlowSurvivalTest, ADecodeInstanceDeadWithNoOtherFailsNamingIt) {
+  Add(WorkerRole::kPrefill, 0, "p0");
+  Add(WorkerRole::kDecode, 0, "d0");
+  workers_.SetPrefill("p0", {.result = FirstToken('A')});
+  workers_.ThenPrefill("p0", {.result = FirstToken('C')});
+  workers_.SetDecode("d0", {.events = {Kv(), Tokens("B", 3000)},
+                            .end_status = absl::UnavailableError("Socket closed")});
+  EXPECT_THAT(Run(), StatusIs(absl::StatusCode::kUnavailable,
+                              HasSubstr("no live decode worker (waited 0) after decode worker 0 failed: "
+                                        "Socket closed")));
+  EXPECT_EQ(text_, "ABC");  // the replay's token, then no decode instance to go on
+  EXPECT_THAT(workers_.released(), ElementsAre("req-1", "req-1"));  // each prefill's KV, once
 }
 
 TEST_F(RequestFlowSurvivalTest, GivesUpAfterMaxAttemptsNamingTheLastFailure) {
