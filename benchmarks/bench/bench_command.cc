@@ -39,6 +39,7 @@ struct CommonOptions {
   std::string server;
   std::string openai_url;
   std::string model_name;
+  std::string api_key;
   std::string model_dir;
   std::string tokenizer;
   std::string workload = "chatbot";
@@ -86,6 +87,9 @@ void AddCommonOptions(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option(
       "--openai-url", o.openai_url,
       "Base URL of an OpenAI-compatible server (http://HOST:PORT; /v1/completions, SSE)");
+  cmd->add_option("--api-key", o.api_key,
+                  "The server's API key, sent as a Bearer token (default: $BATON_API_KEY)")
+      ->envname("BATON_API_KEY");
   cmd->add_option("--model-name", o.model_name,
                   "OpenAI request's model (default: the server's first in /v1/models)");
   cmd->add_option(
@@ -130,6 +134,7 @@ absl::StatusOr<BenchConfig> MakeConfig(const CommonOptions& o) {
   config.server = o.server;
   config.openai_url = o.openai_url;
   config.model_name = o.model_name;
+  config.api_key = o.api_key;
   if (!o.tokenizer.empty()) {
     config.tokenizer_json = o.tokenizer;
   } else {

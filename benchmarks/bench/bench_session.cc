@@ -17,11 +17,12 @@ absl::StatusOr<std::unique_ptr<GenerationClient>> MakeClient(const BenchConfig& 
     return absl::InvalidArgumentError("give exactly one of --server and --openai-url");
   }
   if (!config.server.empty()) {
-    ASSIGN_OR_RETURN(std::unique_ptr<GrpcClient> client, GrpcClient::Create(config.server));
+    ASSIGN_OR_RETURN(std::unique_ptr<GrpcClient> client, GrpcClient::Create(config.server, {.api_key = config.api_key}));
     return std::unique_ptr<GenerationClient>(std::move(client));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<OpenAiClient> client,
-                   OpenAiClient::Create(config.openai_url, {.model = config.model_name}));
+                   OpenAiClient::Create(config.openai_url,
+                                        {.model = config.model_name, .api_key = config.api_key}));
   return std::unique_ptr<GenerationClient>(std::move(client));
 }
 

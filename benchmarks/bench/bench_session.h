@@ -29,6 +29,7 @@ struct BenchConfig {
   std::string server;                    // HOST:PORT of Baton's gRPC API
   std::string openai_url;                // http://HOST:PORT of an OpenAI-compatible server
   std::string model_name;                // OpenAI "model"; empty: the server's first model
+  std::string api_key;                   // the server's --api-key; empty: none
   std::filesystem::path tokenizer_json;  // the served model's tokenizer.json
   // "chatbot" | "code" | "summarization" (files in workload_dir) | "random" | "trace:FILE".
   std::string workload = "chatbot";

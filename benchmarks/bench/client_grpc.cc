@@ -61,11 +61,16 @@ absl::StatusOr<std::unique_ptr<GrpcClient>> GrpcClient::Create(const std::string
         grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
     channels.push_back(std::move(channel));
   }
-  return std::unique_ptr<GrpcClient>(new GrpcClient(std::move(channels)));
+  return std::unique_ptr<GrpcClient>(new GrpcClient(std::move(channels), options.api_key));
 }
 
-GrpcClient::GrpcClient(std::vector<std::unique_ptr<Channel>> channels)
-    : channels_(std::move(channels)) {}
+GrpcClient::GrpcClient(std::vector<std::unique_ptr<Channel>> channels, std::string api_key)
+    : channels_(std::move(channels)), api_key_(std::move(api_key)) {}
+
+void GrpcClient::Prepare(grpc::ClientContext& context, absl::Duration timeout) const {
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (!api_key_.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", api_key_));
+}
 
 GrpcClient::~GrpcClient() = default;
 
@@ -88,7 +93,7 @@ absl::Status GrpcClient::Generate(const GenerationRequest& request, Cancellation
   proto.mutable_stop()->set_ignore_eos(request.ignore_eos);
 
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + request.timeout));
+  Prepare(context, request.timeout);
   if (cancel != nullptr) cancel->SetHook([&context] { context.TryCancel(); });
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
       NextChannel().stub->Generate(&context, proto);
@@ -119,7 +124,7 @@ absl::Status GrpcClient::Generate(const GenerationRequest& request, Cancellation
 
 absl::StatusOr<ModelInfo> GrpcClient::GetModelInfo() {
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kModelInfoDeadline));
+  Prepare(context, kModelInfoDeadline);
   context.set_wait_for_ready(true);
   v1::GetModelInfoResponse response;
   const grpc::Status status =

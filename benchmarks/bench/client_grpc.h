@@ -12,7 +12,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "benchmarks/bench/client.h"
+
+namespace grpc {
+class ClientContext;
+}
 
 namespace baton::v1 {
 class InferenceService;
@@ -22,6 +27,7 @@ namespace baton::bench {
 
 struct GrpcClientOptions {
   int num_channels = 4;  // >= 1
+  std::string api_key;   // sent as "authorization: Bearer KEY" metadata; empty: none
 };
 
 class GrpcClient final : public GenerationClient {
@@ -38,10 +44,13 @@ class GrpcClient final : public GenerationClient {
 
  private:
   struct Channel;
-  explicit GrpcClient(std::vector<std::unique_ptr<Channel>> channels);
+  GrpcClient(std::vector<std::unique_ptr<Channel>> channels, std::string api_key);
+  // A call's context: the deadline, and the API key when there is one.
+  void Prepare(grpc::ClientContext& context, absl::Duration timeout) const;
   Channel& NextChannel();
 
   std::vector<std::unique_ptr<Channel>> channels_;
+  const std::string api_key_;
   std::atomic<uint64_t> next_channel_idx_ = 0;
 };
 

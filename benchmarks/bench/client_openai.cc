@@ -34,6 +34,12 @@ void SetTimeouts(httplib::Client& client, absl::Duration connect, absl::Duration
   client.set_write_timeout(std::chrono::microseconds(absl::ToInt64Microseconds(connect)));
 }
 
+// "Authorization: Bearer KEY", as OpenAI's own clients send the key; nothing without one.
+httplib::Headers AuthHeaders(const std::string& api_key) {
+  if (api_key.empty()) return {};
+  return {{"Authorization", absl::StrCat("Bearer ", api_key)}};
+}
+
 }  // namespace
 
 absl::StatusOr<OpenAiEndpoint> ParseOpenAiUrl(const std::string& url) {
@@ -71,7 +77,7 @@ absl::StatusOr<std::unique_ptr<OpenAiClient>> OpenAiClient::Create(
 absl::StatusOr<ModelInfo> OpenAiClient::GetModelInfo() {
   httplib::Client client(endpoint_.scheme_host_port);
   SetTimeouts(client, options_.connect_timeout, absl::Seconds(30));
-  httplib::Result result = client.Get(endpoint_.models_path);
+  httplib::Result result = client.Get(endpoint_.models_path, AuthHeaders(options_.api_key));
   if (!result) return FromHttpError(result.error(), absl::StrCat("GET ", endpoint_.models_path));
   if (result->status != 200) {
     return absl::UnavailableError(absl::StrCat("GET ", endpoint_.models_path, ": HTTP ",
@@ -92,7 +98,9 @@ absl::Status OpenAiClient::Generate(const GenerationRequest& request, Cancellati
   httplib::Request http;
   http.method = "POST";
   http.path = endpoint_.completions_path;
-  http.headers = {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}};
+  http.headers = AuthHeaders(options_.api_key);
+  http.headers.emplace("Content-Type", "application/json");
+  http.headers.emplace("Accept", "text/event-stream");
   http.body = CompletionRequestBody(request, options_.model);
 
   int http_status = 0;

@@ -28,6 +28,7 @@ absl::StatusOr<OpenAiEndpoint> ParseOpenAiUrl(const std::string& url);
 struct OpenAiClientOptions {
   std::string model;  // the request's "model"; empty: the first of GET /v1/models, if any
   absl::Duration connect_timeout = absl::Seconds(10);
+  std::string api_key;  // sent as "Authorization: Bearer KEY"; empty: none
 };
 
 class OpenAiClient final : public GenerationClient {

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import ssl
@@ -101,6 +102,22 @@ class TestApiKey:
             assert "API key" in str(error.value)
         with baton.Client(keyed.address, timeout=60, api_key=API_KEY) as client:
             assert client.complete(prompt="Hello", max_tokens=3, ignore_eos=True).token_ids
+
+    @pytest.mark.parametrize("endpoint", ["grpc", "http"])
+    def test_bench_presents_the_key(self, keyed, endpoint, run_baton, tiny_model, tmp_path):
+        target = (["--server", keyed.address] if endpoint == "grpc"
+                  else ["--openai-url", f"http://127.0.0.1:{keyed.http_port}"])
+        args = ["bench", *target, "--model", tiny_model, "--no-progress", "--workload", "random",
+                "--random-input-len", "8", "--random-output-len", "3", "--rate", "50",
+                "--num-requests", "3", "--warmup", "0"]
+        refused = run_baton(*args, check=False, timeout=120)
+        assert refused.returncode != 0, refused.stderr
+        assert ("UNAUTHENTICATED" if endpoint == "grpc" else "HTTP 401") in refused.stderr, refused.stderr
+        summary = tmp_path / "summary.json"
+        run_baton(*args, "--api-key", API_KEY, "--summary-json", summary, timeout=120)
+        completed = json.loads(summary.read_text())
+        assert (completed["num_completed"], completed["num_failed"]) == (3, 0), completed
+        run_baton(*args, timeout=120, env={**os.environ, "BATON_API_KEY": API_KEY})
 
     def test_the_python_client_reads_the_environment(self, keyed, monkeypatch):
         monkeypatch.setenv("BATON_API_KEY", API_KEY)
