@@ -23,6 +23,15 @@ RequestDriver::RequestDriver(const ServedModel* model, WorkerRegistry* registry,
                              RequestDriverOptions options)
     : model_(model), registry_(registry), options_(std::move(options)) {}
 
+WorkerRegistry::Health RequestDriver::CheckHealth() const {
+  WorkerRegistry::Health health = registry_->CheckHealth();
+  if (draining()) {
+    health.all_phases_served = false;
+    health.problems.push_back("draining: the server is shutting down");
+  }
+  return health;
+}
+
 std::string RequestDriver::NewRequestId() const {
   absl::MutexLock lock(&mu_);
   return absl::StrCat("req-", NowMicros(), "-", next_request_id_++);

@@ -63,6 +63,9 @@ class RequestDriver {
   // From now on Prepare refuses every request (UNAVAILABLE); executing ones are untouched.
   void StartDraining() { draining_.store(true); }
   bool draining() const { return draining_.load(); }
+  // The workers' health (WorkerRegistry::CheckHealth), not serving while draining: what both front
+  // ends' Health answers.
+  WorkerRegistry::Health CheckHealth() const;
   // Requests inside Execute now.
   int num_executing() const { return num_executing_.load(); }
 

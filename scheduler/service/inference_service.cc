@@ -41,12 +41,7 @@ grpc::Status InferenceServiceImpl::Generate(grpc::ServerContext* context,
 
 grpc::Status InferenceServiceImpl::Health(grpc::ServerContext*, const v1::HealthRequest*,
                                           v1::HealthResponse* response) {
-  WorkerRegistry::Health health = driver_->registry().CheckHealth();
-  if (driver_->draining()) {
-    health.all_phases_served = false;
-    health.problems.push_back("draining: the server is shutting down");
-  }
-  ToProto(health, response);
+  ToProto(driver_->CheckHealth(), response);
   return grpc::Status::OK;
 }
 

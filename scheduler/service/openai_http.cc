@@ -11,6 +11,7 @@
 #include "kernels/common/status_macros.h"
 #include "runtime/rpc/grpc_listener.h"
 #include "scheduler/service/api_key.h"
+#include "scheduler/service/http_peer.h"
 #include "scheduler/service/http_task_queue.h"
 #include "scheduler/service/openai_completion.h"
 
@@ -115,11 +116,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
   }
 
   http.Get("/health", [driver](const httplib::Request&, httplib::Response& res) {
-    WorkerRegistry::Health health = driver->registry().CheckHealth();
-    if (driver->draining()) {
-      health.all_phases_served = false;
-      health.problems.push_back("draining: the server is shutting down");
-    }
+    const WorkerRegistry::Health health = driver->CheckHealth();
     res.status = health.all_phases_served ? 200 : 503;
     res.set_content(json({{"problems", health.problems}}).dump(), "application/json");
   });
@@ -164,8 +161,9 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
       GenerateChunk last;
       int num_generated = 0;
       json logprobs = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}};
-      // No parent call to tie the worker calls to: the HTTP client's departure is not observable
-      // before the answer is written.
+      // A client that leaves cancels the request at its next chunk (or phase), as a streaming one
+      // does when a write fails.
+      const HttpPeer peer = HttpPeer::Find(req.remote_addr, req.remote_port, req.local_port);
       GrpcWorkerClient workers(stubs);
       const absl::Status status = driver->Execute(
           *std::move(prepared),
@@ -180,8 +178,9 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
                         }
                       }
                       last = chunk;
-                      return true;
-                    }});
+                      return !peer.Gone();
+                    },
+                    .is_cancelled = [&peer] { return peer.Gone(); }});
       if (!status.ok()) return SendError(res, status);
       last.text = text;
       json out = chunk_json(last);

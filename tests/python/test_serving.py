@@ -725,6 +725,25 @@ class TestWorkerFailure:
 
 
 @pytest.mark.engine
+def test_a_non_streaming_http_client_that_leaves_cancels_its_request(fresh_deployments):
+    """The scheduler notices the hang-up (the connection's FIN) at the request's next chunk and
+    cancels it on the workers, rather than generating every token for nobody."""
+    deployment = fresh_deployments.start("http-leave", http=True)
+    body = json.dumps({"prompt": [int(t) for t in random_ids(20, seed=7)], "max_tokens": 1900,
+                       "ignore_eos": True}).encode()
+    with socket.create_connection(("127.0.0.1", deployment.http_port), timeout=10) as client:
+        client.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        decoding = lambda: deployment.worker_stats()["decode worker 0"].num_requests_running == 1
+        assert wait_until(decoding, 30), deployment.worker_stats()
+    # 1900 tokens take several seconds to generate; a cancelled request frees its worker at once.
+    idle, stats = wait_for_idle_workers(deployment, 1.5)
+    assert idle, f"the request kept running after its client left: {stats}"
+    with deployment.client() as grpc_client:  # and the deployment serves on
+        assert grpc_client.complete(prompt="next", max_tokens=3, ignore_eos=True).num_generated_tokens == 3
+
+
+@pytest.mark.engine
 def test_sigterm_drains_executing_requests(fresh_deployments):
     """SIGTERM to `baton serve`: new requests are refused (UNAVAILABLE / HTTP 503 "draining"),
     the streams already running finish with every token, then every process stops (exit 0)."""
