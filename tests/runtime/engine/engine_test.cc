@@ -66,6 +66,17 @@ class EngineTest : public ::testing::Test {
     return tokens;
   }
 
+  // What a KV transport does between two one-rank engines: the held blocks into the admitted ones.
+  static void TransferKv(const Engine& prefill, const Engine::HeldKv& held, Engine& decode, SeqId seq) {
+    auto dst = decode.BlocksOf(seq);
+    ASSERT_THAT(dst, IsOk());
+    ASSERT_EQ(dst->size(), held.blocks.size());
+    for (size_t b = 0; b < dst->size(); ++b) {
+      std::memcpy(decode.ranks().kv_pool(0).BlockData((*dst)[b]),
+                  prefill.ranks().kv_pool(0).BlockData(held.blocks[b]), prefill.ranks().kv_pool(0).BlockBytes());
+    }
+  }
+
   testing::ScopedTempDir dir_;
 };
 
@@ -183,13 +194,7 @@ TEST_F(EngineTest, PrefillHandOffToAnotherEngineContinuesTheSameSequence) {
     ASSERT_TRUE(decode->CanAdmitPrefilled(23));
     auto d_id = decode->AdmitPrefilled(prompt, first, params);
     ASSERT_THAT(d_id, IsOk());
-    auto dst = decode->BlocksOf(*d_id);
-    ASSERT_THAT(dst, IsOk());
-    ASSERT_EQ(dst->size(), held->blocks.size());
-    for (size_t b = 0; b < dst->size(); ++b) {
-      std::memcpy(decode->ranks().kv_pool(0).BlockData((*dst)[b]), prefill->ranks().kv_pool(0).BlockData(held->blocks[b]),
-                  prefill->ranks().kv_pool(0).BlockBytes());
-    }
+    ASSERT_NO_FATAL_FAILURE(TransferKv(*prefill, *held, *decode, *d_id));
     ASSERT_THAT(prefill->ReleaseKv(p_id), IsOk());
     EXPECT_EQ(prefill->allocator().num_blocks_used(), 0);
     ASSERT_THAT(decode->StartDecoding(*d_id), IsOk());
@@ -271,14 +276,7 @@ TEST_F(EngineTest, AResumedRequestContinuesTheUninterruptedRun) {
       auto decode = MakeEngine();
       auto d_id = decode->AdmitPrefilled(prompt, generated, params);
       ASSERT_THAT(d_id, IsOk());
-      auto dst = decode->BlocksOf(*d_id);
-      ASSERT_THAT(dst, IsOk());
-      ASSERT_EQ(dst->size(), held->blocks.size());
-      for (size_t b = 0; b < dst->size(); ++b) {
-        std::memcpy(decode->ranks().kv_pool(0).BlockData((*dst)[b]),
-                    prefill->ranks().kv_pool(0).BlockData(held->blocks[b]),
-                    prefill->ranks().kv_pool(0).BlockBytes());
-      }
+      ASSERT_NO_FATAL_FAILURE(TransferKv(*prefill, *held, *decode, *d_id));
       ASSERT_THAT(decode->StartDecoding(*d_id), IsOk());
       EXPECT_EQ(RunToCompletion(*decode)[*d_id],
                 std::vector<int32_t>(expected.begin() + k + 1, expected.end()));
