@@ -45,7 +45,10 @@ struct Sequence {
   SeqStatus status = SeqStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   int64_t first_scheduled_us = 0;  // when its prefill first entered a step (Unix micros)
-  bool has_sampled = false;        // this engine has sampled a token of it
+  // Its next sampled token ends a prefill this engine ran (its first token, or a resumed request's
+  // next one): that output reports when the prefill started. False once reported, and from the
+  // start for a sequence whose KV was computed elsewhere (Engine::AdmitPrefilled).
+  bool ends_prefill = true;
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_generated_tokens() const { return num_tokens() - num_prompt_tokens; }

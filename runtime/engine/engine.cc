@@ -165,6 +165,7 @@ absl::StatusOr<SeqId> Engine::AdmitPrefilled(std::vector<int32_t> prompt_token_i
   seq->block_table.AddBlocks(*allocator_.Allocate(num_blocks));
   seq->block_table.AppendTokens(num_kv_tokens);
   seq->num_computed_tokens = num_kv_tokens;
+  seq->ends_prefill = false;
   seq->status = SeqStatus::kAwaitingKv;
   seqs_.emplace(seq_id, std::move(seq));
   return seq_id;
@@ -242,8 +243,8 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
     if (seq.params.num_logprobs > 0) out.logprobs = kernels::TopLogprobs(row, seq.params.num_logprobs);
     if (seq.params.return_logits) out.logits.assign(row.begin(), row.end());
     out.finish_reason = CheckFinished(seq, token);
-    if (!seq.has_sampled) out.prefill_start_us = seq.first_scheduled_us;
-    seq.has_sampled = true;
+    if (seq.ends_prefill) out.prefill_start_us = seq.first_scheduled_us;
+    seq.ends_prefill = false;
   }
   for (const TokenOutput& out : outputs) {
     auto it = seqs_.find(out.seq_id);
