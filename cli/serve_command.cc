@@ -6,7 +6,8 @@
 //
 // Exit codes: 0 after SIGINT/SIGTERM (also during start-up); 1 when a child dies during start-up, the
 // scheduler dies later, or start-up times out; 2 for a bad config or flag. A worker that dies after
-// start-up is logged to stderr and not restarted: the scheduler reports it through Health.
+// start-up is logged to stderr and started again with backoff (worker_restarter.h) unless
+// --no-worker-restart; meanwhile the scheduler's Health says DEGRADED.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/parallel_layout.h"
+#include "cli/worker_restarter.h"
 #include "grpcpp/grpcpp.h"
 #include "kernels/common/status_macros.h"
 #include "runtime/process/await_ready.h"
@@ -64,6 +66,7 @@ struct ServeOptions {
   std::string api_key;      // empty: the public APIs are open
   std::string tls_cert;     // with tls_key: the public APIs serve TLS
   std::string tls_key;
+  bool no_worker_restart = false;
 };
 
 // The effective deployment, and what each rank of a multi-rank phase holds (for the start-up log).
@@ -375,6 +378,7 @@ int RunServe(const ServeOptions& opts) {
   const absl::Duration grace = absl::Seconds(opts.stop_grace_s);
 
   pid_t scheduler_pid = 0;
+  WorkerRestarter restarter(**supervisor, runtime::RestartOptions());
   for (const runtime::ChildSpec& spec : ChildSpecs(config, (*config_file)->path(), secret_path, opts.drain_timeout_s)) {
     absl::StatusOr<pid_t> pid = (*supervisor)->Start(spec);
     if (!pid.ok()) {
@@ -384,7 +388,11 @@ int RunServe(const ServeOptions& opts) {
       return kExitFailure;
     }
     std::fprintf(stderr, "baton: started %s (pid %d)\n", spec.name.c_str(), *pid);
-    if (spec.name == kSchedulerName) scheduler_pid = *pid;
+    if (spec.name == kSchedulerName) {
+      scheduler_pid = *pid;
+    } else {
+      restarter.Started(spec, *pid, absl::Now());
+    }
   }
 
   absl::Status ready;
@@ -427,7 +435,9 @@ int RunServe(const ServeOptions& opts) {
         StopEverything(**supervisor, grace);
         return kExitFailure;
       }
+      if (!opts.no_worker_restart) restarter.OnExit(*exit, absl::Now());
     }
+    restarter.RestartDue(absl::Now());
   }
 }
 
@@ -472,6 +482,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--tls-cert", opts->tls_cert,
                   "PEM certificate chain: the public gRPC and HTTP APIs serve TLS (with --tls-key)");
   cmd->add_option("--tls-key", opts->tls_key, "PEM private key of --tls-cert");
+  cmd->add_flag("--no-worker-restart", opts->no_worker_restart,
+                "Leave a worker that dies down (by default it is started again, after 1 s doubling "
+                "to 30 s while it keeps dying)");
   AddParallelFlags(*cmd, &opts->parallel);
   cmd->callback([opts, exit_code] { *exit_code = RunServe(*opts); });
 }

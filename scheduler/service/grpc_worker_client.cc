@@ -29,14 +29,15 @@ TokenChunk FromProto(const v1::TokenChunk& chunk) {
 
 }  // namespace
 
-v1::WorkerService::Stub* WorkerStubs::For(const std::string& address) {
+std::shared_ptr<v1::WorkerService::Stub> WorkerStubs::For(const WorkerRef& worker) {
   absl::MutexLock lock(&mu_);
-  auto& stub = stubs_[address];
-  if (stub == nullptr) {
-    stub = v1::WorkerService::NewStub(
-        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  CachedStub& cached = stubs_[worker.address];
+  if (cached.stub == nullptr || cached.incarnation_id != worker.incarnation_id) {
+    cached.incarnation_id = worker.incarnation_id;
+    cached.stub = v1::WorkerService::NewStub(
+        grpc::CreateChannel(worker.address, grpc::InsecureChannelCredentials()));
   }
-  return stub.get();
+  return cached.stub;
 }
 
 std::unique_ptr<grpc::ClientContext> GrpcWorkerClient::NewCallContext(
@@ -75,7 +76,7 @@ absl::StatusOr<PrefillResult> GrpcWorkerClient::Prefill(const WorkerRef& worker,
   const std::unique_ptr<grpc::ClientContext> context = NewCallContext(options);
   const std::unique_ptr<CallWatchdog::Watch> watch =
       stubs_->watchdog().Start(context.get(), options.abandon);
-  const grpc::Status status = stubs_->For(worker.address)->Prefill(context.get(), request, &response);
+  const grpc::Status status = stubs_->For(worker)->Prefill(context.get(), request, &response);
   if (!status.ok()) return CallStatus(status, *watch);
   PrefillResult result{.first_token_id = response.first_token_id(),
                        .finish_reason = rpc::FromProto(response.finish_reason()),
@@ -94,7 +95,7 @@ absl::Status GrpcWorkerClient::Release(const WorkerRef& worker, const std::strin
   v1::ReleaseRequest request;
   request.set_request_id(request_id);
   v1::ReleaseResponse response;
-  return rpc::FromGrpcStatus(stubs_->For(worker.address)->Release(&context, request, &response));
+  return rpc::FromGrpcStatus(stubs_->For(worker)->Release(&context, request, &response));
 }
 
 absl::Status GrpcWorkerClient::Decode(const WorkerRef& worker, const DecodeCall& call,
@@ -114,8 +115,8 @@ absl::Status GrpcWorkerClient::Decode(const WorkerRef& worker, const DecodeCall&
   const std::unique_ptr<grpc::ClientContext> context = NewCallContext(options);
   const std::unique_ptr<CallWatchdog::Watch> watch =
       stubs_->watchdog().Start(context.get(), options.abandon);
-  std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader =
-      stubs_->For(worker.address)->Decode(context.get(), request);
+  const std::shared_ptr<v1::WorkerService::Stub> stub = stubs_->For(worker);  // outlives the reader
+  std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader = stub->Decode(context.get(), request);
   v1::DecodeEvent event;
   while (reader->Read(&event)) {
     const bool more =

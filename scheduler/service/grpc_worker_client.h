@@ -10,8 +10,10 @@
 // Abandoning: a Prefill or Decode call whose CallOptions::abandon turns true (the callee is known
 // dead) is cancelled by the CallWatchdog and ends UNAVAILABLE "stopped answering".
 //
-// WorkerStubs caches one stub (and channel) per worker address for the scheduler's lifetime, and
-// holds the deployment secret every call carries (runtime/rpc/internal_auth.h) and the watchdog; a
+// WorkerStubs caches one stub (and channel) per worker address, replaced when a new incarnation
+// registers there: a channel that saw the old process die is in gRPC's reconnect back-off (up to
+// seconds) and would fail the restarted worker's first calls with "failed to connect". It holds the
+// deployment secret every call carries (runtime/rpc/internal_auth.h) and the watchdog; a
 // GrpcWorkerClient is cheap, one per request. Both are thread-safe.
 #pragma once
 
@@ -33,7 +35,9 @@ class WorkerStubs {
   // `deployment_secret`: what every call presents to the workers; empty: nothing.
   explicit WorkerStubs(std::string deployment_secret = "") : secret_(std::move(deployment_secret)) {}
 
-  v1::WorkerService::Stub* For(const std::string& address);
+  // The stub for `worker`'s incarnation; callers hold it for the call (a newer incarnation's
+  // registration may replace it in the cache meanwhile).
+  std::shared_ptr<v1::WorkerService::Stub> For(const WorkerRef& worker);
   const std::string& secret() const { return secret_; }
   CallWatchdog& watchdog() { return watchdog_; }
 
@@ -41,8 +45,11 @@ class WorkerStubs {
   const std::string secret_;
   CallWatchdog watchdog_;
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<v1::WorkerService::Stub>> stubs_
-      ABSL_GUARDED_BY(mu_);  // by address
+  struct CachedStub {
+    std::string incarnation_id;
+    std::shared_ptr<v1::WorkerService::Stub> stub;
+  };
+  absl::flat_hash_map<std::string, CachedStub> stubs_ ABSL_GUARDED_BY(mu_);  // by address
 };
 
 class GrpcWorkerClient final : public WorkerClient {

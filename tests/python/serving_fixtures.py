@@ -218,6 +218,16 @@ class Deployment:
     def kill(self, worker: str, sig: int = signal.SIGKILL) -> None:
         os.kill(self.pids[worker], sig)
 
+    def restarted_pid(self, worker: str, restart: int, timeout: float) -> int | None:
+        """The pid of the launcher's restart number `restart` of `worker`, once it logged it (then
+        pids[worker] is that pid and teardown checks it too); None if not within `timeout`."""
+        line = self.stderr.wait_for(rf"^baton: restarted {re.escape(worker)} \(pid (\d+), restart {restart}\)$",
+                                    timeout)
+        if line is None:
+            return None
+        self.pids[worker] = int(line.group(1))
+        return self.pids[worker]
+
     def log(self) -> str:
         return f"--- stdout\n{self.stdout.text()}\n--- stderr\n{self.stderr.text()}"
 

@@ -54,6 +54,7 @@ CANCEL_CLEANUP_S = 1.0  # every worker idle this long after a cancellation
 STEP_SETTLE_S = 1.0  # longer than any engine step of these tests (a 500-token prefill on a busy CPU)
 FAILURE_DEADLINE_S = 5.0  # in-flight requests of a killed worker end within this
 RECOVERY_DEADLINE_S = 2.0  # a new request succeeds on the surviving instance within this
+NO_RESTART = ("--no-worker-restart",)  # the fault tests watch the scheduler cope without the worker
 WORKER_WAIT_S = 10.0  # a request waits this long for a live instance of a phase (RequestFlowParams)
 REPLAY_MAX_TOKENS = 600  # long enough to be mid-stream when a worker is lost, short enough to compare
 
@@ -682,7 +683,8 @@ class TestWorkerFailure:
         fault-free run of the same request samples (greedy, and seeded at temperature 1), up to the
         rounding that separates a prefill of the streamed tokens from the decode steps that made them
         (assert_same_run_up_to_rounding)."""
-        deployment = fresh_deployments.start(f"decode-{sig.name}", num_prefill=1, num_decode=2)
+        deployment = fresh_deployments.start(f"decode-{sig.name}", num_prefill=1, num_decode=2,
+                                             serve_args=NO_RESTART)
         requests = [dict(token_ids=random_ids(20, seed=4000 + i), max_tokens=REPLAY_MAX_TOKENS,
                          ignore_eos=True, **({} if i % 2 == 0 else {"temperature": 1.0, "seed": 70 + i}))
                     for i in range(6)]
@@ -723,7 +725,8 @@ class TestWorkerFailure:
             assert any(last in problem for problem in health.problems), health
 
     def test_prefill_worker_killed(self, fresh_deployments):
-        deployment = fresh_deployments.start("prefill-kill", num_prefill=2, num_decode=1)
+        deployment = fresh_deployments.start("prefill-kill", num_prefill=2, num_decode=1,
+                                             serve_args=NO_RESTART)
         with deployment.client(timeout=120) as client:
             # Prefill worker 0 is frozen first, so the prompt routed to it is certainly in flight
             # there when it dies, however fast the machine: timing-free, unlike catching a prefill
@@ -744,6 +747,25 @@ class TestWorkerFailure:
             # streams keep going (check_failed_over: none ended, every one makes progress).
             check_failed_over(deployment, "prefill worker 0", watchers, 0, killed_at)
             assert all(w.chunks for w in watchers)
+
+    def test_serve_restarts_a_dead_worker(self, fresh_deployments):
+        """`baton serve` starts a killed worker again; a request sent while it is down waits for the
+        new incarnation and completes, and Health is SERVING again."""
+        deployment = fresh_deployments.start("restart", num_prefill=1, num_decode=1)
+        request = dict(token_ids=random_ids(20, seed=5000), max_tokens=8, ignore_eos=True)
+        with deployment.client(timeout=60) as client:
+            before = list(client.complete(**request).token_ids)
+            old_pid = deployment.pids["decode worker 0"]
+            deployment.kill("decode worker 0")
+            # Sent while the only decode worker is down: it waits for one (WORKER_WAIT_S). Health is
+            # DEGRADED meanwhile (as the tests above check), for about as long as the launcher's
+            # 1 s wait: too short a window to poll for here.
+            assert list(client.complete(**request).token_ids) == before
+            new_pid = deployment.restarted_pid("decode worker 0", restart=1, timeout=5)
+            assert new_pid is not None and new_pid != old_pid, deployment.log()
+            assert process_alive(new_pid)
+            assert wait_until(lambda: client.health().status == "SERVING", 10), client.health()
+        assert deployment.stderr.wait_for(r"^baton: restarting decode worker 0 in 1s$", 0), deployment.log()
 
 
 # --- shutdown ------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ namespace {
 using ::absl_testing::IsOk;
 using ::testing::HasSubstr;
 using ::testing::ContainsRegex;
+using ::testing::Not;
 
 constexpr absl::Duration kPatience = absl::Seconds(20);
 
@@ -141,6 +142,20 @@ class ServeCommandTest : public ::testing::Test {
     return at == std::string::npos ? -1 : std::stoi(err.substr(at + line.size()));
   }
 
+  // The pid of a child's restart number `restart` from the launcher's "restarted" line, or -1.
+  pid_t RestartedPid(const std::string& name, int restart) {
+    const std::string line = absl::StrCat("baton: restarted ", name, " (pid ");
+    const std::string tail = absl::StrCat(", restart ", restart, ")");
+    const std::string err = PollUntil([&] { return ReadFile(dir_ / "serve.err"); }, [&](const std::string& s) {
+      return s.find(tail) != s.npos;
+    });
+    for (size_t at = err.find(line); at != std::string::npos; at = err.find(line, at + 1)) {
+      const size_t end = err.find('\n', at);
+      if (err.compare(end - tail.size(), tail.size(), tail) == 0) return std::stoi(err.substr(at + line.size()));
+    }
+    return -1;
+  }
+
   ChildExit WaitForLauncherExit() {
     std::optional<ChildExit> exit = supervisor_->WaitForExit(kPatience);
     BATON_CHECK(exit.has_value());
@@ -223,16 +238,46 @@ TEST_F(ServeCommandTest, SigtermDuringStartUpStopsEverythingAndExitsZero) {
   EXPECT_TRUE(ProcessGone(scheduler));
 }
 
-TEST_F(ServeCommandTest, AWorkerKilledAfterStartUpIsLoggedAndServingGoesOn) {
+TEST_F(ServeCommandTest, AWorkerKilledAfterStartUpIsRestartedWithBackoff) {
   const pid_t launcher = StartServe({"--model", (dir_ / "model").string(), "--port",
                                      std::to_string(FreePort()), "--http-port", "0"});
+  ASSERT_THAT(WaitForServingLine(), HasSubstr("baton: serving model"));
+  const pid_t decode = ChildPid("decode worker 0");
+  pid_t prefill = ChildPid("prefill worker 0");
+  for (int restart = 1; restart <= 2; ++restart) {
+    SCOPED_TRACE(absl::StrCat("restart ", restart));
+    ASSERT_EQ(kill(prefill, SIGKILL), 0);
+    // Killed at once after its restart: a crash loop, whose wait doubles.
+    const std::string expected = absl::StrCat(
+        "baton: prefill worker 0 (pid ", prefill, ") was killed by signal 9 (SIGKILL)\n"
+        "baton: restarting prefill worker 0 in ", restart, "s\n");
+    ASSERT_THAT(WaitForStderr(expected), HasSubstr(expected));
+    const pid_t old = prefill;
+    prefill = RestartedPid("prefill worker 0", restart);
+    ASSERT_GT(prefill, 0) << ReadFile(dir_ / "serve.err");
+    EXPECT_NE(prefill, old);
+    EXPECT_FALSE(ProcessGone(prefill)) << "the new worker runs";
+  }
+  EXPECT_FALSE(ProcessGone(decode)) << "the other workers keep serving";
+  EXPECT_EQ(supervisor_->num_running(), 1) << "the launcher keeps running";
+  ASSERT_EQ(kill(launcher, SIGTERM), 0);
+  EXPECT_EQ(WaitForLauncherExit().exit_code, 0);
+  EXPECT_TRUE(ProcessGone(decode));
+  EXPECT_TRUE(ProcessGone(prefill)) << "a restarted worker is stopped like the others";
+}
+
+TEST_F(ServeCommandTest, NoWorkerRestartLeavesADeadWorkerDown) {
+  const pid_t launcher = StartServe({"--model", (dir_ / "model").string(), "--port",
+                                     std::to_string(FreePort()), "--http-port", "0",
+                                     "--no-worker-restart"});
   ASSERT_THAT(WaitForServingLine(), HasSubstr("baton: serving model"));
   const pid_t prefill = ChildPid("prefill worker 0");
   ASSERT_EQ(kill(prefill, SIGKILL), 0);
   const std::string expected =
       absl::StrCat("baton: prefill worker 0 (pid ", prefill, ") was killed by signal 9 (SIGKILL)\n");
   EXPECT_THAT(WaitForStderr(expected), HasSubstr(expected));
-  EXPECT_EQ(supervisor_->num_running(), 1) << "the launcher keeps running";
+  absl::SleepFor(absl::Seconds(1.5));  // past the first restart's wait
+  EXPECT_THAT(ReadFile(dir_ / "serve.err"), Not(HasSubstr("restart")));
   EXPECT_FALSE(ProcessGone(ChildPid("decode worker 0"))) << "the other workers keep serving";
   ASSERT_EQ(kill(launcher, SIGTERM), 0);
   EXPECT_EQ(WaitForLauncherExit().exit_code, 0);

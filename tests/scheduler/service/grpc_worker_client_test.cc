@@ -81,6 +81,22 @@ TEST_F(AbandonTest, WithoutAbandonTheDeadlineEndsTheCall) {
               StatusIs(absl::StatusCode::kDeadlineExceeded));
 }
 
+// A restarted worker listens where the dead one did; the channel that saw the old one die is in
+// gRPC's reconnect back-off, so the new incarnation gets its own (test_serving.py's restart test
+// sends a request across that restart).
+TEST(WorkerStubsTest, ANewIncarnationAtTheSameAddressGetsAFreshStub) {
+  WorkerStubs stubs;
+  const WorkerRef old{.incarnation_id = "a", .address = "127.0.0.1:1"};
+  const WorkerRef restarted{.incarnation_id = "b", .address = "127.0.0.1:1"};
+  const std::shared_ptr<v1::WorkerService::Stub> first = stubs.For(old);
+  EXPECT_EQ(stubs.For(old), first) << "cached per incarnation";
+  const std::shared_ptr<v1::WorkerService::Stub> second = stubs.For(restarted);
+  EXPECT_NE(second, first);
+  EXPECT_EQ(stubs.For(restarted), second);
+  EXPECT_NE(stubs.For(WorkerRef{.incarnation_id = "b", .address = "127.0.0.1:2"}), second)
+      << "another address, another stub";
+}
+
 TEST(CallWatchdogTest, AWatchGoneBeforeItFiresCancelsNothing) {
   CallWatchdog watchdog(absl::Milliseconds(5));
   std::atomic<int> polled = 0;

@@ -1,0 +1,55 @@
+#include "cli/worker_restarter.h"
+
+#include <cstdio>
+
+#include "absl/status/statusor.h"
+
+namespace baton::cli {
+
+WorkerRestarter::WorkerRestarter(runtime::ProcessSupervisor& supervisor, runtime::RestartOptions options)
+    : supervisor_(supervisor), schedule_(options) {}
+
+void WorkerRestarter::Started(const runtime::ChildSpec& spec, pid_t pid, absl::Time now) {
+  workers_[spec.name] = Worker{.spec = spec, .pid = pid};
+  schedule_.Started(spec.name, now);
+}
+
+bool WorkerRestarter::OnExit(const runtime::ChildExit& exit, absl::Time now) {
+  auto it = workers_.find(exit.name);
+  if (it == workers_.end() || it->second.pid != exit.pid) return false;
+  it->second.pid = 0;
+  ScheduleRestart(it->second, now);
+  return true;
+}
+
+void WorkerRestarter::ScheduleRestart(Worker& worker, absl::Time now) {
+  const absl::Time due = schedule_.Died(worker.spec.name, now);
+  std::fprintf(stderr, "baton: restarting %s in %s\n", worker.spec.name.c_str(),
+               absl::FormatDuration(due - now).c_str());
+}
+
+void WorkerRestarter::RestartDue(absl::Time now) {
+  for (const std::string& name : schedule_.TakeDue(now)) {
+    Worker& worker = workers_.at(name);
+    // Counted as started before the attempt, so that a worker that cannot start backs off as a
+    // crash loop does.
+    schedule_.Started(name, now);
+    absl::StatusOr<pid_t> pid = supervisor_.Start(worker.spec);
+    if (!pid.ok()) {
+      std::fprintf(stderr, "baton: cannot restart %s: %s\n", name.c_str(),
+                   std::string(pid.status().message()).c_str());
+      ScheduleRestart(worker, now);
+      continue;
+    }
+    worker.pid = *pid;
+    std::fprintf(stderr, "baton: restarted %s (pid %d, restart %d)\n", name.c_str(), *pid,
+                 schedule_.num_deaths(name));
+  }
+}
+
+pid_t WorkerRestarter::PidOf(const std::string& name) const {
+  auto it = workers_.find(name);
+  return it == workers_.end() ? 0 : it->second.pid;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,49 @@
+// WorkerRestarter: `baton serve` bringing its dead workers back.
+//
+// Each worker that exits (crashed, killed, or stopped by the launcher because the scheduler cut it
+// off) is started again after RestartSchedule's backoff, from the same command line. The new
+// process registers with the scheduler as a new incarnation of the same instance: the scheduler
+// drops the old incarnation, whose KV died with it, and its Health says DEGRADED until then.
+// Logs every decision to stderr ("baton: restarting decode worker 1 in 1s").
+//
+// Not thread-safe: the launcher's main loop drives it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "runtime/process/process_supervisor.h"
+#include "runtime/process/restart_schedule.h"
+
+namespace baton::cli {
+
+class WorkerRestarter {
+ public:
+  WorkerRestarter(runtime::ProcessSupervisor& supervisor, runtime::RestartOptions options);
+
+  // `spec` started as `pid` at `now`.
+  void Started(const runtime::ChildSpec& spec, pid_t pid, absl::Time now);
+  // A child exited: schedules its restart when it is one of the workers. False when it is not.
+  bool OnExit(const runtime::ChildExit& exit, absl::Time now);
+  // Starts every worker whose restart is due at `now`; one that cannot start is scheduled again.
+  void RestartDue(absl::Time now);
+  // The pid a worker runs as now; 0 while it is down or for an unknown name.
+  pid_t PidOf(const std::string& name) const;
+
+ private:
+  struct Worker {
+    runtime::ChildSpec spec;
+    pid_t pid = 0;  // 0 while down
+  };
+  void ScheduleRestart(Worker& worker, absl::Time now);
+
+  runtime::ProcessSupervisor& supervisor_;
+  runtime::RestartSchedule schedule_;
+  std::map<std::string, Worker> workers_;  // by ChildSpec::name
+};
+
+}  // namespace baton::cli
