@@ -35,6 +35,7 @@
 #include "runtime/process/process_supervisor.h"
 #include "runtime/process/signals.h"
 #include "runtime/rpc/internal_auth.h"
+#include "runtime/rpc/proto_conversion.h"
 #include "runtime/rpc/status_conversion.h"
 #include "runtime/transfer/kv_segment_names.h"
 #include "scheduler/config/deployment_config.h"
@@ -50,6 +51,8 @@ constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 constexpr absl::Duration kHealthRpcDeadline = absl::Seconds(1);
 constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
+// How often the launcher asks the scheduler which workers it cut off (to kill and restart them).
+constexpr absl::Duration kCutOffPollInterval = absl::Seconds(1);
 constexpr char kSchedulerName[] = "scheduler";
 
 struct ServeOptions {
@@ -214,10 +217,11 @@ std::string HealthTarget(const DeploymentConfig& config) {
   return absl::StrCat(host, ":", config.internal_port);
 }
 
-// Calls the scheduler's Health; OK only for STATUS_SERVING.
-class HealthProbe {
+// The launcher's calls to the scheduler's internal registry service: Health during start-up, then
+// which workers it cut off.
+class SchedulerProbe {
  public:
-  HealthProbe(const std::string& target, std::string secret) : target_(target), secret_(std::move(secret)) {
+  SchedulerProbe(const std::string& target, std::string secret) : target_(target), secret_(std::move(secret)) {
     grpc::ChannelArguments args;
     // Reconnect promptly while the scheduler comes up, instead of gRPC's default back-off (1 s
     // growing to 2 min). GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is left alone: it is also the connect
@@ -250,6 +254,25 @@ class HealthProbe {
       absl::StrAppend(&message, " (", absl::StrJoin(response.problems(), "; "), ")");
     }
     return absl::UnavailableError(message);
+  }
+
+  // The workers the scheduler cut off; none when it does not answer within the deadline (the next
+  // poll asks again).
+  std::vector<CutOffWorker> CutOffWorkers() {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kHealthRpcDeadline));
+    rpc::AttachDeploymentSecret(context, secret_);
+    v1::ListWorkersResponse response;
+    std::vector<CutOffWorker> cut_off;
+    if (!stub_->ListWorkers(&context, v1::ListWorkersRequest(), &response).ok()) return cut_off;
+    for (const v1::ListWorkersResponse::Worker& worker : response.workers()) {
+      const std::optional<runtime::WorkerRole> role = rpc::FromProto(worker.role());
+      if (worker.alive() || !role) continue;
+      cut_off.push_back({.name = runtime::WorkerName(*role, worker.instance_idx()),
+                         .pid = worker.pid(),
+                         .why = worker.death()});
+    }
+    return cut_off;
   }
 
  private:
@@ -399,7 +422,7 @@ int RunServe(const ServeOptions& opts) {
   {
     // The channel lives only during start-up: an idle connection held open would slow the
     // scheduler's shutdown later.
-    HealthProbe probe(HealthTarget(config), secret->value());
+    SchedulerProbe probe(HealthTarget(config), secret->value());
     ready = runtime::AwaitReady(**supervisor, [&] { return probe.Check(); },
                                 {.timeout = absl::Seconds(opts.startup_timeout_s),
                                  .poll_interval = kPollInterval,
@@ -420,12 +443,21 @@ int RunServe(const ServeOptions& opts) {
               config.host.c_str(), config.scheduler_port, Summary(config).c_str());
   std::fflush(stdout);
 
+  // Restarting a worker includes one the scheduler cut off but whose process lives on (frozen,
+  // hung): killed, its exit restarts it.
+  auto probe = std::make_unique<SchedulerProbe>(HealthTarget(config), secret->value());
+  absl::Time next_cut_off_poll = absl::Now() + kCutOffPollInterval;
   while (true) {
     if (const int signal = runtime::WaitForSignal(stop_signals, kPollInterval); signal > 0) {
       std::fprintf(stderr, "baton: %s received; draining, then stopping\n",
                    runtime::SignalName(signal).c_str());
+      probe.reset();  // an open connection would hold up the scheduler's shutdown
       DrainThenStop(**supervisor, scheduler_pid, absl::Seconds(opts.drain_timeout_s), grace);
       return 0;
+    }
+    if (!opts.no_worker_restart && absl::Now() >= next_cut_off_poll) {
+      restarter.KillCutOff(probe->CutOffWorkers());
+      next_cut_off_poll = absl::Now() + kCutOffPollInterval;
     }
     while (std::optional<ChildExit> exit = (*supervisor)->WaitForExit(absl::ZeroDuration())) {
       std::fprintf(stderr, "baton: %s\n", exit->Describe().c_str());

@@ -42,8 +42,22 @@ void WorkerRestarter::RestartDue(absl::Time now) {
       continue;
     }
     worker.pid = *pid;
+    worker.killed = false;
     std::fprintf(stderr, "baton: restarted %s (pid %d, restart %d)\n", name.c_str(), *pid,
                  schedule_.num_deaths(name));
+  }
+}
+
+void WorkerRestarter::KillCutOff(const std::vector<CutOffWorker>& cut_off) {
+  for (const CutOffWorker& entry : cut_off) {
+    auto it = workers_.find(entry.name);
+    if (it == workers_.end() || it->second.pid != entry.pid || it->second.pid == 0 || it->second.killed) {
+      continue;
+    }
+    std::fprintf(stderr, "baton: the scheduler cut off %s (pid %d: %s); killing it to restart it\n",
+                 entry.name.c_str(), entry.pid, entry.why.c_str());
+    supervisor_.Kill(entry.pid);
+    it->second.killed = true;
   }
 }
 

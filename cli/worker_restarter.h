@@ -1,7 +1,7 @@
 // WorkerRestarter: `baton serve` bringing its dead workers back.
 //
-// Each worker that exits (crashed, killed, or stopped by the launcher because the scheduler cut it
-// off) is started again after RestartSchedule's backoff, from the same command line. The new
+// Each worker that exits (crashed, killed, or killed here because the scheduler cut it off: frozen
+// or hung) is started again after RestartSchedule's backoff, from the same command line. The new
 // process registers with the scheduler as a new incarnation of the same instance: the scheduler
 // drops the old incarnation, whose KV died with it, and its Health says DEGRADED until then.
 // Logs every decision to stderr ("baton: restarting decode worker 1 in 1s").
@@ -21,6 +21,13 @@
 
 namespace baton::cli {
 
+// A worker the scheduler cut off (ListWorkers): it stopped answering.
+struct CutOffWorker {
+  std::string name;  // "decode worker 0"
+  pid_t pid = 0;     // of the incarnation it cut off
+  std::string why;   // "no heartbeat for 1.2s"
+};
+
 class WorkerRestarter {
  public:
   WorkerRestarter(runtime::ProcessSupervisor& supervisor, runtime::RestartOptions options);
@@ -31,6 +38,9 @@ class WorkerRestarter {
   bool OnExit(const runtime::ChildExit& exit, absl::Time now);
   // Starts every worker whose restart is due at `now`; one that cannot start is scheduled again.
   void RestartDue(absl::Time now);
+  // Kills (SIGKILL) each cut-off worker whose process still runs, once, so that its exit restarts
+  // it. An entry naming another pid is about an incarnation already gone.
+  void KillCutOff(const std::vector<CutOffWorker>& cut_off);
   // The pid a worker runs as now; 0 while it is down or for an unknown name.
   pid_t PidOf(const std::string& name) const;
 
@@ -38,6 +48,7 @@ class WorkerRestarter {
   struct Worker {
     runtime::ChildSpec spec;
     pid_t pid = 0;  // 0 while down
+    bool killed = false;  // by KillCutOff, its exit not yet seen
   };
   void ScheduleRestart(Worker& worker, absl::Time now);
 

@@ -245,6 +245,11 @@ void ProcessSupervisor::Terminate(pid_t pid) {
   SignalLocked(pid, SIGTERM);
 }
 
+void ProcessSupervisor::Kill(pid_t pid) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (running_.contains(pid)) SignalLocked(pid, SIGKILL);
+}
+
 void ProcessSupervisor::SignalLocked(pid_t pid, int signal) {
   // Once only: a child may treat a second SIGTERM as "stop now".
   if (kill(-pid, signal) != 0) kill(pid, signal);

@@ -78,6 +78,10 @@ class ProcessSupervisor {
   // Asks one running child to stop (SIGTERM, marked stop_requested) without waiting; its exit comes
   // through WaitForExit. Nothing when it is not running.
   void Terminate(pid_t pid);
+  // Kills one running child at once (SIGKILL to its process group), not marked stop_requested: for
+  // a child that hangs or is stopped, which SIGTERM would not end. Its exit comes through
+  // WaitForExit. Nothing when it is not running.
+  void Kill(pid_t pid);
 
   int num_running() const;
 

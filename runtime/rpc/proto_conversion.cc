@@ -73,6 +73,25 @@ runtime::FinishReason FromProto(v1::FinishReason reason) {
   return runtime::FinishReason::kNone;
 }
 
+v1::WorkerRole ToProto(runtime::WorkerRole role) {
+  switch (role) {
+    case runtime::WorkerRole::kPrefill: return v1::WORKER_ROLE_PREFILL;
+    case runtime::WorkerRole::kDecode: return v1::WORKER_ROLE_DECODE;
+    case runtime::WorkerRole::kColocated: return v1::WORKER_ROLE_COLOCATED;
+  }
+  return v1::WORKER_ROLE_UNSPECIFIED;
+}
+
+std::optional<runtime::WorkerRole> FromProto(v1::WorkerRole role) {
+  switch (role) {
+    case v1::WORKER_ROLE_PREFILL: return runtime::WorkerRole::kPrefill;
+    case v1::WORKER_ROLE_DECODE: return runtime::WorkerRole::kDecode;
+    case v1::WORKER_ROLE_COLOCATED: return runtime::WorkerRole::kColocated;
+    default: break;
+  }
+  return std::nullopt;
+}
+
 void ToProto(const std::vector<kernels::TokenLogprob>& logprobs, v1::TokenLogprobs* out) {
   for (const auto& lp : logprobs) {
     auto* top = out->add_top();

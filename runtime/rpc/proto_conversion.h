@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "baton/v1/inference.pb.h"
 #include "baton/v1/worker.pb.h"
 #include "runtime/batch/sequence.h"
+#include "runtime/worker/worker_role.h"
 
 namespace baton::rpc {
 
@@ -25,6 +27,10 @@ v1::FinishReason ToProto(runtime::FinishReason reason);
 runtime::FinishReason FromProto(v1::FinishReason reason);
 
 void ToProto(const std::vector<kernels::TokenLogprob>& logprobs, v1::TokenLogprobs* out);
+
+v1::WorkerRole ToProto(runtime::WorkerRole role);
+// nullopt for WORKER_ROLE_UNSPECIFIED and values this build does not know.
+std::optional<runtime::WorkerRole> FromProto(v1::WorkerRole role);
 
 // Microseconds since the Unix epoch, the unit of every timestamp in the API.
 int64_t NowMicros();

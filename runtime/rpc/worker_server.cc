@@ -14,6 +14,7 @@
 #include "runtime/rpc/grpc_listener.h"
 #include "runtime/rpc/internal_auth.h"
 #include "runtime/rpc/kv_handoff_conversion.h"
+#include "runtime/rpc/proto_conversion.h"
 #include "runtime/rpc/status_conversion.h"
 #include "runtime/rpc/worker_service.h"
 #include "runtime/worker/worker.h"
@@ -24,15 +25,6 @@ namespace {
 std::string NewIncarnationId() {
   std::random_device device;
   return absl::StrFormat("%016x%08x", (uint64_t{device()} << 32) | device(), getpid());
-}
-
-v1::WorkerRole ToProto(runtime::WorkerRole role) {
-  switch (role) {
-    case runtime::WorkerRole::kPrefill: return v1::WORKER_ROLE_PREFILL;
-    case runtime::WorkerRole::kDecode: return v1::WORKER_ROLE_DECODE;
-    case runtime::WorkerRole::kColocated: return v1::WORKER_ROLE_COLOCATED;
-  }
-  return v1::WORKER_ROLE_UNSPECIFIED;
 }
 
 absl::Status Register(v1::WorkerRegistryService::Stub& registry, const v1::RegisterRequest& request,

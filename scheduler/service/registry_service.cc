@@ -6,19 +6,11 @@
 #include "absl/time/clock.h"
 #include "runtime/rpc/internal_auth.h"
 #include "runtime/rpc/kv_handoff_conversion.h"
+#include "runtime/rpc/proto_conversion.h"
 #include "scheduler/service/generate_proto.h"
 
 namespace baton::scheduler {
 namespace {
-
-std::optional<WorkerRole> FromProto(v1::WorkerRole role) {
-  switch (role) {
-    case v1::WORKER_ROLE_PREFILL: return WorkerRole::kPrefill;
-    case v1::WORKER_ROLE_DECODE: return WorkerRole::kDecode;
-    case v1::WORKER_ROLE_COLOCATED: return WorkerRole::kColocated;
-    default: return std::nullopt;
-  }
-}
 
 WorkerLoad FromProto(const v1::WorkerStats& stats) {
   return WorkerLoad{.num_kv_blocks_total = stats.num_kv_blocks_total(),
@@ -32,7 +24,7 @@ WorkerLoad FromProto(const v1::WorkerStats& stats) {
 grpc::Status RegistryServiceImpl::Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                                            v1::RegisterResponse*) {
   if (grpc::Status denied = rpc::CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
-  const std::optional<WorkerRole> role = FromProto(request->role());
+  const std::optional<WorkerRole> role = rpc::FromProto(request->role());
   if (!role) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "register: role is unset");
   if (request->incarnation_id().empty() || request->address().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -73,6 +65,20 @@ grpc::Status RegistryServiceImpl::Health(grpc::ServerContext* context, const v1:
                                          v1::HealthResponse* response) {
   if (grpc::Status denied = rpc::CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
   ToProto(registry_->CheckHealth(), response);
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryServiceImpl::ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest*,
+                                              v1::ListWorkersResponse* response) {
+  if (grpc::Status denied = rpc::CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
+  for (const WorkerEntry& entry : registry_->Snapshot()) {
+    v1::ListWorkersResponse::Worker* worker = response->add_workers();
+    worker->set_role(rpc::ToProto(entry.role));
+    worker->set_instance_idx(entry.instance_idx);
+    worker->set_pid(entry.pid);
+    worker->set_alive(entry.alive);
+    worker->set_death(entry.death);
+  }
   return grpc::Status::OK;
 }
 

@@ -22,6 +22,8 @@ class RegistryServiceImpl final : public v1::WorkerRegistryService::Service {
                          v1::HeartbeatResponse* response) override;
   grpc::Status Health(grpc::ServerContext* context, const v1::HealthRequest* request,
                       v1::HealthResponse* response) override;
+  grpc::Status ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
+                           v1::ListWorkersResponse* response) override;
 
  private:
   WorkerRegistry* registry_;

@@ -767,6 +767,25 @@ class TestWorkerFailure:
             assert wait_until(lambda: client.health().status == "SERVING", 10), client.health()
         assert deployment.stderr.wait_for(r"^baton: restarting decode worker 0 in 1s$", 0), deployment.log()
 
+    def test_serve_restarts_a_frozen_worker(self, fresh_deployments):
+        """A decode worker frozen mid-stream is cut off by the scheduler, killed by the launcher and
+        started again; the stream, replayed onto the new incarnation, completes with every token."""
+        deployment = fresh_deployments.start("restart-frozen", num_prefill=1, num_decode=1)
+        with deployment.client(timeout=120) as client:
+            watcher = StreamWatcher(client.generate(token_ids=random_ids(20, seed=5100), max_tokens=1000,
+                                                    ignore_eos=True))
+            assert wait_until(lambda: watcher.num_tokens() >= 3, 60), watcher.error
+            frozen = deployment.pids["decode worker 0"]
+            deployment.kill("decode worker 0", signal.SIGSTOP)
+            assert deployment.stderr.wait_for(
+                rf"^baton: the scheduler cut off decode worker 0 \(pid {frozen}: no heartbeat for .*\); "
+                r"killing it to restart it$", 10), deployment.log()
+            restarted = deployment.restarted_pid("decode worker 0", restart=1, timeout=10)
+            assert restarted is not None and restarted != frozen, deployment.log()
+            assert watcher.join(60), "the stream hangs"
+            assert watcher.error is None and watcher.num_tokens() == 1000, (watcher.error, watcher.num_tokens())
+            assert wait_until(lambda: not process_alive(frozen), 5)
+
 
 # --- shutdown ------------------------------------------------------------------------------------
 

@@ -90,6 +90,21 @@ TEST_F(ProcessSupervisorTest, ReportsKillSignal) {
   EXPECT_EQ(supervisor->num_running(), 0);
 }
 
+TEST_F(ProcessSupervisorTest, KillEndsAStoppedChild) {
+  auto supervisor = NewSupervisor();
+  absl::StatusOr<pid_t> pid = supervisor->Start({.name = "decode worker 0", .argv = {"/bin/sleep", "30"}});
+  ASSERT_THAT(pid, IsOk());
+  ASSERT_EQ(kill(*pid, SIGSTOP), 0);  // frozen: a SIGTERM would wait for a SIGCONT
+  supervisor->Kill(*pid);
+  std::optional<ChildExit> exit = supervisor->WaitForExit(absl::Seconds(10));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->pid, *pid);
+  EXPECT_EQ(exit->signal, SIGKILL);
+  EXPECT_FALSE(exit->stop_requested) << "killed as a failure, not stopped";
+  supervisor->Kill(*pid);  // no longer running: nothing
+  EXPECT_EQ(supervisor->num_running(), 0);
+}
+
 TEST_F(ProcessSupervisorTest, QueuesExitsInTheOrderTheyHappen) {
   auto supervisor = NewSupervisor();
   ASSERT_THAT(supervisor->Start(Shell("slow", "sleep 0.3; exit 2")), IsOk());
