@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/common/status_macros.h"
+#include "runtime/rpc/malformed_request_interceptor.h"
 
 namespace baton::rpc {
 
@@ -17,6 +18,9 @@ absl::StatusOr<GrpcListener> ListenExclusive(std::string_view what, const std::s
   GrpcListener listener;
   builder.AddListeningPort(absl::StrCat(host, ":", port), std::move(credentials), &listener.port);
   for (grpc::Service* service : services) builder.RegisterService(service);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(MalformedRequestInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   listener.server = builder.BuildAndStart();
   if (listener.server == nullptr || listener.port == 0) {
     return absl::UnavailableError(

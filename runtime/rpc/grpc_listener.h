@@ -1,5 +1,6 @@
 // How every Baton gRPC server listens: on one address, serving the given services, never sharing
-// its port. gRPC sets SO_REUSEPORT unless told not to, which let a second deployment started on
+// its port, answering a request that does not parse with INVALID_ARGUMENT
+// (malformed_request_interceptor.h). gRPC sets SO_REUSEPORT unless told not to, which let a second deployment started on
 // the same ports take half of the first one's traffic and register its workers; here a port in use
 // is an error that names it.
 #pragma once

@@ -119,6 +119,19 @@ class TestApiKey:
         assert (completed["num_completed"], completed["num_failed"]) == (3, 0), completed
         run_baton(*args, timeout=120, env={**os.environ, "BATON_API_KEY": API_KEY})
 
+    def test_invalid_utf8_over_grpc_is_invalid_argument(self, keyed):
+        """A string field that is not UTF-8 fails protobuf's parse before any handler runs: the
+        client hears INVALID_ARGUMENT naming the method, not gRPC's bare INTERNAL."""
+        raw = inference_pb2.GenerateRequest(text="Hello").SerializeToString()
+        raw = raw.replace(b"Hello", b"\xffello")
+        with grpc.insecure_channel(keyed.address) as channel:
+            generate = channel.unary_stream("/baton.v1.InferenceService/Generate")  # bytes as they are
+            with pytest.raises(grpc.RpcError) as error:
+                list(generate(raw, timeout=10, metadata=[("authorization", f"Bearer {API_KEY}")]))
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, error.value
+        assert "does not parse as /baton.v1.InferenceService/Generate's message" in error.value.details()
+        assert "invalid UTF-8" in error.value.details()
+
     def test_the_python_client_reads_the_environment(self, keyed, monkeypatch):
         monkeypatch.setenv("BATON_API_KEY", API_KEY)
         with baton.Client(keyed.address, timeout=60) as client:
