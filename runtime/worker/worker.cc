@@ -180,7 +180,8 @@ absl::StatusOr<PrefillResult> Worker::Prefill(PrefillCall call) {
   ASSIGN_OR_RETURN(WorkerRequest request, requests_.Add(request_id));
   std::shared_ptr<TokenChannel> channel = request.channel;
   call.params.hold_kv_after_prefill = true;
-  const int64_t num_prompt_tokens =
+  // The prompt and any tokens a replayed request already generated: all of them are prefilled.
+  const int64_t num_context_tokens =
       static_cast<int64_t>(call.prompt_token_ids.size() + call.generated_token_ids.size());
   absl::StatusOr<SeqId> seq_id = loop_->Call([&](Engine& engine) -> absl::StatusOr<SeqId> {
     absl::StatusOr<SeqId> id = engine.AddRequest(std::move(call.prompt_token_ids), call.params,
@@ -193,9 +194,9 @@ absl::StatusOr<PrefillResult> Worker::Prefill(PrefillCall call) {
     return seq_id.status();
   }
   requests_.SetSeqId(request_id, *seq_id);
-  prefill_tokens_outstanding_ += num_prompt_tokens;
+  prefill_tokens_outstanding_ += num_context_tokens;
   absl::StatusOr<TokenOutput> first = NextOutput(*channel, call.deadline, call.is_cancelled);
-  prefill_tokens_outstanding_ -= num_prompt_tokens;
+  prefill_tokens_outstanding_ -= num_context_tokens;
   if (!first.ok()) {
     Abandon(request_id);
     return first.status();
