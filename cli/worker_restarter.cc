@@ -61,9 +61,4 @@ void WorkerRestarter::KillCutOff(const std::vector<CutOffWorker>& cut_off) {
   }
 }
 
-pid_t WorkerRestarter::PidOf(const std::string& name) const {
-  auto it = workers_.find(name);
-  return it == workers_.end() ? 0 : it->second.pid;
-}
-
 }  // namespace baton::cli

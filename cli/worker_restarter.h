@@ -41,8 +41,6 @@ class WorkerRestarter {
   // Kills (SIGKILL) each cut-off worker whose process still runs, once, so that its exit restarts
   // it. An entry naming another pid is about an incarnation already gone.
   void KillCutOff(const std::vector<CutOffWorker>& cut_off);
-  // The pid a worker runs as now; 0 while it is down or for an unknown name.
-  pid_t PidOf(const std::string& name) const;
 
  private:
   struct Worker {
