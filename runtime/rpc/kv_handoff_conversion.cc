@@ -32,6 +32,7 @@ void ToProto(const runtime::KvHandoff& handoff, v1::KvSource* out) {
   }
   out->mutable_block_ids()->Assign(handoff.blocks.begin(), handoff.blocks.end());
   out->set_num_tokens(handoff.num_tokens);
+  out->set_kv_grant(handoff.kv_grant);
 }
 
 runtime::KvHandoff FromProto(const v1::KvSource& source) {
@@ -42,7 +43,8 @@ runtime::KvHandoff FromProto(const v1::KvSource& source) {
                                           .block_size = source.block_size()},
       .layout = FromProto(source.layout()),
       .blocks = {source.block_ids().begin(), source.block_ids().end()},
-      .num_tokens = source.num_tokens()};
+      .num_tokens = source.num_tokens(),
+      .kv_grant = source.kv_grant()};
   for (const v1::KvRankEndpoint& rank : source.ranks()) {
     handoff.rank_sources.push_back(runtime::KvSource{.hostname = rank.hostname(),
                                                      .boot_id = rank.boot_id(),

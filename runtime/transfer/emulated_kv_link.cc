@@ -1,14 +1,17 @@
 #include "runtime/transfer/emulated_kv_link.h"
 
+#include <sys/random.h>
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
-#include <random>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "runtime/process/deployment_secret.h"
 
 namespace baton::runtime {
 namespace {
@@ -16,6 +19,8 @@ namespace {
 // The id's 128 bytes: magic, port, host length, host, nonce.
 constexpr uint64_t kIdMagic = 0x314b4e494c4d4545;  // "EEMLINK1" little-endian
 constexpr size_t kNonceBytes = 16;
+// How long a connection to a rendezvous may take to say its hello.
+constexpr absl::Duration kHelloTimeout = absl::Seconds(2);
 constexpr size_t kMaxHostBytes = sizeof(KvLinkId) - 8 - 2 - 1 - kNonceBytes;
 
 struct ParsedId {
@@ -126,9 +131,13 @@ absl::StatusOr<UniqueFd> AcceptPeer(const UniqueFd& listener, const std::string&
     }
     UniqueFd fd(accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd.valid()) continue;  // EAGAIN, ECONNABORTED: wait again
+    // A caller that does not say its hello at once is a stray one: it must not hold up the peer.
+    const IoWait hello_wait{.deadline = std::min(deadline, absl::Now() + kHelloTimeout)};
     Hello hello{};
-    if (!RecvAll(fd.get(), &hello, sizeof(hello), wait).ok()) continue;
-    if (std::memcmp(hello.nonce, nonce.data(), kNonceBytes) != 0) continue;  // a stray caller
+    if (!RecvAll(fd.get(), &hello, sizeof(hello), hello_wait).ok()) continue;
+    // The nonce is the link's credential (it reached the peer over the authenticated KV
+    // connection): compared in constant time.
+    if (!SecretsMatch(nonce, std::string_view(hello.nonce, kNonceBytes))) continue;
     if (hello.rank != 1 - rank) {
       return absl::InvalidArgumentError(absl::StrCat(
           "nccl-emulated link: both sides joined as rank ", rank));
@@ -172,9 +181,13 @@ absl::StatusOr<KvLinkId> EmulatedKvLinkFactory::NewId() {
     return absl::InternalError(
         absl::StrCat("nccl-emulated link: cannot listen: ", listener.status().message()));
   }
-  std::random_device random;
   std::string nonce(kNonceBytes, '\0');
-  for (char& c : nonce) c = static_cast<char>(random());
+  for (size_t filled = 0; filled < nonce.size();) {
+    const ssize_t n = getrandom(nonce.data() + filled, nonce.size() - filled, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::ErrnoToStatus(errno, "nccl-emulated link: getrandom");
+    filled += static_cast<size_t>(n);
+  }
   const KvLinkId id = EncodeId(host_, LocalPort(listener->get()), nonce);
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);

@@ -3,10 +3,13 @@
 // NCCL KV transport's own code (the id relay, who joins as which rank, the order and sizes of its
 // sends and receives, what a broken link does) runs in CI, across processes, without a GPU:
 //   - NewId() opens a listening socket (NCCL's bootstrap root) and writes its address and a random
-//     nonce into the id's 128 bytes;
+//     nonce (16 bytes from getrandom) into the id's 128 bytes;
 //   - Join() of the process holding that listener accepts the peer's connection (checking the nonce
 //     and that the peer joins as the other rank); the other process connects to the address. An id
-//     joins one link: the listener is closed once the peer has joined;
+//     joins one link: the listener is closed once the peer has joined. The nonce is the link's
+//     credential: the id travels only over the KV server's authenticated connection (tcp_wire.h),
+//     so a caller without the deployment secret cannot join; connections that do not say the nonce
+//     within 2 s are dropped, so stray callers cannot hold the rendezvous up;
 //   - Send writes each span behind an 8-byte size; Recv reads the size and refuses (Internal, both
 //     sizes named) a span its peer sent with another size, as NCCL requires equal sizes.
 // Errors close the socket, so the peer's pending call ends with Unavailable at once.

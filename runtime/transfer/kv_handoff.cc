@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/common/status_macros.h"
+#include "runtime/transfer/kv_grants.h"
 #include "runtime/transfer/kv_slab_mapping.h"
 
 namespace baton::runtime {
@@ -56,6 +57,11 @@ absl::Status ValidateKvHandoff(const KvHandoff& handoff) {
     return absl::InvalidArgumentError(
         absl::StrCat("KV hand-off: num_tokens ", handoff.num_tokens, " < 0"));
   }
+  if (!handoff.kv_grant.empty() && handoff.kv_grant.size() != KvGrants::kTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("KV hand-off: a KV grant of ",
+                                                   handoff.kv_grant.size(), " bytes (expected ",
+                                                   KvGrants::kTokenBytes, ")"));
+  }
   const int64_t block_size = handoff.model_shape.block_size;
   const int64_t num_blocks_needed = (handoff.num_tokens + block_size - 1) / block_size;
   if (static_cast<int64_t>(handoff.blocks.size()) != num_blocks_needed) {
@@ -95,14 +101,15 @@ absl::StatusOr<std::vector<KvPullSpec>> PlanKvPulls(const KvHandoff& handoff,
       specs.push_back(KvPullSpec{.source = handoff.rank_sources[d],
                                  .shape = src_shards[d].pool_shape,
                                  .src_blocks = handoff.blocks,
-                                 .num_tokens = handoff.num_tokens});
+                                 .num_tokens = handoff.num_tokens,
+                                 .kv_grant = handoff.kv_grant});
     }
     return specs;
   }
   ASSIGN_OR_RETURN(std::vector<std::vector<KvSlab>> slabs,
                    MapKvSlabs(handoff.model_shape, handoff.layout, decode_layout));
   for (std::vector<KvSlab>& rank_slabs : slabs) {
-    KvPullSpec spec{.num_tokens = handoff.num_tokens};
+    KvPullSpec spec{.num_tokens = handoff.num_tokens, .kv_grant = handoff.kv_grant};
     spec.rank_sources.resize(src_shards.size());
     // MapKvSlabs gives at most one slab per (decode rank, prefill rank): each source is set once.
     for (const KvSlab& slab : rank_slabs) {

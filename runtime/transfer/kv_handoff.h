@@ -33,12 +33,16 @@ struct KvHandoff {
   std::vector<KvSource> rank_sources; // [layout.num_ranks()] each prefill rank's pool, stage-major
   std::vector<BlockId> blocks;        // [ceil(num_tokens / block_size)] token order, same on every rank
   int num_tokens = 0;                 // tokens of KV the blocks hold (the last block may be partial)
+  // The capability to read `blocks` from the ranks' KV servers (kv_grants.h): every pull presents
+  // it. Empty when the prefill side grants nothing.
+  std::string kv_grant;
   bool operator==(const KvHandoff&) const = default;
 };
 
 // What the hand-off alone can tell: InvalidArgument, naming the numbers, if the layout does not fit
 // model_shape (MakeKvRankShard), rank_sources does not have one entry per prefill rank, num_tokens
-// < 0, blocks.size() != ceil(num_tokens / block_size), or a block id is negative.
+// < 0, blocks.size() != ceil(num_tokens / block_size), a block id is negative, or kv_grant is neither
+// empty nor KvGrants::kTokenBytes long.
 absl::Status ValidateKvHandoff(const KvHandoff& handoff);
 
 // The pull of every decode rank (index = decode rank_idx, stage-major) of an instance that runs

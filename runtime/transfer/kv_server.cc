@@ -17,6 +17,8 @@
 #include "runtime/transfer/kv_transport.h"
 
 namespace baton::runtime {
+
+static_assert(sizeof(KvWireRequest::grant) == KvGrants::kTokenBytes);
 namespace {
 
 KvWireResponse OkResponse(uint64_t payload_bytes) {
@@ -266,8 +268,11 @@ bool KvServer::SendOverLink(int fd, const KvWireRequest& request, KvLink* link) 
   }
   if (absl::Status status = CheckShape(request); !status.ok()) return SendStatus(fd, status);
   const int64_t pool_bytes = static_cast<int64_t>(pool_.BlockBytes()) * pool_.num_blocks();
+  const int64_t block_bytes = static_cast<int64_t>(pool_.BlockBytes());
   std::vector<KvDeviceSpan> spans;
+  std::vector<BlockSpan> blocks;  // what each range reads, for the grant check
   spans.reserve(ranges.size());
+  blocks.reserve(ranges.size());
   KvWireResponse response = OkResponse(0);
   for (size_t i = 0; i < ranges.size(); ++i) {
     const KvWireRange& range = ranges[i];
@@ -278,8 +283,14 @@ bool KvServer::SendOverLink(int fd, const KvWireRequest& request, KvLink* link) 
     }
     spans.push_back(KvDeviceSpan{.data = pool_.BlockData(0) + range.offset,
                                  .num_bytes = static_cast<size_t>(range.num_bytes)});
+    const int64_t first_block = range.offset / block_bytes;
+    const int64_t last_block = (range.offset + range.num_bytes - 1) / block_bytes;
+    blocks.push_back(BlockSpan{.start = static_cast<BlockId>(first_block),
+                               .num_blocks = static_cast<int32_t>(last_block - first_block + 1)});
     response.payload_bytes += static_cast<uint64_t>(range.num_bytes);
   }
+  absl::StatusOr<std::unique_ptr<KvGrants::Read>> read = BeginGrantedRead(fd, request, blocks);
+  if (!read.ok()) return SendStatus(fd, read.status());
   num_requests_served_.fetch_add(1);
   if (!SendAll(fd, &response, sizeof(response), wait).ok()) return false;
   // A failed send leaves the link broken: the connection (and so the link) ends.
@@ -312,6 +323,14 @@ bool KvServer::ServePieces(int fd, const KvWireRequest& request) {
         PackedSlabShape(*slab, shape).BlockBytes() * static_cast<uint64_t>(pieces[i].num_blocks);
     slabs.push_back(*slab);
   }
+  std::vector<BlockSpan> blocks;
+  blocks.reserve(pieces.size());
+  for (const KvWirePiece& piece : pieces) {
+    blocks.push_back(BlockSpan{.start = piece.src_start, .num_blocks = piece.num_blocks});
+  }
+  // Held until the last byte is sent: a revoke meanwhile waits for it (and cuts the connection).
+  absl::StatusOr<std::unique_ptr<KvGrants::Read>> read = BeginGrantedRead(fd, request, blocks);
+  if (!read.ok()) return SendStatus(fd, read.status());
   num_requests_served_.fetch_add(1);  // before the send, so a client that has the bytes sees it
 
   // The header, then the pieces' ranges straight from the pool, a bounded batch of iovecs per
@@ -339,6 +358,19 @@ bool KvServer::ServePieces(int fd, const KvWireRequest& request) {
     }
   }
   return SendAll(fd, std::span<iovec>(iov), wait).ok();
+}
+
+absl::StatusOr<std::unique_ptr<KvGrants::Read>> KvServer::BeginGrantedRead(
+    int fd, const KvWireRequest& request, std::span<const BlockSpan> spans) {
+  if (options_.grants == nullptr) return nullptr;
+  const absl::string_view token(reinterpret_cast<const char*>(request.grant),
+                                sizeof(request.grant));
+  absl::StatusOr<std::unique_ptr<KvGrants::Read>> read =
+      options_.grants->BeginRead(token, spans, [fd] { shutdown(fd, SHUT_RDWR); });
+  if (!read.ok()) {
+    return absl::PermissionDeniedError(absl::StrCat("KV server: ", read.status().message()));
+  }
+  return read;
 }
 
 absl::StatusOr<KvSlab> KvServer::PieceSlab(const KvWirePiece& piece) const {

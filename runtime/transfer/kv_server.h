@@ -15,7 +15,8 @@
 // allocated and unwritten until the decode side reports back is the caller's contract
 // (kv_transport.h, lifecycle step 4). With a secret (options.secret, the deployment's), a
 // connection whose hello does not present it gets Unauthenticated and is closed before any KV is
-// read or sent.
+// read or sent. With grants (options.grants, the prefill worker's), a request reads only blocks of
+// the live grant it presents (kv_grants.h); a grant revoked mid-send cuts its connection.
 #pragma once
 
 #include <atomic>
@@ -28,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/kv_cache/kv_pool.h"
+#include "runtime/transfer/kv_grants.h"
 #include "runtime/transfer/kv_link.h"
 #include "runtime/transfer/kv_slab_mapping.h"
 #include "runtime/transfer/socket_io.h"
@@ -52,6 +54,9 @@ struct KvServerOptions {
   int max_links = 16;
   // The deployment secret each connection's hello must present (tcp_wire.h); empty: any caller.
   std::string secret;
+  // Non-null: every request reads only blocks of the live grant it presents (it must outlive the
+  // server); null: any block of the pool (a server that is not a worker's: tests, tools).
+  KvGrants* grants = nullptr;
 };
 
 class KvServer {
@@ -112,6 +117,10 @@ class KvServer {
   // The slab of this pool that `piece` names (source-local indices), or InvalidArgument if its
   // blocks, layers or KV heads are empty or reach outside the pool.
   absl::StatusOr<KvSlab> PieceSlab(const KvWirePiece& piece) const;
+  // With grants: the read of `spans` under the request's grant (its end lets a Revoke return), or
+  // PermissionDenied; a revoke meanwhile shuts `fd` down. Without: null, and OK.
+  absl::StatusOr<std::unique_ptr<KvGrants::Read>> BeginGrantedRead(
+      int fd, const KvWireRequest& request, std::span<const BlockSpan> spans);
   void ReapFinishedConnections();
 
   const KvPool& pool_;

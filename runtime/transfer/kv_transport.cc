@@ -1,5 +1,7 @@
 #include "runtime/transfer/kv_transport.h"
 
+#include "runtime/transfer/kv_grants.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -120,6 +122,11 @@ absl::Status ValidateReslicingPull(const KvPullSpec& spec, const KvPool& dst,
 
 absl::Status ValidatePull(const KvPullSpec& spec, const KvPool& dst,
                           std::span<const BlockId> dst_blocks) {
+  if (!spec.kv_grant.empty() && spec.kv_grant.size() != KvGrants::kTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("KV pull: a KV grant of ", spec.kv_grant.size(),
+                                                   " bytes (expected ", KvGrants::kTokenBytes,
+                                                   ")"));
+  }
   if (spec.resliced()) return ValidateReslicingPull(spec, dst, dst_blocks);
   if (!(spec.shape == dst.shape())) {
     return absl::InvalidArgumentError(

@@ -92,6 +92,9 @@ struct KvPullSpec {
   KvPoolShape shape;                // the source pool's shape; must equal the destination's
   std::vector<BlockId> src_blocks;  // [ceil(num_tokens / block_size)] source block ids, token order
   int num_tokens = 0;  // tokens of KV held by src_blocks (the last block may be partial)
+  // The KV grant of the request (KvHandoff::kv_grant, kv_grants.h) that the pull presents to the
+  // source's KV servers (TCP, KV links), for every rank it reads; empty: none. Shm pulls ignore it.
+  std::string kv_grant;
 
   // Re-slicing between layouts ("Shapes" above). slabs empty (default): a same-layout pull of whole
   // blocks from `source` (rank_sources is ignored). Otherwise `source`, `shape` and `src_blocks`
@@ -105,6 +108,16 @@ struct KvPullSpec {
   bool resliced() const { return !slabs.empty(); }
 };
 
+// When a pull gives up: at `deadline` (DeadlineExceeded), or once `cancel_fd`, an eventfd the caller
+// owns and may make readable from any thread, is readable (Cancelled: the decode request no longer
+// wants the KV). A deadline alone converts to a wait, so most callers just pass one.
+struct KvPullWait {
+  KvPullWait(absl::Time deadline, int cancel_fd = -1)  // NOLINT: implicit on purpose
+      : deadline(deadline), cancel_fd(cancel_fd) {}
+  absl::Time deadline;
+  int cancel_fd;  // -1: none
+};
+
 class KvTransport {
  public:
   virtual ~KvTransport() = default;
@@ -112,9 +125,11 @@ class KvTransport {
   // Copies the source's blocks spec.src_blocks[i] into dst's block dst_blocks[i], for every i
   // (whole blocks: slots past num_tokens in the last block are copied too). Blocks of `dst` not in
   // dst_blocks are never written. Thread-safe: concurrent pulls into disjoint destination blocks
-  // are allowed. Returns the codes listed at the top of this file.
+  // are allowed. Returns the codes listed at the top of this file, and Cancelled when
+  // wait.cancel_fd turns readable: every wait on a socket watches it (a copy out of shared memory,
+  // and a receive over a KV link once it has started, end by the deadline only).
   virtual absl::Status Pull(const KvPullSpec& spec, const KvPool& dst,
-                            std::span<const BlockId> dst_blocks, absl::Time deadline) = 0;
+                            std::span<const BlockId> dst_blocks, const KvPullWait& wait) = 0;
 
   // A short name for logs and metrics: "shm", "tcp", ...
   virtual std::string_view name() const = 0;
@@ -122,7 +137,7 @@ class KvTransport {
 
 // The checks every transport makes before touching anything, against the destination only (source
 // block ids are range-checked by the transport, which knows the source pool): InvalidArgument for a
-// shape mismatch, num_tokens < 0, src_blocks.size() != ceil(num_tokens / block_size),
+// kv_grant neither empty nor KvGrants::kTokenBytes long, a shape mismatch, num_tokens < 0, src_blocks.size() != ceil(num_tokens / block_size),
 // dst_blocks.size() != src_blocks.size(), a negative source id, and destination ids out of range or
 // repeated. For a re-slicing spec (spec.resliced()) the same, per rank source that a slab names,
 // plus: a slab's src_rank_idx outside rank_sources, a slab that does not fit its source's shape or

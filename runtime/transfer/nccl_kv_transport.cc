@@ -9,20 +9,6 @@
 #include "runtime/transfer/tcp_wire.h"
 
 namespace baton::runtime {
-namespace {
-
-KvWireRequest RequestHeader(const KvPoolShape& shape, KvWireKind kind, size_t num_pieces) {
-  return KvWireRequest{.magic = kKvWireMagic,
-                       .version = kKvWireVersion,
-                       .num_pieces = static_cast<uint32_t>(num_pieces),
-                       .num_layers = shape.num_layers,
-                       .num_kv_heads = shape.num_kv_heads,
-                       .head_dim = shape.head_dim,
-                       .block_size = shape.block_size,
-                       .kind = kind};
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<PooledKvLink>> NcclKvTransport::NewLink(const std::string& address,
                                                                        const KvPoolShape& shape,
@@ -31,7 +17,8 @@ absl::StatusOr<std::unique_ptr<PooledKvLink>> NcclKvTransport::NewLink(const std
   const IoWait wait{.deadline = deadline};
   absl::StatusOr<UniqueFd> fd = ConnectKvServer(address, secret_, wait);
   if (!fd.ok()) return fd.status();
-  KvWireRequest request = RequestHeader(shape, kKvWireJoinLink, 0);
+  KvWireRequest request = KvRequestHeader(RankPull{.address = address, .shape = shape},
+                                          kKvWireJoinLink, 0);
   iovec iov{.iov_base = &request, .iov_len = sizeof(request)};
   absl::StatusOr<KvWireResponse> response =
       ExchangeKvRequest(fd->get(), std::span<iovec>(&iov, 1), wait, address);
@@ -55,7 +42,7 @@ absl::StatusOr<std::unique_ptr<PooledKvLink>> NcclKvTransport::NewLink(const std
 }
 
 absl::Status NcclKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
-                                   std::span<const BlockId> dst_blocks, absl::Time deadline) {
+                                   std::span<const BlockId> dst_blocks, const KvPullWait& wait) {
   if (absl::Status status = ValidatePull(spec, dst, dst_blocks); !status.ok()) return status;
   const std::string kind(factory_->name());
   if (!dst.on_device()) {
@@ -66,7 +53,7 @@ absl::Status NcclKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
   if (absl::Status status = CheckSourceAddresses(spec, kind); !status.ok()) return status;
   if (dst_blocks.empty()) return absl::OkStatus();
   absl::StatusOr<std::vector<RankPull>> planned =
-      PlanRankPullsBefore(deadline, spec, dst.shape(), dst_blocks);
+      PlanRankPullsBefore(wait.deadline, spec, dst.shape(), dst_blocks);
   if (!planned.ok()) return planned.status();
   const std::vector<RankPull>& pulls = *planned;
 
@@ -82,7 +69,7 @@ absl::Status NcclKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
       spans.push_back(KvDeviceSpan{.data = dst_base + range.dst_offset,
                                    .num_bytes = static_cast<size_t>(range.num_bytes)});
     }
-    KvWireRequest request = RequestHeader(pull.shape, kKvWireOverLink, ranges.size());
+    KvWireRequest request = KvRequestHeader(pull, kKvWireOverLink, ranges.size());
     iovec iov[2] = {{.iov_base = &request, .iov_len = sizeof(request)},
                     {.iov_base = ranges.data(), .iov_len = ranges.size() * sizeof(KvWireRange)}};
     const IoWait wait = group.wait();
@@ -121,7 +108,7 @@ absl::Status NcclKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
     links_.Put(std::move(link), absl::Now());
     return absl::OkStatus();
   };
-  if (absl::Status status = RunRankPulls(pulls, deadline, pull_rank); !status.ok()) return status;
+  if (absl::Status status = RunRankPulls(pulls, wait, pull_rank); !status.ok()) return status;
   int64_t bytes = 0;
   for (const RankPull& pull : pulls) bytes += pull.payload_bytes;
   num_bytes_received_.fetch_add(bytes);

@@ -54,7 +54,7 @@ class NcclKvTransport : public KvTransport {
   // pool; ResourceExhausted when it has too many links); Unavailable if a server or link peer goes
   // away; DeadlineExceeded; Internal for a protocol violation.
   absl::Status Pull(const KvPullSpec& spec, const KvPool& dst, std::span<const BlockId> dst_blocks,
-                    absl::Time deadline) override;
+                    const KvPullWait& wait) override;
   std::string_view name() const override { return "nccl"; }
 
   // Links joined so far (new ones; a reused link is not counted again).

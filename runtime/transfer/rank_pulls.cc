@@ -3,6 +3,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <system_error>
 #include <thread>
 
@@ -89,7 +91,8 @@ std::vector<RankPull> PlanRankPulls(const KvPullSpec& spec, const KvPoolShape& d
     int& pull_idx = pull_idx_of_rank[slab.src_rank_idx];
     if (pull_idx < 0) {
       pull_idx = static_cast<int>(pulls.size());
-      pulls.push_back(RankPull{.address = source.source.tcp_address, .shape = source.shape});
+      pulls.push_back(RankPull{
+          .address = source.source.tcp_address, .shape = source.shape, .kv_grant = spec.kv_grant});
     }
     RankPull& pull = pulls[pull_idx];
     for (const BlockRun& run : CoalesceBlockRuns(source.src_blocks, dst_blocks)) {
@@ -110,6 +113,22 @@ std::vector<RankPull> PlanRankPulls(const KvPullSpec& spec, const KvPoolShape& d
   return pulls;
 }
 
+KvWireRequest KvRequestHeader(const RankPull& pull, KvWireKind kind, size_t num_pieces) {
+  KvWireRequest request{.magic = kKvWireMagic,
+                        .version = kKvWireVersion,
+                        .num_pieces = static_cast<uint32_t>(num_pieces),
+                        .num_layers = pull.shape.num_layers,
+                        .num_kv_heads = pull.shape.num_kv_heads,
+                        .head_dim = pull.shape.head_dim,
+                        .block_size = pull.shape.block_size,
+                        .kind = kind,
+                        .grant = {}};
+  // ValidatePull let only an empty grant or one of exactly this size through.
+  std::memcpy(request.grant, pull.kv_grant.data(),
+              std::min(pull.kv_grant.size(), sizeof(request.grant)));
+  return request;
+}
+
 absl::StatusOr<std::vector<RankPull>> PlanRankPullsBefore(absl::Time deadline,
                                                          const KvPullSpec& spec,
                                                          const KvPoolShape& dst_shape,
@@ -123,10 +142,11 @@ absl::StatusOr<std::vector<RankPull>> PlanRankPullsBefore(absl::Time deadline,
 }
 
 absl::StatusOr<std::unique_ptr<RankPullGroup>> RankPullGroup::Create(int num_ranks,
-                                                                     absl::Time deadline) {
+                                                                     const KvPullWait& pull_wait) {
   UniqueFd cancel(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!cancel.valid()) return absl::InternalError("KV pull: cannot create an eventfd");
-  return std::unique_ptr<RankPullGroup>(new RankPullGroup(num_ranks, deadline, std::move(cancel)));
+  return std::unique_ptr<RankPullGroup>(
+      new RankPullGroup(num_ranks, pull_wait, std::move(cancel)));
 }
 
 void RankPullGroup::Fail(absl::Status status) {
@@ -157,10 +177,10 @@ absl::Status RankPullGroup::first_failure() const {
 }
 
 absl::Status RunRankPulls(
-    std::span<const RankPull> pulls, absl::Time deadline,
+    std::span<const RankPull> pulls, const KvPullWait& wait,
     const std::function<absl::Status(const RankPull&, RankPullGroup&)>& pull_rank) {
   absl::StatusOr<std::unique_ptr<RankPullGroup>> group =
-      RankPullGroup::Create(static_cast<int>(pulls.size()), deadline);
+      RankPullGroup::Create(static_cast<int>(pulls.size()), wait);
   if (!group.ok()) return group.status();
   const auto run = [&pull_rank, &group = **group](const RankPull& pull) {
     if (absl::Status status = pull_rank(pull, group); !status.ok()) group.Fail(std::move(status));

@@ -35,7 +35,11 @@ struct RankPull {
   std::vector<KvWirePiece> pieces;  // its slabs' pieces, coalesced runs
   std::vector<KvByteRange> ranges;  // source and destination offsets, in the order sent
   int64_t payload_bytes = 0;        // the sum of ranges' num_bytes
+  std::string kv_grant;             // KvPullSpec::kv_grant
 };
+
+// A request header for `pull` (its shape and grant) of `kind` with `num_pieces` pieces or ranges.
+KvWireRequest KvRequestHeader(const RankPull& pull, KvWireKind kind, size_t num_pieces);
 
 // InvalidArgument (naming `transport` and the rank) if a prefill rank that a slab of the spec names
 // (the spec's source, for a same-layout spec) has an empty or malformed tcp_address. Pre-condition:
@@ -60,14 +64,18 @@ absl::StatusOr<std::vector<RankPull>> PlanRankPullsBefore(absl::Time deadline,
                                                          std::span<const BlockId> dst_blocks);
 
 // The ranks of one pull, pulled concurrently: the first failure, which cancels every wait of the
-// others (through an eventfd), and a barrier that holds every payload until all servers have
+// others (through an eventfd; the caller's KvPullWait::cancel_fd cancels them all the same way), and a barrier that holds every payload until all servers have
 // accepted their requests, so a request that a server rejects leaves `dst` untouched, as shm does.
 class RankPullGroup {
  public:
-  static absl::StatusOr<std::unique_ptr<RankPullGroup>> Create(int num_ranks, absl::Time deadline);
+  static absl::StatusOr<std::unique_ptr<RankPullGroup>> Create(int num_ranks,
+                                                               const KvPullWait& pull_wait);
 
   absl::Time deadline() const { return deadline_; }
-  IoWait wait() const { return IoWait{.deadline = deadline_, .cancel_fd = cancel_.get()}; }
+  IoWait wait() const {
+    return IoWait{
+        .deadline = deadline_, .cancel_fd = cancel_.get(), .caller_cancel_fd = caller_cancel_fd_};
+  }
 
   // Keeps the first failure and cancels the others' waits. The others' own errors (Cancelled among
   // them) are its consequences and are dropped.
@@ -80,12 +88,16 @@ class RankPullGroup {
   absl::Status first_failure() const;
 
  private:
-  RankPullGroup(int num_ranks, absl::Time deadline, UniqueFd cancel)
-      : num_ranks_(num_ranks), deadline_(deadline), cancel_(std::move(cancel)) {}
+  RankPullGroup(int num_ranks, const KvPullWait& pull_wait, UniqueFd cancel)
+      : num_ranks_(num_ranks),
+        deadline_(pull_wait.deadline),
+        cancel_(std::move(cancel)),
+        caller_cancel_fd_(pull_wait.cancel_fd) {}
 
   const int num_ranks_;
   const absl::Time deadline_;
   const UniqueFd cancel_;  // readable once a rank has failed
+  const int caller_cancel_fd_;  // KvPullWait::cancel_fd
   mutable std::mutex mu_;
   std::condition_variable all_accepted_;
   int num_accepted_ = 0;        // guarded by mu_
@@ -95,7 +107,7 @@ class RankPullGroup {
 // Runs pull_rank(pull, group) for every pull, the first on the calling thread and each other one
 // on a thread of its own, and returns once all have stopped: OK, or the first failure.
 absl::Status RunRankPulls(
-    std::span<const RankPull> pulls, absl::Time deadline,
+    std::span<const RankPull> pulls, const KvPullWait& wait,
     const std::function<absl::Status(const RankPull&, RankPullGroup&)>& pull_rank);
 
 // Connects to a KvServer and sends the hello with `secret` (tcp_wire.h); a server that refuses the

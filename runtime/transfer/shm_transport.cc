@@ -36,7 +36,8 @@ int ShmTransport::num_cached_mappings() const {
 }
 
 absl::Status ShmTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
-                                std::span<const BlockId> dst_blocks, absl::Time deadline) {
+                                std::span<const BlockId> dst_blocks, const KvPullWait& wait) {
+  const absl::Time deadline = wait.deadline;
   if (absl::Status status = ValidatePull(spec, dst, dst_blocks); !status.ok()) return status;
   if (spec.resliced()) return PullSlabs(spec, dst, dst_blocks, deadline);
   if (spec.source.shm_name.empty()) {

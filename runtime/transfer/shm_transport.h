@@ -33,7 +33,7 @@ class ShmTransport : public KvTransport {
   // rank source's shm_name and shape). The deadline is checked before the first copy and between
   // runs (a memcpy cannot block).
   absl::Status Pull(const KvPullSpec& spec, const KvPool& dst, std::span<const BlockId> dst_blocks,
-                    absl::Time deadline) override;
+                    const KvPullWait& wait) override;
   std::string_view name() const override { return "shm"; }
 
   // The live mapping of `shm_name`, from the cache or freshly opened (then cached). Unavailable if

@@ -31,16 +31,20 @@ int PollTimeoutMs(absl::Time deadline) {
 absl::Status Wait(int fd, short events, const IoWait& wait) {
   const absl::Time deadline = std::min(wait.deadline, absl::Now() + wait.stall_timeout);
   for (;;) {
-    pollfd fds[2] = {{.fd = fd, .events = events, .revents = 0},
-                     {.fd = wait.cancel_fd, .events = POLLIN, .revents = 0}};
-    const int num_fds = wait.cancel_fd >= 0 ? 2 : 1;
+    pollfd fds[3] = {{.fd = fd, .events = events, .revents = 0}};
+    nfds_t num_fds = 1;
+    for (const int cancel_fd : {wait.cancel_fd, wait.caller_cancel_fd}) {
+      if (cancel_fd >= 0) fds[num_fds++] = {.fd = cancel_fd, .events = POLLIN, .revents = 0};
+    }
     const int timeout_ms = PollTimeoutMs(deadline);
     const int ready = poll(fds, num_fds, timeout_ms);
     if (ready < 0) {
       if (errno == EINTR) continue;
       return absl::InternalError(absl::StrCat("poll: ", std::strerror(errno)));
     }
-    if (num_fds == 2 && fds[1].revents != 0) return absl::CancelledError("socket wait cancelled");
+    for (nfds_t i = 1; i < num_fds; ++i) {
+      if (fds[i].revents != 0) return absl::CancelledError("socket wait cancelled");
+    }
     if (fds[0].revents != 0) return absl::OkStatus();
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(deadline == wait.deadline ? "deadline exceeded"

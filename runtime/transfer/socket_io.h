@@ -1,7 +1,7 @@
 // Blocking-with-deadline I/O on non-blocking TCP sockets, for the KV transports.
 //
-// Every wait goes through poll() bounded by an IoWait: its deadline (DeadlineExceeded) and an
-// optional cancel fd (an eventfd that a server's Stop() makes readable: Cancelled). A peer that
+// Every wait goes through poll() bounded by an IoWait: its deadline (DeadlineExceeded) and optional
+// cancel fds (eventfds that a server's Stop() or a pull's caller makes readable: Cancelled). A peer that
 // closes or resets the connection gives Unavailable. Sends use MSG_NOSIGNAL, so a closed peer never
 // raises SIGPIPE. Socket fds are created non-blocking and close-on-exec.
 #pragma once
@@ -53,6 +53,7 @@ struct IoWait {
   // for this long gives DeadlineExceeded even before `deadline`. Default: no extra bound.
   absl::Duration stall_timeout = absl::InfiniteDuration();
   int cancel_fd = -1;  // if >= 0 and readable: give up with Cancelled
+  int caller_cancel_fd = -1;  // a second one, the same way (a KV pull's caller's, KvPullWait)
 };
 
 // Sends every byte described by `iov` (advanced in place; use a scratch copy). DeadlineExceeded,

@@ -20,14 +20,7 @@ absl::Status PullFromRank(const RankPull& pull, const std::string& secret, std::
   absl::StatusOr<UniqueFd> fd = ConnectKvServer(address, secret, wait);
   if (!fd.ok()) return fd.status();
 
-  const KvWireRequest request{.magic = kKvWireMagic,
-                              .version = kKvWireVersion,
-                              .num_pieces = static_cast<uint32_t>(pull.pieces.size()),
-                              .num_layers = pull.shape.num_layers,
-                              .num_kv_heads = pull.shape.num_kv_heads,
-                              .head_dim = pull.shape.head_dim,
-                              .block_size = pull.shape.block_size,
-                              .kind = kKvWireInline};
+  const KvWireRequest request = KvRequestHeader(pull, kKvWireInline, pull.pieces.size());
   iovec request_iov[2] = {
       {.iov_base = const_cast<KvWireRequest*>(&request), .iov_len = sizeof(request)},
       {.iov_base = const_cast<KvWirePiece*>(pull.pieces.data()),
@@ -58,7 +51,7 @@ absl::Status PullFromRank(const RankPull& pull, const std::string& secret, std::
 }  // namespace
 
 absl::Status TcpKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
-                                  std::span<const BlockId> dst_blocks, absl::Time deadline) {
+                                  std::span<const BlockId> dst_blocks, const KvPullWait& wait) {
   if (absl::Status status = ValidatePull(spec, dst, dst_blocks); !status.ok()) return status;
   // Every address is checked before anything connects, so a bad one cannot leave a partial copy.
   if (absl::Status status = CheckSourceAddresses(spec, "TCP"); !status.ok()) return status;
@@ -68,11 +61,11 @@ absl::Status TcpKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
   }
   if (dst_blocks.empty()) return absl::OkStatus();
   absl::StatusOr<std::vector<RankPull>> planned =
-      PlanRankPullsBefore(deadline, spec, dst.shape(), dst_blocks);
+      PlanRankPullsBefore(wait.deadline, spec, dst.shape(), dst_blocks);
   if (!planned.ok()) return planned.status();
   const std::vector<RankPull>& pulls = *planned;
   std::byte* const dst_base = dst.BlockData(0);
-  if (absl::Status status = RunRankPulls(pulls, deadline,
+  if (absl::Status status = RunRankPulls(pulls, wait,
                                          [&](const RankPull& pull, RankPullGroup& group) {
                                            return PullFromRank(pull, secret_, dst_base, group);
                                          });

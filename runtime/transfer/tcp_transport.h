@@ -34,7 +34,7 @@ class TcpKvTransport : public KvTransport {
   // before the last byte; Internal if it breaks the protocol. With several prefill ranks, the first
   // failure is returned.
   absl::Status Pull(const KvPullSpec& spec, const KvPool& dst, std::span<const BlockId> dst_blocks,
-                    absl::Time deadline) override;
+                    const KvPullWait& wait) override;
   std::string_view name() const override { return "tcp"; }
 
   // Bytes written into destination pools by successful pulls so far (all threads).

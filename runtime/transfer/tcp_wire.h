@@ -1,5 +1,5 @@
 // The KV pull wire protocol between the decode side (TcpKvTransport, NcclKvTransport) and KvServer
-// (prefill side), version 4. A connection opens with a hello (KvWireHello, then secret_bytes of the
+// (prefill side), version 5. A connection opens with a hello (KvWireHello, then secret_bytes of the
 // deployment secret, runtime/process/deployment_secret.h): a server with a secret compares it and,
 // when it does not match, answers Unauthenticated to the first request and closes the connection,
 // before it reads or sends any KV. Then a request is one of three kinds (KvWireRequest::kind):
@@ -15,6 +15,12 @@
 //
 // One TCP connection carries one hello, then any number of request/response exchanges, one at a
 // time. All integers are little-endian, fixed width, and sent as the packed structs below.
+//
+// Grants (kv_grants.h): every inline and over-link request carries the KV grant of the request it
+// pulls for (KvWireRequest::grant, from the KvHandoff). A server that checks grants (a prefill
+// worker's) answers PermissionDenied, before any byte of KV, when a piece or range reaches a block
+// outside the live grant the request presents; a grant revoked while its bytes are being sent cuts
+// the connection.
 //
 //   hello    := KvWireHello, then secret_bytes of the secret (0 when the client has none)
 //   request  := KvWireRequest, then
@@ -54,7 +60,7 @@ static_assert(std::endian::native == std::endian::little,
               "the KV wire protocol sends its structs as they are in memory");
 
 inline constexpr uint32_t kKvWireMagic = 0x5650564b;  // "KVPV"
-inline constexpr uint32_t kKvWireVersion = 4;
+inline constexpr uint32_t kKvWireVersion = 5;
 // Upper bound on a hello's secret (a longer one is garbage).
 inline constexpr uint32_t kKvWireMaxSecretBytes = 1024;
 
@@ -83,8 +89,11 @@ struct KvWireRequest {
   int32_t head_dim;
   int32_t block_size;
   uint32_t kind;  // KvWireKind
+  // The KV grant (KvGrants::kTokenBytes) of the request whose blocks this reads; zeros for none.
+  // Unused by a join.
+  uint8_t grant[16];
 };
-static_assert(sizeof(KvWireRequest) == 32);
+static_assert(sizeof(KvWireRequest) == 48);
 
 // Layers [layer_idx, layer_idx + num_layers) x KV heads [kv_head_idx, kv_head_idx + num_kv_heads)
 // of blocks [src_start, src_start + num_blocks), all local to the server's pool.

@@ -98,14 +98,14 @@ absl::StatusOr<KvTransportKind> AutoKvTransport::Select(const KvSource& source) 
 }
 
 absl::Status AutoKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
-                                   std::span<const BlockId> dst_blocks, absl::Time deadline) {
+                                   std::span<const BlockId> dst_blocks, const KvPullWait& wait) {
   if (absl::Status status = ValidatePull(spec, dst, dst_blocks); !status.ok()) return status;
   if (dst.on_device()) {
     if (nccl_ == nullptr) {
       return absl::InvalidArgumentError(
           "KV pull: the destination pool is in device memory and this worker has no KV links");
     }
-    return nccl_->Pull(spec, dst, dst_blocks, deadline);
+    return nccl_->Pull(spec, dst, dst_blocks, wait);
   }
   if (absl::Status status = CheckSourceKvLinks(spec, ""); !status.ok()) return status;
   if (spec.resliced()) {
@@ -117,14 +117,14 @@ absl::Status AutoKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
       if (!kind.ok()) return kind.status();
       all_shm = all_shm && *kind == KvTransportKind::kShm;
     }
-    if (all_shm) return shm_.Pull(spec, dst, dst_blocks, deadline);
-    return tcp_.Pull(spec, dst, dst_blocks, deadline);
+    if (all_shm) return shm_.Pull(spec, dst, dst_blocks, wait);
+    return tcp_.Pull(spec, dst, dst_blocks, wait);
   }
   if (spec.src_blocks.empty()) return absl::OkStatus();
   absl::StatusOr<KvTransportKind> kind = Select(spec.source);
   if (!kind.ok()) return kind.status();
   KvTransport& transport = *kind == KvTransportKind::kShm ? static_cast<KvTransport&>(shm_) : tcp_;
-  return transport.Pull(spec, dst, dst_blocks, deadline);
+  return transport.Pull(spec, dst, dst_blocks, wait);
 }
 
 absl::StatusOr<std::unique_ptr<KvTransport>> MakeKvTransport(std::string_view link_kind,

@@ -69,7 +69,7 @@ class AutoKvTransport : public KvTransport {
   // host destination whose source serves a device pool is InvalidArgument. A re-slicing spec goes
   // to shm when every prefill rank a slab names selects kShm, else to TCP.
   absl::Status Pull(const KvPullSpec& spec, const KvPool& dst, std::span<const BlockId> dst_blocks,
-                    absl::Time deadline) override;
+                    const KvPullWait& wait) override;
   std::string_view name() const override { return "auto"; }
 
   ShmTransport& shm() { return shm_; }

@@ -18,10 +18,12 @@ void RequestRegistry::SetSeqId(const std::string& request_id, SeqId seq_id) {
   if (auto it = requests_.find(request_id); it != requests_.end()) it->second.seq_id = seq_id;
 }
 
-void RequestRegistry::SetLease(const std::string& request_id, absl::Time deadline) {
+void RequestRegistry::SetLease(const std::string& request_id, absl::Time deadline,
+                               std::string kv_grant) {
   absl::MutexLock lock(&mu_);
   if (auto it = requests_.find(request_id); it != requests_.end()) {
     it->second.kv_lease_deadline = deadline;
+    it->second.kv_grant = std::move(kv_grant);
   }
 }
 
@@ -41,13 +43,13 @@ std::optional<WorkerRequest> RequestRegistry::Remove(const std::string& request_
   return request;
 }
 
-std::vector<std::pair<std::string, SeqId>> RequestRegistry::TakeExpiredLeases(absl::Time now) {
-  std::vector<std::pair<std::string, SeqId>> expired;
+std::vector<WorkerRequest> RequestRegistry::TakeExpiredLeases(absl::Time now) {
+  std::vector<WorkerRequest> expired;
   absl::MutexLock lock(&mu_);
   for (auto it = requests_.begin(); it != requests_.end();) {
     const WorkerRequest& request = it->second;
     if (request.kv_lease_deadline && *request.kv_lease_deadline <= now && request.seq_id) {
-      expired.emplace_back(it->first, *request.seq_id);
+      expired.push_back(std::move(it->second));
       requests_.erase(it++);
     } else {
       ++it;

@@ -21,6 +21,7 @@ struct WorkerRequest {
   std::shared_ptr<TokenChannel> channel = std::make_shared<TokenChannel>();
   std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
   std::optional<absl::Time> kv_lease_deadline;  // prefill role, while the KV is held
+  std::string kv_grant;  // prefill role, while the KV is held: the pulls' grant (kv_grants.h)
 };
 
 class RequestRegistry {
@@ -28,11 +29,11 @@ class RequestRegistry {
   // AlreadyExists if the id is in flight.
   absl::StatusOr<WorkerRequest> Add(const std::string& request_id);
   void SetSeqId(const std::string& request_id, SeqId seq_id);
-  void SetLease(const std::string& request_id, absl::Time deadline);
+  void SetLease(const std::string& request_id, absl::Time deadline, std::string kv_grant);
   std::optional<WorkerRequest> Find(const std::string& request_id) const;
   std::optional<WorkerRequest> Remove(const std::string& request_id);
-  // Removes and returns the ids whose KV lease has passed.
-  std::vector<std::pair<std::string, SeqId>> TakeExpiredLeases(absl::Time now);
+  // Removes and returns the requests whose KV lease has passed.
+  std::vector<WorkerRequest> TakeExpiredLeases(absl::Time now);
   int size() const;
   int NumHoldingKv() const;
 

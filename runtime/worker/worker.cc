@@ -1,13 +1,19 @@
 #include "runtime/worker/worker.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "kernels/common/status_macros.h"
 #include "runtime/transfer/kv_segment_names.h"
 #include "runtime/transfer/kv_server.h"
+#include "runtime/transfer/socket_io.h"
 #include "runtime/transfer/transport_factory.h"
 
 namespace baton::runtime {
@@ -100,7 +106,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
                                        KvServerOptions{.host = options.host,
                                                        .port = port,
                                                        .link_factory = worker->kv_link_factory_.get(),
-                                                       .secret = options.deployment_secret}));
+                                                       .secret = options.deployment_secret,
+                                                       .grants = &worker->kv_grants_}));
       worker->kv_sources_.push_back(
           LocalKvSource(ranks.kv_pool(r), server->address(), std::string(link_kind)));
       worker->kv_servers_.push_back(std::move(server));
@@ -138,9 +145,10 @@ Worker::~Worker() {
 }
 
 void Worker::ExpireLeases(Engine& engine) {
-  for (const auto& [request_id, seq_id] : requests_.TakeExpiredLeases(absl::Now())) {
-    (void)engine.ReleaseKv(seq_id);
-    loop_->Unsubscribe(seq_id);
+  for (const WorkerRequest& request : requests_.TakeExpiredLeases(absl::Now())) {
+    kv_grants_.Revoke(request.kv_grant);  // no pull reads the blocks past here
+    (void)engine.ReleaseKv(*request.seq_id);
+    loop_->Unsubscribe(*request.seq_id);
   }
 }
 
@@ -214,12 +222,18 @@ absl::StatusOr<PrefillResult> Worker::Prefill(PrefillCall call) {
     Abandon(request_id);
     return held.status();
   }
-  requests_.SetLease(request_id, absl::Now() + call.kv_lease);
+  absl::StatusOr<std::string> grant = kv_grants_.Grant(held->blocks);
+  if (!grant.ok()) {
+    Abandon(request_id);
+    return grant.status();
+  }
+  requests_.SetLease(request_id, absl::Now() + call.kv_lease, *grant);
   result.kv = KvHandoff{.model_shape = kv_model_shape_,
                         .layout = layout_,
                         .rank_sources = kv_sources_,
                         .blocks = std::move(held->blocks),
-                        .num_tokens = held->num_tokens};
+                        .num_tokens = held->num_tokens,
+                        .kv_grant = *std::move(grant)};
   return result;
 }
 
@@ -228,6 +242,7 @@ absl::Status Worker::Release(const std::string& request_id) {
   if (!request || !request->seq_id) {
     return absl::NotFoundError(absl::StrCat("request ", request_id, " holds no KV here"));
   }
+  kv_grants_.Revoke(request->kv_grant);  // no pull reads the blocks past here
   const SeqId seq_id = *request->seq_id;
   return loop_->Call([this, seq_id](Engine& engine) {
     loop_->Unsubscribe(seq_id);
@@ -263,20 +278,33 @@ absl::StatusOr<KvAdmission> Worker::AwaitKvRoom(DecodeCall& call, const WorkerRe
 }
 
 absl::Status Worker::PullAllRanks(const std::vector<KvPullSpec>& specs, const KvAdmission& admission,
-                                  absl::Time deadline) {
+                                  absl::Time deadline, const std::function<bool()>& is_cancelled) {
   if (specs.size() != admission.pools.size()) {
     return absl::InternalError(absl::StrCat("KV pull: ", specs.size(), " rank pulls planned for ",
                                             admission.pools.size(), " rank pools"));
   }
+  const UniqueFd cancel(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!cancel.valid()) return absl::InternalError("KV pull: cannot create an eventfd");
+  const KvPullWait wait(deadline, cancel.get());
   std::vector<absl::Status> statuses(specs.size());
+  std::atomic<size_t> num_running = specs.size();
+  absl::Notification all_done;
   auto pull = [&](size_t r) {
-    statuses[r] = transport_->Pull(specs[r], *admission.pools[r], admission.blocks, deadline);
+    statuses[r] = transport_->Pull(specs[r], *admission.pools[r], admission.blocks, wait);
+    if (num_running.fetch_sub(1) == 1) all_done.Notify();
   };
-  // Rank 0 on this thread; the others each on a thread of their own, so the ranks' copies overlap.
-  // Every pull ends by the deadline (KvTransport::Pull), so the joins do too.
+  // Every rank on a thread of its own, so the ranks' copies overlap, while this one watches the
+  // request: once it is cancelled (the caller gone, or Cancel), the cancel fd stops every pull's
+  // socket waits — a source that froze mid-pull holds no blocks here beyond kPollInterval. Every
+  // pull ends by the deadline (KvTransport::Pull) in any case, so the joins do too.
   std::vector<std::thread> threads;
-  for (size_t r = 1; r < specs.size(); ++r) threads.emplace_back(pull, r);
-  pull(0);
+  for (size_t r = 0; r < specs.size(); ++r) threads.emplace_back(pull, r);
+  while (!all_done.WaitForNotificationWithTimeout(kPollInterval)) {
+    if (!is_cancelled()) continue;
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t written = write(cancel.get(), &one, sizeof(one));
+    break;
+  }
   for (std::thread& thread : threads) thread.join();
   for (size_t r = 0; r < statuses.size(); ++r) {
     if (statuses[r].ok()) continue;
@@ -311,7 +339,9 @@ absl::Status Worker::StartHandedOff(DecodeCall& call, const WorkerRequest& reque
   // The blocks are allocated to a sequence the engine does not schedule yet: the transfer is their
   // only writer.
   KvTransferReport report{.start_us = NowUs()};
-  const absl::Status pulled = PullAllRanks(*specs, *admitted, call.deadline);
+  const std::shared_ptr<std::atomic<bool>> cancelled = request.cancelled;
+  const absl::Status pulled = PullAllRanks(
+      *specs, *admitted, call.deadline, [&call, cancelled] { return call.is_cancelled() || cancelled->load(); });
   report.end_us = NowUs();
   // What the ranks now hold: each its own layers x KV heads of every block.
   for (const KvPool* pool : admitted->pools) {
@@ -319,9 +349,10 @@ absl::Status Worker::StartHandedOff(DecodeCall& call, const WorkerRequest& reque
   }
   if (!pulled.ok()) {
     Abandon(call.request_id);
-    // The source is gone or unreachable, not this instance: ABORTED tells the scheduler to run
+    // The source is gone or unreachable, or no longer holds the KV for this request (its lease
+    // passed: the grant is revoked), not this instance's fault: ABORTED tells the scheduler to run
     // the prompt again elsewhere rather than blame the puller.
-    if (absl::IsUnavailable(pulled)) {
+    if (absl::IsUnavailable(pulled) || absl::IsPermissionDenied(pulled)) {
       return absl::AbortedError(absl::StrCat("KV pull from the prefill instance failed: ", pulled.message()));
     }
     return pulled;

@@ -4,8 +4,7 @@
 //
 // Every blocking call takes a deadline and an is_cancelled probe. It returns DeadlineExceeded at the
 // deadline, or Cancelled within 20 ms (kPollInterval) of the probe turning true or of Cancel(), with
-// the request's KV blocks and queue slot freed. A KV pull in progress is bounded by the deadline
-// only.
+// the request's KV blocks and queue slot freed, a KV pull in progress included.
 //
 // Ranks: an instance runs tp x pp ranks (model_ranks.h), each with its own KV pool and the same block
 // ids. A prefill worker serves every rank's pool (one shm segment and one KvServer per rank) and
@@ -25,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/engine/engine_loop.h"
+#include "runtime/transfer/kv_grants.h"
 #include "runtime/transfer/kv_handoff.h"
 #include "runtime/transfer/kv_link.h"
 #include "runtime/transfer/kv_transport.h"
@@ -121,7 +121,8 @@ class Worker {
   // InvalidArgument (also for a hand-off PlanKvPulls refuses, before queueing), the lowest failing
   // decode rank's transport status for a failed pull ("decode rank r: " prefixed when there are
   // several; Aborted "KV pull from the prefill instance failed: ..." when that status is
-  // Unavailable, i.e. the source died or cannot be reached, so that the puller is not blamed),
+  // Unavailable, i.e. the source died or cannot be reached, or PermissionDenied, i.e. the source
+  // no longer holds the KV for this request (kv_grants.h), so that the puller is not blamed),
   // DeadlineExceeded "no KV room before the deadline" / Cancelled "cancelled while
   // waiting for KV room" while queued.
   absl::Status Decode(DecodeCall call);
@@ -152,9 +153,10 @@ class Worker {
   // Call) subscribe `sink` and StartDecoding. On error the request is forgotten and its blocks freed.
   absl::Status StartHandedOff(DecodeCall& call, const WorkerRequest& request, const TokenSink& sink);
   // Decode role: runs every rank's pull (rank r's spec into admission.pools[r]), in parallel, each
-  // bounded by `deadline`; OK, or the lowest failing rank's status once all have returned.
+  // bounded by `deadline` and stopped (Cancelled) within kPollInterval of `is_cancelled` turning
+  // true; OK, or the lowest failing rank's status once all have returned.
   absl::Status PullAllRanks(const std::vector<KvPullSpec>& specs, const KvAdmission& admission,
-                            absl::Time deadline);
+                            absl::Time deadline, const std::function<bool()>& is_cancelled);
 
   WorkerOptions options_;
   ModelConfig model_config_;
@@ -168,6 +170,7 @@ class Worker {
   std::atomic<int64_t> prefill_tokens_outstanding_ = 0;
   std::vector<KvSource> kv_sources_;                   // prefill role: [num_ranks]
   std::unique_ptr<KvLinkFactory> kv_link_factory_;  // prefill role on a device: its KvServers'
+  KvGrants kv_grants_;  // prefill role: which blocks pulls may read; outlives kv_servers_
   std::vector<std::unique_ptr<class KvServer>> kv_servers_;  // prefill role: [num_ranks]
   std::unique_ptr<KvTransport> transport_;     // decode role: pulls from prefill workers
   KvAdmissionQueue kv_admissions_;             // decode role; engine thread only

@@ -81,6 +81,20 @@ CallOptions RequestFlow::CallTo(const WorkerRef& worker) const {
                      .abandon = [registry, worker] { return !registry->LoadOf(worker).has_value(); }};
 }
 
+CallOptions RequestFlow::HandOffCallTo(const WorkerRef& decoder) {
+  kv_pulled_ = false;
+  kv_source_lost_ = false;
+  WorkerRegistry* registry = params_.registry;
+  return CallOptions{
+      .deadline = absl::Now() + params_.max_call_duration,
+      .abandon = [this, registry, decoder, source = *prefill_] {
+        if (!registry->LoadOf(decoder).has_value()) return true;
+        if (kv_pulled_ || registry->LoadOf(source).has_value()) return false;
+        kv_source_lost_ = true;
+        return true;
+      }};
+}
+
 int RequestFlow::NumContextTokens() const {
   return num_prompt_tokens_ + static_cast<int>(generated_.size());
 }
@@ -206,12 +220,14 @@ FlowState RequestFlow::StartDecode() {
                   .params = prepared_.request.params};
   if (disaggregated) call.kv_source = prefilled_->kv;
   const absl::Status stream_status = params_.workers->Decode(
-      *decoder_, call, CallTo(*decoder_), [this](const DecodeEvent& event) { return OnDecodeEvent(event); });
+      *decoder_, call, disaggregated ? HandOffCallTo(*decoder_) : CallTo(*decoder_),
+      [this](const DecodeEvent& event) { return OnDecodeEvent(event); });
   return EndDecode(stream_status);
 }
 
 bool RequestFlow::OnDecodeEvent(const DecodeEvent& event) {
   if (const auto* kv = std::get_if<KvTransferred>(&event)) {
+    kv_pulled_ = true;
     pending_.timing.kv_transfer_start_us = kv->start_us;
     pending_.timing.kv_transfer_end_us = kv->end_us;
     ReleasePrefillKv();
@@ -263,6 +279,14 @@ FlowState RequestFlow::EndDecode(const absl::Status& stream_status) {
     ReleasePrefillKv();
     return Retry(FlowState::kPrefilling,
                  absl::UnavailableError(absl::StrCat(decoder_name_, ": ", stream_status.message())));
+  }
+  if (handing_off && kv_source_lost_) {
+    // Abandoned because the source was cut off mid-pull (a frozen prefill worker): the same.
+    ReleasePrefillKv();
+    return Retry(FlowState::kPrefilling,
+                 absl::UnavailableError(absl::StrCat(
+                     "the KV source ", WorkerName(prefill_->role, prefill_->instance_idx),
+                     " was cut off while ", decoder_name_, " pulled from it")));
   }
   const absl::Status failed = WorkerFailed(*decoder_, stream_status);
   if (!WorkerUnreachable(stream_status)) {

@@ -25,6 +25,9 @@
 //     runtime/worker/worker.h): the decode instance is healthy and is not blamed; the prompt is
 //     prefilled again on a live instance (with the first token the client has: token replay, below)
 //     and handed off again.
+//   - The prefill instance is marked dead while the decode instance is still pulling from it (a
+//     frozen source): the Decode call is abandoned, which stops the pull and frees the decode
+//     instance's blocks; the decode instance is not blamed, and the prompt runs again as above.
 //   - The decode instance (or colocated instance) dies after the KV moved, tokens streamed or not:
 //     token replay (as Dynamo does). The prompt and every token the client has are prefilled on a
 //     live instance, which samples the next token exactly as the dead one would have (draw n of the
@@ -50,6 +53,7 @@
 // objects in the params must outlive it.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <string>
@@ -128,6 +132,10 @@ class RequestFlow {
   // Options for a Prefill or Decode call to `worker`: the deadline, and abandoned once the registry
   // marks the worker dead.
   CallOptions CallTo(const WorkerRef& worker) const;
+  // A disaggregated Decode call's options: CallTo(decoder), also abandoned while the KV is still
+  // being pulled once the registry marks the prefill source dead (the pull can never finish;
+  // cancelling the call frees the decode worker's blocks at once). Sets kv_source_lost_ then.
+  CallOptions HandOffCallTo(const WorkerRef& decoder);
   int NumContextTokens() const;  // prompt + generated_
 
   RequestFlowParams params_;
@@ -152,6 +160,9 @@ class RequestFlow {
   bool decode_resumed_ = false;       // the colocated Decode call resumes a request (token replay)
   int64_t last_emit_us_ = 0;  // the decode stream's previous emission; 0 before the first
   bool client_gone_ = false;
+  // The hand-off in flight, as the call watchdog's thread sees it (HandOffCallTo).
+  std::atomic<bool> kv_pulled_ = false;       // the decode worker reported the KV transferred
+  std::atomic<bool> kv_source_lost_ = false;  // the source died before that: the call was abandoned
 };
 
 }  // namespace baton::scheduler

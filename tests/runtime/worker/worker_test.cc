@@ -8,10 +8,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/transfer/socket_io.h"
 #include "tests/testing/safetensors_writer.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
@@ -135,6 +137,12 @@ class WorkerTest : public ::testing::Test {
   std::unique_ptr<Worker> prefill_;
   std::unique_ptr<Worker> decode_;
 };
+
+// The hand-off as a decode worker on another host sees it: every rank's pool over TCP only.
+KvHandoff OverTcp(KvHandoff handoff) {
+  for (KvSource& source : handoff.rank_sources) source.shm_name.clear();
+  return handoff;
+}
 
 // A request that holds 26 of the decode pool's 32 blocks until `release` is notified.
 class BlockingRequest {
@@ -296,6 +304,55 @@ TEST_F(WorkerTest, AnInvalidHandedOffRequestIsRefusedWithoutWaitingForRoom) {
   EXPECT_THAT(log.status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_model_len")));
   EXPECT_THAT(prefill_->Release("r"), IsOk());
   EXPECT_TRUE(DecodePoolEmpty());
+}
+
+TEST_F(WorkerTest, APullReadsOnlyWhileThePrefillWorkerHoldsTheKvForIt) {
+  const std::vector<int32_t> prompt = Prompt(30, 3);
+  PrefillResult prefilled = Prefill("r", prompt, Greedy(4));
+  EXPECT_EQ(prefilled.kv.kv_grant.size(), KvGrants::kTokenBytes);
+  prefilled.kv = OverTcp(prefilled.kv);
+  // Another grant's bytes: the prefill worker's KV server refuses the pull, before any KV moves;
+  // the decode worker says the source failed (Aborted), so the scheduler would prefill again.
+  PrefillResult forged = prefilled;
+  forged.kv.kv_grant[0] ^= 1;
+  EXPECT_THAT(Decode("r", prompt, Greedy(4), forged, absl::Seconds(30)).status,
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("no live KV grant")));
+  EXPECT_TRUE(DecodePoolEmpty());
+
+  const DecodeLog log = Decode("r", prompt, Greedy(4), prefilled, absl::Seconds(30));
+  ASSERT_THAT(log.status, IsOk());
+  EXPECT_EQ(log.tokens.size(), 4u);
+  // Released: the same hand-off reads nothing any more (the blocks may hold another request's KV).
+  ASSERT_THAT(prefill_->Release("r"), IsOk());
+  EXPECT_THAT(Decode("r", prompt, Greedy(4), prefilled, absl::Seconds(30)).status,
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("no live KV grant")));
+  EXPECT_TRUE(DecodePoolEmpty());
+}
+
+TEST_F(WorkerTest, ACancelledRequestStopsAPullFromAFrozenSourceAtOnce) {
+  const std::vector<int32_t> prompt = Prompt(30, 4);
+  PrefillResult prefilled = Prefill("r", prompt, Greedy(4));
+  // A source that accepts connections (the kernel's backlog) and never answers: a frozen process.
+  absl::StatusOr<UniqueFd> frozen = ListenTcp("127.0.0.1", 0, 8);
+  ASSERT_THAT(frozen, IsOk());
+  KvHandoff handoff = OverTcp(prefilled.kv);
+  for (KvSource& source : handoff.rank_sources) {
+    source.tcp_address = absl::StrCat("127.0.0.1:", LocalPort(frozen->get()));
+  }
+  prefilled.kv = handoff;
+
+  DecodeLog log;
+  std::thread decoding([&] { log = Decode("r", prompt, Greedy(4), prefilled, absl::Seconds(60)); });
+  ASSERT_TRUE(DecodeStatsReach([](const auto& s) { return s.engine.num_blocks_used > 0; }));
+  absl::SleepFor(absl::Milliseconds(100));  // well into the pull
+  const absl::Time cancelled_at = absl::Now();
+  EXPECT_TRUE(decode_->Cancel("r"));
+  decoding.join();
+  EXPECT_LT(absl::Now() - cancelled_at, absl::Seconds(1));
+  EXPECT_THAT(log.status, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_FALSE(log.kv_transferred);
+  EXPECT_TRUE(DecodePoolEmpty());
+  EXPECT_THAT(prefill_->Release("r"), IsOk());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -33,6 +34,10 @@ struct DecodeScript {
   std::vector<DecodeEvent> events;
   absl::Status end_status;                       // after the last event
   std::optional<size_t> client_cancels_before;   // event index at which the client cancels
+  std::function<void()> on_call;                 // runs first (e.g. a worker dies meanwhile)
+  // After the events, the call polls CallOptions::abandon once, as the call watchdog does; when it
+  // says abandon, the call ends UNAVAILABLE instead of end_status.
+  bool polls_abandon = false;
 };
 
 class FakeWorkerClient final : public WorkerClient {
@@ -74,13 +79,14 @@ class FakeWorkerClient final : public WorkerClient {
     return absl::OkStatus();
   }
 
-  absl::Status Decode(const WorkerRef& worker, const DecodeCall& call, const CallOptions&,
+  absl::Status Decode(const WorkerRef& worker, const DecodeCall& call, const CallOptions& options,
                       const DecodeEventHandler& on_event) override {
     log_.push_back(absl::StrCat("Decode ", worker.incarnation_id));
     decode_calls_.push_back(call);
     auto it = decode_.find(worker.incarnation_id);
     if (it == decode_.end()) return absl::InternalError("fake: no decode script");
     const DecodeScript& script = Next(it->second, num_decode_calls_[worker.incarnation_id]++);
+    if (script.on_call) script.on_call();
     for (size_t i = 0; i < script.events.size(); ++i) {
       if (script.client_cancels_before == i) {
         client_cancelled_ = true;
@@ -93,6 +99,10 @@ class FakeWorkerClient final : public WorkerClient {
     if (script.client_cancels_before == script.events.size()) {
       client_cancelled_ = true;
       return absl::CancelledError("Cancelled");
+    }
+    if (script.polls_abandon && options.abandon && options.abandon()) {
+      log_.push_back("abandoned");
+      return absl::UnavailableError("abandoned: the call's worker was cut off");
     }
     return script.end_status;
   }

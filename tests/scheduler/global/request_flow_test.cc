@@ -488,6 +488,40 @@ TEST_F(RequestFlowSurvivalTest, APullWhoseSourceDiedBlamesTheSourceAndRunsThePro
                                   FS::kDecoding, FS::kFinished));
 }
 
+TEST_F(RequestFlowSurvivalTest, APullFromASourceCutOffMidPullIsAbandonedWithoutBlamingThePuller) {
+  Add(WorkerRole::kPrefill, 0, "p0");
+  Add(WorkerRole::kPrefill, 1, "p1");
+  Add(WorkerRole::kDecode, 0, "d0");
+  workers_.SetPrefill("p0", {.result = FirstToken('A')});
+  workers_.SetPrefill("p1", {.result = FirstToken('Z')});
+  // p0 freezes while d0 pulls from it: the registry cuts it off, and d0's call is abandoned.
+  workers_.SetDecode("d0", {.on_call = [this] { registry_.MarkDead("p0", "no heartbeat"); },
+                            .polls_abandon = true});
+  workers_.ThenDecode("d0", kDecodesBC);
+  ASSERT_THAT(Run(), absl_testing::IsOk());
+  EXPECT_EQ(text_, "AZBC");
+  EXPECT_THAT(workers_.log(), ElementsAre("Prefill p0", "Decode d0", "abandoned", "Release p0",
+                                          "Prefill p1", "Decode d0", "kv", "Release p1", "tokens"));
+  EXPECT_TRUE(Live("d0"));  // the puller is not blamed
+  EXPECT_THAT(trace_, ElementsAre(FS::kPrefilling, FS::kHandingOff, FS::kPrefilling, FS::kHandingOff,
+                                  FS::kDecoding, FS::kFinished));
+}
+
+TEST_F(RequestFlowSurvivalTest, ASourceCutOffAfterThePullLeavesTheDecodeStreamAlone) {
+  Add(WorkerRole::kPrefill, 0, "p0");
+  Add(WorkerRole::kDecode, 0, "d0");
+  workers_.SetPrefill("p0", {.result = FirstToken('A')});
+  // p0 dies, but the KV had moved (the kv event comes first): the stream owes it nothing.
+  DecodeScript script = kDecodesBC;
+  script.on_call = [this] { registry_.MarkDead("p0", "no heartbeat"); };
+  script.polls_abandon = true;
+  workers_.SetDecode("d0", script);
+  ASSERT_THAT(Run(), absl_testing::IsOk());
+  EXPECT_EQ(text_, "ABC");
+  EXPECT_THAT(workers_.log(), ElementsAre("Prefill p0", "Decode d0", "kv", "Release p0", "tokens"));
+  EXPECT_TRUE(Live("d0"));
+}
+
 TEST_F(RequestFlowSurvivalTest, ADecodeInstanceDeadMidStreamResumesOnAnotherByTokenReplay) {
   Add(WorkerRole::kPrefill, 0, "p0");
   Add(WorkerRole::kDecode, 0, "d0");
