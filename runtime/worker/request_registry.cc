@@ -18,13 +18,24 @@ void RequestRegistry::SetSeqId(const std::string& request_id, SeqId seq_id) {
   if (auto it = requests_.find(request_id); it != requests_.end()) it->second.seq_id = seq_id;
 }
 
-void RequestRegistry::SetLease(const std::string& request_id, absl::Time deadline,
+bool RequestRegistry::SetLease(const std::string& request_id, absl::Time deadline,
                                std::string kv_grant) {
   absl::MutexLock lock(&mu_);
-  if (auto it = requests_.find(request_id); it != requests_.end()) {
-    it->second.kv_lease_deadline = deadline;
-    it->second.kv_grant = std::move(kv_grant);
-  }
+  auto it = requests_.find(request_id);
+  if (it == requests_.end() || it->second.cancelled->load()) return false;
+  it->second.kv_lease_deadline = deadline;
+  it->second.kv_grant = std::move(kv_grant);
+  return true;
+}
+
+std::optional<WorkerRequest> RequestRegistry::MarkCancelled(const std::string& request_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return std::nullopt;
+  *it->second.cancelled = true;
+  WorkerRequest request = it->second;
+  if (request.kv_lease_deadline) requests_.erase(it);
+  return request;
 }
 
 std::optional<WorkerRequest> RequestRegistry::Find(const std::string& request_id) const {

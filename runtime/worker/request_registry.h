@@ -29,7 +29,14 @@ class RequestRegistry {
   // AlreadyExists if the id is in flight.
   absl::StatusOr<WorkerRequest> Add(const std::string& request_id);
   void SetSeqId(const std::string& request_id, SeqId seq_id);
-  void SetLease(const std::string& request_id, absl::Time deadline, std::string kv_grant);
+  // Starts the lease on the request's held KV; false (and nothing set) when the request was
+  // cancelled first (MarkCancelled) or is gone: the caller then frees the KV itself. Together with
+  // MarkCancelled this decides, once, who frees a request's held KV.
+  bool SetLease(const std::string& request_id, absl::Time deadline, std::string kv_grant);
+  // Marks the request cancelled. nullopt if it is not in flight. If it holds KV under a lease it is
+  // removed, and the returned request's kv_lease_deadline is set: the caller frees the KV.
+  // Otherwise it stays, for the call serving it to clean up.
+  std::optional<WorkerRequest> MarkCancelled(const std::string& request_id);
   std::optional<WorkerRequest> Find(const std::string& request_id) const;
   std::optional<WorkerRequest> Remove(const std::string& request_id);
   // Removes and returns the requests whose KV lease has passed.

@@ -227,7 +227,14 @@ absl::StatusOr<PrefillResult> Worker::Prefill(PrefillCall call) {
     Abandon(request_id);
     return grant.status();
   }
-  requests_.SetLease(request_id, absl::Now() + call.kv_lease, *grant);
+  // A call cancelled meanwhile (Cancel, Release, or its caller gone: the result would be lost) has
+  // nobody to release the KV: free it now rather than when the lease passes.
+  if (call.is_cancelled() ||
+      !requests_.SetLease(request_id, absl::Now() + call.kv_lease, *grant)) {
+    requests_.Remove(request_id);
+    FreeHeldKv(id, *grant);
+    return absl::CancelledError("cancelled after the prefill");
+  }
   result.kv = KvHandoff{.model_shape = kv_model_shape_,
                         .layout = layout_,
                         .rank_sources = kv_sources_,
@@ -238,13 +245,18 @@ absl::StatusOr<PrefillResult> Worker::Prefill(PrefillCall call) {
 }
 
 absl::Status Worker::Release(const std::string& request_id) {
-  std::optional<WorkerRequest> request = requests_.Remove(request_id);
-  if (!request || !request->seq_id) {
+  if (options_.role != WorkerRole::kPrefill) {
+    return absl::FailedPreconditionError("only a prefill worker holds KV for a hand-off");
+  }
+  if (!Cancel(request_id)) {
     return absl::NotFoundError(absl::StrCat("request ", request_id, " holds no KV here"));
   }
-  kv_grants_.Revoke(request->kv_grant);  // no pull reads the blocks past here
-  const SeqId seq_id = *request->seq_id;
-  return loop_->Call([this, seq_id](Engine& engine) {
+  return absl::OkStatus();
+}
+
+void Worker::FreeHeldKv(SeqId seq_id, const std::string& kv_grant) {
+  kv_grants_.Revoke(kv_grant);  // no pull reads the blocks past here
+  (void)loop_->Call([this, seq_id](Engine& engine) {
     loop_->Unsubscribe(seq_id);
     return engine.ReleaseKv(seq_id);
   });
@@ -416,13 +428,16 @@ absl::Status Worker::Decode(DecodeCall call) {
 }
 
 bool Worker::Cancel(const std::string& request_id) {
-  std::optional<WorkerRequest> request = requests_.Find(request_id);
+  std::optional<WorkerRequest> request = requests_.MarkCancelled(request_id);
   if (!request) return false;
-  // Wake the call serving the request; it cleans up.
-  *request->cancelled = true;
-  request->channel->Push(TokenOutput{.finish_reason = FinishReason::kCancelled});
   // A prefill request holding KV has no waiting call: free it here.
-  if (request->kv_lease_deadline) (void)Release(request_id);
+  if (request->kv_lease_deadline) {
+    FreeHeldKv(*request->seq_id, request->kv_grant);
+    return true;
+  }
+  // Wake the call serving the request; it cleans up (a Prefill that finishes meanwhile sees the
+  // mark when it starts the lease, and frees the KV itself).
+  request->channel->Push(TokenOutput{.finish_reason = FinishReason::kCancelled});
   return true;
 }
 

@@ -111,7 +111,9 @@ class Worker {
   // FailedPrecondition on another role, Unavailable while draining, AlreadyExists for an id in
   // flight, the engine's InvalidArgument for an invalid request.
   absl::StatusOr<PrefillResult> Prefill(PrefillCall call);
-  // Prefill role: frees a request's held KV. NotFound if it holds none (released or expired).
+  // Prefill role: the scheduler wants none of the request's KV: frees it if held, or cancels the
+  // prefill that would hold it (as Cancel). NotFound if the request is not here (released, expired,
+  // or never arrived).
   absl::Status Release(const std::string& request_id);
 
   // Decode role (call.kv set): waits in the KV admission queue for room (FIFO, see
@@ -140,6 +142,9 @@ class Worker {
 
   // Cancels the sequence on the engine thread and forgets the request.
   void Abandon(const std::string& request_id);
+  // Prefill role: frees the KV a request held for a hand-off, whose registry entry is gone: revokes
+  // its grant (waiting out reads in flight), then releases the blocks.
+  void FreeHeldKv(SeqId seq_id, const std::string& kv_grant);
   // Waits for the next output of a request; Cancelled/DeadlineExceeded per the contract above.
   absl::StatusOr<TokenOutput> NextOutput(TokenChannel& channel, absl::Time deadline,
                                          const std::function<bool()>& is_cancelled);

@@ -160,6 +160,12 @@ FlowState RequestFlow::Prefill() {
   params_.registry->AddPrefillLoad(prefill_->incarnation_id, num_context_tokens);
   absl::StatusOr<PrefillResult> result = params_.workers->Prefill(*prefill_, call, CallTo(*prefill_));
   params_.registry->AddPrefillLoad(prefill_->incarnation_id, -num_context_tokens);
+  if (absl::IsCancelled(result.status()) || absl::IsDeadlineExceeded(result.status())) {
+    // The call ended without its answer: the worker may have finished the prefill meanwhile and
+    // hold its KV for a hand-off nobody will make. Tell it none is wanted (a no-op otherwise).
+    prefill_kv_held_ = true;
+    ReleasePrefillKv();
+  }
   if (!result.ok()) {
     const absl::Status failed = WorkerFailed(*prefill_, result.status());
     if (WorkerUnreachable(result.status())) return Retry(FlowState::kPrefilling, failed);

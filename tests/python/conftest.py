@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from serving_fixtures import DeploymentFactory
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MAKE_CHECKPOINT = REPO_ROOT / "scripts" / "make_checkpoint.py"
 
@@ -103,3 +105,12 @@ def checkpoint_variant(models_dir: Path, make_checkpoint_module):
         return out
 
     return get
+
+
+@pytest.fixture
+def fresh_deployments(baton_binary, tiny_model, tmp_path):
+    """A DeploymentFactory whose deployments are stopped (and checked) after the test."""
+    factory = DeploymentFactory(baton_binary, tiny_model, tmp_path)
+    yield factory
+    problems = factory.stop_all()
+    assert not problems, "\n".join(problems)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 import grpc
+import numpy as np
 
 import baton
 from baton.v1 import worker_pb2, worker_pb2_grpc
@@ -422,3 +423,64 @@ def generate_args(prompt: str | None = None, token_ids=None, max_tokens: int = 1
     if ignore_eos:
         args.append("--ignore-eos")
     return args
+
+
+# --- streams and what they may differ by ------------------------------------------------------
+
+
+def random_ids(length: int, seed: int, vocab_size: int = 32000) -> list[int]:
+    # 0 and 1 are BOS and EOS; everything else is an ordinary token.
+    return [int(t) for t in np.random.default_rng(seed).integers(2, vocab_size, length)]
+
+
+
+
+@dataclass
+class StreamWatcher:
+    """Iterates a baton.GenerateStream on a thread, recording chunks, the error and when it ended."""
+
+    stream: baton.GenerateStream
+    chunks: list = field(default_factory=list)
+    error: baton.BatonError | None = None
+    ended_at: float | None = None
+
+    def __post_init__(self):
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            for chunk in self.stream:
+                self.chunks.append(chunk)
+        except baton.BatonError as error:
+            self.error = error
+        self.ended_at = time.monotonic()
+
+    def num_tokens(self) -> int:
+        return sum(len(c.token_ids) for c in self.chunks)
+
+    def join(self, timeout: float) -> bool:
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+
+def assert_same_run_up_to_rounding(client, request: dict, streamed: list[int], fault_free: list[int],
+                                   what: str) -> None:
+    """`streamed` is `fault_free`, or forks from it at a near-tie of two logits, and not by a lost or
+    repeated token. A replayed request's prefill computes the KV of the streamed tokens with the
+    prefill GEMM, the uninterrupted run with decode GEMVs; their sums round differently, and now and
+    then that flips an argmax (a CI run on another CPU saw one, 99 tokens into a replayed stream).
+    A lost or repeated token shows as the rest of the stream shifted by one against the fault-free
+    run; a near-tie is a token the same context's next-token computation picks one way or the other."""
+    fork = next((i for i, (a, b) in enumerate(zip(streamed, fault_free)) if a != b), len(fault_free))
+    if fork == len(fault_free):
+        return
+    window = 8
+    assert streamed[fork:fork + window] != fault_free[fork + 1:fork + 1 + window], \
+        f"{what}: token {fork} of the fault-free run is missing from the stream"
+    assert streamed[fork + 1:fork + 1 + window] != fault_free[fork:fork + window], \
+        f"{what}: token {fork - 1} is streamed twice"
+    if "temperature" not in request:  # greedy: check that the fork is a tie of these two tokens
+        again = client.complete(token_ids=request["token_ids"] + streamed[:fork], max_tokens=1)
+        assert list(again.token_ids)[0] in (streamed[fork], fault_free[fork]), \
+            f"{what}: the stream forks from the fault-free run at token {fork} with a token neither picks"

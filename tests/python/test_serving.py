@@ -32,12 +32,10 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -45,8 +43,9 @@ import numpy as np
 import pytest
 
 import baton
-from serving_fixtures import (DeploymentFactory, LocalRun, generate_args, parse_generate_json,
-                              process_alive, wait_for_idle_workers, wait_until)
+from serving_fixtures import (DeploymentFactory, LocalRun, StreamWatcher, assert_same_run_up_to_rounding,
+                              generate_args, parse_generate_json, process_alive, random_ids,
+                              wait_for_idle_workers, wait_until)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PARITY_MAX_TOKENS = 20
@@ -67,11 +66,6 @@ PROMPTS = {
     "long": " ".join(f"Item {i}: the value of {i} squared is {i * i}." for i in range(40)),
     "unicode": "Ünïcödé — 日本語のテキスト, emoji 🎉 and ñ.",
 }
-
-
-def random_ids(length: int, seed: int, vocab_size: int = 32000) -> list[int]:
-    # 0 and 1 are BOS and EOS; everything else is an ordinary token.
-    return [int(t) for t in np.random.default_rng(seed).integers(2, vocab_size, length)]
 
 
 IDS_PROMPT = random_ids(77, seed=77)
@@ -111,15 +105,6 @@ def deployment(request, baton_binary, tiny_model, tmp_path_factory):
     spec = dict(request.cls.DEPLOYMENT)
     factory = DeploymentFactory(baton_binary, tiny_model, tmp_path_factory.mktemp(spec["name"]))
     yield factory.start(**spec)
-    problems = factory.stop_all()
-    assert not problems, "\n".join(problems)
-
-
-@pytest.fixture
-def fresh_deployments(baton_binary, tiny_model, tmp_path):
-    """A DeploymentFactory whose deployments are stopped (and checked) after the test."""
-    factory = DeploymentFactory(baton_binary, tiny_model, tmp_path)
-    yield factory
     problems = factory.stop_all()
     assert not problems, "\n".join(problems)
 
@@ -165,57 +150,6 @@ def run_cli(*args, timeout: float = 60) -> subprocess.CompletedProcess:
     proc.stdout = proc.stdout.decode("utf-8")
     proc.stderr = proc.stderr.decode("utf-8")
     return proc
-
-
-@dataclass
-class StreamWatcher:
-    """Iterates a baton.GenerateStream on a thread, recording chunks, the error and when it ended."""
-
-    stream: baton.GenerateStream
-    chunks: list = field(default_factory=list)
-    error: baton.BatonError | None = None
-    ended_at: float | None = None
-
-    def __post_init__(self):
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        try:
-            for chunk in self.stream:
-                self.chunks.append(chunk)
-        except baton.BatonError as error:
-            self.error = error
-        self.ended_at = time.monotonic()
-
-    def num_tokens(self) -> int:
-        return sum(len(c.token_ids) for c in self.chunks)
-
-    def join(self, timeout: float) -> bool:
-        self.thread.join(timeout)
-        return not self.thread.is_alive()
-
-
-def assert_same_run_up_to_rounding(client, request: dict, streamed: list[int], fault_free: list[int],
-                                   what: str) -> None:
-    """`streamed` is `fault_free`, or forks from it at a near-tie of two logits, and not by a lost or
-    repeated token. A replayed request's prefill computes the KV of the streamed tokens with the
-    prefill GEMM, the uninterrupted run with decode GEMVs; their sums round differently, and now and
-    then that flips an argmax (a CI run on another CPU saw one, 99 tokens into a replayed stream).
-    A lost or repeated token shows as the rest of the stream shifted by one against the fault-free
-    run; a near-tie is a token the same context's next-token computation picks one way or the other."""
-    fork = next((i for i, (a, b) in enumerate(zip(streamed, fault_free)) if a != b), len(fault_free))
-    if fork == len(fault_free):
-        return
-    window = 8
-    assert streamed[fork:fork + window] != fault_free[fork + 1:fork + 1 + window], \
-        f"{what}: token {fork} of the fault-free run is missing from the stream"
-    assert streamed[fork + 1:fork + 1 + window] != fault_free[fork:fork + window], \
-        f"{what}: token {fork - 1} is streamed twice"
-    if "temperature" not in request:  # greedy: check that the fork is a tie of these two tokens
-        again = client.complete(token_ids=request["token_ids"] + streamed[:fork], max_tokens=1)
-        assert list(again.token_ids)[0] in (streamed[fork], fault_free[fork]), \
-            f"{what}: the stream forks from the fault-free run at token {fork} with a token neither picks"
 
 
 def assert_idle_after_cancel(deployment, cancelled_at: float) -> None:
@@ -606,6 +540,26 @@ class TestCancellation:
         chunks, _ = asyncio.run(run())
         assert all(c.finish_reason is None for c in chunks)
         assert_idle_after_cancel(deployment, time.monotonic())
+
+    def test_cancel_storm_frees_everything(self, deployment):
+        """32 streams cancelled at random moments in their first 300 ms (queued, prefilling, held
+        by the prefill worker for the hand-off, pulled, decoding): within CANCEL_CLEANUP_S of the
+        last cancel no worker holds anything (before, a cancelled request's held KV could stay until
+        its 30 s lease passed)."""
+        rng = np.random.default_rng(32)
+        with deployment.client() as client:
+            watchers = [StreamWatcher(client.generate(token_ids=random_ids(int(rng.integers(5, 200)), seed=600 + i),
+                                                      max_tokens=1000, ignore_eos=True))
+                        for i in range(32)]
+            started = time.monotonic()
+            for w, delay in sorted(zip(watchers, rng.uniform(0.0, 0.3, len(watchers))), key=lambda x: x[1]):
+                time.sleep(max(0.0, started + delay - time.monotonic()))
+                w.stream.cancel()
+            cancelled_at = time.monotonic()
+            for w in watchers:
+                assert w.join(5)
+                assert w.error is not None and w.error.code == grpc.StatusCode.CANCELLED, w.error
+        assert_idle_after_cancel(deployment, cancelled_at)
 
     def test_deadline_frees_everything(self, deployment):
         with deployment.client() as client:

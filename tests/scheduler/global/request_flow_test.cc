@@ -265,11 +265,13 @@ INSTANTIATE_TEST_SUITE_P(
              .want_text = "A",
              .want_dead = {"d0"}},
         // --- the client cancels at each stage --------------------------------------------------------
-        Case{.name = "ClientCancelsDuringPrefill_WorkerHoldsNothing",
+        // The prefill may have finished on the worker as the call was cancelled (its answer lost):
+        // the worker is told that no KV is wanted.
+        Case{.name = "ClientCancelsDuringPrefill_KvNotWanted",
              .prefill = {.client_cancels_during = true},
              .want_code = absl::StatusCode::kCancelled,
              .want_states = {FS::kPrefilling, FS::kCancelled},
-             .want_log = {"Prefill p0"}},
+             .want_log = {"Prefill p0", "Release p0"}},
         Case{.name = "ClientCancelsAfterPrefill_KvReleasedNoDecode",
              .prefill = {.result = FirstToken('A'), .client_cancels_after = true},
              .want_code = absl::StatusCode::kCancelled,
