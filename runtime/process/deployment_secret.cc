@@ -35,16 +35,21 @@ absl::Status CheckValue(std::string_view value) {
 
 }  // namespace
 
-absl::StatusOr<DeploymentSecret> DeploymentSecret::Generate() {
-  std::array<char, 32> bytes;
-  size_t filled = 0;
-  while (filled < bytes.size()) {
+absl::StatusOr<std::string> SecureRandomBytes(size_t num_bytes) {
+  std::string bytes(num_bytes, '\0');
+  for (size_t filled = 0; filled < bytes.size();) {
     const ssize_t n = getrandom(bytes.data() + filled, bytes.size() - filled, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return absl::ErrnoToStatus(errno, "getrandom");
     filled += static_cast<size_t>(n);
   }
-  return DeploymentSecret(absl::BytesToHexString(absl::string_view(bytes.data(), bytes.size())));
+  return bytes;
+}
+
+absl::StatusOr<DeploymentSecret> DeploymentSecret::Generate() {
+  absl::StatusOr<std::string> bytes = SecureRandomBytes(32);
+  if (!bytes.ok()) return bytes.status();
+  return DeploymentSecret(absl::BytesToHexString(*bytes));
 }
 
 absl::StatusOr<DeploymentSecret> DeploymentSecret::FromValue(std::string value) {

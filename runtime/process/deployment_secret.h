@@ -41,6 +41,10 @@ class DeploymentSecret {
   std::string value_;
 };
 
+// `num_bytes` bytes from the kernel's CSPRNG (getrandom): secrets, KV grants, link nonces. Internal
+// if the kernel gives no randomness.
+absl::StatusOr<std::string> SecureRandomBytes(size_t num_bytes);
+
 // Whether `presented` equals `expected`, in time independent of where they differ.
 bool SecretsMatch(std::string_view expected, std::string_view presented);
 

@@ -1,6 +1,5 @@
 #include "runtime/transfer/emulated_kv_link.h"
 
-#include <sys/random.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -181,13 +180,9 @@ absl::StatusOr<KvLinkId> EmulatedKvLinkFactory::NewId() {
     return absl::InternalError(
         absl::StrCat("nccl-emulated link: cannot listen: ", listener.status().message()));
   }
-  std::string nonce(kNonceBytes, '\0');
-  for (size_t filled = 0; filled < nonce.size();) {
-    const ssize_t n = getrandom(nonce.data() + filled, nonce.size() - filled, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return absl::ErrnoToStatus(errno, "nccl-emulated link: getrandom");
-    filled += static_cast<size_t>(n);
-  }
+  absl::StatusOr<std::string> random = SecureRandomBytes(kNonceBytes);
+  if (!random.ok()) return random.status();
+  const std::string& nonce = *random;
   const KvLinkId id = EncodeId(host_, LocalPort(listener->get()), nonce);
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);

@@ -1,26 +1,18 @@
 #include "runtime/transfer/kv_grants.h"
 
-#include <sys/random.h>
-
-#include <cerrno>
-
 #include "absl/strings/str_cat.h"
+#include "runtime/process/deployment_secret.h"
 
 namespace baton::runtime {
 
 KvGrants::Read::~Read() { grants_.EndRead(token_, id_); }
 
 absl::StatusOr<std::string> KvGrants::Grant(std::span<const BlockId> blocks) {
-  std::string token(kTokenBytes, '\0');
-  for (size_t filled = 0; filled < token.size();) {
-    const ssize_t n = getrandom(token.data() + filled, token.size() - filled, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return absl::ErrnoToStatus(errno, "KV grant: getrandom");
-    filled += static_cast<size_t>(n);
-  }
+  absl::StatusOr<std::string> token = SecureRandomBytes(kTokenBytes);
+  if (!token.ok()) return token.status();
   absl::MutexLock lock(&mu_);
   // 128 random bits do not collide; a live token is never replaced all the same.
-  auto [it, inserted] = grants_.try_emplace(token);
+  auto [it, inserted] = grants_.try_emplace(*token);
   if (!inserted) return absl::InternalError("KV grant: a token drawn twice");
   it->second.blocks.insert(blocks.begin(), blocks.end());
   return token;

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from serving_fixtures import (STARTUP_TIMEOUT_S, STOP_GRACE_S, Deployment, DeploymentFactory,
+from serving_fixtures import (STARTUP_TIMEOUT_S, STOP_GRACE_S, Deployment,
                               LineCollector, generate_args, parse_generate_json, pick_port_block)
 
 MAX_TOKENS = 24
@@ -138,20 +138,12 @@ def test_serve_model_bad_layout_is_one_line_and_exit_2(run_baton, tiny_model, fl
     assert proc.stderr.startswith(message), proc.stderr
 
 
-@pytest.fixture
-def deployments(baton_binary, tiny_model, tmp_path):
-    factory = DeploymentFactory(baton_binary, tiny_model, tmp_path)
-    yield factory
-    problems = factory.stop_all()
-    assert not problems, "\n".join(problems)
-
-
 @pytest.mark.engine
 @pytest.mark.parametrize("layout", [{"tp": 2}, {"pp": 2}, {"tp": 2, "pp": 2}],
                          ids=["tp2", "pp2", "tp2xpp2"])
-def test_colocated_layout_streams_the_local_greedy_tokens(deployments, run_baton, tiny_model, layout):
+def test_colocated_layout_streams_the_local_greedy_tokens(fresh_deployments, run_baton, tiny_model, layout):
     expected, _ = generate(run_baton, tiny_model)
-    deployment = deployments.start(f"colocated-{'-'.join(map(str, layout.values()))}",
+    deployment = fresh_deployments.start(f"colocated-{'-'.join(map(str, layout.values()))}",
                                    mode="colocated", colocated=layout)
     tp, pp = layout.get("tp", 1), layout.get("pp", 1)
     assert f"colocated 1 instance x (tp {tp} x pp {pp}, cpu)" in deployment.stdout.text()
@@ -209,10 +201,10 @@ def test_disaggregated_tp2_streams_the_local_greedy_tokens(baton_binary, run_bat
     ({"tp": 2}, {}), ({}, {"tp": 2}), ({"pp": 2}, {"tp": 2}), ({"tp": 2, "pp": 2}, {"pp": 2}),
     ({"tp": 2}, {"pp": 2}),
 ], ids=["tp2-to-tp1", "tp1-to-tp2", "pp2-to-tp2", "tp2xpp2-to-pp2", "tp2-to-pp2"])
-def test_disaggregated_across_layouts_streams_the_local_greedy_tokens(deployments, run_baton,
+def test_disaggregated_across_layouts_streams_the_local_greedy_tokens(fresh_deployments, run_baton,
                                                                       tiny_model, prefill, decode):
     expected, _ = generate(run_baton, tiny_model)
-    deployment = deployments.start("across-layouts", prefill=prefill, decode=decode)
+    deployment = fresh_deployments.start("across-layouts", prefill=prefill, decode=decode)
     with deployment.client() as client, client.generate(prompt=PROMPT, max_tokens=MAX_TOKENS,
                                                         ignore_eos=True) as stream:
         chunks = list(stream)
