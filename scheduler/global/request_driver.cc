@@ -70,7 +70,7 @@ absl::StatusOr<PreparedRequest> RequestDriver::Prepare(GenerateRequest request) 
   runtime::GenerationParams& params = request.params;
   if (!request.max_tokens_given) {
     params.max_tokens = model_->max_model_len - num_prompt_tokens;
-  } else if (num_prompt_tokens + params.max_tokens > model_->max_model_len) {
+  } else if (int64_t{num_prompt_tokens} + params.max_tokens > model_->max_model_len) {  // no wrap
     return absl::InvalidArgumentError(absl::StrCat("prompt length ", num_prompt_tokens,
                                                    " + max_tokens ", params.max_tokens,
                                                    " exceeds max_model_len ", model_->max_model_len));

@@ -295,6 +295,8 @@ class TestOnePrefillOneDecode:
         pytest.param({"token_ids": [5] * 3000}, id="prompt-over-context"),
         pytest.param({"prompt": "word " * 3000}, id="text-over-context"),
         pytest.param({"token_ids": [5] * 2000, "max_tokens": 100}, id="prompt-plus-max-tokens-over-context"),
+        # prompt + max_tokens overflows an int32: the sum must not wrap below max_model_len.
+        pytest.param({"prompt": "hi", "max_tokens": 2**31 - 1}, id="max-tokens-int32-max"),
         pytest.param({"prompt": "hi", "max_tokens": 0}, id="max-tokens-0"),
         pytest.param({"prompt": "hi", "max_tokens": -3}, id="max-tokens-negative"),
         pytest.param({"prompt": "hi", "temperature": -0.5}, id="temperature-negative"),
