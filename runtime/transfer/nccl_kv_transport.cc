@@ -17,8 +17,7 @@ absl::StatusOr<std::unique_ptr<PooledKvLink>> NcclKvTransport::NewLink(const std
   const IoWait wait{.deadline = deadline};
   absl::StatusOr<UniqueFd> fd = ConnectKvServer(address, secret_, wait);
   if (!fd.ok()) return fd.status();
-  KvWireRequest request = KvRequestHeader(RankPull{.address = address, .shape = shape},
-                                          kKvWireJoinLink, 0);
+  KvWireRequest request = KvRequestHeader(shape, /*kv_grant=*/"", kKvWireJoinLink, 0);
   iovec iov{.iov_base = &request, .iov_len = sizeof(request)};
   absl::StatusOr<KvWireResponse> response =
       ExchangeKvRequest(fd->get(), std::span<iovec>(&iov, 1), wait, address);
@@ -69,7 +68,7 @@ absl::Status NcclKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
       spans.push_back(KvDeviceSpan{.data = dst_base + range.dst_offset,
                                    .num_bytes = static_cast<size_t>(range.num_bytes)});
     }
-    KvWireRequest request = KvRequestHeader(pull, kKvWireOverLink, ranges.size());
+    KvWireRequest request = KvRequestHeader(pull.shape, pull.kv_grant, kKvWireOverLink, ranges.size());
     iovec iov[2] = {{.iov_base = &request, .iov_len = sizeof(request)},
                     {.iov_base = ranges.data(), .iov_len = ranges.size() * sizeof(KvWireRange)}};
     const IoWait wait = group.wait();

@@ -113,19 +113,18 @@ std::vector<RankPull> PlanRankPulls(const KvPullSpec& spec, const KvPoolShape& d
   return pulls;
 }
 
-KvWireRequest KvRequestHeader(const RankPull& pull, KvWireKind kind, size_t num_pieces) {
+KvWireRequest KvRequestHeader(const KvPoolShape& shape, std::string_view kv_grant, KvWireKind kind,
+                              size_t num_pieces) {
   KvWireRequest request{.magic = kKvWireMagic,
                         .version = kKvWireVersion,
                         .num_pieces = static_cast<uint32_t>(num_pieces),
-                        .num_layers = pull.shape.num_layers,
-                        .num_kv_heads = pull.shape.num_kv_heads,
-                        .head_dim = pull.shape.head_dim,
-                        .block_size = pull.shape.block_size,
+                        .num_layers = shape.num_layers,
+                        .num_kv_heads = shape.num_kv_heads,
+                        .head_dim = shape.head_dim,
+                        .block_size = shape.block_size,
                         .kind = kind,
                         .grant = {}};
-  // ValidatePull let only an empty grant or one of exactly this size through.
-  std::memcpy(request.grant, pull.kv_grant.data(),
-              std::min(pull.kv_grant.size(), sizeof(request.grant)));
+  std::memcpy(request.grant, kv_grant.data(), std::min(kv_grant.size(), sizeof(request.grant)));
   return request;
 }
 

@@ -38,8 +38,10 @@ struct RankPull {
   std::string kv_grant;             // KvPullSpec::kv_grant
 };
 
-// A request header for `pull` (its shape and grant) of `kind` with `num_pieces` pieces or ranges.
-KvWireRequest KvRequestHeader(const RankPull& pull, KvWireKind kind, size_t num_pieces);
+// A request header of `kind` with `num_pieces` pieces or ranges, for a pool of `shape`, presenting
+// `kv_grant` (empty or KvGrants::kTokenBytes, as ValidatePull allows; empty: zeros).
+KvWireRequest KvRequestHeader(const KvPoolShape& shape, std::string_view kv_grant, KvWireKind kind,
+                              size_t num_pieces);
 
 // InvalidArgument (naming `transport` and the rank) if a prefill rank that a slab of the spec names
 // (the spec's source, for a same-layout spec) has an empty or malformed tcp_address. Pre-condition:

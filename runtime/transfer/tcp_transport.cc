@@ -20,7 +20,7 @@ absl::Status PullFromRank(const RankPull& pull, const std::string& secret, std::
   absl::StatusOr<UniqueFd> fd = ConnectKvServer(address, secret, wait);
   if (!fd.ok()) return fd.status();
 
-  const KvWireRequest request = KvRequestHeader(pull, kKvWireInline, pull.pieces.size());
+  const KvWireRequest request = KvRequestHeader(pull.shape, pull.kv_grant, kKvWireInline, pull.pieces.size());
   iovec request_iov[2] = {
       {.iov_base = const_cast<KvWireRequest*>(&request), .iov_len = sizeof(request)},
       {.iov_base = const_cast<KvWirePiece*>(pull.pieces.data()),

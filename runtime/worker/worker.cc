@@ -146,9 +146,7 @@ Worker::~Worker() {
 
 void Worker::ExpireLeases(Engine& engine) {
   for (const WorkerRequest& request : requests_.TakeExpiredLeases(absl::Now())) {
-    kv_grants_.Revoke(request.kv_grant);  // no pull reads the blocks past here
-    (void)engine.ReleaseKv(*request.seq_id);
-    loop_->Unsubscribe(*request.seq_id);
+    ReleaseHeldKv(engine, *request.seq_id, request.kv_grant);
   }
 }
 
@@ -255,11 +253,13 @@ absl::Status Worker::Release(const std::string& request_id) {
 }
 
 void Worker::FreeHeldKv(SeqId seq_id, const std::string& kv_grant) {
+  loop_->Call([&](Engine& engine) { ReleaseHeldKv(engine, seq_id, kv_grant); });
+}
+
+void Worker::ReleaseHeldKv(Engine& engine, SeqId seq_id, const std::string& kv_grant) {
   kv_grants_.Revoke(kv_grant);  // no pull reads the blocks past here
-  (void)loop_->Call([this, seq_id](Engine& engine) {
-    loop_->Unsubscribe(seq_id);
-    return engine.ReleaseKv(seq_id);
-  });
+  (void)engine.ReleaseKv(seq_id);
+  loop_->Unsubscribe(seq_id);
 }
 
 void Worker::AdmitWaitingForKv(Engine& engine) {

@@ -142,9 +142,11 @@ class Worker {
 
   // Cancels the sequence on the engine thread and forgets the request.
   void Abandon(const std::string& request_id);
-  // Prefill role: frees the KV a request held for a hand-off, whose registry entry is gone: revokes
-  // its grant (waiting out reads in flight), then releases the blocks.
+  // Prefill role: frees the KV a request held for a hand-off, whose registry entry is gone:
+  // ReleaseHeldKv on the engine thread, waiting for it.
   void FreeHeldKv(SeqId seq_id, const std::string& kv_grant);
+  // Engine thread: revokes the grant (waiting out reads in flight), then releases the blocks.
+  void ReleaseHeldKv(Engine& engine, SeqId seq_id, const std::string& kv_grant);
   // Waits for the next output of a request; Cancelled/DeadlineExceeded per the contract above.
   absl::StatusOr<TokenOutput> NextOutput(TokenChannel& channel, absl::Time deadline,
                                          const std::function<bool()>& is_cancelled);

@@ -166,8 +166,7 @@ TEST_F(GrantedKvServerTest, ARevokeCutsASendInFlightAndReturnsOnceItEnded) {
   const IoWait wait{.deadline = absl::Now() + absl::Seconds(10)};
   absl::StatusOr<UniqueFd> fd = ConnectKvServer(server_->address(), "", wait);
   ASSERT_THAT(fd, IsOk());
-  const RankPull pull{.address = server_->address(), .shape = kShape, .kv_grant = *grant};
-  const KvWireRequest request = KvRequestHeader(pull, kKvWireInline, 1);
+  const KvWireRequest request = KvRequestHeader(kShape, *grant, kKvWireInline, 1);
   const KvWirePiece piece{.src_start = 0,
                           .num_blocks = kNumBlocks,
                           .layer_idx = 0,
