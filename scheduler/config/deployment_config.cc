@@ -82,8 +82,47 @@ absl::Status ReadBool(const YAML::Node& node, const std::string& path, bool* out
   return absl::OkStatus();
 }
 
+// Strict UTF-8: no overlong forms, surrogates or code points above U+10FFFF.
+bool IsValidUtf8(absl::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    int num_continuation = 0;
+    unsigned char min_second = 0x80, max_second = 0xBF;  // the second byte's range (Unicode Table 3-7)
+    if (byte < 0x80) {
+      ++i;
+      continue;
+    } else if (byte >= 0xC2 && byte <= 0xDF) {
+      num_continuation = 1;
+    } else if (byte >= 0xE0 && byte <= 0xEF) {
+      num_continuation = 2;
+      if (byte == 0xE0) min_second = 0xA0;
+      if (byte == 0xED) max_second = 0x9F;
+    } else if (byte >= 0xF0 && byte <= 0xF4) {
+      num_continuation = 3;
+      if (byte == 0xF0) min_second = 0x90;
+      if (byte == 0xF4) max_second = 0x8F;
+    } else {
+      return false;
+    }
+    if (text.size() - i <= static_cast<size_t>(num_continuation)) return false;
+    for (int k = 1; k <= num_continuation; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if (next < (k == 1 ? min_second : 0x80) || next > (k == 1 ? max_second : 0xBF)) return false;
+    }
+    i += num_continuation + 1;
+  }
+  return true;
+}
+
+// A string must be valid UTF-8, as a YAML document must: yaml-cpp keeps invalid bytes of a plain
+// scalar as they are but turns those of a quoted one into U+FFFD, so such a string would not survive
+// ToYaml, which quotes it (the children of `baton serve` would read another model path).
 absl::Status ReadString(const YAML::Node& node, const std::string& path, std::string* out) {
   if (!node.IsScalar()) return TypeError(path, "a string", node);
+  if (!IsValidUtf8(node.Scalar())) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is not valid UTF-8"));
+  }
   *out = node.Scalar();
   return absl::OkStatus();
 }
@@ -357,6 +396,17 @@ std::string FormatDouble(double value) {
   return std::string(buffer.data(), end);
 }
 
+// A free-form string (a path, the host). yaml-cpp writes one holding a carriage return as a plain
+// scalar, which reads back as a line break; with any control character it is written double-quoted,
+// escaped, so that ToYaml round-trips.
+void EmitString(YAML::Emitter& out, const std::string& text) {
+  if (std::any_of(text.begin(), text.end(),
+                  [](unsigned char c) { return c < 0x20 || c == 0x7f; })) {
+    out << YAML::DoubleQuoted;
+  }
+  out << text;
+}
+
 void EmitPhase(YAML::Emitter& out, WorkerRole role, const PhaseConfig& phase) {
   out << YAML::Key << std::string(runtime::WorkerRoleName(role)) << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "instances" << YAML::Value << phase.num_instances;
@@ -598,15 +648,19 @@ absl::Status ValidateDeploymentConfig(const DeploymentConfig& config) {
 std::string ToYaml(const DeploymentConfig& config) {
   YAML::Emitter out;
   out << YAML::BeginMap;
-  out << YAML::Key << "model" << YAML::Value << config.model_dir.string();
+  out << YAML::Key << "model" << YAML::Value;
+  EmitString(out, config.model_dir.string());
   out << YAML::Key << "weight_dtype" << YAML::Value << std::string(DTypeName(config.weight_dtype));
-  out << YAML::Key << "host" << YAML::Value << config.host;
+  out << YAML::Key << "host" << YAML::Value;
+  EmitString(out, config.host);
   out << YAML::Key << "scheduler_port" << YAML::Value << config.scheduler_port;
   out << YAML::Key << "http_port" << YAML::Value << config.http_port;
   out << YAML::Key << "internal_port" << YAML::Value << config.internal_port;
   if (!config.tls_cert.empty()) {
-    out << YAML::Key << "tls_cert" << YAML::Value << config.tls_cert.string();
-    out << YAML::Key << "tls_key" << YAML::Value << config.tls_key.string();
+    out << YAML::Key << "tls_cert" << YAML::Value;
+    EmitString(out, config.tls_cert.string());
+    out << YAML::Key << "tls_key" << YAML::Value;
+    EmitString(out, config.tls_key.string());
   }
   out << YAML::Key << "http_max_body_bytes" << YAML::Value << FormatByteSize(config.http_max_body_bytes);
   out << YAML::Key << "mode" << YAML::Value << std::string(DeploymentModeName(config.mode));

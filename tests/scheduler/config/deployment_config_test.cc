@@ -412,6 +412,36 @@ TEST(DeploymentConfigTest, ToYamlRoundTrips) {
   }
 }
 
+// Found by tests/fuzz/deployment_config_fuzz: a plain scalar keeps invalid UTF-8 as it is, but ToYaml
+// quotes such a string and yaml-cpp reads a quoted one back with U+FFFD in its place.
+TEST(DeploymentConfigTest, StringsMustBeValidUtf8) {
+  EXPECT_THAT(ParseDeploymentConfig("model: /models/\xff\x01m\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("model: is not valid UTF-8")));
+  EXPECT_THAT(ParseDeploymentConfig("model: m\nhost: \xc0\xaf\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("host: is not valid UTF-8")));
+  EXPECT_THAT(ParseDeploymentConfig("model: m\nweight_dtype: \xed\xa0\x80\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("weight_dtype: is not valid UTF-8")));
+  // Valid UTF-8, control characters included, round-trips (ToYaml escapes what needs it).
+  const absl::StatusOr<DeploymentConfig> config =
+      ParseDeploymentConfig("model: /models/caf\xc3\xa9-\xf0\x9f\xa6\x99\x01\n");
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->model_dir, "/models/caf\xc3\xa9-\xf0\x9f\xa6\x99\x01");
+  EXPECT_THAT(ParseDeploymentConfig(ToYaml(*config)), absl_testing::IsOkAndHolds(*config));
+}
+
+// Found by tests/fuzz/deployment_config_fuzz: yaml-cpp wrote a path ending in carriage returns as a
+// plain scalar, which read back as line breaks.
+TEST(DeploymentConfigTest, ToYamlRoundTripsControlCharacters) {
+  DeploymentConfig config = DefaultDeployment("/models/m\r\r");
+  config.tls_cert = "cert\r.pem";
+  config.tls_key = "key\t\x7f.pem";
+  const std::string yaml = ToYaml(config);
+  SCOPED_TRACE(yaml);
+  EXPECT_THAT(ParseDeploymentConfig(yaml), absl_testing::IsOkAndHolds(config));
+  // Strings without control characters stay plain.
+  EXPECT_THAT(ToYaml(DefaultDeployment("/models/tiny")), HasSubstr("model: /models/tiny\n"));
+}
+
 TEST(DeploymentConfigTest, ToYamlWritesOnlyThePhasesInUse) {
   const std::string yaml = ToYaml(DefaultDeployment("/m"));
   EXPECT_THAT(yaml, HasSubstr("prefill:"));
