@@ -25,6 +25,7 @@
 #include "cli/signals.h"
 #include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "runtime/process/deployment_secret.h"
 
 namespace baton::cli {
 namespace {
@@ -58,6 +59,9 @@ struct CommonOptions {
   std::string prompt_format = "ids";
   std::string label;
   bool no_progress = false;
+  std::vector<std::string> faults;
+  std::string fault_registry;
+  std::string secret_file;
 };
 
 struct RunOptions {
@@ -127,6 +131,14 @@ void AddCommonOptions(CLI::App* cmd, CommonOptions& o) {
       ->capture_default_str();
   cmd->add_option("--label", o.label, "Name of the deployment in summaries and plots");
   cmd->add_flag("--no-progress", o.no_progress, "No progress bar");
+  cmd->add_option("--fault", o.faults,
+                  "ROLE:ACTION:PERIOD, repeatable: every PERIOD of a run, kill (SIGKILL) or freeze "
+                  "(SIGSTOP) one live worker of ROLE, e.g. decode:kill:20s (needs --fault-registry, "
+                  "--secret-file and the bench on the workers' host)");
+  cmd->add_option("--fault-registry", o.fault_registry,
+                  "HOST:PORT of the scheduler's internal port (its worker registry), for --fault");
+  cmd->add_option("--secret-file", o.secret_file,
+                  "The deployment secret's file (`baton serve --secret-file`), for --fault");
 }
 
 absl::StatusOr<BenchConfig> MakeConfig(const CommonOptions& o) {
@@ -178,6 +190,23 @@ absl::StatusOr<BenchConfig> MakeConfig(const CommonOptions& o) {
   }
   config.prompt_as_text = o.prompt_format == "text";
   config.label = !o.label.empty() ? o.label : !o.server.empty() ? o.server : o.openai_url;
+  for (const std::string& text : o.faults) {
+    ASSIGN_OR_RETURN(bench::FaultSpec spec, bench::ParseFaultSpec(text));
+    config.faults.push_back(spec);
+  }
+  if (!config.faults.empty()) {
+    if (o.fault_registry.empty() || o.secret_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--fault needs --fault-registry (the scheduler's internal HOST:PORT) and --secret-file");
+    }
+    config.fault_registry = o.fault_registry;
+    absl::StatusOr<runtime::DeploymentSecret> secret = runtime::DeploymentSecret::Load(o.secret_file);
+    if (!secret.ok()) {
+      return absl::Status(secret.status().code(),
+                          absl::StrCat("--secret-file: ", secret.status().message()));
+    }
+    config.deployment_secret = secret->value();
+  }
   return config;
 }
 
@@ -224,6 +253,12 @@ int RunBench(const RunOptions& opts) {
   return outcome->summary.num_completed > 0 ? 0 : 1;
 }
 
+std::vector<std::string> FaultStrings(const std::vector<bench::FaultSpec>& faults) {
+  std::vector<std::string> strings;
+  for (const bench::FaultSpec& spec : faults) strings.push_back(bench::FaultSpecString(spec));
+  return strings;
+}
+
 nlohmann::json GoodputJson(const GoodputOptions& opts, const BenchSession& session,
                            const bench::GoodputResult& result,
                            const std::vector<nlohmann::json>& runs) {
@@ -232,6 +267,7 @@ nlohmann::json GoodputJson(const GoodputOptions& opts, const BenchSession& sessi
           {"workload", config.workload},
           {"slo", {{"ttft_s", config.slo->ttft_s}, {"tpot_s", config.slo->tpot_s}}},
           {"target_attainment", opts.target_attainment},
+          {"faults", FaultStrings(config.faults)},
           {"goodput_per_s", result.goodput_per_s},
           {"bracketed", result.bracketed},
           {"converged", result.converged},

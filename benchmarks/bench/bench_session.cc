@@ -2,9 +2,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "benchmarks/bench/client_grpc.h"
 #include "benchmarks/bench/client_openai.h"
+#include "benchmarks/bench/fault_injector.h"
 #include "benchmarks/bench/plan.h"
 #include "benchmarks/bench/progress_bar.h"
 #include "kernels/common/status_macros.h"
@@ -71,7 +73,35 @@ absl::StatusOr<std::unique_ptr<BenchSession>> BenchSession::Create(const BenchCo
     session->notes_.push_back(absl::StrCat("context fit: ", fit.ToString()));
   }
   ASSIGN_OR_RETURN(session->corpus_, PromptCorpus::Create(*session->tokenizer_, config.corpus));
+  if (!config.faults.empty()) RETURN_IF_ERROR(session->CheckFaultTargets());
   return session;
+}
+
+absl::Status BenchSession::CheckFaultTargets() {
+  if (config_.fault_registry.empty()) {
+    return absl::InvalidArgumentError("--fault needs --fault-registry (the scheduler's internal port)");
+  }
+  ASSIGN_OR_RETURN(const std::vector<RegisteredWorker> workers,
+                   RegistryWorkerLister(config_.fault_registry, config_.deployment_secret)());
+  std::vector<std::string> specs;
+  for (const FaultSpec& spec : config_.faults) {
+    int num_targets = 0;
+    for (const RegisteredWorker& worker : workers) {
+      if (!worker.alive || worker.role != spec.role) continue;
+      // Signal 0: the process exists, is that worker, and may be signalled by this user.
+      RETURN_IF_ERROR(SignalLocalWorker(worker, 0));
+      ++num_targets;
+    }
+    if (num_targets == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--fault ", FaultSpecString(spec), ": the deployment has no live ",
+          runtime::WorkerRoleName(spec.role), " worker"));
+    }
+    specs.push_back(absl::StrCat(FaultSpecString(spec), " (", num_targets, " targets)"));
+  }
+  notes_.push_back(absl::StrCat("faults: ", absl::StrJoin(specs, ", "), " through the registry at ",
+                                config_.fault_registry));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RunOutcome> BenchSession::Run(const RunSpec& spec) {
@@ -109,14 +139,23 @@ absl::StatusOr<RunOutcome> BenchSession::Run(const RunSpec& spec) {
   }
   RunProgress progress;
   RunOutcome outcome;
+  std::vector<FaultEvent> faults;
   {
     std::optional<ProgressBar> bar;
     if (spec.show_progress) bar.emplace(&progress, static_cast<int>(plan.size()));
+    std::optional<FaultInjector> injector;
+    if (!config_.faults.empty()) {
+      injector.emplace(config_.faults,
+                       RegistryWorkerLister(config_.fault_registry, config_.deployment_secret),
+                       SignalLocalWorker, config_.seed);
+      injector->Start();
+    }
     outcome.result = RunOpenLoop(*client_, plan,
                                  {.max_concurrency = config_.max_concurrency,
                                   .request_timeout = config_.request_timeout,
                                   .stop = spec.stop,
                                   .progress = &progress});
+    if (injector) faults = injector->Stop();
   }
   outcome.summary = Summarize(outcome.result.records, outcome.result.dispatch,
                               {.label = config_.label,
@@ -124,6 +163,7 @@ absl::StatusOr<RunOutcome> BenchSession::Run(const RunSpec& spec) {
                                .arrivals = arrivals_text,
                                .rate_per_s = spec.rate_per_s.value_or(0),
                                .slo = config_.slo});
+  outcome.summary.faults = std::move(faults);
   return outcome;
 }
 

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "benchmarks/bench/arrivals.h"
 #include "benchmarks/bench/client.h"
+#include "benchmarks/bench/fault.h"
 #include "benchmarks/bench/prompt_corpus.h"
 #include "benchmarks/bench/runner.h"
 #include "benchmarks/bench/summary.h"
@@ -46,6 +47,11 @@ struct BenchConfig {
   bool prompt_as_text = false;  // send decoded text instead of token ids
   std::string label;            // names the deployment in summaries and plots
   std::optional<Slo> slo;
+  // Faults dealt during every run (fault_injector.h), through the scheduler's worker registry at
+  // fault_registry (HOST:PORT of its internal port) with the deployment secret.
+  std::vector<FaultSpec> faults;
+  std::string fault_registry;
+  std::string deployment_secret;
 };
 
 struct RunSpec {
@@ -78,6 +84,9 @@ class BenchSession {
 
  private:
   explicit BenchSession(BenchConfig config) : config_(std::move(config)) {}
+  // With --fault: the registry answers, and every faulted role has a live worker this process may
+  // signal (on this host, of this user).
+  absl::Status CheckFaultTargets();
 
   BenchConfig config_;
   std::unique_ptr<GenerationClient> client_;

@@ -107,6 +107,14 @@ json SummaryToJson(const RunSummary& s) {
   for (const SloScalePoint& point : s.slo_scales) {
     slo_scales.push_back({{"scale", point.scale}, {"attainment", point.attainment}});
   }
+  json faults = json::array();
+  for (const FaultEvent& fault : s.faults) {
+    faults.push_back({{"time_s", fault.time_s},
+                      {"action", FaultActionName(fault.action)},
+                      {"worker", fault.worker},
+                      {"pid", fault.pid},
+                      {"error", fault.error}});
+  }
   return {
       {"label", s.label},
       {"workload", s.workload},
@@ -142,7 +150,8 @@ json SummaryToJson(const RunSummary& s) {
         {"num_not_sent", s.dispatch.num_not_sent},
         {"interrupted", s.dispatch.interrupted},
         {"duration_s", s.dispatch.duration_s}}},
-      {"errors", s.errors}};
+      {"errors", s.errors},
+      {"faults", faults}};
 }
 
 absl::Status WriteRecordsJsonl(const std::filesystem::path& path,

@@ -202,6 +202,12 @@ std::string FormatSummary(const RunSummary& s) {
   }
   absl::StrAppendFormat(&out, "; max dispatch lag %.2f ms\n", s.dispatch.max_dispatch_lag_s * 1e3);
   for (const std::string& error : s.errors) absl::StrAppend(&out, "error: ", error, "\n");
+  for (const FaultEvent& fault : s.faults) {
+    absl::StrAppendFormat(&out, "fault at %.1f s: %s", fault.time_s, FaultActionName(fault.action));
+    if (!fault.worker.empty()) absl::StrAppendFormat(&out, " %s (pid %d)", fault.worker, fault.pid);
+    if (!fault.error.empty()) absl::StrAppend(&out, " NOT DEALT: ", fault.error);
+    out += "\n";
+  }
   return out;
 }
 

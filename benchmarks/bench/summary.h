@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/bench/fault.h"
 #include "benchmarks/bench/metrics.h"
 
 namespace baton::bench {
@@ -79,6 +80,7 @@ struct RunSummary {
   std::vector<SloScalePoint> slo_scales;  // with slo
   DispatchStats dispatch;
   std::vector<std::string> errors;  // distinct error messages, up to 5
+  std::vector<FaultEvent> faults;   // what `--fault` dealt during the run, in time order
 };
 
 struct SummaryOptions {

@@ -180,6 +180,8 @@ class Deployment:
     scheduler_port: int
     worker_ports: dict[str, int]  # "prefill worker 0" -> port of its WorkerService
     secret: str  # the deployment secret the test handed `baton serve` (--secret-file)
+    secret_file: Path
+    internal_port: int  # the scheduler's worker registry
     stdout: LineCollector
     stderr: LineCollector
     pids: dict[str, int] = field(default_factory=dict)  # "scheduler", "decode worker 1", ... -> pid
@@ -308,7 +310,8 @@ class DeploymentFactory:
             text, worker_ports = self._config(mode, base, phases, http_port, slo, config)
             path = self.work_dir / f"{name}-{base}.yaml"
             path.write_text(text)
-            deployment = self._launch(name, path, base, worker_ports, serve_args)
+            internal_port = base + 1 + num_workers + int(http)  # as _config places it
+            deployment = self._launch(name, path, base, worker_ports, internal_port, serve_args)
             if deployment is not None:
                 deployment.http_port = http_port
                 self.deployments.append(deployment)
@@ -336,7 +339,7 @@ class DeploymentFactory:
         return "\n".join(lines) + "\n", worker_ports
 
     def _launch(self, name: str, config: Path, base: int, worker_ports: dict[str, int],
-                serve_args: tuple[str, ...] = ()) -> Deployment | None:
+                internal_port: int, serve_args: tuple[str, ...] = ()) -> Deployment | None:
         secret_file = config.with_suffix(".secret")
         secret = write_secret_file(secret_file)
         launcher = subprocess.Popen(
@@ -346,7 +349,8 @@ class DeploymentFactory:
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
         deployment = Deployment(name=name, launcher=launcher, scheduler_port=base,
-                                worker_ports=worker_ports, secret=secret, stdout=LineCollector(launcher.stdout),
+                                worker_ports=worker_ports, secret=secret, secret_file=secret_file,
+                                internal_port=internal_port, stdout=LineCollector(launcher.stdout),
                                 stderr=LineCollector(launcher.stderr))
         ready = deployment.stdout.wait_for(r"^baton: serving ", STARTUP_TIMEOUT_S + 5,
                                            alive=lambda: launcher.poll() is None)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from serving_fixtures import DeploymentFactory
+from serving_fixtures import DeploymentFactory, write_secret_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "benchmarks" / "analysis"))
@@ -90,6 +90,48 @@ def test_open_loop_run_records_every_request(run_baton, server, tiny_model, tmp_
               timeout=BENCH_TIMEOUT_S)
     assert [(r["input_len"], r["output_len"], r["arrival_s"]) for r in records] == \
            [(r["input_len"], r["output_len"], r["arrival_s"]) for r in bench_results.load_records(again)]
+
+
+@pytest.mark.engine
+def test_fault_run_kills_workers_and_loses_no_request(run_baton, fresh_deployments, tiny_model, tmp_path):
+    """`--fault decode:kill:2s`: the bench kills a decode worker found through the deployment's
+    registry every 2 s; the deployment moves its requests and restarts it, so none fails."""
+    deployment = fresh_deployments.start("bench-faults", num_prefill=1, num_decode=2)
+    summary_path = tmp_path / "summary.json"
+    run_baton(*bench_args(deployment, tiny_model, "--rate", "4", "--num-requests", "24", "--warmup", "0",
+                          "--fault", "decode:kill:2s", "--fault-registry",
+                          f"127.0.0.1:{deployment.internal_port}", "--secret-file", deployment.secret_file,
+                          "--request-timeout", "90", "--summary-json", summary_path),
+              timeout=BENCH_TIMEOUT_S)
+    summary = json.loads(summary_path.read_text())
+    dealt = [f for f in summary["faults"] if not f["error"]]
+    assert dealt, summary["faults"]
+    first = dealt[0]
+    assert first["action"] == "kill" and first["worker"] in ("decode worker 0", "decode worker 1")
+    assert first["pid"] == deployment.pids[first["worker"]]
+    assert 1.5 < first["time_s"] < 4, first
+    assert deployment.restarted_pid(first["worker"], restart=1, timeout=30) is not None, deployment.log()
+    assert summary["num_failed"] == 0, summary["errors"]
+    assert summary["num_completed"] == 24
+
+
+@pytest.mark.engine
+def test_fault_flags_are_checked_before_the_run(run_baton, server, tiny_model, tmp_path):
+    no_registry = run_baton(*bench_args(server, tiny_model, "--rate", "1", "--num-requests", "1",
+                                        "--fault", "decode:kill:5s"), check=False)
+    assert no_registry.returncode == 2
+    assert "--fault needs --fault-registry" in no_registry.stderr
+    bad_spec = run_baton(*bench_args(server, tiny_model, "--rate", "1", "--num-requests", "1",
+                                     "--fault", "decode:explode:5s"), check=False)
+    assert bad_spec.returncode == 2 and 'unknown action "explode"' in bad_spec.stderr
+    # The registry refuses a wrong secret before any request is sent.
+    wrong_secret = tmp_path / "wrong.secret"
+    write_secret_file(wrong_secret)
+    refused = run_baton(*bench_args(server, tiny_model, "--rate", "1", "--num-requests", "1",
+                                    "--fault", "decode:kill:5s", "--fault-registry",
+                                    f"127.0.0.1:{server.internal_port}", "--secret-file", wrong_secret),
+                        check=False)
+    assert refused.returncode == 1 and "ListWorkers" in refused.stderr, refused.stderr
 
 
 @pytest.mark.engine
