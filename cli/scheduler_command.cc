@@ -11,13 +11,14 @@ namespace baton::cli {
 namespace {
 
 absl::Status RunScheduler(const std::string& config_path, const std::string& secret_file,
-                          const std::string& api_key, double drain_timeout_s) {
+                          const std::string& api_key, double drain_timeout_s,
+                          const std::string& host) {
   ASSIGN_OR_RETURN(scheduler::DeploymentConfig config, scheduler::LoadDeploymentConfig(config_path));
   ASSIGN_OR_RETURN(const runtime::DeploymentSecret secret, runtime::DeploymentSecret::Load(secret_file));
   scheduler::SchedulerOptions options{
       .model_dir = config.model_dir,
       .weight_dtype = config.weight_dtype,
-      .host = config.host,
+      .host = host.empty() ? config.host : host,
       .port = config.scheduler_port,
       .http_port = config.http_port,
       .internal_port = config.internal_port,
@@ -45,6 +46,7 @@ void RegisterSchedulerCommand(CLI::App& app, int* exit_code) {
   auto secret_file = std::make_shared<std::string>();
   auto api_key = std::make_shared<std::string>();
   auto drain_timeout_s = std::make_shared<double>(30);
+  auto host = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("scheduler", "The global scheduler: public API and routing");
   cmd->add_option("--config", *config, "Deployment config (YAML or JSON)")->required();
   cmd->add_option("--secret-file", *secret_file,
@@ -57,10 +59,12 @@ void RegisterSchedulerCommand(CLI::App& app, int* exit_code) {
                   "On SIGTERM: seconds to let executing requests finish while new ones are refused")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--host", *host,
+                  "Address the public and internal ports bind to (default: the config's host)");
   cmd->callback([=] {
     InstallStopSignalHandlers();
     *exit_code = ReportStatus("baton scheduler",
-                              RunScheduler(*config, *secret_file, *api_key, *drain_timeout_s));
+                              RunScheduler(*config, *secret_file, *api_key, *drain_timeout_s, *host));
   });
 }
 

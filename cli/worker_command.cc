@@ -1,4 +1,7 @@
-// `baton worker`: one prefill, decode or colocated instance of a deployment.
+// `baton worker`: one prefill, decode or colocated instance of a deployment. `baton serve` starts
+// one per instance on its own host; on another host one joins the deployment by hand:
+//   baton worker --config deployment.yaml --secret-file secret --role decode --instance 1 \
+//       --host 10.0.0.7 --scheduler 10.0.0.2:50054
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -9,15 +12,28 @@
 #include "kernels/common/status_macros.h"
 #include "runtime/process/deployment_secret.h"
 #include "runtime/rpc/worker_server.h"
+#include "runtime/transfer/socket_io.h"
 #include "scheduler/config/deployment_config.h"
 
 namespace baton::cli {
 namespace {
 
-absl::Status RunWorker(const std::string& config_path, const std::string& secret_file,
-                       const std::string& role_name, int instance) {
-  ASSIGN_OR_RETURN(scheduler::DeploymentConfig config, scheduler::LoadDeploymentConfig(config_path));
-  ASSIGN_OR_RETURN(const runtime::DeploymentSecret secret, runtime::DeploymentSecret::Load(secret_file));
+struct WorkerFlags {
+  std::string config_path;
+  std::string secret_file;
+  std::string role;
+  int instance = 0;
+  std::string host;       // empty: the config's
+  std::string advertise;  // empty: --host (a wildcard: this machine's name)
+  std::string scheduler;  // empty: the config's host and internal_port
+};
+
+absl::Status RunWorker(const WorkerFlags& flags) {
+  ASSIGN_OR_RETURN(scheduler::DeploymentConfig config, scheduler::LoadDeploymentConfig(flags.config_path));
+  ASSIGN_OR_RETURN(const runtime::DeploymentSecret secret,
+                   runtime::DeploymentSecret::Load(flags.secret_file));
+  const std::string& role_name = flags.role;
+  const int instance = flags.instance;
   ASSIGN_OR_RETURN(runtime::WorkerRole role, runtime::ParseWorkerRole(role_name));
   const std::vector<runtime::WorkerRole> roles = scheduler::Roles(config.mode);
   if (std::find(roles.begin(), roles.end(), role) == roles.end()) {
@@ -39,9 +55,12 @@ absl::Status RunWorker(const std::string& config_path, const std::string& secret
   runtime::WorkerOptions options{
       .role = role,
       .instance_idx = instance,
-      .host = config.host,
+      .host = flags.host.empty() ? config.host : flags.host,
+      .advertise_host = flags.advertise,
       .port = phase.base_port + instance,
-      .scheduler_address = absl::StrCat(config.host, ":", config.internal_port),
+      .scheduler_address = flags.scheduler.empty()
+                               ? runtime::FormatHostPort(config.host, config.internal_port)
+                               : flags.scheduler,
       .deployment_secret = secret.value(),
       .engine = runtime::EngineConfig{.model_dir = config.model_dir,
                                       .weight_dtype = config.weight_dtype,
@@ -63,20 +82,26 @@ absl::Status RunWorker(const std::string& config_path, const std::string& secret
 }  // namespace
 
 void RegisterWorkerCommand(CLI::App& app, int* exit_code) {
-  auto config = std::make_shared<std::string>();
-  auto role = std::make_shared<std::string>();
-  auto instance = std::make_shared<int>(0);
+  auto flags = std::make_shared<WorkerFlags>();
   CLI::App* cmd = app.add_subcommand("worker", "One prefill, decode or colocated instance");
-  auto secret_file = std::make_shared<std::string>();
-  cmd->add_option("--config", *config, "Deployment config (YAML or JSON)")->required();
-  cmd->add_option("--secret-file", *secret_file,
+  cmd->add_option("--config", flags->config_path, "Deployment config (YAML or JSON)")->required();
+  cmd->add_option("--secret-file", flags->secret_file,
                   "The deployment secret (a file only its owner can read) shared with the scheduler")
       ->required();
-  cmd->add_option("--role", *role, "prefill, decode or colocated")->required();
-  cmd->add_option("--instance", *instance, "Instance index within the role")->capture_default_str();
+  cmd->add_option("--role", flags->role, "prefill, decode or colocated")->required();
+  cmd->add_option("--instance", flags->instance, "Instance index within the role")
+      ->capture_default_str();
+  cmd->add_option("--host", flags->host,
+                  "Address the worker API and KV server bind to (default: the config's host)");
+  cmd->add_option("--advertise", flags->advertise,
+                  "Address the scheduler and other workers dial to reach this worker (default: "
+                  "--host; this machine's name when --host is 0.0.0.0)");
+  cmd->add_option("--scheduler", flags->scheduler,
+                  "HOST:PORT of the scheduler's internal port, where workers register (default: the "
+                  "config's host and internal_port)");
   cmd->callback([=] {
     InstallStopSignalHandlers();
-    *exit_code = ReportStatus("baton worker", RunWorker(*config, *secret_file, *role, *instance));
+    *exit_code = ReportStatus("baton worker", RunWorker(*flags));
   });
 }
 

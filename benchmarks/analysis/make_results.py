@@ -30,20 +30,31 @@ def _ms(value: float) -> str:
     return "–" if value != value else f"{1e3 * value:.1f}"  # NaN prints as a dash
 
 
+def faults_cell(goodput: dict) -> str:
+    """The search's `--fault` specs and how many faults its runs dealt ("none" without faults)."""
+    specs = goodput.get("faults") or []
+    if not specs:
+        return "none"
+    dealt = sum(1 for run in goodput["runs"] for fault in run["summary"].get("faults", [])
+                if not fault["error"])
+    return f"{', '.join(specs)} ({dealt} dealt)"
+
+
 def goodput_table(deployments: list[Deployment]) -> list[str]:
-    lines = ["| deployment | workload | SLO (TTFT / TPOT) | target | goodput (req/s) | runs | search |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| deployment | workload | SLO (TTFT / TPOT) | target | faults | goodput (req/s) | runs | search |",
+             "|---|---|---|---|---|---|---|---|"]
     for d in deployments:
         g = d.goodput
         if g is None:
-            lines.append(f"| {d.name} | – | – | – | no search | – | – |")
+            lines.append(f"| {d.name} | – | – | – | – | no search | – | – |")
             continue
         state = "converged" if g["converged"] else ("bracketed" if g["bracketed"] else "not bracketed")
         if g.get("error"):
             state += f"; stopped: {g['error']}"
         lines.append(
             f"| {d.name} | {g['workload']} | {_ms(g['slo']['ttft_s'])} ms / {_ms(g['slo']['tpot_s'])} ms"
-            f" | {100 * g['target_attainment']:.0f}% | **{g['goodput_per_s']:.3g}** | {len(g['runs'])}"
+            f" | {100 * g['target_attainment']:.0f}% | {faults_cell(g)} | **{g['goodput_per_s']:.3g}**"
+            f" | {len(g['runs'])}"
             f" | {state} |")
     return lines
 
@@ -77,11 +88,12 @@ def find_experiments(root: Path) -> list[Path]:
 
 
 def comparison_table(experiments: list[tuple[str, list[Deployment]]]) -> list[str]:
-    """Disaggregated (names starting "disagg") against the best colocated ("coloc") deployment."""
+    """Disaggregated (names starting "disagg") against the best colocated ("coloc") deployment, both
+    fault-free (a search under `--fault` is compared with its own fault-free run in its table)."""
     lines = ["| experiment | disaggregated | goodput | best colocated | goodput | ratio |",
              "|---|---|---|---|---|---|"]
     for title, deployments in experiments:
-        searched = [d for d in deployments if d.goodput is not None]
+        searched = [d for d in deployments if d.goodput is not None and not d.goodput.get("faults")]
         disagg = [d for d in searched if d.name.startswith("disagg")]
         coloc = [d for d in searched if d.name.startswith("coloc")]
         if not disagg or not coloc:

@@ -3,6 +3,8 @@
 #   benchmarks/comparison/run_comparison.sh MODEL_DIR WORKLOAD SLO_TTFT_MS SLO_TPOT_MS [EXTRA bench flags]
 # Deployments: 1 prefill + 1 decode worker (1 thread each); 2 colocated workers (1 thread each);
 # 1 colocated worker with 2 threads; the last two also with chunked prefill (512-token budget).
+# With FAULT set (a `baton bench --fault` spec, e.g. FAULT=decode:kill:20s), each deployment is
+# searched again under that fault right after its fault-free search, as <deployment>+faults.
 # Results go to $RESULTS_ROOT/<model>/<workload>/<deployment>/ (goodput.json + per-run JSONL);
 # RESULTS_ROOT defaults to benchmarks/results/<machine> (e.g. zen4, zen3: figures from different
 # CPUs are not comparable, so each machine keeps its own tree).
@@ -26,15 +28,26 @@ deployment() {  # name -> YAML
 
 for name in ${DEPLOYMENTS:-disagg-1p1d coloc-2x1 coloc-1x2 coloc-2x1-chunked coloc-1x2-chunked}; do
   config=$(mktemp --suffix=.yaml)
-  { printf 'model: %s\nscheduler_port: %d\nhttp_port: 0\n' "$model" "$port"; deployment "$name"; } > "$config"
+  { printf 'model: %s\nscheduler_port: %d\nhttp_port: 0\ninternal_port: %d\n' "$model" "$port" $((port + 9))
+    deployment "$name"; } > "$config"
+  secret=$(mktemp)  # mode 0600: what `baton serve --secret-file` demands
+  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$secret"
   log=$(mktemp)
-  "$BATON" serve --config "$config" > "$log" 2>&1 &
+  "$BATON" serve --config "$config" --secret-file "$secret" > "$log" 2>&1 &
   serve_pid=$!
   for _ in $(seq 100); do grep -q "^baton: serving" "$log" && break; sleep 0.2; done
-  "$BATON" bench goodput --server "127.0.0.1:$port" --model "$model" --workload "$workload" \
-    --slo-ttft "$ttft" --slo-tpot "$tpot" --label "$name" --no-progress \
-    --output-dir "$out/$name" "$@" || echo "bench failed for $name" >&2
+  search() {  # label, extra flags
+    local label=$1; shift
+    "$BATON" bench goodput --server "127.0.0.1:$port" --model "$model" --workload "$workload" \
+      --slo-ttft "$ttft" --slo-tpot "$tpot" --label "$label" --no-progress \
+      --output-dir "$out/$label" "$@" || echo "bench failed for $label" >&2
+  }
+  search "$name" "$@"
+  if [[ -n ${FAULT:-} ]]; then
+    search "$name+faults" --fault "$FAULT" --fault-registry "127.0.0.1:$((port + 9))" \
+      --secret-file "$secret" "$@"
+  fi
   kill -TERM "$serve_pid"; wait "$serve_pid" || true
-  rm -f "$config" "$log"
+  rm -f "$config" "$log" "$secret"
   port=$((port + 10))
 done

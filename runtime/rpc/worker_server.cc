@@ -17,6 +17,7 @@
 #include "runtime/rpc/proto_conversion.h"
 #include "runtime/rpc/status_conversion.h"
 #include "runtime/rpc/worker_service.h"
+#include "runtime/transfer/socket_io.h"
 #include "runtime/worker/worker.h"
 
 namespace baton::rpc {
@@ -46,9 +47,16 @@ absl::Status RunWorkerServer(const runtime::WorkerOptions& options, const std::a
   ASSIGN_OR_RETURN(GrpcListener listener,
                    ListenExclusive("worker", options.host, options.port, {&service}));
   const int port = listener.port;
-  const std::string address = absl::StrCat(options.host, ":", port);
+  // What the scheduler dials: the advertised host (a wildcard bind is not an address to dial).
+  const std::string address = runtime::FormatHostPort(
+      options.advertise_host.empty() ? runtime::ReachableHost(options.host) : options.advertise_host,
+      port);
   std::fprintf(stderr, "baton worker: %s %d serving on %s (pid %d)\n",
-               runtime::WorkerRoleName(options.role), options.instance_idx, address.c_str(), getpid());
+               runtime::WorkerRoleName(options.role), options.instance_idx,
+               runtime::FormatHostPort(options.host, port).c_str(), getpid());
+  if (address != runtime::FormatHostPort(options.host, port)) {
+    std::fprintf(stderr, "baton worker: advertised to the scheduler as %s\n", address.c_str());
+  }
 
   std::unique_ptr<v1::WorkerRegistryService::Stub> registry;
   v1::RegisterRequest registration;

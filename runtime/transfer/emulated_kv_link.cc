@@ -171,9 +171,10 @@ absl::StatusOr<UniqueFd> ConnectPeer(const ParsedId& id, int rank, absl::Time de
 }  // namespace
 
 absl::StatusOr<KvLinkId> EmulatedKvLinkFactory::NewId() {
-  if (host_.empty() || host_.size() > kMaxHostBytes) {
+  const std::string advertised = advertise_host_.empty() ? ReachableHost(host_) : advertise_host_;
+  if (advertised.empty() || advertised.size() > kMaxHostBytes) {
     return absl::InvalidArgumentError(
-        absl::StrCat("nccl-emulated link: host \"", host_, "\" does not fit an id"));
+        absl::StrCat("nccl-emulated link: host \"", advertised, "\" does not fit an id"));
   }
   absl::StatusOr<UniqueFd> listener = ListenTcp(host_, 0, /*backlog=*/4);
   if (!listener.ok()) {
@@ -183,7 +184,7 @@ absl::StatusOr<KvLinkId> EmulatedKvLinkFactory::NewId() {
   absl::StatusOr<std::string> random = SecureRandomBytes(kNonceBytes);
   if (!random.ok()) return random.status();
   const std::string& nonce = *random;
-  const KvLinkId id = EncodeId(host_, LocalPort(listener->get()), nonce);
+  const KvLinkId id = EncodeId(advertised, LocalPort(listener->get()), nonce);
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
   std::erase_if(rendezvous_, [now](const auto& entry) {

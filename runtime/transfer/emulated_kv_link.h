@@ -27,8 +27,10 @@ namespace baton::runtime {
 
 class EmulatedKvLinkFactory final : public KvLinkFactory {
  public:
-  // `host`: the address NewId() listens on and writes into the id; the peer must reach it.
-  explicit EmulatedKvLinkFactory(std::string host = "127.0.0.1") : host_(std::move(host)) {}
+  // `host`: the address NewId() listens on; `advertise_host` what it writes into the id, which the
+  // peer must reach (empty: ReachableHost(host), socket_io.h).
+  explicit EmulatedKvLinkFactory(std::string host = "127.0.0.1", std::string advertise_host = "")
+      : host_(std::move(host)), advertise_host_(std::move(advertise_host)) {}
 
   std::string_view name() const override { return "nccl-emulated"; }
   absl::StatusOr<KvLinkId> NewId() override;
@@ -37,6 +39,7 @@ class EmulatedKvLinkFactory final : public KvLinkFactory {
 
  private:
   const std::string host_;
+  const std::string advertise_host_;
   absl::Mutex mu_;
   struct Rendezvous {
     UniqueFd listener;

@@ -66,14 +66,8 @@ void KvServer::Stop() {
 }
 
 std::string KvServer::address() const {
-  const std::string& host = options_.host;
-  if (host.empty() || host == "0.0.0.0" || host == "::") {
-    char name[256] = {};
-    gethostname(name, sizeof(name) - 1);
-    return absl::StrCat(name, ":", port_);
-  }
-  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port_);
-  return absl::StrCat(host, ":", port_);
+  return FormatHostPort(
+      options_.advertise_host.empty() ? ReachableHost(options_.host) : options_.advertise_host, port_);
 }
 
 void KvServer::ReapFinishedConnections() {

@@ -40,6 +40,8 @@ namespace baton::runtime {
 struct KvServerOptions {
   // Address to listen on. Default loopback; "0.0.0.0" (or "::") to serve other hosts.
   std::string host = "127.0.0.1";
+  // The host address() names, which pullers dial; empty: ReachableHost(host).
+  std::string advertise_host;
   int port = 0;  // 0: pick a free port (see KvServer::port())
   // A connection that makes no progress for this long (idle between requests, or stalled while a
   // request or response is in flight) is closed. Default 30 s.

@@ -188,6 +188,20 @@ absl::StatusOr<HostPort> ParseHostPort(const std::string& address) {
   return result;
 }
 
+std::string FormatHostPort(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+std::string ReachableHost(const std::string& bind_host) {
+  if (!bind_host.empty() && bind_host != "0.0.0.0" && bind_host != "::" && bind_host != "[::]") {
+    return bind_host;
+  }
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
 absl::StatusOr<UniqueFd> ConnectTcp(const std::string& address, absl::Time deadline) {
   return ConnectTcp(address, IoWait{.deadline = deadline});
 }

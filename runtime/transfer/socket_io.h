@@ -79,6 +79,11 @@ struct HostPort {
 // "host:port" or "[v6-address]:port". InvalidArgument if malformed or the port is not in [0,
 // 65535].
 absl::StatusOr<HostPort> ParseHostPort(const std::string& address);
+// The reverse: "host:port", "[v6-address]:port".
+std::string FormatHostPort(const std::string& host, int port);
+// The host other machines reach a listener bound to `bind_host` at: `bind_host` itself, or this
+// machine's name (gethostname) for a wildcard ("", "0.0.0.0", "::").
+std::string ReachableHost(const std::string& bind_host);
 
 // Connects to "host:port" (TCP_NODELAY set), trying every resolved address, waiting at most until
 // `deadline`. Unavailable if no address accepts (refused, unreachable, name not resolved);

@@ -44,9 +44,9 @@ KvSource LocalKvSource(const KvPool& pool, std::string tcp_address, std::string 
                   .kv_link = std::move(kv_link)};
 }
 
-absl::StatusOr<std::unique_ptr<KvLinkFactory>> MakeKvLinkFactory(std::string_view kind,
-                                                                 const std::string& host) {
-  if (kind == "nccl-emulated") return std::make_unique<EmulatedKvLinkFactory>(host);
+absl::StatusOr<std::unique_ptr<KvLinkFactory>> MakeKvLinkFactory(
+    std::string_view kind, const std::string& host, const std::string& advertise_host) {
+  if (kind == "nccl-emulated") return std::make_unique<EmulatedKvLinkFactory>(host, advertise_host);
   if (kind == "nccl") {
 #if BATON_HAS_NCCL
     return MakeNcclKvLinkFactory();

@@ -38,10 +38,11 @@ const HostIdentity& LocalHostIdentity();
 KvSource LocalKvSource(const KvPool& pool, std::string tcp_address, std::string kv_link = "");
 
 // The KV link factory of `kind`: "nccl-emulated" (every build; the cuda-emulated device's, whose
-// rendezvous listens on `host`) or "nccl" (builds with NCCL; Unimplemented otherwise).
+// rendezvous listens on `host` and is dialled at `advertise_host`, empty: ReachableHost(host)) or
+// "nccl" (builds with NCCL; Unimplemented otherwise).
 // InvalidArgument for another kind.
-absl::StatusOr<std::unique_ptr<KvLinkFactory>> MakeKvLinkFactory(std::string_view kind,
-                                                                 const std::string& host);
+absl::StatusOr<std::unique_ptr<KvLinkFactory>> MakeKvLinkFactory(
+    std::string_view kind, const std::string& host, const std::string& advertise_host = "");
 
 // True if `source` runs on the machine `local` describes: equal non-empty hostnames and equal
 // non-empty boot ids (a hostname alone is not enough: containers share names; a boot id alone

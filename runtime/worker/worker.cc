@@ -78,7 +78,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
   const std::string_view link_kind = KvLinkKind(engine_config.device);
   std::unique_ptr<KvLinkFactory> link_factory;
   if (options.role == WorkerRole::kPrefill && !link_kind.empty()) {
-    ASSIGN_OR_RETURN(link_factory, MakeKvLinkFactory(link_kind, options.host));
+    ASSIGN_OR_RETURN(link_factory, MakeKvLinkFactory(link_kind, options.host, options.advertise_host));
   }
   if (options.role == WorkerRole::kPrefill && link_kind.empty()) {
     // Every rank's pool in a segment of its own, so that decode workers on this host map each one.
@@ -104,6 +104,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
       ASSIGN_OR_RETURN(std::unique_ptr<KvServer> server,
                        KvServer::Start(ranks.kv_pool(r),
                                        KvServerOptions{.host = options.host,
+                                                       .advertise_host = options.advertise_host,
                                                        .port = port,
                                                        .link_factory = worker->kv_link_factory_.get(),
                                                        .secret = options.deployment_secret,

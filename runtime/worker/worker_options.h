@@ -12,6 +12,10 @@ struct WorkerOptions {
   WorkerRole role = WorkerRole::kColocated;
   int instance_idx = 0;
   std::string host = "127.0.0.1";   // address the worker's services bind to
+  // The host the scheduler and other workers dial to reach those services (registered with the
+  // scheduler, written into KV sources); empty: `host`, or this machine's name when `host` is a
+  // wildcard (ReachableHost). Behind NAT, or bound to 0.0.0.0 in a pod: the address peers see.
+  std::string advertise_host;
   int port = 0;                      // WorkerService gRPC port; 0 picks a free one
   int kv_port = 0;                   // prefill role: the TCP KV server's port; 0 picks a free one
   std::string scheduler_address;     // host:port of the scheduler's registry; "" = standalone
