@@ -1,14 +1,15 @@
 // `baton serve`: the launcher. It builds the effective deployment config (a file, or the embedded
-// default), writes it to a temporary file, generates the deployment secret (or reads
-// --secret-file) into a file only this user can read, starts `baton scheduler` and one `baton
-// worker` per instance as supervised children of this same binary, each handed both files, waits until the scheduler's Health says
-// SERVING, then waits for SIGINT/SIGTERM, drains the scheduler (--drain-timeout) and stops everything.
+// default), writes it into the deployment's run directory (run_directory.h), generates the
+// deployment secret there (or reads --secret-file), starts `baton scheduler` and one `baton
+// worker` per instance as supervised children of this same binary, each handed both files, waits
+// until the scheduler's Health says SERVING, then waits for SIGINT/SIGTERM, drains the scheduler
+// (--drain-timeout) and stops everything.
 //
 // Exit codes: 0 after SIGINT/SIGTERM (also during start-up); 1 when a child dies during start-up, the
 // scheduler dies later, or start-up times out; 2 for a bad config or flag. A worker that dies after
 // start-up is logged to stderr and started again with backoff (worker_restarter.h) unless
 // --no-worker-restart; meanwhile the scheduler's Health says DEGRADED.
-#include <stdlib.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -33,6 +34,7 @@
 #include "runtime/process/await_ready.h"
 #include "runtime/process/deployment_secret.h"
 #include "runtime/process/process_supervisor.h"
+#include "runtime/process/run_directory.h"
 #include "runtime/process/signals.h"
 #include "runtime/rpc/internal_auth.h"
 #include "runtime/rpc/proto_conversion.h"
@@ -181,30 +183,16 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   return ServePlan{.config = std::move(config), .rank_lines = std::move(rank_lines)};
 }
 
-// The effective config, on disk for as long as the launcher runs.
-class TempConfigFile {
- public:
-  static absl::StatusOr<std::unique_ptr<TempConfigFile>> Write(const std::string& text) {
-    std::string path = (std::filesystem::temp_directory_path() / "baton-serve-XXXXXX.yaml").string();
-    const int fd = mkstemps(path.data(), /*suffixlen=*/5);
-    if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", path));
-    const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    const int error = errno;
-    ::close(fd);
-    auto file = std::unique_ptr<TempConfigFile>(new TempConfigFile(path));
-    if (!written) return absl::ErrnoToStatus(error, absl::StrCat("cannot write ", path));
-    return file;
-  }
-  ~TempConfigFile() {
-    std::error_code ec;
-    std::filesystem::remove(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  explicit TempConfigFile(std::filesystem::path path) : path_(std::move(path)) {}
-  std::filesystem::path path_;
-};
+// Writes `text` to `path`, readable by this user only (the config may name key files).
+absl::Status WritePrivateFile(const std::filesystem::path& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", path.string()));
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const int error = errno;
+  ::close(fd);
+  if (!written) return absl::ErrnoToStatus(error, absl::StrCat("cannot write ", path.string()));
+  return absl::OkStatus();
+}
 
 // Where the launcher reaches the scheduler's internal port (a wildcard bind address is reached
 // over loopback): it asks for Health there, with the deployment secret, so that neither the public
@@ -359,31 +347,31 @@ int RunServe(const ServeOptions& opts) {
                : kExitFailure;
   }
   const DeploymentConfig& config = plan->config;
-  absl::StatusOr<std::unique_ptr<TempConfigFile>> config_file =
-      TempConfigFile::Write(scheduler::ToYaml(config));
-  absl::StatusOr<std::unique_ptr<ProcessSupervisor>> supervisor = ProcessSupervisor::Create();
-  for (const absl::Status& status : {config_file.status(), supervisor.status()}) {
-    if (!status.ok()) {
-      std::fprintf(stderr, "baton serve: %s\n", std::string(status.message()).c_str());
-      return kExitFailure;
-    }
+  // The deployment's run directory (named by the address it serves) holds the effective config and
+  // a generated secret while the launcher runs; a killed launcher's leftovers go at the next start.
+  absl::StatusOr<runtime::RunDirectory> run_dir =
+      runtime::RunDirectory::Acquire(absl::StrCat("serve-", config.host, "-", config.scheduler_port));
+  if (!run_dir.ok()) {
+    std::fprintf(stderr, "baton serve: %s\n", std::string(run_dir.status().message()).c_str());
+    return kExitFailure;
   }
-  // The secret's file: the one given, or a fresh secret in a directory only this user can enter,
-  // removed when the launcher exits.
-  std::optional<runtime::PrivateDirectory> secret_dir;
+  if (run_dir->num_stale_removed() > 0) {
+    std::fprintf(stderr, "baton: removed what a killed launcher left in %s\n", run_dir->path().c_str());
+  }
+  const std::filesystem::path config_path = run_dir->path() / "config.yaml";
+  absl::Status prepared = WritePrivateFile(config_path, scheduler::ToYaml(config));
+  absl::StatusOr<std::unique_ptr<ProcessSupervisor>> supervisor = ProcessSupervisor::Create();
+  if (prepared.ok()) prepared = supervisor.status();
+  // The secret's file: the one given, or a fresh secret (mode 0600) in the run directory.
   std::filesystem::path secret_path = opts.secret_file;
-  if (secret_path.empty()) {
-    absl::StatusOr<runtime::PrivateDirectory> dir = runtime::PrivateDirectory::Create("baton-serve-");
-    absl::StatusOr<runtime::DeploymentSecret> secret = runtime::DeploymentSecret::Generate();
-    absl::Status written = dir.status();
-    if (dir.ok() && secret.ok()) written = secret->WriteTo(dir->path() / "deployment-secret");
-    if (written.ok()) written = secret.status();
-    if (!written.ok()) {
-      std::fprintf(stderr, "baton serve: %s\n", std::string(written.message()).c_str());
-      return kExitFailure;
-    }
-    secret_path = dir->path() / "deployment-secret";
-    secret_dir.emplace(*std::move(dir));
+  if (prepared.ok() && secret_path.empty()) {
+    secret_path = run_dir->path() / "deployment-secret";
+    absl::StatusOr<runtime::DeploymentSecret> generated = runtime::DeploymentSecret::Generate();
+    prepared = generated.ok() ? generated->WriteTo(secret_path) : generated.status();
+  }
+  if (!prepared.ok()) {
+    std::fprintf(stderr, "baton serve: %s\n", std::string(prepared.message()).c_str());
+    return kExitFailure;
   }
   absl::StatusOr<runtime::DeploymentSecret> secret = runtime::DeploymentSecret::Load(secret_path);
   if (!secret.ok()) {
@@ -396,13 +384,13 @@ int RunServe(const ServeOptions& opts) {
     std::fprintf(stderr, "baton serve: cannot hand the API key to the scheduler: %s\n", strerror(errno));
     return kExitFailure;
   }
-  std::fprintf(stderr, "baton: effective config in %s\n", (*config_file)->path().c_str());
+  std::fprintf(stderr, "baton: effective config in %s\n", config_path.c_str());
   for (const std::string& line : plan->rank_lines) std::fprintf(stderr, "baton: %s\n", line.c_str());
   const absl::Duration grace = absl::Seconds(opts.stop_grace_s);
 
   pid_t scheduler_pid = 0;
   WorkerRestarter restarter(**supervisor, runtime::RestartOptions());
-  for (const runtime::ChildSpec& spec : ChildSpecs(config, (*config_file)->path(), secret_path, opts.drain_timeout_s)) {
+  for (const runtime::ChildSpec& spec : ChildSpecs(config, config_path, secret_path, opts.drain_timeout_s)) {
     absl::StatusOr<pid_t> pid = (*supervisor)->Start(spec);
     if (!pid.ok()) {
       std::fprintf(stderr, "baton serve: %s; stopping every process\n",

@@ -101,16 +101,4 @@ bool SecretsMatch(std::string_view expected, std::string_view presented) {
   return diff == 0;
 }
 
-absl::StatusOr<PrivateDirectory> PrivateDirectory::Create(std::string_view prefix) {
-  std::string path = (std::filesystem::temp_directory_path() / (std::string(prefix) + "XXXXXX")).string();
-  if (::mkdtemp(path.data()) == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat("cannot create ", path));
-  return PrivateDirectory(path);  // mkdtemp makes it 0700
-}
-
-PrivateDirectory::~PrivateDirectory() {
-  if (path_.empty()) return;
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 }  // namespace baton::runtime

@@ -48,19 +48,4 @@ absl::StatusOr<std::string> SecureRandomBytes(size_t num_bytes);
 // Whether `presented` equals `expected`, in time independent of where they differ.
 bool SecretsMatch(std::string_view expected, std::string_view presented);
 
-// A directory only this user can enter (mode 0700) under the system's temporary directory, for the
-// secret file; removed with everything in it when the object goes.
-class PrivateDirectory {
- public:
-  static absl::StatusOr<PrivateDirectory> Create(std::string_view prefix);
-  PrivateDirectory(PrivateDirectory&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
-  PrivateDirectory& operator=(PrivateDirectory&&) = delete;
-  ~PrivateDirectory();
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  explicit PrivateDirectory(std::filesystem::path path) : path_(std::move(path)) {}
-  std::filesystem::path path_;
-};
-
 }  // namespace baton::runtime

@@ -1,17 +1,20 @@
 #include "runtime/process/deployment_secret.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/process/run_directory.h"
 
 namespace baton::runtime {
 namespace {
 
 TEST(DeploymentSecretTest, GeneratedSecretsDifferAndRoundTripThroughAPrivateFile) {
-  absl::StatusOr<PrivateDirectory> dir = PrivateDirectory::Create("secret-test-");
+  absl::StatusOr<RunDirectory> dir = RunDirectory::Acquire(absl::StrCat("secret-test-", getpid()));
   ASSERT_TRUE(dir.ok()) << dir.status();
   struct stat st {};
   ASSERT_EQ(stat(dir->path().c_str(), &st), 0);
@@ -34,7 +37,7 @@ TEST(DeploymentSecretTest, GeneratedSecretsDifferAndRoundTripThroughAPrivateFile
 }
 
 TEST(DeploymentSecretTest, LoadRefusesFilesOthersCanReadAndShortSecrets) {
-  absl::StatusOr<PrivateDirectory> dir = PrivateDirectory::Create("secret-test-");
+  absl::StatusOr<RunDirectory> dir = RunDirectory::Acquire(absl::StrCat("secret-test-", getpid()));
   ASSERT_TRUE(dir.ok());
   const std::filesystem::path open_file = dir->path() / "open";
   std::ofstream(open_file) << std::string(40, 'x') << "\n";
@@ -60,17 +63,6 @@ TEST(DeploymentSecretTest, SecretsMatchOnlyWhenEqual) {
   std::string flipped = secret;
   flipped[39] = 'j';
   EXPECT_FALSE(SecretsMatch(secret, flipped));
-}
-
-TEST(DeploymentSecretTest, APrivateDirectoryGoesWithItsObject) {
-  std::filesystem::path path;
-  {
-    absl::StatusOr<PrivateDirectory> dir = PrivateDirectory::Create("secret-test-");
-    ASSERT_TRUE(dir.ok());
-    path = dir->path();
-    std::ofstream(path / "file") << "x";
-  }
-  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 }  // namespace

@@ -156,6 +156,15 @@ class ServeCommandTest : public ::testing::Test {
     return -1;
   }
 
+  // The effective config's path, from the launcher's log.
+  std::filesystem::path EffectiveConfig() {
+    const std::string line = "effective config in ";
+    const std::string err = WaitForStderr(line);
+    const size_t at = err.find(line);
+    if (at == std::string::npos) return {};
+    return err.substr(at + line.size(), err.find('\n', at) - at - line.size());
+  }
+
   ChildExit WaitForLauncherExit() {
     std::optional<ChildExit> exit = supervisor_->WaitForExit(kPatience);
     BATON_CHECK(exit.has_value());
@@ -182,10 +191,7 @@ TEST_F(ServeCommandTest, ServesUntilSigintThenStopsEveryChild) {
     EXPECT_GT(children.back(), 0) << name;
     EXPECT_FALSE(ProcessGone(children.back())) << name;
   }
-  const std::string err = ReadFile(dir_ / "serve.err");
-  const size_t at = err.find("effective config in ");
-  ASSERT_NE(at, std::string::npos);
-  const std::filesystem::path config_file = err.substr(at + 20, err.find('\n', at) - at - 20);
+  const std::filesystem::path config_file = EffectiveConfig();
   EXPECT_TRUE(std::filesystem::exists(config_file));
 
   ASSERT_EQ(kill(launcher, SIGINT), 0);
@@ -193,7 +199,7 @@ TEST_F(ServeCommandTest, ServesUntilSigintThenStopsEveryChild) {
   EXPECT_EQ(exit.exit_code, 0) << ReadFile(dir_ / "serve.err");
   EXPECT_THAT(ReadFile(dir_ / "serve.err"), HasSubstr("baton: SIGINT received; draining, then stopping"));
   for (pid_t child : children) EXPECT_TRUE(ProcessGone(child)) << "child " << child << " survived";
-  EXPECT_FALSE(std::filesystem::exists(config_file)) << "the temporary config is removed";
+  EXPECT_FALSE(std::filesystem::exists(config_file.parent_path())) << "the run directory is removed";
 }
 
 TEST_F(ServeCommandTest, AWorkerDyingDuringStartUpStopsEverythingWithAClearError) {
@@ -374,11 +380,28 @@ TEST_F(ServeCommandTest, BadConfigurationExitsTwoNamingTheProblem) {
   }
 }
 
-TEST_F(ServeCommandTest, NoChildOutlivesAKilledLauncher) {
+TEST_F(ServeCommandTest, ASecondLauncherOfTheSameDeploymentIsRefused) {
+  const std::vector<std::string> args = {"--model", (dir_ / "model").string(), "--port",
+                                         std::to_string(FreePort()), "--http-port", "0"};
+  const pid_t first = StartServe(args);
+  ASSERT_THAT(WaitForServingLine(), HasSubstr("baton: serving model"));
+  const std::filesystem::path first_err = dir_ / "first.err";
+  std::filesystem::rename(dir_ / "serve.err", first_err);
+  StartServe(args);
+  const ChildExit second = WaitForLauncherExit();
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_THAT(ReadFile(dir_ / "serve.err"),
+              HasSubstr(absl::StrCat("baton serve: another baton serve (pid ", first, ") runs this deployment")));
+  ASSERT_EQ(kill(first, SIGINT), 0);
+  EXPECT_EQ(WaitForLauncherExit().exit_code, 0);
+}
+
+TEST_F(ServeCommandTest, NoChildOutlivesAKilledLauncherAndTheNextStartCleansUp) {
   // Orphans are reparented to this process, so their end can be waited for.
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-  const pid_t launcher = StartServe({"--model", (dir_ / "model").string(), "--port",
-                                     std::to_string(FreePort()), "--http-port", "0"});
+  const std::vector<std::string> args = {"--model", (dir_ / "model").string(), "--port",
+                                         std::to_string(FreePort()), "--http-port", "0"};
+  const pid_t launcher = StartServe(args);
   ASSERT_THAT(WaitForServingLine(), HasSubstr("baton: serving model"));
   std::vector<pid_t> children;
   for (const char* name : {"scheduler", "prefill worker 0", "decode worker 0"}) children.push_back(ChildPid(name));
@@ -390,6 +413,20 @@ TEST_F(ServeCommandTest, NoChildOutlivesAKilledLauncher) {
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child " << child;
   }
   prctl(PR_SET_CHILD_SUBREAPER, 0);
+
+  // The run directory outlived the launcher; the next start of the deployment empties and reuses
+  // it, and a clean stop removes it.
+  const std::filesystem::path run_dir = EffectiveConfig().parent_path();
+  ASSERT_TRUE(std::filesystem::exists(run_dir / "config.yaml"));
+  ASSERT_TRUE(std::filesystem::exists(run_dir / "deployment-secret"));
+  std::filesystem::remove(dir_ / "serve.out");
+  const pid_t again = StartServe(args);
+  ASSERT_THAT(WaitForServingLine(), HasSubstr("baton: serving model"));
+  EXPECT_THAT(ReadFile(dir_ / "serve.err"),
+              HasSubstr(absl::StrCat("baton: removed what a killed launcher left in ", run_dir.string())));
+  ASSERT_EQ(kill(again, SIGINT), 0);
+  EXPECT_EQ(WaitForLauncherExit().exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(run_dir));
 }
 
 }  // namespace
