@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,7 @@
 #include "runtime/rpc/proto_conversion.h"
 #include "runtime/rpc/status_conversion.h"
 #include "runtime/transfer/kv_segment_names.h"
+#include "runtime/transfer/socket_io.h"
 #include "scheduler/config/deployment_config.h"
 
 namespace baton::cli {
@@ -244,6 +246,22 @@ class SchedulerProbe {
     return absl::UnavailableError(message);
   }
 
+  // Tells the scheduler that `worker`'s process `exit` ended, so that it cuts it off now rather than
+  // when its heartbeats are missed. Best effort: a scheduler that does not answer within the
+  // deadline still notices by the heartbeats.
+  void ReportExit(const scheduler::WorkerInstance& worker, const ChildExit& exit) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kHealthRpcDeadline));
+    rpc::AttachDeploymentSecret(context, secret_);
+    v1::ReportExitRequest request;
+    request.set_role(rpc::ToProto(worker.role));
+    request.set_instance_idx(worker.instance_idx);
+    request.set_pid(exit.pid);
+    request.set_reason(exit.Cause());
+    v1::ReportExitResponse response;
+    (void)stub_->ReportExit(&context, request, &response);
+  }
+
   // The workers the scheduler cut off; none when it does not answer within the deadline (the next
   // poll asks again).
   std::vector<CutOffWorker> CutOffWorkers() {
@@ -352,7 +370,11 @@ int RunServe(const ServeOptions& opts) {
   absl::StatusOr<runtime::RunDirectory> run_dir =
       runtime::RunDirectory::Acquire(absl::StrCat("serve-", config.host, "-", config.scheduler_port));
   if (!run_dir.ok()) {
-    std::fprintf(stderr, "baton serve: %s\n", std::string(run_dir.status().message()).c_str());
+    std::fprintf(stderr, "baton serve: %s%s\n",
+                 absl::IsAlreadyExists(run_dir.status())
+                     ? absl::StrCat(runtime::FormatHostPort(config.host, config.scheduler_port), " is in use: ").c_str()
+                     : "",
+                 std::string(run_dir.status().message()).c_str());
     return kExitFailure;
   }
   if (run_dir->num_stale_removed() > 0) {
@@ -389,6 +411,10 @@ int RunServe(const ServeOptions& opts) {
   const absl::Duration grace = absl::Seconds(opts.stop_grace_s);
 
   pid_t scheduler_pid = 0;
+  std::map<std::string, scheduler::WorkerInstance> workers_by_name;  // by ChildSpec::name
+  for (const scheduler::WorkerInstance& worker : scheduler::WorkerInstances(config)) {
+    workers_by_name.emplace(runtime::WorkerName(worker.role, worker.instance_idx), worker);
+  }
   WorkerRestarter restarter(**supervisor, runtime::RestartOptions());
   for (const runtime::ChildSpec& spec : ChildSpecs(config, config_path, secret_path, opts.drain_timeout_s)) {
     absl::StatusOr<pid_t> pid = (*supervisor)->Start(spec);
@@ -454,6 +480,9 @@ int RunServe(const ServeOptions& opts) {
         std::fprintf(stderr, "baton: the scheduler is gone; stopping every process\n");
         StopEverything(**supervisor, grace);
         return kExitFailure;
+      }
+      if (auto worker = workers_by_name.find(exit->name); worker != workers_by_name.end()) {
+        probe->ReportExit(worker->second, *exit);
       }
       if (!opts.no_worker_restart) restarter.OnExit(*exit, absl::Now());
     }

@@ -108,11 +108,14 @@ absl::StatusOr<int> OpenRedirect(const std::filesystem::path& path) {
 
 }  // namespace
 
+std::string ChildExit::Cause() const {
+  if (signal > 0) return absl::StrCat("killed by signal ", signal, " (", SignalName(signal), ")");
+  if (exit_code >= 0) return absl::StrCat("exited with code ", exit_code);
+  return "exited (status unknown)";
+}
+
 std::string ChildExit::Describe() const {
-  const std::string who = absl::StrCat(name, " (pid ", pid, ")");
-  if (signal > 0) return absl::StrCat(who, " was killed by signal ", signal, " (", SignalName(signal), ")");
-  if (exit_code >= 0) return absl::StrCat(who, " exited with code ", exit_code);
-  return absl::StrCat(who, " exited (status unknown)");
+  return absl::StrCat(name, " (pid ", pid, ") ", signal > 0 ? "was " : "", Cause());
 }
 
 absl::StatusOr<std::unique_ptr<ProcessSupervisor>> ProcessSupervisor::Create() {

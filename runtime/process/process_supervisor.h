@@ -51,6 +51,8 @@ struct ChildExit {
 
   // "decode worker 1 (pid 1234) exited with code 3" / "... was killed by signal 9 (SIGKILL)".
   std::string Describe() const;
+  // The cause alone: "exited with code 3" / "killed by signal 9 (SIGKILL)".
+  std::string Cause() const;
 };
 
 class ProcessSupervisor {

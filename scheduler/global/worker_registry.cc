@@ -50,6 +50,18 @@ void WorkerRegistry::MarkDead(const std::string& incarnation_id, const std::stri
   it->second.death = why;
 }
 
+bool WorkerRegistry::MarkExited(WorkerRole role, int instance_idx, int pid, const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, worker] : workers_) {
+    if (worker.alive && worker.role == role && worker.instance_idx == instance_idx && worker.pid == pid) {
+      worker.alive = false;
+      worker.death = why;
+      return true;
+    }
+  }
+  return false;
+}
+
 std::vector<std::string> WorkerRegistry::Sweep(absl::Time now) {
   std::vector<std::string> died;
   absl::MutexLock lock(&mu_);

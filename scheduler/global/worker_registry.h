@@ -66,6 +66,9 @@ class WorkerRegistry {
   bool Heartbeat(const std::string& incarnation_id, const WorkerLoad& load, absl::Time now);
   // A call to the worker failed as if it were down.
   void MarkDead(const std::string& incarnation_id, const std::string& why);
+  // The process `pid` of instance (role, instance_idx) exited (the launcher saw it): its live
+  // incarnation, when it is that process, is dead. False when there is none.
+  bool MarkExited(WorkerRole role, int instance_idx, int pid, const std::string& why);
   // Marks silent workers dead; returns their names.
   std::vector<std::string> Sweep(absl::Time now);
 

@@ -82,4 +82,18 @@ grpc::Status RegistryServiceImpl::ListWorkers(grpc::ServerContext* context, cons
   return grpc::Status::OK;
 }
 
+grpc::Status RegistryServiceImpl::ReportExit(grpc::ServerContext* context, const v1::ReportExitRequest* request,
+                                             v1::ReportExitResponse* response) {
+  if (grpc::Status denied = rpc::CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
+  const std::optional<WorkerRole> role = rpc::FromProto(request->role());
+  if (!role) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "report exit: role is unset");
+  const std::string why = absl::StrCat("exited (", request->reason(), ")");
+  response->set_known(registry_->MarkExited(*role, request->instance_idx(), request->pid(), why));
+  if (response->known()) {
+    std::fprintf(stderr, "baton scheduler: %s (pid %d): %s, said the launcher\n",
+                 WorkerName(*role, request->instance_idx()).c_str(), request->pid(), why.c_str());
+  }
+  return grpc::Status::OK;
+}
+
 }  // namespace baton::scheduler

@@ -24,6 +24,8 @@ class RegistryServiceImpl final : public v1::WorkerRegistryService::Service {
                       v1::HealthResponse* response) override;
   grpc::Status ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
                            v1::ListWorkersResponse* response) override;
+  grpc::Status ReportExit(grpc::ServerContext* context, const v1::ReportExitRequest* request,
+                          v1::ReportExitResponse* response) override;
 
  private:
   WorkerRegistry* registry_;

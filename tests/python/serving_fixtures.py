@@ -207,6 +207,17 @@ class Deployment:
             self._stubs[worker] = worker_pb2_grpc.WorkerServiceStub(authed)
         return self._stubs[worker]
 
+    def list_workers(self) -> dict[str, worker_pb2.ListWorkersResponse.Worker]:
+        """The scheduler's registry (ListWorkers on its internal port), by worker name."""
+        channel = grpc.insecure_channel(f"127.0.0.1:{self.internal_port}")
+        self._channels.append(channel)
+        stub = worker_pb2_grpc.WorkerRegistryServiceStub(
+            grpc.intercept_channel(channel, SecretInterceptor(self.secret)))
+        roles = {worker_pb2.WORKER_ROLE_PREFILL: "prefill", worker_pb2.WORKER_ROLE_DECODE: "decode",
+                 worker_pb2.WORKER_ROLE_COLOCATED: "colocated"}
+        response = stub.ListWorkers(worker_pb2.ListWorkersRequest(), timeout=STATS_RPC_TIMEOUT_S)
+        return {f"{roles[w.role]} worker {w.instance_idx}": w for w in response.workers}
+
     def worker_stats(self) -> dict[str, worker_pb2.WorkerStats]:
         """GetStats of every live worker, by name."""
         stats = {}

@@ -632,6 +632,20 @@ def check_failed_over(deployment, victim: str, watchers, victims_expected: int, 
 
 @pytest.mark.engine
 class TestWorkerFailure:
+    def test_the_launcher_reports_a_worker_exit_at_once(self, fresh_deployments):
+        """A worker that dies is cut off when the launcher sees it exit, not a heartbeat timeout
+        later: the registry names the exit, not silence."""
+        deployment = fresh_deployments.start("report-exit", serve_args=NO_RESTART)
+        pid = deployment.pids["decode worker 0"]
+        assert deployment.list_workers()["decode worker 0"].alive
+        deployment.kill("decode worker 0")
+        assert wait_until(lambda: not deployment.list_workers()["decode worker 0"].alive, 10)
+        death = deployment.list_workers()["decode worker 0"].death
+        assert death == "exited (killed by signal 9 (SIGKILL))", death
+        assert deployment.stderr.wait_for(
+            rf"^baton scheduler: decode worker 0 \(pid {pid}\): exited \(killed by signal 9 \(SIGKILL\)\), "
+            r"said the launcher$", 5), deployment.log()
+
     @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "frozen"])
     def test_decode_worker_lost_mid_stream(self, fresh_deployments, sig):
         """Token replay: the streams of a decode worker killed (or frozen, then marked dead when its

@@ -8,13 +8,15 @@
 
 from __future__ import annotations
 
+import random
+import re
 import subprocess
 
 import grpc
 import pytest
 
 from baton.v1 import worker_pb2, worker_pb2_grpc
-from serving_fixtures import SECRET_METADATA, DeploymentFactory
+from serving_fixtures import SECRET_METADATA, DeploymentFactory, pick_port_block
 
 pytestmark = pytest.mark.engine
 
@@ -73,12 +75,24 @@ def test_the_internal_apis_refuse_a_caller_without_the_secret(deployment, secret
     assert set(stats) == set(deployment.worker_ports)
 
 
-def test_a_second_deployment_on_ports_in_use_fails_and_names_the_port(deployment, baton_binary):
-    proc = subprocess.run([str(baton_binary), "serve", "--config", str(deployment.effective_config),
+def test_a_second_deployment_on_ports_in_use_fails_and_names_the_port(deployment, baton_binary, tmp_path):
+    # The same deployment again: its launcher is refused at once, naming the first one.
+    same = subprocess.run([str(baton_binary), "serve", "--config", str(deployment.effective_config),
+                           "--startup-timeout", "60", "--stop-grace", "2"],
+                          capture_output=True, text=True, timeout=120)
+    assert same.returncode != 0
+    assert (f"127.0.0.1:{deployment.scheduler_port} is in use: another baton serve (pid "
+            f"{deployment.launcher.pid}) runs this deployment") in same.stderr, same.stderr[-3000:]
+    # Another deployment (its own public port) whose other ports clash: a listener names its port.
+    config = tmp_path / "clash.yaml"
+    free_port = pick_port_block(1, random.Random())
+    config.write_text(re.sub(r"(?m)^scheduler_port: \d+$", f"scheduler_port: {free_port}",
+                             deployment.effective_config.read_text()))
+    proc = subprocess.run([str(baton_binary), "serve", "--config", str(config),
                            "--startup-timeout", "60", "--stop-grace", "2"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
-    ports = {str(p) for p in [deployment.scheduler_port, internal_port(deployment), *deployment.worker_ports.values()]}
+    ports = {str(p) for p in [internal_port(deployment), *deployment.worker_ports.values()]}
     refusals = [line for line in proc.stderr.splitlines() if "in use" in line]
     assert any(port in line for line in refusals for port in ports), proc.stderr[-3000:]
     # The first deployment is untouched.

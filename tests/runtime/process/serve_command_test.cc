@@ -391,7 +391,7 @@ TEST_F(ServeCommandTest, ASecondLauncherOfTheSameDeploymentIsRefused) {
   const ChildExit second = WaitForLauncherExit();
   EXPECT_EQ(second.exit_code, 1);
   EXPECT_THAT(ReadFile(dir_ / "serve.err"),
-              HasSubstr(absl::StrCat("baton serve: another baton serve (pid ", first, ") runs this deployment")));
+              HasSubstr(absl::StrCat(" is in use: another baton serve (pid ", first, ") runs this deployment")));
   ASSERT_EQ(kill(first, SIGINT), 0);
   EXPECT_EQ(WaitForLauncherExit().exit_code, 0);
 }
