@@ -27,10 +27,10 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r python_client/requirements-dev.txt
+# The Python client's gRPC stubs, generated (never committed) into python_client/baton/v1/, then the
+# client itself, editable.
+.venv/bin/python python_client/generate_stubs.py
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e python_client
-# The Python client's gRPC stubs, generated (never committed) into python_client/baton/v1/.
-.venv/bin/python -m grpc_tools.protoc -Iproto --python_out=python_client --grpc_python_out=python_client \
-  proto/baton/v1/inference.proto proto/baton/v1/worker.proto
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${BATON_CMAKE_ARGS:-}
 cmake --build build -j"$(nproc)"
