@@ -222,7 +222,7 @@ absl::StatusOr<int32_t> SampleToken(std::span<const float> logits, const Samplin
                        DrawTarget(rng.NextBits24(), kept_total));
 }
 
-std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int k) {
+std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int k, int32_t sampled) {
   const size_t count = k <= 0 ? 0 : std::min(logits.size(), static_cast<size_t>(k));
   if (count == 0) return {};
   float max_logit = -std::numeric_limits<float>::infinity();
@@ -239,6 +239,11 @@ std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int k) {
   for (size_t r = 0; r < count; ++r) {
     out[r] = {.token_id = order[r],
               .logprob = static_cast<float>(double{logits[order[r]]} - log_sum)};
+  }
+  const bool sampled_in_range = sampled >= 0 && static_cast<size_t>(sampled) < logits.size();
+  if (sampled_in_range && std::none_of(out.begin(), out.end(),
+                                       [sampled](const TokenLogprob& lp) { return lp.token_id == sampled; })) {
+    out.push_back({.token_id = sampled, .logprob = static_cast<float>(double{logits[sampled]} - log_sum)});
   }
   return out;
 }

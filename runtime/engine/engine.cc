@@ -240,7 +240,7 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
     TokenOutput& out = outputs.emplace_back();
     out.seq_id = seq.id;
     out.token_id = token;
-    if (seq.params.num_logprobs > 0) out.logprobs = kernels::TopLogprobs(row, seq.params.num_logprobs);
+    if (seq.params.num_logprobs > 0) out.logprobs = kernels::TopLogprobs(row, seq.params.num_logprobs, token);
     if (seq.params.return_logits) out.logits.assign(row.begin(), row.end());
     out.finish_reason = CheckFinished(seq, token);
     if (seq.ends_prefill) out.prefill_start_us = seq.first_scheduled_us;

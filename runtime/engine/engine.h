@@ -46,7 +46,8 @@ struct EngineConfig {
 struct TokenOutput {
   SeqId seq_id;
   int32_t token_id;
-  std::vector<kernels::TokenLogprob> logprobs;  // top num_logprobs, when asked
+  // Top num_logprobs when asked, then the sampled token's when it is not among them.
+  std::vector<kernels::TokenLogprob> logprobs;
   std::vector<float> logits;                    // [vocab_size], when return_logits
   FinishReason finish_reason = FinishReason::kNone;  // kNone while the sequence goes on
   int64_t prefill_start_us = 0;  // on a sequence's first token: when its prefill entered a step

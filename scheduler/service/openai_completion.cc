@@ -1,5 +1,7 @@
 #include "scheduler/service/openai_completion.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -161,22 +163,28 @@ absl::StatusOr<GenerateRequest> CompletionToRequest(const json& body, Completion
   return request;
 }
 
-json LogprobsJson(const GenerateChunk& chunk, const runtime::Tokenizer& tokenizer) {
-  json tokens = json::array(), token_logprobs = json::array(), top = json::array();
+json CompletionLogprobs::Next(const GenerateChunk& chunk) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
   for (size_t i = 0; i < chunk.logprobs.size(); ++i) {
     const int32_t id = chunk.token_ids[i];
-    tokens.push_back(tokenizer.Decode({&id, 1}, false));
-    float chosen = 0;
+    const std::string text = tokenizer_.Decode({&id, 1}, false);
+    tokens.push_back(text);
+    offsets.push_back(text_offset_);
+    // Code points, as Python's len() counts the text the client sees.
+    text_offset_ += std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; });
+    json chosen = nullptr;
     json alternatives = json::object();
     for (const kernels::TokenLogprob& lp : chunk.logprobs[i]) {
       const int32_t alt = lp.token_id;
-      alternatives[tokenizer.Decode({&alt, 1}, false)] = lp.logprob;
+      alternatives[tokenizer_.Decode({&alt, 1}, false)] = lp.logprob;
       if (lp.token_id == id) chosen = lp.logprob;
     }
     token_logprobs.push_back(chosen);
     top.push_back(std::move(alternatives));
   }
-  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}};
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top},
+          {"text_offset", offsets}};
 }
 
 }  // namespace baton::scheduler

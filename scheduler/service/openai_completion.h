@@ -26,8 +26,19 @@ absl::StatusOr<GenerateRequest> CompletionToRequest(const nlohmann::json& body,
 // "length", "stop", "abort"; nullptr for kNone (JSON null: not finished).
 const char* FinishReasonName(runtime::FinishReason reason);
 
-// OpenAI's logprobs object for the tokens of `chunk` that carry logprobs.
-nlohmann::json LogprobsJson(const GenerateChunk& chunk, const runtime::Tokenizer& tokenizer);
+// OpenAI's completions logprobs object of a request's tokens, one chunk at a time: tokens,
+// token_logprobs (the sampled token's, always present), top_logprobs, and text_offset, the
+// characters (code points) of completion text before each token, which runs on across chunks.
+class CompletionLogprobs {
+ public:
+  explicit CompletionLogprobs(const runtime::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  // The object for the tokens of `chunk`.
+  nlohmann::json Next(const GenerateChunk& chunk);
+
+ private:
+  const runtime::Tokenizer& tokenizer_;
+  int64_t text_offset_ = 0;
+};
 
 // 400 bad request, 404, 429 admission shed it, 503 no live worker, 504, 499 cancelled, else 500.
 int HttpStatusOf(absl::StatusCode code);

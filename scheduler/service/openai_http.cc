@@ -144,7 +144,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     const int64_t created = UnixSeconds();
     const int num_prompt_tokens = static_cast<int>(prepared->prompt.size());
     const bool want_logprobs = prepared->request.params.num_logprobs > 0;
-    auto chunk_json = [=](const GenerateChunk& chunk) {
+    auto chunk_json = [=](const GenerateChunk& chunk, json logprobs) {
       const char* finish = FinishReasonName(chunk.finish_reason);
       return json{{"id", id},
                   {"object", "text_completion"},
@@ -153,14 +153,16 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
                   {"choices",
                    {{{"index", 0},
                      {"text", chunk.text},
-                     {"logprobs", want_logprobs ? LogprobsJson(chunk, *driver->model().tokenizer) : json(nullptr)},
+                     {"logprobs", std::move(logprobs)},
                      {"finish_reason", finish ? json(finish) : json(nullptr)}}}}};
     };
     if (!streaming.stream) {
       std::string text;
       GenerateChunk last;
       int num_generated = 0;
-      json logprobs = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}};
+      json logprobs = {{"tokens", json::array()}, {"token_logprobs", json::array()},
+                       {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+      CompletionLogprobs logprobs_of(*driver->model().tokenizer);
       // A client that leaves cancels the request at its next chunk (or phase), as a streaming one
       // does when a write fails.
       const HttpPeer peer = HttpPeer::Find(req.remote_addr, req.remote_port, req.local_port);
@@ -172,8 +174,8 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
                       text += chunk.text;
                       num_generated += static_cast<int>(chunk.token_ids.size());
                       if (want_logprobs) {
-                        json part = LogprobsJson(chunk, *driver->model().tokenizer);
-                        for (const char* key : {"tokens", "token_logprobs", "top_logprobs"}) {
+                        json part = logprobs_of.Next(chunk);
+                        for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
                           for (auto& v : part[key]) logprobs[key].push_back(v);
                         }
                       }
@@ -183,8 +185,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
                     .is_cancelled = [&peer] { return peer.Gone(); }});
       if (!status.ok()) return SendError(res, status);
       last.text = text;
-      json out = chunk_json(last);
-      if (want_logprobs) out["choices"][0]["logprobs"] = logprobs;
+      json out = chunk_json(last, want_logprobs ? logprobs : json(nullptr));
       out["usage"] = {{"prompt_tokens", num_prompt_tokens},
                       {"completion_tokens", num_generated},
                       {"total_tokens", num_prompt_tokens + num_generated}};
@@ -199,6 +200,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
         [=](size_t, httplib::DataSink& sink) {
           bool client_gone = false;
           int num_generated = 0;
+          CompletionLogprobs logprobs_of(*driver->model().tokenizer);
           auto send = [&](const json& event) {
             const std::string line =
                 absl::StrCat("data: ", event.dump(-1, ' ', false, json::error_handler_t::replace), "\n\n");
@@ -211,7 +213,10 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
               RequestIo{.workers = &workers,
                         .write = [&](const GenerateChunk& chunk) {
                           num_generated += static_cast<int>(chunk.token_ids.size());
-                          return send(chunk_json(chunk));
+                          json event = chunk_json(chunk, want_logprobs ? logprobs_of.Next(chunk) : json(nullptr));
+                          // OpenAI: with include_usage, every chunk but the last carries "usage": null.
+                          if (include_usage) event["usage"] = nullptr;
+                          return send(event);
                         },
                         .is_cancelled = [&] { return client_gone; }});
           if (!status.ok() && !client_gone) {

@@ -205,6 +205,21 @@ TEST(TopLogprobsTest, MatchesLogSoftmaxInDescendingOrder) {
   }
 }
 
+TEST(TopLogprobsTest, TheSampledTokenFollowsWhenItIsNotAmongTheTopK) {
+  const std::vector<float> logits = {0.5f, 3.0f, -1.0f, 2.0f, 0.0f};
+  const std::vector<TokenLogprob> top = TopLogprobs(logits, 2, /*sampled=*/2);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].token_id, 1);
+  EXPECT_EQ(top[1].token_id, 3);
+  EXPECT_EQ(top[2].token_id, 2);
+  double sum = 0;
+  for (float x : logits) sum += std::exp(double{x});
+  EXPECT_NEAR(top[2].logprob, -1.0 - std::log(sum), 1e-6);
+  // Among them already, or out of range: nothing added.
+  EXPECT_EQ(TopLogprobs(logits, 2, /*sampled=*/3).size(), 2u);
+  EXPECT_EQ(TopLogprobs(logits, 2, /*sampled=*/99).size(), 2u);
+}
+
 TEST(TopLogprobsTest, AllTokensSumToOneAndKIsClamped) {
   const std::vector<float> logits = Logits(64, 13);
   const std::vector<TokenLogprob> all = TopLogprobs(logits, 1000);

@@ -803,6 +803,45 @@ def test_sigterm_drains_executing_requests(fresh_deployments):
     assert "requests cut" not in deployment.stderr.text()
 
 
+@pytest.mark.engine
+def test_http_logprobs_always_hold_the_sampled_token_and_offsets(fresh_deployments):
+    """OpenAI completions logprobs at temperature 1: the sampled token's logprob is reported (in
+    token_logprobs and top_logprobs) even when it is not among the top `logprobs`, text_offset
+    counts the characters before each token; a stream with include_usage has "usage": null on every
+    chunk but the last."""
+    deployment = fresh_deployments.start("http-logprobs", http=True)
+    body = {"prompt": "The license", "max_tokens": 24, "temperature": 1.0, "seed": 3, "logprobs": 1,
+            "ignore_eos": True}
+    status, out = post_completion(deployment.http_port, body)
+    assert status == 200, out
+    choice = out["choices"][0]
+    logprobs = choice["logprobs"]
+    assert len(logprobs["tokens"]) == 24
+    offset = 0
+    outside_top = 0
+    for token, logprob, top, text_offset in zip(logprobs["tokens"], logprobs["token_logprobs"],
+                                                logprobs["top_logprobs"], logprobs["text_offset"]):
+        assert logprob is not None and logprob < 0 or logprob == 0, logprob
+        assert top[token] == logprob, (token, top)
+        assert len(top) in (1, 2)
+        outside_top += len(top) == 2
+        assert text_offset == offset
+        offset += len(token)
+    assert outside_top > 0, "every sampled token was the most likely one: pick another seed"
+    # The stream carries the same figures, chunk by chunk.
+    status, text = post_completion(deployment.http_port, {**body, "stream": True,
+                                                          "stream_options": {"include_usage": True}})
+    assert status == 200
+    events = [json.loads(line[len("data: "):]) for line in text.splitlines()
+              if line.startswith("data: ") and line != "data: [DONE]"]
+    assert all(event["usage"] is None for event in events[:-1])
+    assert events[-1]["usage"]["completion_tokens"] == 24
+    streamed = [lp for event in events[:-1] for lp in event["choices"][0]["logprobs"]["token_logprobs"]]
+    assert streamed == logprobs["token_logprobs"]
+    offsets = [o for event in events[:-1] for o in event["choices"][0]["logprobs"]["text_offset"]]
+    assert offsets == logprobs["text_offset"]
+
+
 # --- SLO admission --------------------------------------------------------------------------------
 
 ADMISSION_PROMPT = random_ids(300, seed=300)  # long enough that its prefill takes well over 1 ms
