@@ -408,11 +408,10 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const C
     return Value::String(std::string(left, ' ') + s + std::string(margin - left, ' '));
   }
   if (name == "wordcount") {
-    std::string s = v.Str();
     int64_t words = 0;
     bool in_word = false;
-    for (unsigned char c : s) {
-      bool word_char = std::isalnum(c) || c == '_' || c >= 0x80;
+    for (char32_t c : DecodeUtf8(v.Str())) {
+      bool word_char = IsWordChar(c);
       if (word_char && !in_word) ++words;
       in_word = word_char;
     }

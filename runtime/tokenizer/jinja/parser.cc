@@ -117,7 +117,7 @@ class Parser {
       const Token& t = Cur();
       if (t.type == T::kEof) {
         if (ends.size() == 0) return std::string();
-        return Error(absl::StrCat("missing '{% ", ToAbsl(*ends.begin()), " %}'"));
+        return Error(absl::StrCat("missing '{% ", ToAbsl(*(ends.end() - 1)), " %}'"));
       }
       if (t.type == T::kText) {
         auto s = std::make_unique<Stmt>();

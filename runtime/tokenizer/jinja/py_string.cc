@@ -2,6 +2,9 @@
 
 #include <cctype>
 
+#include <unicode/uchar.h>
+#include <unicode/ustring.h>
+
 #include "runtime/tokenizer/utf8.h"
 
 namespace baton::runtime::jinja {
@@ -131,38 +134,74 @@ std::string PyReplace(std::string_view s, std::string_view old, std::string_view
   return out;
 }
 
-std::string PyUpper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+namespace {
+
+// Full Unicode case mapping through ICU's root locale, which is what CPython's str.upper/lower do
+// (no locale tailoring; 'ß'.upper() == 'SS').
+std::string MapCase(std::string_view s, bool upper) {
+  UErrorCode err = U_ZERO_ERROR;
+  std::u16string utf16(s.size() + 1, u'\0');
+  int32_t len16 = 0;
+  u_strFromUTF8WithSub(utf16.data(), static_cast<int32_t>(utf16.size()), &len16, s.data(),
+                       static_cast<int32_t>(s.size()), 0xFFFD, nullptr, &err);
+  if (U_FAILURE(err)) return std::string(s);
+  std::u16string mapped(static_cast<size_t>(len16) * 3 + 1, u'\0');
+  err = U_ZERO_ERROR;
+  int32_t mapped_len =
+      upper ? u_strToUpper(mapped.data(), static_cast<int32_t>(mapped.size()), utf16.data(), len16, "", &err)
+            : u_strToLower(mapped.data(), static_cast<int32_t>(mapped.size()), utf16.data(), len16, "", &err);
+  if (U_FAILURE(err)) return std::string(s);
+  std::string out(static_cast<size_t>(mapped_len) * 3 + 1, '\0');
+  int32_t out_len = 0;
+  err = U_ZERO_ERROR;
+  u_strToUTF8(out.data(), static_cast<int32_t>(out.size()), &out_len, mapped.data(), mapped_len, &err);
+  if (U_FAILURE(err)) return std::string(s);
+  out.resize(out_len);
   return out;
 }
 
-std::string PyLower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
+bool IsCased(char32_t c) { return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_CASED); }
+
+std::string MapOne(char32_t c, bool upper) {
+  std::u32string one(1, c);
+  return MapCase(EncodeUtf8(one), upper);
 }
+
+}  // namespace
+
+std::string PyUpper(std::string_view s) { return MapCase(s, true); }
+
+std::string PyLower(std::string_view s) { return MapCase(s, false); }
 
 std::string PyTitle(std::string_view s) {
-  std::string out(s);
+  // CPython: a cased character after a cased one is lowered, any other is title-cased.
+  std::string out;
   bool previous_cased = false;
-  for (char& c : out) {
-    unsigned char u = static_cast<unsigned char>(c);
-    bool is_alpha = std::isalpha(u) != 0;
-    if (is_alpha) {
-      c = static_cast<char>(previous_cased ? std::tolower(u) : std::toupper(u));
+  for (char32_t c : DecodeUtf8(s)) {
+    bool cased = IsCased(c);
+    if (cased) {
+      if (previous_cased) {
+        out += MapOne(c, false);
+      } else {
+        std::u32string t(1, static_cast<char32_t>(u_totitle(static_cast<UChar32>(c))));
+        out += EncodeUtf8(t);
+      }
+    } else {
+      out += EncodeUtf8(std::u32string(1, c));
     }
-    // Non-ASCII bytes count as uncased here; CPython would look at the letter.
-    previous_cased = is_alpha;
+    previous_cased = cased;
   }
   return out;
 }
 
 std::string PyCapitalize(std::string_view s) {
-  std::string out = PyLower(s);
-  if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
-  return out;
+  std::u32string cps = DecodeUtf8(s);
+  if (cps.empty()) return "";
+  std::u32string first(1, static_cast<char32_t>(u_totitle(static_cast<UChar32>(cps[0]))));
+  return EncodeUtf8(first) + PyLower(EncodeUtf8(std::u32string_view(cps).substr(1)));
 }
+
+bool IsWordChar(char32_t c) { return c == '_' || u_isalnum(static_cast<UChar32>(c)); }
 
 size_t PyLength(std::string_view s) {
   size_t n = 0;

@@ -1,6 +1,7 @@
 // Python str semantics over UTF-8: indexing and slicing count code points, whitespace is Python's
 // str.isspace() set, and strip/split/title/capitalize behave as CPython's. Case mapping is ASCII
-// only (non-ASCII letters keep their case), a known difference from Python.
+// through ICU's
+// root locale, as CPython's.
 #pragma once
 
 #include <cstdint>
@@ -33,5 +34,7 @@ std::string PyLower(std::string_view s);
 std::string PyTitle(std::string_view s);       // str.title()
 std::string PyCapitalize(std::string_view s);  // str.capitalize()
 size_t PyLength(std::string_view s);           // code points
+// Whether `c` matches Python's re `\w` (letters, digits, underscore).
+bool IsWordChar(char32_t c);
 
 }  // namespace baton::runtime::jinja
