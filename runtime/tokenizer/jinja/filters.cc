@@ -261,12 +261,11 @@ absl::StatusOr<Value> Join(const Value& input, const CallArgs& args, const SizeL
 }
 
 absl::StatusOr<Value> Sort(const Value& input, const CallArgs& args, bool unique) {
-  ASSIGN_OR_RETURN(Args a, BindArgs(unique ? "unique" : "sort", args,
-                                    unique ? std::vector<Param>{{"case_sensitive", Value::Bool(false)},
-                                                                {"attribute", Value::None()}}
-                                           : std::vector<Param>{{"reverse", Value::Bool(false)},
-                                                                {"case_sensitive", Value::Bool(false)},
-                                                                {"attribute", Value::None()}}));
+  std::vector<Param> params;
+  if (!unique) params.push_back({"reverse", Value::Bool(false)});
+  params.push_back({"case_sensitive", Value::Bool(false)});
+  params.push_back({"attribute", Value::None()});
+  ASSIGN_OR_RETURN(Args a, BindArgs(unique ? "unique" : "sort", args, params));
   bool reverse = unique ? false : a[0].Truthy();
   bool case_sensitive = a[unique ? 0 : 1].Truthy();
   const Value& attribute = a[unique ? 1 : 2];

@@ -60,8 +60,8 @@ absl::StatusOr<Value> Convert(const Json& json, int depth) {
 void AppendEscaped(std::string_view s, bool ensure_ascii, std::string* out) {
   out->push_back('"');
   auto hex4 = [out](uint32_t code) {
-    char buf[8];
-    std::snprintf(buf, sizeof(buf), "\\u%04x", code);
+    char buf[16];
+    std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(code & 0xFFFF));
     out->append(buf);
   };
   size_t i = 0;

@@ -156,16 +156,23 @@ std::string FormatPythonFloat(double f) {
   std::string out = negative ? "-" : "";
   if (exponent >= -4 && exponent < 16) {
     if (exponent < 0) {
-      out += "0." + std::string(-exponent - 1, '0') + digits;
+      out.append("0.");
+      out.append(static_cast<size_t>(-exponent - 1), '0');
+      out.append(digits);
     } else if (static_cast<int>(digits.size()) <= exponent + 1) {
       out += digits + std::string(exponent + 1 - digits.size(), '0') + ".0";
     } else {
-      out += digits.substr(0, exponent + 1) + "." + digits.substr(exponent + 1);
+      out.append(digits, 0, exponent + 1);
+      out.push_back('.');
+      out.append(digits, exponent + 1, std::string::npos);
     }
     return out;
   }
   out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
+  if (digits.size() > 1) {
+    out.push_back('.');
+    out.append(digits, 1, std::string::npos);
+  }
   char exp_buf[16];
   std::snprintf(exp_buf, sizeof(exp_buf), "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
   return out + exp_buf;
