@@ -62,6 +62,27 @@ absl::Status SortValues(std::vector<std::pair<Value, Value>>* keyed, bool revers
   return error;
 }
 
+// jinja2's title filter, which is not str.title(): it splits on runs of whitespace and "-({[<",
+// then upper-cases the first character of every piece and lower-cases the rest ('{"temp"' stays).
+std::string JinjaTitle(std::string_view s) {
+  std::u32string cps = DecodeUtf8(s);
+  auto is_separator = [](char32_t c) {
+    return IsPyWhitespace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+  };
+  std::string out;
+  size_t i = 0;
+  while (i < cps.size()) {
+    size_t j = i + 1;
+    bool separator = is_separator(cps[i]);
+    while (j < cps.size() && is_separator(cps[j]) == separator) ++j;
+    std::u32string_view piece = std::u32string_view(cps).substr(i, j - i);
+    out += PyUpper(EncodeUtf8(piece.substr(0, 1)));
+    out += PyLower(EncodeUtf8(piece.substr(1)));
+    i = j;
+  }
+  return out;
+}
+
 std::string HtmlEscape(std::string_view s) {
   std::string out;
   for (char c : s) {
@@ -380,7 +401,7 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const C
     if (name == "upper") return Value::String(PyUpper(s));
     if (name == "lower") return Value::String(PyLower(s));
     if (name == "capitalize") return Value::String(PyCapitalize(s));
-    return Value::String(PyTitle(s));
+    return Value::String(JinjaTitle(s));
   }
   if (name == "replace") {
     ASSIGN_OR_RETURN(Args a, bind({{"old", std::nullopt}, {"new", std::nullopt},

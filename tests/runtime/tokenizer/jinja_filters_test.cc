@@ -27,6 +27,8 @@ TEST(JinjaFiltersTest, Strings) {
   EXPECT_EQ(Apply("trim", Value::String(" \n x \t")), "x");
   EXPECT_EQ(Apply("upper", Value::String("straße")), "STRASSE");
   EXPECT_EQ(Apply("title", Value::String("hello wORLD ça")), "Hello World Ça");
+  // jinja2's title splits on whitespace and "-({[<" only, unlike str.title().
+  EXPECT_EQ(Apply("title", Value::String("{\"temp\": x-ray")), "{\"temp\": X-Ray");
   EXPECT_EQ(Apply("capitalize", Value::String("hELLO")), "Hello");
   EXPECT_EQ(Apply("replace", Value::String("a-b-c"), Pos({Value::String("-"), Value::String("+")})),
             "a+b+c");
