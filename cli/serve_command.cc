@@ -55,8 +55,9 @@ constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 constexpr absl::Duration kHealthRpcDeadline = absl::Seconds(1);
 constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
-// How often the launcher asks the scheduler which workers it cut off (to kill and restart them).
-constexpr absl::Duration kCutOffPollInterval = absl::Seconds(1);
+// How often the launcher asks the scheduler's registry which workers serve (a death after that
+// restarts at once) and which it cut off (to kill and restart them).
+constexpr absl::Duration kRegistryPollInterval = absl::Seconds(1);
 constexpr char kSchedulerName[] = "scheduler";
 
 struct ServeOptions {
@@ -262,23 +263,24 @@ class SchedulerProbe {
     (void)stub_->ReportExit(&context, request, &response);
   }
 
-  // The workers the scheduler cut off; none when it does not answer within the deadline (the next
-  // poll asks again).
-  std::vector<CutOffWorker> CutOffWorkers() {
+  // Every worker the scheduler knows, alive or cut off; none when it does not answer within the
+  // deadline (the next poll asks again).
+  std::vector<RegisteredWorker> RegisteredWorkers() {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + kHealthRpcDeadline));
     rpc::AttachDeploymentSecret(context, secret_);
     v1::ListWorkersResponse response;
-    std::vector<CutOffWorker> cut_off;
-    if (!stub_->ListWorkers(&context, v1::ListWorkersRequest(), &response).ok()) return cut_off;
+    std::vector<RegisteredWorker> workers;
+    if (!stub_->ListWorkers(&context, v1::ListWorkersRequest(), &response).ok()) return workers;
     for (const v1::ListWorkersResponse::Worker& worker : response.workers()) {
       const std::optional<runtime::WorkerRole> role = rpc::FromProto(worker.role());
-      if (worker.alive() || !role) continue;
-      cut_off.push_back({.name = runtime::WorkerName(*role, worker.instance_idx()),
+      if (!role) continue;
+      workers.push_back({.name = runtime::WorkerName(*role, worker.instance_idx()),
                          .pid = worker.pid(),
+                         .alive = worker.alive(),
                          .why = worker.death()});
     }
-    return cut_off;
+    return workers;
   }
 
  private:
@@ -458,9 +460,9 @@ int RunServe(const ServeOptions& opts) {
   std::fflush(stdout);
 
   // Restarting a worker includes one the scheduler cut off but whose process lives on (frozen,
-  // hung): killed, its exit restarts it.
+  // hung): killed, its exit restarts it. One that registered and serves is not crash-looping.
   auto probe = std::make_unique<SchedulerProbe>(HealthTarget(config), secret->value());
-  absl::Time next_cut_off_poll = absl::Now() + kCutOffPollInterval;
+  absl::Time next_registry_poll = absl::Now() + kRegistryPollInterval;
   while (true) {
     if (const int signal = runtime::WaitForSignal(stop_signals, kPollInterval); signal > 0) {
       std::fprintf(stderr, "baton: %s received; draining, then stopping\n",
@@ -469,9 +471,9 @@ int RunServe(const ServeOptions& opts) {
       DrainThenStop(**supervisor, scheduler_pid, absl::Seconds(opts.drain_timeout_s), grace);
       return 0;
     }
-    if (!opts.no_worker_restart && absl::Now() >= next_cut_off_poll) {
-      restarter.KillCutOff(probe->CutOffWorkers());
-      next_cut_off_poll = absl::Now() + kCutOffPollInterval;
+    if (!opts.no_worker_restart && absl::Now() >= next_registry_poll) {
+      restarter.OnRegistry(probe->RegisteredWorkers());
+      next_registry_poll = absl::Now() + kRegistryPollInterval;
     }
     while (std::optional<ChildExit> exit = (*supervisor)->WaitForExit(absl::ZeroDuration())) {
       std::fprintf(stderr, "baton: %s\n", exit->Describe().c_str());

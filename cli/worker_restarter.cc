@@ -48,10 +48,14 @@ void WorkerRestarter::RestartDue(absl::Time now) {
   }
 }
 
-void WorkerRestarter::KillCutOff(const std::vector<CutOffWorker>& cut_off) {
-  for (const CutOffWorker& entry : cut_off) {
+void WorkerRestarter::OnRegistry(const std::vector<RegisteredWorker>& registry) {
+  for (const RegisteredWorker& entry : registry) {
     auto it = workers_.find(entry.name);
     if (it == workers_.end() || it->second.pid != entry.pid || it->second.pid == 0 || it->second.killed) {
+      continue;
+    }
+    if (entry.alive) {
+      schedule_.Ready(entry.name);
       continue;
     }
     std::fprintf(stderr, "baton: the scheduler cut off %s (pid %d: %s); killing it to restart it\n",

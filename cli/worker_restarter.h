@@ -21,11 +21,12 @@
 
 namespace baton::cli {
 
-// A worker the scheduler cut off (ListWorkers): it stopped answering.
-struct CutOffWorker {
+// A worker as the scheduler's registry sees it (ListWorkers).
+struct RegisteredWorker {
   std::string name;  // "decode worker 0"
-  pid_t pid = 0;     // of the incarnation it cut off
-  std::string why;   // "no heartbeat for 1.2s"
+  pid_t pid = 0;     // of the incarnation the registry knows
+  bool alive = false;
+  std::string why;   // when cut off: "no heartbeat for 1.2s"
 };
 
 class WorkerRestarter {
@@ -38,15 +39,17 @@ class WorkerRestarter {
   bool OnExit(const runtime::ChildExit& exit, absl::Time now);
   // Starts every worker whose restart is due at `now`; one that cannot start is scheduled again.
   void RestartDue(absl::Time now);
-  // Kills (SIGKILL) each cut-off worker whose process still runs, once, so that its exit restarts
-  // it. An entry naming another pid is about an incarnation already gone.
-  void KillCutOff(const std::vector<CutOffWorker>& cut_off);
+  // What the registry says of each worker: one it counts alive (registered, heartbeating) is ready,
+  // so its next death restarts it after the initial wait (RestartSchedule::Ready); one it cut off
+  // whose process still runs is killed (SIGKILL), once, so that its exit restarts it. An entry
+  // naming another pid is about an incarnation already gone.
+  void OnRegistry(const std::vector<RegisteredWorker>& registry);
 
  private:
   struct Worker {
     runtime::ChildSpec spec;
     pid_t pid = 0;  // 0 while down
-    bool killed = false;  // by KillCutOff, its exit not yet seen
+    bool killed = false;  // by OnRegistry, its exit not yet seen
   };
   void ScheduleRestart(Worker& worker, absl::Time now);
 

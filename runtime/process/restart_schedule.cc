@@ -8,12 +8,19 @@ void RestartSchedule::Started(const std::string& name, absl::Time at) {
   Child& child = children_[name];
   child.started = at;
   child.due = absl::InfiniteFuture();
+  child.ready = false;
+}
+
+void RestartSchedule::Ready(const std::string& name) {
+  auto it = children_.find(name);
+  if (it != children_.end() && it->second.due == absl::InfiniteFuture()) it->second.ready = true;
 }
 
 absl::Time RestartSchedule::Died(const std::string& name, absl::Time at) {
   Child& child = children_[name];
   if (child.started == absl::InfinitePast()) child.started = at;
-  const bool crash_loop = child.wait > absl::ZeroDuration() && at - child.started < options_.stable;
+  const bool crash_loop =
+      child.wait > absl::ZeroDuration() && !child.ready && at - child.started < options_.stable;
   child.wait = crash_loop ? std::min(2 * child.wait, options_.max) : options_.initial;
   child.due = at + child.wait;
   ++child.num_deaths;

@@ -60,6 +60,30 @@ TEST(RestartScheduleTest, AChildThatRanStableStartsOverAtTheInitialWait) {
   EXPECT_EQ(schedule.Died("w", due + absl::Seconds(60)), due + absl::Seconds(61));
 }
 
+TEST(RestartScheduleTest, AChildKilledAfterItBecameReadyIsNotACrashLoop) {
+  RestartSchedule schedule = Schedule();
+  absl::Time now = kT0;
+  schedule.Started("w", now);
+  for (int i = 0; i < 4; ++i) {
+    schedule.Ready("w");  // registered and served, then killed from outside 20 s in
+    now += absl::Seconds(20);
+    const absl::Time due = schedule.Died("w", now);
+    EXPECT_EQ(due - now, absl::Seconds(1)) << "death " << i;
+    now = due;
+    ASSERT_THAT(schedule.TakeDue(now), ElementsAre("w"));
+    schedule.Started("w", now);
+  }
+  // A run that never got ready is a crash loop again (the last wait, 1 s, doubles); readiness is
+  // per run.
+  const absl::Time due = schedule.Died("w", now + absl::Seconds(2));
+  EXPECT_EQ(due - (now + absl::Seconds(2)), absl::Seconds(2));
+  // Ready while it is down (its restart pending) is about no run: the next run starts unready.
+  schedule.Ready("w");
+  ASSERT_THAT(schedule.TakeDue(due), ElementsAre("w"));
+  schedule.Started("w", due);
+  EXPECT_EQ(schedule.Died("w", due + absl::Seconds(2)) - (due + absl::Seconds(2)), absl::Seconds(4));
+}
+
 TEST(RestartScheduleTest, ChildrenAreScheduledIndependently) {
   RestartSchedule schedule = Schedule();
   schedule.Started("a", kT0);
