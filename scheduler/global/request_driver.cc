@@ -44,9 +44,8 @@ absl::StatusOr<PreparedRequest> RequestDriver::Prepare(GenerateRequest request) 
   }
   if (absl::Status valid = ValidateRequest(request); !valid.ok()) return valid;
   if (!request.model.empty() && request.model != model_->name) {
-    return absl::InvalidArgumentError(absl::StrCat("model '", request.model,
-                                                   "' is not served here (serving '", model_->name,
-                                                   "')"));
+    // vLLM's words and code (404 over HTTP), so that clients written against it recognise them.
+    return absl::NotFoundError(absl::StrCat("The model `", request.model, "` does not exist."));
   }
   std::vector<int32_t> prompt = request.prompt_ids
                                     ? *request.prompt_ids

@@ -128,7 +128,8 @@ absl::StatusOr<GenerateRequest> CompletionToRequest(const json& body, Completion
   if (top_k < 0) top_k = 0;  // vLLM's -1 means off
   runtime::GenerationParams& params = request.params;
   params.max_tokens = max_tokens;
-  request.max_tokens_given = true;
+  // Absent: OpenAI's 16. An explicit null: up to the context length, as vLLM reads it.
+  request.max_tokens_given = !(body.contains("max_tokens") && body["max_tokens"].is_null());
   // top_p 0 is "unset" in the gRPC API; it has meant 1 here too since this front end went through it.
   params.sampling = kernels::SamplingOptions{
       .temperature = temperature, .top_k = top_k, .top_p = top_p == 0 ? 1.0f : top_p};

@@ -1,7 +1,8 @@
 // OpenAI /v1/completions JSON <-> the scheduler's native types, in one place (no proto in between):
 // the body becomes a GenerateRequest once, each GenerateChunk's fields become JSON, a status becomes
-// an HTTP code. OpenAI's defaults apply (max_tokens 16, temperature 1); what JSON alone can get
-// wrong (types, unsupported options) is InvalidArgument here, values are checked by ValidateRequest.
+// an HTTP code. OpenAI's defaults apply (max_tokens 16, or the rest of the context when it is null;
+// temperature 1); what JSON alone can get wrong (types, unsupported options) is InvalidArgument
+// here, values are checked by ValidateRequest.
 #pragma once
 
 #include "absl/status/status.h"

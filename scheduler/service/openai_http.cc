@@ -131,6 +131,17 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
                     {"max_model_len", model.max_model_len}}}}};
     res.set_content(data.dump(), "application/json");
   });
+  http.Get(R"(/v1/models/(.+))", [driver](const httplib::Request& req, httplib::Response& res) {
+    const ServedModel& model = driver->model();
+    const std::string id = req.matches[1];
+    if (id != model.name) {
+      return SendError(res, absl::NotFoundError(absl::StrCat("The model `", id, "` does not exist.")));
+    }
+    res.set_content(json{{"id", model.name}, {"object", "model"}, {"created", UnixSeconds()},
+                         {"owned_by", "baton"}, {"max_model_len", model.max_model_len}}
+                        .dump(-1, ' ', false, json::error_handler_t::replace),
+                    "application/json");
+  });
   http.Post("/v1/completions", [driver, stubs](const httplib::Request& req, httplib::Response& res) {
     const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded()) return SendError(res, absl::InvalidArgumentError("the body is not valid JSON"));

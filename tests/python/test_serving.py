@@ -306,7 +306,6 @@ class TestOnePrefillOneDecode:
         pytest.param({"prompt": "hi", "top_k": -1}, id="top-k-negative"),
         pytest.param({"prompt": "hi", "logprobs": 21}, id="logprobs-21"),
         pytest.param({"prompt": "hi", "logprobs": -1}, id="logprobs-negative"),
-        pytest.param({"prompt": "hi", "model": "no-such-model"}, id="unknown-model"),
         pytest.param({"token_ids": [2, 32000]}, id="token-id-past-vocab"),
         pytest.param({"token_ids": [2, -1]}, id="token-id-negative"),
         pytest.param({"prompt": "hi", "stop": [""]}, id="empty-stop-string"),
@@ -320,6 +319,13 @@ class TestOnePrefillOneDecode:
             # The server still serves.
             result = client.complete(prompt="hello", max_tokens=3)
             assert result.finish_reason in ("length", "stop") and result.num_generated_tokens >= 1
+
+    def test_an_unknown_model_is_not_found_in_vllms_words(self, deployment):
+        with deployment.client(timeout=30) as client:
+            with pytest.raises(baton.BatonError) as caught:
+                client.complete(prompt="hi", model="no-such-model")
+            assert caught.value.code == grpc.StatusCode.NOT_FOUND, caught.value
+            assert caught.value.details == "The model `no-such-model` does not exist."
 
     def test_served_model_name_and_top_p_zero_are_accepted(self, deployment):
         with deployment.client() as client:
@@ -840,6 +846,31 @@ def test_http_logprobs_always_hold_the_sampled_token_and_offsets(fresh_deploymen
     assert streamed == logprobs["token_logprobs"]
     offsets = [o for event in events[:-1] for o in event["choices"][0]["logprobs"]["text_offset"]]
     assert offsets == logprobs["text_offset"]
+
+
+@pytest.mark.engine
+def test_http_models_retrieve_unknown_model_and_max_tokens_null(fresh_deployments):
+    deployment = fresh_deployments.start("http-models", http=True)
+    base = f"http://127.0.0.1:{deployment.http_port}"
+    with deployment.client() as client:
+        name = client.model_info().model
+    with urllib.request.urlopen(f"{base}/v1/models/{name}", timeout=10) as response:
+        model = json.loads(response.read())
+    assert model["id"] == name and model["object"] == "model" and model["max_model_len"] == 2048
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(f"{base}/v1/models/nope", timeout=10)
+    assert caught.value.code == 404
+    assert json.loads(caught.value.read())["error"]["message"] == "The model `nope` does not exist."
+    status, body = post_completion(deployment.http_port, {"prompt": "hi", "model": "nope"})
+    assert status == 404 and body["error"]["message"] == "The model `nope` does not exist.", body
+    # max_tokens absent: OpenAI's 16; null: up to the context length, as vLLM reads it.
+    status, body = post_completion(deployment.http_port, {"prompt": [5, 6, 7], "ignore_eos": True})
+    assert status == 200 and body["usage"]["completion_tokens"] == 16, body
+    status, body = post_completion(deployment.http_port, {"prompt": [5, 6, 7], "ignore_eos": True,
+                                                          "max_tokens": None, "temperature": 0},
+                                   timeout=120)
+    assert status == 200, body
+    assert body["usage"]["completion_tokens"] == 2048 - 3 and body["choices"][0]["finish_reason"] == "length"
 
 
 # --- SLO admission --------------------------------------------------------------------------------
