@@ -23,6 +23,9 @@ struct GenerateRequest {
   // A front end maps its wire defaults here (top_p unset -> 1).
   runtime::GenerationParams params;
   bool max_tokens_given = false;  // false: generate up to the context length
+  // Whether tokenizing prompt_text adds the tokenizer's special tokens (BOS); false for a chat
+  // template's rendering, which writes them itself.
+  bool add_special_tokens = true;
   bool seed_given = false;        // false: the scheduler seeds from the arrival time
   std::vector<std::string> stop_strings;
 };

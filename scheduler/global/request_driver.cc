@@ -49,7 +49,7 @@ absl::StatusOr<PreparedRequest> RequestDriver::Prepare(GenerateRequest request) 
   }
   std::vector<int32_t> prompt = request.prompt_ids
                                     ? *request.prompt_ids
-                                    : model_->tokenizer->Encode(*request.prompt_text, true);
+                                    : model_->tokenizer->Encode(*request.prompt_text, request.add_special_tokens);
   const int vocab_size = model_->config.vocab_size;
   for (int32_t id : prompt) {
     if (id < 0 || id >= vocab_size) {

@@ -6,7 +6,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "runtime/model/model_config.h"
+#include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace baton::scheduler {
@@ -17,6 +19,10 @@ struct ServedModel {
   int max_model_len = 0;  // tokens, prompt + generated
   std::string dtype;      // the workers' weight dtype, for GetModelInfo
   std::unique_ptr<runtime::Tokenizer> tokenizer;
+  // tokenizer_config.json's chat template, for /v1/chat/completions; or why there is none (the
+  // file has no chat_template, or the template does not parse), which a chat request is told.
+  absl::StatusOr<runtime::ChatTemplate> chat_template =
+      absl::NotFoundError("the served model has no chat template");
 };
 
 }  // namespace baton::scheduler

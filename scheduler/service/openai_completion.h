@@ -5,6 +5,8 @@
 // here, values are checked by ValidateRequest.
 #pragma once
 
+#include <optional>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
@@ -23,6 +25,12 @@ struct CompletionStreaming {
 
 absl::StatusOr<GenerateRequest> CompletionToRequest(const nlohmann::json& body,
                                                     CompletionStreaming* streaming);
+
+// The fields /v1/completions and /v1/chat/completions share: n (1 only), max_tokens (or
+// max_completion_tokens; absent: `default_max_tokens`, nullopt or an explicit null: up to the
+// context length), temperature, top_p, top_k, seed, stop, ignore_eos, stream, stream_options.
+absl::Status ReadSamplingFields(const nlohmann::json& body, std::optional<int> default_max_tokens,
+                                GenerateRequest* request, CompletionStreaming* streaming);
 
 // "length", "stop", "abort"; nullptr for kNone (JSON null: not finished).
 const char* FinishReasonName(runtime::FinishReason reason);

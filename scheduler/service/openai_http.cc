@@ -13,6 +13,7 @@
 #include "scheduler/service/api_key.h"
 #include "scheduler/service/http_peer.h"
 #include "scheduler/service/http_task_queue.h"
+#include "scheduler/service/openai_chat.h"
 #include "scheduler/service/openai_completion.h"
 
 namespace baton::scheduler {
@@ -51,6 +52,164 @@ std::string DefaultErrorMessage(int http, const httplib::Request& req, uint64_t 
 }
 
 int64_t UnixSeconds() { return absl::ToUnixSeconds(absl::Now()); }
+
+// What a generation's answer looks like on one endpoint: the choice of each streamed event, and the
+// choice of the whole answer once every chunk went in. One per request; called on one thread.
+class AnswerChoices {
+ public:
+  virtual ~AnswerChoices() = default;
+  virtual json StreamChoice(const GenerateChunk& chunk) = 0;
+  virtual void Add(const GenerateChunk& chunk) = 0;
+  virtual json BodyChoice(runtime::FinishReason finish) = 0;
+};
+
+// /v1/completions: {"text", "logprobs", "finish_reason"}.
+class CompletionAnswer : public AnswerChoices {
+ public:
+  CompletionAnswer(const runtime::Tokenizer& tokenizer, bool want_logprobs)
+      : logprobs_of_(tokenizer), want_logprobs_(want_logprobs) {}
+  json StreamChoice(const GenerateChunk& chunk) override {
+    return Choice(chunk.text, want_logprobs_ ? logprobs_of_.Next(chunk) : json(nullptr), chunk.finish_reason);
+  }
+  void Add(const GenerateChunk& chunk) override {
+    text_ += chunk.text;
+    if (!want_logprobs_) return;
+    json part = logprobs_of_.Next(chunk);
+    for (auto& [key, values] : part.items()) {
+      for (json& v : values) logprobs_[key].push_back(std::move(v));
+    }
+  }
+  json BodyChoice(runtime::FinishReason finish) override {
+    if (want_logprobs_) {
+      for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+        if (!logprobs_.contains(key)) logprobs_[key] = json::array();
+      }
+    }
+    return Choice(text_, want_logprobs_ ? logprobs_ : json(nullptr), finish);
+  }
+
+ private:
+  static json Choice(const std::string& text, json logprobs, runtime::FinishReason finish) {
+    const char* reason = FinishReasonName(finish);
+    return {{"index", 0}, {"text", text}, {"logprobs", std::move(logprobs)},
+            {"finish_reason", reason ? json(reason) : json(nullptr)}};
+  }
+  CompletionLogprobs logprobs_of_;
+  const bool want_logprobs_;
+  std::string text_;
+  json logprobs_ = json::object();
+};
+
+// /v1/chat/completions: an assistant message, streamed as deltas (the first names the role).
+class ChatAnswer : public AnswerChoices {
+ public:
+  json StreamChoice(const GenerateChunk& chunk) override {
+    json delta = {{"content", chunk.text}};
+    if (first_) delta["role"] = "assistant";
+    first_ = false;
+    const char* reason = FinishReasonName(chunk.finish_reason);
+    return {{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr},
+            {"finish_reason", reason ? json(reason) : json(nullptr)}};
+  }
+  void Add(const GenerateChunk& chunk) override { text_ += chunk.text; }
+  json BodyChoice(runtime::FinishReason finish) override {
+    const char* reason = FinishReasonName(finish);
+    return {{"index", 0}, {"message", {{"role", "assistant"}, {"content", text_}}}, {"logprobs", nullptr},
+            {"finish_reason", reason ? json(reason) : json(nullptr)}};
+  }
+
+ private:
+  bool first_ = true;
+  std::string text_;
+};
+
+struct AnswerNames {
+  const char* id_prefix;     // "cmpl-", "chatcmpl-"
+  const char* object;        // of the one body
+  const char* chunk_object;  // of each streamed event
+};
+
+std::string Dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// Runs `prepared` and answers it: one JSON body, or Server-Sent Events ending with [DONE] (and a
+// usage event first with include_usage). A client that leaves cancels the request.
+void Answer(RequestDriver* driver, WorkerStubs* stubs, const httplib::Request& req, httplib::Response& res,
+            PreparedRequest prepared, CompletionStreaming streaming, AnswerNames names,
+            std::shared_ptr<AnswerChoices> choices) {
+  const std::string id = absl::StrCat(names.id_prefix, prepared.request.request_id);
+  const std::string model = driver->model().name;
+  const int64_t created = UnixSeconds();
+  const int num_prompt_tokens = static_cast<int>(prepared.prompt.size());
+  auto usage = [num_prompt_tokens](int num_generated) {
+    return json{{"prompt_tokens", num_prompt_tokens},
+                {"completion_tokens", num_generated},
+                {"total_tokens", num_prompt_tokens + num_generated}};
+  };
+  auto envelope = [=](const char* object, json choices_array) {
+    return json{{"id", id}, {"object", object}, {"created", created}, {"model", model},
+                {"choices", std::move(choices_array)}};
+  };
+  if (!streaming.stream) {
+    runtime::FinishReason finish = runtime::FinishReason::kNone;
+    int num_generated = 0;
+    // A client that leaves cancels the request at its next chunk (or phase), as a streaming one
+    // does when a write fails.
+    const HttpPeer peer = HttpPeer::Find(req.remote_addr, req.remote_port, req.local_port);
+    GrpcWorkerClient workers(stubs);
+    const absl::Status status = driver->Execute(
+        std::move(prepared), RequestIo{.workers = &workers,
+                                       .write = [&](const GenerateChunk& chunk) {
+                                         num_generated += static_cast<int>(chunk.token_ids.size());
+                                         choices->Add(chunk);
+                                         finish = chunk.finish_reason;
+                                         return !peer.Gone();
+                                       },
+                                       .is_cancelled = [&peer] { return peer.Gone(); }});
+    if (!status.ok()) return SendError(res, status);
+    json out = envelope(names.object, json::array({choices->BodyChoice(finish)}));
+    out["usage"] = usage(num_generated);
+    res.set_content(Dump(out), "application/json");
+    return;
+  }
+  auto shared = std::make_shared<PreparedRequest>(std::move(prepared));
+  const bool include_usage = streaming.include_usage;
+  res.set_chunked_content_provider(
+      "text/event-stream", [=](size_t, httplib::DataSink& sink) {
+        bool client_gone = false;
+        int num_generated = 0;
+        auto send = [&](const json& event) {
+          const std::string line = absl::StrCat("data: ", Dump(event), "\n\n");
+          if (!client_gone && !sink.write(line.data(), line.size())) client_gone = true;
+          return !client_gone;
+        };
+        GrpcWorkerClient workers(stubs);
+        const absl::Status status = driver->Execute(
+            std::move(*shared),
+            RequestIo{.workers = &workers,
+                      .write = [&](const GenerateChunk& chunk) {
+                        num_generated += static_cast<int>(chunk.token_ids.size());
+                        json event = envelope(names.chunk_object, json::array({choices->StreamChoice(chunk)}));
+                        // OpenAI: with include_usage, every chunk but the last carries "usage": null.
+                        if (include_usage) event["usage"] = nullptr;
+                        return send(event);
+                      },
+                      .is_cancelled = [&] { return client_gone; }});
+        if (!status.ok() && !client_gone) {
+          send(json{{"error", {{"message", std::string(status.message())}, {"code", HttpStatusOf(status.code())}}}});
+        }
+        if (include_usage && !client_gone) {
+          json event = envelope(names.chunk_object, json::array());
+          event["usage"] = usage(num_generated);
+          send(event);
+        }
+        if (!client_gone) {
+          static constexpr char kDone[] = "data: [DONE]\n\n";
+          sink.write(kDone, sizeof(kDone) - 1);
+        }
+        sink.done();
+        return true;
+      });
+}
 
 }  // namespace
 
@@ -150,103 +309,25 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     if (!request.ok()) return SendError(res, request.status());
     absl::StatusOr<PreparedRequest> prepared = driver->Prepare(*std::move(request));
     if (!prepared.ok()) return SendError(res, prepared.status());
-    const std::string id = absl::StrCat("cmpl-", prepared->request.request_id);
-    const std::string model = driver->model().name;
-    const int64_t created = UnixSeconds();
-    const int num_prompt_tokens = static_cast<int>(prepared->prompt.size());
     const bool want_logprobs = prepared->request.params.num_logprobs > 0;
-    auto chunk_json = [=](const GenerateChunk& chunk, json logprobs) {
-      const char* finish = FinishReasonName(chunk.finish_reason);
-      return json{{"id", id},
-                  {"object", "text_completion"},
-                  {"created", created},
-                  {"model", model},
-                  {"choices",
-                   {{{"index", 0},
-                     {"text", chunk.text},
-                     {"logprobs", std::move(logprobs)},
-                     {"finish_reason", finish ? json(finish) : json(nullptr)}}}}};
-    };
-    if (!streaming.stream) {
-      std::string text;
-      GenerateChunk last;
-      int num_generated = 0;
-      json logprobs = {{"tokens", json::array()}, {"token_logprobs", json::array()},
-                       {"top_logprobs", json::array()}, {"text_offset", json::array()}};
-      CompletionLogprobs logprobs_of(*driver->model().tokenizer);
-      // A client that leaves cancels the request at its next chunk (or phase), as a streaming one
-      // does when a write fails.
-      const HttpPeer peer = HttpPeer::Find(req.remote_addr, req.remote_port, req.local_port);
-      GrpcWorkerClient workers(stubs);
-      const absl::Status status = driver->Execute(
-          *std::move(prepared),
-          RequestIo{.workers = &workers,
-                    .write = [&](const GenerateChunk& chunk) {
-                      text += chunk.text;
-                      num_generated += static_cast<int>(chunk.token_ids.size());
-                      if (want_logprobs) {
-                        json part = logprobs_of.Next(chunk);
-                        for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
-                          for (auto& v : part[key]) logprobs[key].push_back(v);
-                        }
-                      }
-                      last = chunk;
-                      return !peer.Gone();
-                    },
-                    .is_cancelled = [&peer] { return peer.Gone(); }});
-      if (!status.ok()) return SendError(res, status);
-      last.text = text;
-      json out = chunk_json(last, want_logprobs ? logprobs : json(nullptr));
-      out["usage"] = {{"prompt_tokens", num_prompt_tokens},
-                      {"completion_tokens", num_generated},
-                      {"total_tokens", num_prompt_tokens + num_generated}};
-      res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-      return;
-    }
-
-    const bool include_usage = streaming.include_usage;
-    auto shared = std::make_shared<PreparedRequest>(*std::move(prepared));
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [=](size_t, httplib::DataSink& sink) {
-          bool client_gone = false;
-          int num_generated = 0;
-          CompletionLogprobs logprobs_of(*driver->model().tokenizer);
-          auto send = [&](const json& event) {
-            const std::string line =
-                absl::StrCat("data: ", event.dump(-1, ' ', false, json::error_handler_t::replace), "\n\n");
-            if (!client_gone && !sink.write(line.data(), line.size())) client_gone = true;
-            return !client_gone;
-          };
-          GrpcWorkerClient workers(stubs);
-          const absl::Status status = driver->Execute(
-              std::move(*shared),
-              RequestIo{.workers = &workers,
-                        .write = [&](const GenerateChunk& chunk) {
-                          num_generated += static_cast<int>(chunk.token_ids.size());
-                          json event = chunk_json(chunk, want_logprobs ? logprobs_of.Next(chunk) : json(nullptr));
-                          // OpenAI: with include_usage, every chunk but the last carries "usage": null.
-                          if (include_usage) event["usage"] = nullptr;
-                          return send(event);
-                        },
-                        .is_cancelled = [&] { return client_gone; }});
-          if (!status.ok() && !client_gone) {
-            send(json{{"error", {{"message", std::string(status.message())}, {"code", HttpStatusOf(status.code())}}}});
-          }
-          if (include_usage && !client_gone) {
-            send(json{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
-                      {"choices", json::array()},
-                      {"usage", {{"prompt_tokens", num_prompt_tokens},
-                                 {"completion_tokens", num_generated},
-                                 {"total_tokens", num_prompt_tokens + num_generated}}}});
-          }
-          if (!client_gone) {
-            static constexpr char kDone[] = "data: [DONE]\n\n";
-            sink.write(kDone, sizeof(kDone) - 1);
-          }
-          sink.done();
-          return true;
-        });
+    Answer(driver, stubs, req, res, *std::move(prepared), streaming,
+           {.id_prefix = "cmpl-", .object = "text_completion", .chunk_object = "text_completion"},
+           std::make_shared<CompletionAnswer>(*driver->model().tokenizer, want_logprobs));
+  });
+  http.Post("/v1/chat/completions", [driver, stubs](const httplib::Request& req, httplib::Response& res) {
+    const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded()) return SendError(res, absl::InvalidArgumentError("the body is not valid JSON"));
+    // Parsed again keeping key order: the chat template prints the client's tools as they came.
+    const nlohmann::ordered_json ordered_body = nlohmann::ordered_json::parse(req.body, nullptr, false);
+    CompletionStreaming streaming;
+    absl::StatusOr<GenerateRequest> request =
+        ChatToRequest(body, ordered_body, driver->model().chat_template, &streaming);
+    if (!request.ok()) return SendError(res, request.status());
+    absl::StatusOr<PreparedRequest> prepared = driver->Prepare(*std::move(request));
+    if (!prepared.ok()) return SendError(res, prepared.status());
+    Answer(driver, stubs, req, res, *std::move(prepared), streaming,
+           {.id_prefix = "chatcmpl-", .object = "chat.completion", .chunk_object = "chat.completion.chunk"},
+           std::make_shared<ChatAnswer>());
   });
 
   const std::string& host = options.host;

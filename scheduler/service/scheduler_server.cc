@@ -1,12 +1,15 @@
 #include "scheduler/service/scheduler_server.h"
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "kernels/common/status_macros.h"
+#include "nlohmann/json.hpp"
 #include "runtime/rpc/grpc_listener.h"
 #include "scheduler/global/request_driver.h"
 #include "scheduler/service/grpc_worker_client.h"
@@ -15,6 +18,23 @@
 #include "scheduler/service/registry_service.h"
 
 namespace baton::scheduler {
+namespace {
+
+// The model's chat template from its tokenizer_config.json; NotFound when it has none.
+absl::StatusOr<runtime::ChatTemplate> LoadChatTemplate(const std::filesystem::path& model_dir) {
+  const std::filesystem::path path = model_dir / "tokenizer_config.json";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError("the served model has no tokenizer_config.json, so no chat template");
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json config = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object() || !config.contains("chat_template") || config["chat_template"].is_null()) {
+    return absl::NotFoundError("the served model has no chat template (tokenizer_config.json)");
+  }
+  return runtime::ChatTemplate::FromTokenizerConfigJson(text.str(), path.string());
+}
+
+}  // namespace
 
 absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atomic<bool>* stop) {
   ServedModel model;
@@ -25,6 +45,11 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
                             ? std::min(options.max_model_len, model.config.max_position_embeddings)
                             : model.config.max_position_embeddings;
   model.dtype = std::string(DTypeName(options.weight_dtype));
+  model.chat_template = LoadChatTemplate(options.model_dir);
+  if (!model.chat_template.ok() && !absl::IsNotFound(model.chat_template.status())) {
+    std::fprintf(stderr, "baton scheduler: /v1/chat/completions is off: %s\n",
+                 std::string(model.chat_template.status().message()).c_str());
+  }
 
   WorkerRegistry registry(options.expected_workers, options.liveness_timeout);
   RequestDriver driver(&model, &registry,

@@ -1,0 +1,132 @@
+"""/v1/chat/completions on a live `baton serve`: the messages go through the checkpoint's own chat
+template (tokenizer_config.json `chat_template`) exactly as transformers renders it (jinja2, set up
+as test_chat_template_parity.py sets it up), are tokenized without adding special tokens, and the
+answer is what /v1/completions-style generation of those very tokens gives; streamed deltas add up
+to the same message. A model without a template, a template that raises, and bad messages are 400s
+with a JSON error."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("jinja2")
+import tokenizers  # noqa: E402
+
+from serving_fixtures import DeploymentFactory  # noqa: E402
+from test_chat_template_parity import _environment  # noqa: E402
+
+# A Llama-3-style template of our own; raise_exception guards the roles it knows.
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% if message['role'] not in ['system', 'user', 'assistant'] %}"
+    "{{ raise_exception('unknown role: ' ~ message['role']) }}{% endif %}"
+    "<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
+    "{{ message['content'] | trim }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}")
+
+MESSAGES = [{"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Name a colour."},
+            {"role": "assistant", "content": "Blue."},
+            {"role": "user", "content": "Another one, please."}]
+
+
+@pytest.fixture(scope="module")
+def chat_model(tiny_model, tmp_path_factory) -> Path:
+    """The tiny checkpoint with a chat template in its tokenizer_config.json."""
+    out = tmp_path_factory.mktemp("chat-model") / "tiny-chat"
+    out.mkdir()
+    for item in tiny_model.iterdir():
+        if item.name != "tokenizer_config.json":
+            os.symlink(item, out / item.name)
+    config = json.loads((tiny_model / "tokenizer_config.json").read_text())
+    config["chat_template"] = CHAT_TEMPLATE
+    (out / "tokenizer_config.json").write_text(json.dumps(config))
+    return out
+
+
+@pytest.fixture(scope="module")
+def chat_deployment(baton_binary, chat_model, tmp_path_factory):
+    factory = DeploymentFactory(baton_binary, chat_model, tmp_path_factory.mktemp("chat-serve"))
+    yield factory.start("chat", http=True)
+    problems = factory.stop_all()
+    assert not problems, "\n".join(problems)
+
+
+def post(port: int, path: str, body: dict) -> tuple[int, dict | str]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                     method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            status, text = response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        status, text = error.code, error.read().decode()
+    return status, (text if text.startswith("data:") else json.loads(text))
+
+
+def rendered_ids(chat_model: Path, messages: list[dict]) -> list[int]:
+    config = json.loads((chat_model / "tokenizer_config.json").read_text())
+    text = _environment().from_string(config["chat_template"]).render(
+        messages=messages, add_generation_prompt=True, bos_token=config["bos_token"],
+        eos_token=config["eos_token"], tools=None, documents=None)
+    tokenizer = tokenizers.Tokenizer.from_file(str(chat_model / "tokenizer.json"))
+    return tokenizer.encode(text, add_special_tokens=False).ids
+
+
+@pytest.mark.engine
+def test_chat_answers_what_the_rendered_prompt_generates(chat_deployment, chat_model):
+    ids = rendered_ids(chat_model, MESSAGES)
+    assert ids.count(0) == 1 and ids[0] == 0, "BOS once, from the template's bos_token"
+    request = {"messages": MESSAGES, "max_tokens": 12, "temperature": 0, "ignore_eos": True}
+    status, body = post(chat_deployment.http_port, "/v1/chat/completions", request)
+    assert status == 200, body
+    assert body["object"] == "chat.completion" and body["id"].startswith("chatcmpl-")
+    [choice] = body["choices"]
+    assert choice["message"]["role"] == "assistant" and choice["finish_reason"] == "length"
+    assert body["usage"]["prompt_tokens"] == len(ids) and body["usage"]["completion_tokens"] == 12
+    with chat_deployment.client() as client:
+        expected = client.complete(token_ids=ids, max_tokens=12, ignore_eos=True)
+    assert choice["message"]["content"] == expected.text
+
+    status, text = post(chat_deployment.http_port, "/v1/chat/completions",
+                        {**request, "stream": True, "stream_options": {"include_usage": True}})
+    assert status == 200
+    events = [json.loads(line[len("data: "):]) for line in text.splitlines()
+              if line.startswith("data: ") and line != "data: [DONE]"]
+    assert text.rstrip().endswith("data: [DONE]")
+    deltas = [e["choices"][0]["delta"] for e in events if e["choices"]]
+    assert deltas[0]["role"] == "assistant"
+    assert "".join(d["content"] for d in deltas) == expected.text
+    assert all(e["object"] == "chat.completion.chunk" for e in events)
+    assert events[-1]["usage"]["completion_tokens"] == 12
+
+
+@pytest.mark.engine
+def test_chat_errors_are_400_with_the_reason(chat_deployment):
+    port = chat_deployment.http_port
+    for body, says in [
+        ({}, "'messages' is required"),
+        ({"messages": []}, "'messages' must be a non-empty array"),
+        ({"messages": [{"content": "no role"}]}, "'messages'[0] must be an object with a string 'role'"),
+        ({"messages": [{"role": "user", "content": 5}]}, "'messages'[0].content must be"),
+        ({"messages": [{"role": "robot", "content": "hi"}]}, "chat template: unknown role: robot"),
+        ({"messages": MESSAGES, "logprobs": True}, "'logprobs' is not supported on chat completions"),
+        ({"messages": MESSAGES, "n": 2}, "'n' other than 1"),
+    ]:
+        status, answer = post(port, "/v1/chat/completions", body)
+        assert status == 400, (body, answer)
+        assert says in answer["error"]["message"], (body, answer)
+
+
+@pytest.mark.engine
+def test_a_model_without_a_chat_template_says_so(fresh_deployments):
+    deployment = fresh_deployments.start("no-template", http=True)
+    status, answer = post(deployment.http_port, "/v1/chat/completions", {"messages": MESSAGES})
+    assert status == 400
+    assert "has no chat template" in answer["error"]["message"], answer
