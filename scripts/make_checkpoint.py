@@ -57,7 +57,7 @@ from typing import Iterator
 
 import numpy as np
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: tokenizer_config.json carries a chat template
 SCORE_STD = 2.0
 LOGIT_STD = 4.0
 NORM_NOISE_STD = 0.05
@@ -398,6 +398,17 @@ def cached_tokenizer_json(cache_dir: Path, vocab_size: int) -> str:
     return text
 
 
+# A Llama-3-style chat template of our own, so that /v1/chat/completions serves the generated models
+# (the model was never trained on it: the point is the plumbing, not the answers).
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
+    "{% if message['content'] is string %}{{ message['content'] | trim }}"
+    "{% else %}{% for part in message['content'] %}{% if part['type'] == 'text' %}{{ part['text'] | trim }}"
+    "{% endif %}{% endfor %}{% endif %}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}")
+
+
 def make_tokenizer_config() -> dict:
     """tokenizer_config.json as transformers writes it for a PreTrainedTokenizerFast."""
     def added(content: str) -> dict:
@@ -412,6 +423,7 @@ def make_tokenizer_config() -> dict:
         "model_input_names": ["input_ids", "attention_mask"],
         "model_max_length": MAX_POSITION_EMBEDDINGS,
         "tokenizer_class": "PreTrainedTokenizerFast",
+        "chat_template": CHAT_TEMPLATE,
     }
 
 

@@ -37,18 +37,23 @@ MESSAGES = [{"role": "system", "content": "You are terse."},
             {"role": "user", "content": "Another one, please."}]
 
 
-@pytest.fixture(scope="module")
-def chat_model(tiny_model, tmp_path_factory) -> Path:
-    """The tiny checkpoint with a chat template in its tokenizer_config.json."""
-    out = tmp_path_factory.mktemp("chat-model") / "tiny-chat"
+def with_chat_template(tiny_model: Path, out: Path, template: str | None) -> Path:
+    """The tiny checkpoint (linked) with `template` as its chat template (None: none at all)."""
     out.mkdir()
     for item in tiny_model.iterdir():
         if item.name != "tokenizer_config.json":
             os.symlink(item, out / item.name)
     config = json.loads((tiny_model / "tokenizer_config.json").read_text())
-    config["chat_template"] = CHAT_TEMPLATE
+    config.pop("chat_template", None)
+    if template is not None:
+        config["chat_template"] = template
     (out / "tokenizer_config.json").write_text(json.dumps(config))
     return out
+
+
+@pytest.fixture(scope="module")
+def chat_model(tiny_model, tmp_path_factory) -> Path:
+    return with_chat_template(tiny_model, tmp_path_factory.mktemp("chat-model") / "tiny-chat", CHAT_TEMPLATE)
 
 
 @pytest.fixture(scope="module")
@@ -125,8 +130,25 @@ def test_chat_errors_are_400_with_the_reason(chat_deployment):
 
 
 @pytest.mark.engine
-def test_a_model_without_a_chat_template_says_so(fresh_deployments):
-    deployment = fresh_deployments.start("no-template", http=True)
-    status, answer = post(deployment.http_port, "/v1/chat/completions", {"messages": MESSAGES})
+def test_a_model_without_a_chat_template_says_so(baton_binary, tiny_model, tmp_path):
+    model = with_chat_template(tiny_model, tmp_path / "tiny-plain", None)
+    factory = DeploymentFactory(baton_binary, model, tmp_path)
+    deployment = factory.start("no-template", http=True)
+    try:
+        status, answer = post(deployment.http_port, "/v1/chat/completions", {"messages": MESSAGES})
+    finally:
+        problems = factory.stop_all()
+    assert not problems, problems
     assert status == 400
     assert "has no chat template" in answer["error"]["message"], answer
+
+
+@pytest.mark.engine
+def test_the_generated_models_chat(fresh_deployments):
+    """make_checkpoint.py writes a chat template, so the embedded default model chats."""
+    deployment = fresh_deployments.start("default-chat", http=True)
+    status, answer = post(deployment.http_port, "/v1/chat/completions",
+                          {"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+                           "max_tokens": 4, "ignore_eos": True})
+    assert status == 200, answer
+    assert answer["usage"]["completion_tokens"] == 4 and answer["choices"][0]["message"]["role"] == "assistant"
