@@ -37,6 +37,21 @@ const char* FinishReasonName(runtime::FinishReason reason) {
   return nullptr;
 }
 
+// vLLM fields this server does not honour yet: a request that sets one to anything but its neutral
+// value is refused, naming it, rather than answered as if it had not asked.
+absl::Status RefuseUnsupported(const json& body) {
+  const std::pair<const char*, json> neutral[] = {
+      {"presence_penalty", 0}, {"frequency_penalty", 0}, {"repetition_penalty", 1}, {"min_p", 0},
+      {"min_tokens", 0}, {"best_of", 1}, {"suffix", ""}, {"include_stop_str_in_output", false},
+      {"logit_bias", json::object()}};
+  for (const auto& [field, value] : neutral) {
+    if (!body.contains(field) || body[field].is_null() || body[field] == value) continue;
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", field, "' is not supported yet (only ", value.dump(), ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadSamplingFields(const json& body, std::optional<int> default_max_tokens,
                                 GenerateRequest* request, CompletionStreaming* streaming) {
   int n = 1;
@@ -81,6 +96,17 @@ absl::Status ReadSamplingFields(const json& body, std::optional<int> default_max
     }
   }
   if (absl::Status s = ReadBool(body, "ignore_eos", &params.ignore_eos); !s.ok()) return s;
+  if (body.contains("stop_token_ids") && !body["stop_token_ids"].is_null()) {
+    const json& ids = body["stop_token_ids"];
+    if (!ids.is_array()) return absl::InvalidArgumentError("'stop_token_ids' must be an array of token ids");
+    for (const json& id : ids) {
+      if (!id.is_number_integer() || !FitsInteger<int32_t>(id)) {
+        return absl::InvalidArgumentError(absl::StrCat("'stop_token_ids': ", id.dump(), " is not a token id"));
+      }
+      params.stop_token_ids.push_back(id.get<int32_t>());
+    }
+  }
+  RETURN_IF_ERROR(RefuseUnsupported(body));
   *streaming = CompletionStreaming{};
   if (absl::Status s = ReadBool(body, "stream", &streaming->stream); !s.ok()) return s;
   if (body.contains("stream_options") && !body["stream_options"].is_null()) {

@@ -861,6 +861,19 @@ def test_http_models_retrieve_unknown_model_and_max_tokens_null(fresh_deployment
         urllib.request.urlopen(f"{base}/v1/models/nope", timeout=10)
     assert caught.value.code == 404
     assert json.loads(caught.value.read())["error"]["message"] == "The model `nope` does not exist."
+    # Fields not honoured yet are refused at their non-neutral values, accepted at the neutral ones.
+    status, body = post_completion(deployment.http_port, {"prompt": "hi", "frequency_penalty": 1.0})
+    assert status == 400 and "'frequency_penalty' is not supported yet" in body["error"]["message"], body
+    status, body = post_completion(deployment.http_port, {"prompt": "hi", "max_tokens": 2,
+                                                          "frequency_penalty": 0, "repetition_penalty": 1.0})
+    assert status == 200, body
+    # stop_token_ids over HTTP as over gRPC: the first generated token stops it.
+    with deployment.client() as client:
+        first = client.complete(token_ids=[5, 6, 7], max_tokens=1).token_ids[0]
+    status, body = post_completion(deployment.http_port, {"prompt": [5, 6, 7], "max_tokens": 8,
+                                                          "temperature": 0, "stop_token_ids": [first]})
+    assert status == 200 and body["choices"][0]["finish_reason"] == "stop", body
+    assert body["usage"]["completion_tokens"] == 1, body
     status, body = post_completion(deployment.http_port, {"prompt": "hi", "model": "nope"})
     assert status == 404 and body["error"]["message"] == "The model `nope` does not exist.", body
     # max_tokens absent: OpenAI's 16; null: up to the context length, as vLLM reads it.
