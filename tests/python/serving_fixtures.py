@@ -180,10 +180,10 @@ class Deployment:
     scheduler_port: int
     worker_ports: dict[str, int]  # "prefill worker 0" -> port of its WorkerService
     secret: str  # the deployment secret the test handed `baton serve` (--secret-file)
-    secret_file: Path
-    internal_port: int  # the scheduler's worker registry
     stdout: LineCollector
     stderr: LineCollector
+    secret_file: Path | None = None  # None: the launcher generated the secret
+    internal_port: int = 0  # the scheduler's worker registry
     pids: dict[str, int] = field(default_factory=dict)  # "scheduler", "decode worker 1", ... -> pid
     http_port: int = 0  # the OpenAI-compatible HTTP front end; 0: off
     effective_config: Path | None = None

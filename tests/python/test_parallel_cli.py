@@ -170,6 +170,7 @@ def start_serve_model(baton_binary: Path, model: Path, *flags: str) -> Deploymen
     deployment = Deployment(name="serve-model", launcher=launcher, scheduler_port=base,
                             worker_ports={"prefill worker 0": base + 1, "decode worker 0": base + 2},
                             secret="",  # the launcher's own: this test calls no internal API
+                            internal_port=base + 3,
                             stdout=LineCollector(launcher.stdout), stderr=LineCollector(launcher.stderr))
     if deployment.stdout.wait_for(r"^baton: serving ", STARTUP_TIMEOUT_S + 5,
                                   alive=lambda: launcher.poll() is None) is None:
