@@ -302,7 +302,10 @@ absl::StatusOr<Value> Sort(const Value& input, const CallArgs& args, bool unique
   ValueList out;
   if (unique) {
     std::vector<Value> seen;
-    for (const auto& [key, item] : keyed) {
+    for (const auto& entry : keyed) {
+      // Named, not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+      const Value& key = entry.first;
+      const Value& item = entry.second;
       if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return Equals(s, key); })) {
         continue;
       }
