@@ -46,7 +46,7 @@ struct GenerateOptions {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   bool json = false;
-  int logprobs = 0;
+  std::optional<int> logprobs;  // --logprobs K: the top K and the sampled token's
   std::string dump_logits;
   std::string dtype = "f32";
   std::string device = "cpu";
@@ -82,7 +82,7 @@ class GenerationPrinter {
     ++num_tokens_;
     if (opts_.json) {
       nlohmann::json line = {{"token_id", token_id}, {"text", text}};
-      if (opts_.logprobs > 0) {
+      if (opts_.logprobs) {
         nlohmann::json top = nlohmann::json::array();
         for (const auto& lp : logprobs) top.push_back({{"token_id", lp.token_id}, {"logprob", lp.logprob}});
         line["logprobs"] = std::move(top);
@@ -233,7 +233,7 @@ absl::Status RunRemote(const GenerateOptions& opts) {
   for (const std::string& stop : opts.stop) request.mutable_stop()->add_stop(stop);
   for (int32_t id : opts.stop_token_ids) request.mutable_stop()->add_stop_token_ids(id);
   request.mutable_stop()->set_ignore_eos(opts.ignore_eos);
-  request.set_logprobs(opts.logprobs);
+  if (opts.logprobs) request.set_logprobs(*opts.logprobs);
 
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(opts.timeout_s));
@@ -295,7 +295,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--stop-token-id", opts->stop_token_ids, "Stop token id (repeatable)");
   cmd->add_flag("--ignore-eos", opts->ignore_eos, "Generate max-tokens tokens regardless of EOS");
   cmd->add_flag("--json", opts->json, "One JSON object per token, and a summary line");
-  cmd->add_option("--logprobs", opts->logprobs, "Top log-probabilities per token (with --json)")
+  cmd->add_option("--logprobs", opts->logprobs, "Log-probabilities per token (with --json): the top N, then the sampled token's")
       ->check(CLI::Range(0, 20));
   cmd->add_option("--dump-logits", opts->dump_logits,
                   "Write each step's logits as raw float32 [num_tokens, vocab] to this file");

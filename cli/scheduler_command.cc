@@ -27,6 +27,7 @@ absl::Status RunScheduler(const std::string& config_path, const std::string& sec
       .tls_cert = config.tls_cert,
       .tls_key = config.tls_key,
       .http_max_body_bytes = config.http_max_body_bytes,
+      .chat_template = config.chat_template,
       .drain_timeout = absl::Seconds(drain_timeout_s),
       .disaggregated = config.mode == scheduler::DeploymentMode::kDisaggregated};
   if (scheduler::AdmissionEnabled(config.slo)) {

@@ -74,6 +74,7 @@ struct ServeOptions {
   std::string api_key;      // empty: the public APIs are open
   std::string tls_cert;     // with tls_key: the public APIs serve TLS
   std::string tls_key;
+  std::string chat_template;  // empty: the config's, or the model's own
   bool no_worker_restart = false;
 };
 
@@ -172,6 +173,11 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
     }
     config.tls_cert = std::filesystem::absolute(opts.tls_cert);
     config.tls_key = std::filesystem::absolute(opts.tls_key);
+  }
+  if (!opts.chat_template.empty()) config.chat_template = std::filesystem::absolute(opts.chat_template);
+  if (!config.chat_template.empty() && !std::filesystem::is_regular_file(config.chat_template)) {
+    return absl::NotFoundError(
+        absl::StrCat("chat_template: ", config.chat_template.string(), " is not a file"));
   }
   config.model_dir = std::filesystem::absolute(config.model_dir).lexically_normal();
   if (!config.model_dir.has_filename()) config.model_dir = config.model_dir.parent_path();
@@ -533,6 +539,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--tls-cert", opts->tls_cert,
                   "PEM certificate chain: the public gRPC and HTTP APIs serve TLS (with --tls-key)");
   cmd->add_option("--tls-key", opts->tls_key, "PEM private key of --tls-cert");
+  cmd->add_option("--chat-template", opts->chat_template,
+                  "Jinja2 chat template file for /v1/chat/completions (default: the model's "
+                  "tokenizer_config.json chat_template)");
   cmd->add_flag("--no-worker-restart", opts->no_worker_restart,
                 "Leave a worker that dies down (by default it is started again, after 1 s doubling "
                 "to 30 s while it keeps dying)");

@@ -224,7 +224,7 @@ absl::StatusOr<int32_t> SampleToken(std::span<const float> logits, const Samplin
 
 std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int k, int32_t sampled) {
   const size_t count = k <= 0 ? 0 : std::min(logits.size(), static_cast<size_t>(k));
-  if (count == 0) return {};
+  if (logits.empty()) return {};
   float max_logit = -std::numeric_limits<float>::infinity();
   for (float x : logits) max_logit = std::max(max_logit, x);
   double sum = 0;

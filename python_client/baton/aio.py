@@ -84,7 +84,7 @@ class AsyncClient:
     def generate(self, prompt: str | None = None, token_ids: Iterable[int] | None = None,
                  max_tokens: int | None = None, temperature: float = 0.0, top_k: int = 0,
                  top_p: float = 1.0, seed: int | None = None, stop: str | Iterable[str] = (),
-                 stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int = 0,
+                 stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int | None = None,
                  *, request_id: str | None = None, model: str | None = None,
                  timeout: float | None = None) -> AsyncGenerateStream:
         """Starts one generation; see baton.Client.generate for the arguments."""

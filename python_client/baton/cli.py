@@ -65,7 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--stop-token-id", type=int, action="append", default=[],
                      help="stop token id (repeatable)")
     gen.add_argument("--ignore-eos", action="store_true", help="keep generating past EOS")
-    gen.add_argument("--logprobs", type=int, default=0, help="top log-probabilities per token (--json)")
+    gen.add_argument("--logprobs", type=int, default=None,
+                     help="log-probabilities per token (--json): the top N, then the sampled token's")
     gen.add_argument("--model", default=None, help="model name (default: the served one)")
     gen.add_argument("--request-id", default=None, help="request id (default: assigned by the server)")
     gen.add_argument("--json", action="store_true", help="one JSON object per token, then a summary")

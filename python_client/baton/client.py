@@ -75,13 +75,13 @@ class Client:
     def generate(self, prompt: str | None = None, token_ids: Iterable[int] | None = None,
                  max_tokens: int | None = None, temperature: float = 0.0, top_k: int = 0,
                  top_p: float = 1.0, seed: int | None = None, stop: str | Iterable[str] = (),
-                 stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int = 0,
+                 stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int | None = None,
                  *, request_id: str | None = None, model: str | None = None,
                  timeout: float | None = None) -> GenerateStream:
         """Starts one generation and returns its stream of Chunks. Exactly one of prompt (text) and
         token_ids (ValueError otherwise). Greedy by default (temperature 0). max_tokens None: up to
-        the model's context. seed None: drawn by the server. logprobs: top log-probabilities per
-        token, 0..20. request_id None: assigned by the server. model None: the served model."""
+        the model's context. seed None: drawn by the server. logprobs k (0..20): per token the k most likely
+        tokens' log-probabilities, then the sampled token's when it is not among them; None: none. request_id None: assigned by the server. model None: the served model."""
         request = build_request(prompt, token_ids, max_tokens, temperature, top_k, top_p, seed, stop,
                                 stop_token_ids, ignore_eos, logprobs, request_id, model)
         return GenerateStream(self._stub.Generate(request, timeout=self._timeout(timeout),

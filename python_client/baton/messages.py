@@ -45,7 +45,7 @@ class Chunk:
     request_id: str
     text: str  # text completed by these tokens (never a broken UTF-8 sequence)
     token_ids: tuple[int, ...]
-    logprobs: tuple[tuple[TokenLogprob, ...], ...]  # [len(token_ids)][k] when logprobs=k > 0, else ()
+    logprobs: tuple[tuple[TokenLogprob, ...], ...]  # [len(token_ids)][k (+1)] with logprobs=k, else ()
     finish_reason: str | None  # "length" | "stop" | "cancelled" on the last chunk, else None
     timing: Timing
     # Set on the last chunk only.
@@ -114,13 +114,15 @@ class ModelInfo:
 def build_request(prompt: str | None = None, token_ids: Iterable[int] | None = None,
                   max_tokens: int | None = None, temperature: float = 0.0, top_k: int = 0,
                   top_p: float = 1.0, seed: int | None = None, stop: str | Iterable[str] = (),
-                  stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int = 0,
+                  stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int | None = None,
                   request_id: str | None = None, model: str | None = None) -> pb.GenerateRequest:
     """A GenerateRequest. Exactly one of prompt and token_ids (ValueError otherwise); an empty prompt
     is sent as given, for the server to reject. max_tokens/seed None: unset (the server's default)."""
     if (prompt is None) == (token_ids is None):
         raise ValueError("give exactly one of prompt and token_ids")
-    request = pb.GenerateRequest(request_id=request_id or "", model=model or "", logprobs=logprobs)
+    request = pb.GenerateRequest(request_id=request_id or "", model=model or "")
+    if logprobs is not None:
+        request.logprobs = logprobs
     if prompt is not None:
         request.text = prompt
     else:

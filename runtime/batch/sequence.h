@@ -26,7 +26,9 @@ struct GenerationParams {
   int max_tokens = 16;                  // >= 1
   std::vector<int32_t> stop_token_ids;  // the model's EOS ids are added unless ignore_eos
   bool ignore_eos = false;
-  int num_logprobs = 0;                 // top log-probabilities returned per token
+  // Log-probabilities per token: nullopt none; k the k most likely (0..20), then the sampled
+  // token's when it is not among them (k = 0: the sampled token's alone).
+  std::optional<int> num_logprobs;
   bool return_logits = false;           // full logits per token (tests, parity checks)
   bool hold_kv_after_prefill = false;   // prefill role: stop after the first token, keep the KV
 };

@@ -221,7 +221,7 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
     sampling_.push_back(TokenSampling{.options = seq->params.sampling,
                                       .seed = seq->params.seed,
                                       .draw_idx = static_cast<uint64_t>(seq->num_generated_tokens())});
-    return_logits = return_logits || seq->params.num_logprobs > 0 || seq->params.return_logits;
+    return_logits = return_logits || seq->params.num_logprobs.has_value() || seq->params.return_logits;
   }
   RETURN_IF_ERROR(runner_.Run(step, sampling_, return_logits, &output_));
   const int vocab_size = ranks_->config().vocab_size;
@@ -240,7 +240,7 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
     TokenOutput& out = outputs.emplace_back();
     out.seq_id = seq.id;
     out.token_id = token;
-    if (seq.params.num_logprobs > 0) out.logprobs = kernels::TopLogprobs(row, seq.params.num_logprobs, token);
+    if (seq.params.num_logprobs) out.logprobs = kernels::TopLogprobs(row, *seq.params.num_logprobs, token);
     if (seq.params.return_logits) out.logits.assign(row.begin(), row.end());
     out.finish_reason = CheckFinished(seq, token);
     if (seq.ends_prefill) out.prefill_start_us = seq.first_scheduled_us;

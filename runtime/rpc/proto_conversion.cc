@@ -11,7 +11,8 @@ int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 
 absl::StatusOr<runtime::GenerationParams> GenerationParamsFromProto(const v1::SamplingParams& sampling,
                                                                     const v1::StopConditions& stop,
-                                                                    int32_t logprobs, uint64_t seed) {
+                                                                    std::optional<int32_t> logprobs,
+                                                                    uint64_t seed) {
   runtime::GenerationParams params;
   if (!std::isfinite(sampling.temperature()) || sampling.temperature() < 0) {
     return absl::InvalidArgumentError(
@@ -25,8 +26,8 @@ absl::StatusOr<runtime::GenerationParams> GenerationParamsFromProto(const v1::Sa
     return absl::InvalidArgumentError(
         absl::StrCat("sampling.top_p ", sampling.top_p(), " must be in (0, 1]"));
   }
-  if (logprobs < 0 || logprobs > 20) {
-    return absl::InvalidArgumentError(absl::StrCat("logprobs ", logprobs, " must be in [0, 20]"));
+  if (logprobs && (*logprobs < 0 || *logprobs > 20)) {
+    return absl::InvalidArgumentError(absl::StrCat("logprobs ", *logprobs, " must be in [0, 20]"));
   }
   if (stop.has_max_tokens() && stop.max_tokens() <= 0) {
     return absl::InvalidArgumentError(

@@ -19,7 +19,8 @@ namespace baton::rpc {
 // ValidateRequest, scheduler/global/generate_request.h, with the same messages.)
 absl::StatusOr<runtime::GenerationParams> GenerationParamsFromProto(const v1::SamplingParams& sampling,
                                                                     const v1::StopConditions& stop,
-                                                                    int32_t logprobs, uint64_t seed);
+                                                                    std::optional<int32_t> logprobs,
+                                                                    uint64_t seed);
 void ToProto(const runtime::GenerationParams& params, v1::SamplingParams* sampling,
              v1::StopConditions* stop);
 

@@ -51,7 +51,9 @@ grpc::Status WorkerServiceImpl::Prefill(grpc::ServerContext* context,
                                         v1::PrefillResponse* response) {
   if (grpc::Status denied = CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
   absl::StatusOr<runtime::GenerationParams> params = GenerationParamsFromProto(
-      request->sampling(), request->stop(), request->logprobs(), request->seed());
+      request->sampling(), request->stop(),
+      request->has_logprobs() ? std::optional<int32_t>(request->logprobs()) : std::nullopt,
+      request->seed());
   if (!params.ok()) return ToGrpcStatus(params.status());
   const int64_t start_us = NowMicros();
   absl::StatusOr<runtime::PrefillResult> result = worker_->Prefill(runtime::PrefillCall{
@@ -90,7 +92,9 @@ grpc::Status WorkerServiceImpl::Decode(grpc::ServerContext* context, const v1::D
                                        grpc::ServerWriter<v1::DecodeEvent>* writer) {
   if (grpc::Status denied = CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
   absl::StatusOr<runtime::GenerationParams> params = GenerationParamsFromProto(
-      request->sampling(), request->stop(), request->logprobs(), request->seed());
+      request->sampling(), request->stop(),
+      request->has_logprobs() ? std::optional<int32_t>(request->logprobs()) : std::nullopt,
+      request->seed());
   if (!params.ok()) return ToGrpcStatus(params.status());
   std::optional<runtime::KvHandoff> kv;
   if (request->has_kv_source()) kv = rpc::FromProto(request->kv_source());

@@ -503,6 +503,7 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
        }},
       PathField("tls_cert", &config.tls_cert),
       PathField("tls_key", &config.tls_key),
+      PathField("chat_template", &config.chat_template),
       {"http_max_body_bytes",
        [&](const YAML::Node& v, const std::string& p) -> absl::Status {
          if (!v.IsScalar()) return TypeError(p, "a byte size such as 4MiB", v);
@@ -591,7 +592,8 @@ absl::StatusOr<DeploymentConfig> LoadDeploymentConfig(const std::filesystem::pat
     return absl::Status(config.status().code(),
                         absl::StrCat(path.string(), ": ", config.status().message()));
   }
-  for (std::filesystem::path* file : {&config->model_dir, &config->tls_cert, &config->tls_key}) {
+  for (std::filesystem::path* file : {&config->model_dir, &config->tls_cert, &config->tls_key,
+                                         &config->chat_template}) {
     if (!file->empty() && file->is_relative() && path.has_parent_path()) {
       *file = (path.parent_path() / *file).lexically_normal();
     }
@@ -663,6 +665,10 @@ std::string ToYaml(const DeploymentConfig& config) {
     EmitString(out, config.tls_key.string());
   }
   out << YAML::Key << "http_max_body_bytes" << YAML::Value << FormatByteSize(config.http_max_body_bytes);
+  if (!config.chat_template.empty()) {
+    out << YAML::Key << "chat_template" << YAML::Value;
+    EmitString(out, config.chat_template.string());
+  }
   out << YAML::Key << "mode" << YAML::Value << std::string(DeploymentModeName(config.mode));
   out << YAML::Key << "block_size" << YAML::Value << config.block_size;
   out << YAML::Key << "slo" << YAML::Value << YAML::BeginMap;

@@ -20,6 +20,8 @@
 //   tls_cert: /etc/baton/cert.pem   # PEM certificate chain: the public gRPC and HTTP APIs serve TLS;
 //   tls_key: /etc/baton/key.pem     # its PEM private key (both or neither; relative to the file)
 //   http_max_body_bytes: 4MiB       # a larger HTTP request body is refused (413) before it is read
+//   chat_template: chat.jinja       # Jinja2 chat template file for /v1/chat/completions, replacing
+//                                   # the model's tokenizer_config.json one (relative to the file)
 //   mode: disaggregated             # disaggregated (sections prefill, decode) | colocated (colocated)
 //   block_size: 16                  # tokens per KV block, a power of two in [1, 1024]
 //   slo:                            # latency objectives; ttft_ms and tpot_ms are unset by default
@@ -139,6 +141,8 @@ struct DeploymentConfig {
   std::filesystem::path tls_cert;
   std::filesystem::path tls_key;
   uint64_t http_max_body_bytes = 4ull << 20;
+  // Empty: the model's own chat template (tokenizer_config.json), if any.
+  std::filesystem::path chat_template;
   DeploymentMode mode = DeploymentMode::kDisaggregated;
   int block_size = 16;  // tokens per KV block
   SloConfig slo;

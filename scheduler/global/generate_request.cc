@@ -28,9 +28,9 @@ absl::Status ValidateRequest(const GenerateRequest& request) {
   if (!(top_p > 0 && top_p <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("sampling.top_p ", top_p, " must be in (0, 1]"));
   }
-  if (params.num_logprobs < 0 || params.num_logprobs > 20) {
+  if (params.num_logprobs && (*params.num_logprobs < 0 || *params.num_logprobs > 20)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("logprobs ", params.num_logprobs, " must be in [0, 20]"));
+        absl::StrCat("logprobs ", *params.num_logprobs, " must be in [0, 20]"));
   }
   if (request.max_tokens_given && params.max_tokens <= 0) {
     return absl::InvalidArgumentError(

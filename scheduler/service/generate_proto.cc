@@ -31,7 +31,7 @@ GenerateRequest FromProto(const v1::GenerateRequest& request) {
   params.max_tokens = stop.has_max_tokens() ? stop.max_tokens() : 0;
   params.stop_token_ids.assign(stop.stop_token_ids().begin(), stop.stop_token_ids().end());
   params.ignore_eos = stop.ignore_eos();
-  params.num_logprobs = request.logprobs();
+  if (request.has_logprobs()) params.num_logprobs = request.logprobs();
   out.stop_strings.assign(stop.stop().begin(), stop.stop().end());
   return out;
 }

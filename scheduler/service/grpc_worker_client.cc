@@ -69,7 +69,7 @@ absl::StatusOr<PrefillResult> GrpcWorkerClient::Prefill(const WorkerRef& worker,
   request.mutable_generated_token_ids()->Assign(call.generated_token_ids.begin(),
                                                 call.generated_token_ids.end());
   rpc::ToProto(call.params, request.mutable_sampling(), request.mutable_stop());
-  request.set_logprobs(call.params.num_logprobs);
+  if (call.params.num_logprobs) request.set_logprobs(*call.params.num_logprobs);
   request.set_seed(call.params.seed);
   request.set_kv_lease_ms(absl::ToInt64Milliseconds(call.kv_lease));
   v1::PrefillResponse response;
@@ -108,7 +108,7 @@ absl::Status GrpcWorkerClient::Decode(const WorkerRef& worker, const DecodeCall&
   request.mutable_generated_token_ids()->Assign(call.generated_token_ids.begin(),
                                                 call.generated_token_ids.end());
   rpc::ToProto(call.params, request.mutable_sampling(), request.mutable_stop());
-  request.set_logprobs(call.params.num_logprobs);
+  if (call.params.num_logprobs) request.set_logprobs(*call.params.num_logprobs);
   request.set_seed(call.params.seed);
   if (call.kv_source) rpc::ToProto(*call.kv_source, request.mutable_kv_source());
 

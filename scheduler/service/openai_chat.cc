@@ -41,9 +41,18 @@ absl::StatusOr<GenerateRequest> ChatToRequest(const json& body, const ordered_js
   if (body.contains("model") && body["model"].is_string()) request.model = body["model"];
   if (!body.contains("messages")) return absl::InvalidArgumentError("'messages' is required");
   RETURN_IF_ERROR(CheckMessages(body["messages"]));
+  // Chat logprobs: a switch, and how many alternatives each token lists (vLLM's rules).
   bool logprobs = false;
   RETURN_IF_ERROR(ReadBool(body, "logprobs", &logprobs));
-  if (logprobs) return absl::InvalidArgumentError("'logprobs' is not supported on chat completions yet");
+  int top_logprobs = 0;
+  RETURN_IF_ERROR(ReadNumber(body, "top_logprobs", &top_logprobs));
+  if (top_logprobs != 0 && !logprobs) {
+    return absl::InvalidArgumentError("'top_logprobs' needs 'logprobs': true");
+  }
+  if (top_logprobs < 0 || top_logprobs > 20) {
+    return absl::InvalidArgumentError(absl::StrCat("'top_logprobs' must be in [0, 20], got ", top_logprobs));
+  }
+  if (logprobs) request.params.num_logprobs = top_logprobs;
   runtime::ChatRenderOptions options;
   options.add_generation_prompt = true;
   RETURN_IF_ERROR(ReadBool(body, "add_generation_prompt", &options.add_generation_prompt));

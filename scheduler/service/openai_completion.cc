@@ -144,9 +144,12 @@ absl::StatusOr<GenerateRequest> CompletionToRequest(const json& body, Completion
   bool echo = false;
   if (absl::Status s = ReadBool(body, "echo", &echo); !s.ok()) return s;
   if (echo) return absl::InvalidArgumentError("'echo' is not supported");
-  int logprobs = 0;
-  if (absl::Status s = ReadNumber(body, "logprobs", &logprobs); !s.ok()) return s;
-  request.params.num_logprobs = logprobs;
+  // vLLM: null or absent, none; 0, the sampled token's alone; k, the top k and the sampled token's.
+  if (body.contains("logprobs") && !body["logprobs"].is_null()) {
+    int logprobs = 0;
+    RETURN_IF_ERROR(ReadNumber(body, "logprobs", &logprobs));
+    request.params.num_logprobs = logprobs;
+  }
   RETURN_IF_ERROR(ReadSamplingFields(body, /*default_max_tokens=*/16, &request, streaming));
   return request;
 }

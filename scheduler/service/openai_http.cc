@@ -13,6 +13,7 @@
 #include "scheduler/service/api_key.h"
 #include "scheduler/service/http_peer.h"
 #include "scheduler/service/http_task_queue.h"
+#include "scheduler/service/openai_answer.h"
 #include "scheduler/service/openai_chat.h"
 #include "scheduler/service/openai_completion.h"
 
@@ -52,76 +53,6 @@ std::string DefaultErrorMessage(int http, const httplib::Request& req, uint64_t 
 }
 
 int64_t UnixSeconds() { return absl::ToUnixSeconds(absl::Now()); }
-
-// What a generation's answer looks like on one endpoint: the choice of each streamed event, and the
-// choice of the whole answer once every chunk went in. One per request; called on one thread.
-class AnswerChoices {
- public:
-  virtual ~AnswerChoices() = default;
-  virtual json StreamChoice(const GenerateChunk& chunk) = 0;
-  virtual void Add(const GenerateChunk& chunk) = 0;
-  virtual json BodyChoice(runtime::FinishReason finish) = 0;
-};
-
-// /v1/completions: {"text", "logprobs", "finish_reason"}.
-class CompletionAnswer : public AnswerChoices {
- public:
-  CompletionAnswer(const runtime::Tokenizer& tokenizer, bool want_logprobs)
-      : logprobs_of_(tokenizer), want_logprobs_(want_logprobs) {}
-  json StreamChoice(const GenerateChunk& chunk) override {
-    return Choice(chunk.text, want_logprobs_ ? logprobs_of_.Next(chunk) : json(nullptr), chunk.finish_reason);
-  }
-  void Add(const GenerateChunk& chunk) override {
-    text_ += chunk.text;
-    if (!want_logprobs_) return;
-    json part = logprobs_of_.Next(chunk);
-    for (auto& [key, values] : part.items()) {
-      for (json& v : values) logprobs_[key].push_back(std::move(v));
-    }
-  }
-  json BodyChoice(runtime::FinishReason finish) override {
-    if (want_logprobs_) {
-      for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
-        if (!logprobs_.contains(key)) logprobs_[key] = json::array();
-      }
-    }
-    return Choice(text_, want_logprobs_ ? logprobs_ : json(nullptr), finish);
-  }
-
- private:
-  static json Choice(const std::string& text, json logprobs, runtime::FinishReason finish) {
-    const char* reason = FinishReasonName(finish);
-    return {{"index", 0}, {"text", text}, {"logprobs", std::move(logprobs)},
-            {"finish_reason", reason ? json(reason) : json(nullptr)}};
-  }
-  CompletionLogprobs logprobs_of_;
-  const bool want_logprobs_;
-  std::string text_;
-  json logprobs_ = json::object();
-};
-
-// /v1/chat/completions: an assistant message, streamed as deltas (the first names the role).
-class ChatAnswer : public AnswerChoices {
- public:
-  json StreamChoice(const GenerateChunk& chunk) override {
-    json delta = {{"content", chunk.text}};
-    if (first_) delta["role"] = "assistant";
-    first_ = false;
-    const char* reason = FinishReasonName(chunk.finish_reason);
-    return {{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr},
-            {"finish_reason", reason ? json(reason) : json(nullptr)}};
-  }
-  void Add(const GenerateChunk& chunk) override { text_ += chunk.text; }
-  json BodyChoice(runtime::FinishReason finish) override {
-    const char* reason = FinishReasonName(finish);
-    return {{"index", 0}, {"message", {{"role", "assistant"}, {"content", text_}}}, {"logprobs", nullptr},
-            {"finish_reason", reason ? json(reason) : json(nullptr)}};
-  }
-
- private:
-  bool first_ = true;
-  std::string text_;
-};
 
 struct AnswerNames {
   const char* id_prefix;     // "cmpl-", "chatcmpl-"
@@ -309,10 +240,10 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     if (!request.ok()) return SendError(res, request.status());
     absl::StatusOr<PreparedRequest> prepared = driver->Prepare(*std::move(request));
     if (!prepared.ok()) return SendError(res, prepared.status());
-    const bool want_logprobs = prepared->request.params.num_logprobs > 0;
+    const bool want_logprobs = prepared->request.params.num_logprobs.has_value();
     Answer(driver, stubs, req, res, *std::move(prepared), streaming,
            {.id_prefix = "cmpl-", .object = "text_completion", .chunk_object = "text_completion"},
-           std::make_shared<CompletionAnswer>(*driver->model().tokenizer, want_logprobs));
+           std::shared_ptr<AnswerChoices>(MakeCompletionAnswer(*driver->model().tokenizer, want_logprobs)));
   });
   http.Post("/v1/chat/completions", [driver, stubs](const httplib::Request& req, httplib::Response& res) {
     const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
@@ -325,9 +256,10 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     if (!request.ok()) return SendError(res, request.status());
     absl::StatusOr<PreparedRequest> prepared = driver->Prepare(*std::move(request));
     if (!prepared.ok()) return SendError(res, prepared.status());
+    const std::optional<int> num_top_logprobs = prepared->request.params.num_logprobs;
     Answer(driver, stubs, req, res, *std::move(prepared), streaming,
            {.id_prefix = "chatcmpl-", .object = "chat.completion", .chunk_object = "chat.completion.chunk"},
-           std::make_shared<ChatAnswer>());
+           std::shared_ptr<AnswerChoices>(MakeChatAnswer(*driver->model().tokenizer, num_top_logprobs)));
   });
 
   const std::string& host = options.host;

@@ -11,6 +11,7 @@
 #include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "runtime/rpc/grpc_listener.h"
+#include "runtime/tokenizer/tokenizer_config.h"
 #include "scheduler/global/request_driver.h"
 #include "scheduler/service/grpc_worker_client.h"
 #include "scheduler/service/inference_service.h"
@@ -20,18 +21,44 @@
 namespace baton::scheduler {
 namespace {
 
-// The model's chat template from its tokenizer_config.json; NotFound when it has none.
-absl::StatusOr<runtime::ChatTemplate> LoadChatTemplate(const std::filesystem::path& model_dir) {
-  const std::filesystem::path path = model_dir / "tokenizer_config.json";
+absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError("the served model has no tokenizer_config.json, so no chat template");
   std::stringstream text;
   text << in.rdbuf();
-  const nlohmann::json config = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (!config.is_object() || !config.contains("chat_template") || config["chat_template"].is_null()) {
-    return absl::NotFoundError("the served model has no chat template (tokenizer_config.json)");
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
+  return text.str();
+}
+
+// The chat template: `template_file` (--chat-template) when given, which sees the model's
+// bos_token / eos_token all the same; else the one in the model's tokenizer_config.json. NotFound
+// when the model has none and no file is given.
+absl::StatusOr<runtime::ChatTemplate> LoadChatTemplate(const std::filesystem::path& model_dir,
+                                                       const std::filesystem::path& template_file) {
+  const std::filesystem::path config_path = model_dir / "tokenizer_config.json";
+  absl::StatusOr<std::string> config_text = ReadFile(config_path);
+  if (!template_file.empty()) {
+    ASSIGN_OR_RETURN(std::string source, ReadFile(template_file));
+    runtime::TokenizerConfig tokens;
+    if (config_text.ok()) {
+      ASSIGN_OR_RETURN(tokens, runtime::ParseTokenizerConfig(*config_text, config_path.string()));
+    }
+    absl::StatusOr<runtime::ChatTemplate> parsed =
+        runtime::ChatTemplate::FromSource(source, tokens.bos_token, tokens.eos_token);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(template_file.string(), ": ", parsed.status().message()));
+    }
+    return parsed;
   }
-  return runtime::ChatTemplate::FromTokenizerConfigJson(text.str(), path.string());
+  if (!config_text.ok()) {
+    return absl::NotFoundError("the served model has no tokenizer_config.json, so no chat template");
+  }
+  const nlohmann::json config = nlohmann::json::parse(*config_text, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object() || !config.contains("chat_template") || config["chat_template"].is_null()) {
+    return absl::NotFoundError(
+        "the served model has no chat template (tokenizer_config.json); give one with --chat-template");
+  }
+  return runtime::ChatTemplate::FromTokenizerConfigJson(*config_text, config_path.string());
 }
 
 }  // namespace
@@ -45,7 +72,9 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
                             ? std::min(options.max_model_len, model.config.max_position_embeddings)
                             : model.config.max_position_embeddings;
   model.dtype = std::string(DTypeName(options.weight_dtype));
-  model.chat_template = LoadChatTemplate(options.model_dir);
+  model.chat_template = LoadChatTemplate(options.model_dir, options.chat_template);
+  // A template the operator named must work: refuse to start rather than serve without it.
+  if (!options.chat_template.empty() && !model.chat_template.ok()) return model.chat_template.status();
   if (!model.chat_template.ok() && !absl::IsNotFound(model.chat_template.status())) {
     std::fprintf(stderr, "baton scheduler: /v1/chat/completions is off: %s\n",
                  std::string(model.chat_template.status().message()).c_str());

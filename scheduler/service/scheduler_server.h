@@ -39,6 +39,8 @@ struct SchedulerOptions {
   std::filesystem::path tls_cert;
   std::filesystem::path tls_key;
   uint64_t http_max_body_bytes = 4ull << 20;
+  // A Jinja2 chat template file replacing the model's own; empty: tokenizer_config.json's.
+  std::filesystem::path chat_template;
   // After *stop: refuse new requests and let executing ones finish for up to this long.
   absl::Duration drain_timeout = absl::Seconds(30);
   bool disaggregated = true;

@@ -218,6 +218,12 @@ TEST(TopLogprobsTest, TheSampledTokenFollowsWhenItIsNotAmongTheTopK) {
   // Among them already, or out of range: nothing added.
   EXPECT_EQ(TopLogprobs(logits, 2, /*sampled=*/3).size(), 2u);
   EXPECT_EQ(TopLogprobs(logits, 2, /*sampled=*/99).size(), 2u);
+  // k = 0: the sampled token's alone (vLLM's logprobs=0).
+  const std::vector<TokenLogprob> alone = TopLogprobs(logits, 0, /*sampled=*/4);
+  ASSERT_EQ(alone.size(), 1u);
+  EXPECT_EQ(alone[0].token_id, 4);
+  EXPECT_NEAR(alone[0].logprob, 0.0 - std::log(sum), 1e-6);
+  EXPECT_TRUE(TopLogprobs(logits, 0).empty());
 }
 
 TEST(TopLogprobsTest, AllTokensSumToOneAndKIsClamped) {

@@ -400,6 +400,7 @@ TEST(DeploymentConfigTest, ToYamlRoundTrips) {
   ttft_only.tls_cert = "/etc/baton/cert.pem";
   ttft_only.tls_key = "/etc/baton/key.pem";
   ttft_only.http_max_body_bytes = 65536;
+  ttft_only.chat_template = "/etc/baton/chat template.jinja";
   const std::vector<DeploymentConfig> configs = {
       DefaultDeployment("/models/tiny"), ParseDeploymentConfig(kFullYaml).value(), colocated,
       odd_bytes, ttft_only};
@@ -516,6 +517,10 @@ TEST_F(LoadDeploymentConfigTest, RelativeModelIsResolvedAgainstTheFile) {
   ASSERT_THAT(config, IsOk());
   EXPECT_EQ(config->tls_cert, dir_ / "configs" / "tls" / "cert.pem");
   EXPECT_EQ(config->tls_key, "/k.pem");
+
+  config = LoadDeploymentConfig(Write("d.yaml", "model: m\nchat_template: templates/chat.jinja\n"));
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->chat_template, dir_ / "configs" / "templates" / "chat.jinja");
 }
 
 TEST_F(LoadDeploymentConfigTest, ErrorsNameTheFile) {

@@ -59,7 +59,8 @@ struct TokenLogprob {
 
 // The k largest entries of log_softmax(logits) in descending order (ties: lower index first);
 // min(k, logits.size()) entries, none if k <= 0. With `sampled` (a token id in range) not among
-// them, its entry follows, last: OpenAI's logprobs always include the sampled token.
+// them, its entry follows, last (alone when k is 0): OpenAI's logprobs always include the sampled
+// token.
 std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int k, int32_t sampled = -1);
 
 }  // namespace baton::kernels
