@@ -12,7 +12,7 @@ a deadline (the client's `timeout` or the call's own); failed calls raise BatonE
 from __future__ import annotations
 
 import asyncio
-from typing import Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
 import grpc
 import grpc.aio
@@ -20,8 +20,8 @@ import grpc.aio
 from baton.client import DEFAULT_TIMEOUT_S
 from baton.connection import call_metadata, channel_credentials
 from baton.errors import BatonError
-from baton.messages import (Chunk, Completion, Health, ModelInfo, build_request, chunk_from_proto,
-                            health_from_proto, model_info_from_proto)
+from baton.messages import (Chunk, Completion, Health, ModelInfo, build_chat, build_request,
+                            chunk_from_proto, health_from_proto, model_info_from_proto)
 from baton.v1 import inference_pb2 as pb
 from baton.v1 import inference_pb2_grpc as pb_grpc
 
@@ -86,10 +86,15 @@ class AsyncClient:
                  top_p: float = 1.0, seed: int | None = None, stop: str | Iterable[str] = (),
                  stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int | None = None,
                  *, request_id: str | None = None, model: str | None = None,
+                 messages: Iterable[Mapping[str, Any]] | None = None,
+                 tools: Sequence[Mapping[str, Any]] | None = None, add_generation_prompt: bool = True,
+                 chat_template_kwargs: Mapping[str, Any] | None = None,
                  timeout: float | None = None) -> AsyncGenerateStream:
         """Starts one generation; see baton.Client.generate for the arguments."""
+        chat = (None if messages is None
+                else build_chat(messages, tools, add_generation_prompt, chat_template_kwargs))
         request = build_request(prompt, token_ids, max_tokens, temperature, top_k, top_p, seed, stop,
-                                stop_token_ids, ignore_eos, logprobs, request_id, model)
+                                stop_token_ids, ignore_eos, logprobs, request_id, model, chat)
         return AsyncGenerateStream(self._stub.Generate(request, timeout=self._timeout(timeout),
                                                        metadata=self._metadata))
 
@@ -97,6 +102,10 @@ class AsyncClient:
         """generate(...) run to its end; the same arguments."""
         async with self.generate(*args, **kwargs) as stream:
             return Completion.from_chunks([chunk async for chunk in stream])
+
+    async def chat(self, messages: Iterable[Mapping[str, Any]], **kwargs) -> Completion:
+        """The assistant's answer to `messages`; see baton.Client.chat."""
+        return await self.complete(messages=messages, **kwargs)
 
     async def health(self, timeout: float | None = None) -> Health:
         return health_from_proto(await self._unary(self._stub.Health, pb.HealthRequest(), timeout))

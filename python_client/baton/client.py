@@ -12,14 +12,14 @@ many threads, as its grpc channel does.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import grpc
 
 from baton.connection import call_metadata, channel_credentials
 from baton.errors import BatonError
-from baton.messages import (Chunk, Completion, Health, ModelInfo, build_request, chunk_from_proto,
-                            health_from_proto, model_info_from_proto)
+from baton.messages import (Chunk, Completion, Health, ModelInfo, build_chat, build_request,
+                            chunk_from_proto, health_from_proto, model_info_from_proto)
 from baton.v1 import inference_pb2 as pb
 from baton.v1 import inference_pb2_grpc as pb_grpc
 
@@ -77,13 +77,21 @@ class Client:
                  top_p: float = 1.0, seed: int | None = None, stop: str | Iterable[str] = (),
                  stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int | None = None,
                  *, request_id: str | None = None, model: str | None = None,
+                 messages: Iterable[Mapping[str, Any]] | None = None,
+                 tools: Sequence[Mapping[str, Any]] | None = None, add_generation_prompt: bool = True,
+                 chat_template_kwargs: Mapping[str, Any] | None = None,
                  timeout: float | None = None) -> GenerateStream:
-        """Starts one generation and returns its stream of Chunks. Exactly one of prompt (text) and
-        token_ids (ValueError otherwise). Greedy by default (temperature 0). max_tokens None: up to
-        the model's context. seed None: drawn by the server. logprobs k (0..20): per token the k most likely
-        tokens' log-probabilities, then the sampled token's when it is not among them; None: none. request_id None: assigned by the server. model None: the served model."""
+        """Starts one generation and returns its stream of Chunks. Exactly one of prompt (text),
+        token_ids and messages (ValueError otherwise). messages: OpenAI-style chat messages, rendered
+        by the server with the model's chat template (with tools, add_generation_prompt and
+        chat_template_kwargs). Greedy by default (temperature 0). max_tokens None: up to the model's
+        context. seed None: drawn by the server. logprobs k (0..20): per token the k most likely
+        tokens' log-probabilities, then the sampled token's when it is not among them; None: none.
+        request_id None: assigned by the server. model None: the served model."""
+        chat = (None if messages is None
+                else build_chat(messages, tools, add_generation_prompt, chat_template_kwargs))
         request = build_request(prompt, token_ids, max_tokens, temperature, top_k, top_p, seed, stop,
-                                stop_token_ids, ignore_eos, logprobs, request_id, model)
+                                stop_token_ids, ignore_eos, logprobs, request_id, model, chat)
         return GenerateStream(self._stub.Generate(request, timeout=self._timeout(timeout),
                                                        metadata=self._metadata))
 
@@ -91,6 +99,10 @@ class Client:
         """generate(...) run to its end; the same arguments. Raises BatonError if the call fails."""
         with self.generate(*args, **kwargs) as stream:
             return Completion.from_chunks(list(stream))
+
+    def chat(self, messages: Iterable[Mapping[str, Any]], **kwargs) -> Completion:
+        """The assistant's answer to `messages`, run to its end: complete(messages=messages, ...)."""
+        return self.complete(messages=messages, **kwargs)
 
     def health(self, timeout: float | None = None) -> Health:
         return health_from_proto(self._unary(self._stub.Health, pb.HealthRequest(), timeout))

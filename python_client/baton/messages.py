@@ -2,13 +2,14 @@
 
 Everything here only converts: the server validates requests (and answers INVALID_ARGUMENT for
 anything malformed), so the client passes values through unchecked, except for the shape of the
-call itself (exactly one of prompt and token_ids).
+call itself (exactly one of prompt, token_ids and messages).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from baton.v1 import inference_pb2 as pb
 
@@ -115,16 +116,20 @@ def build_request(prompt: str | None = None, token_ids: Iterable[int] | None = N
                   max_tokens: int | None = None, temperature: float = 0.0, top_k: int = 0,
                   top_p: float = 1.0, seed: int | None = None, stop: str | Iterable[str] = (),
                   stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int | None = None,
-                  request_id: str | None = None, model: str | None = None) -> pb.GenerateRequest:
-    """A GenerateRequest. Exactly one of prompt and token_ids (ValueError otherwise); an empty prompt
-    is sent as given, for the server to reject. max_tokens/seed None: unset (the server's default)."""
-    if (prompt is None) == (token_ids is None):
-        raise ValueError("give exactly one of prompt and token_ids")
+                  request_id: str | None = None, model: str | None = None,
+                  chat: pb.ChatPrompt | None = None) -> pb.GenerateRequest:
+    """A GenerateRequest. Exactly one of prompt, token_ids and chat (ValueError otherwise); an empty
+    prompt is sent as given, for the server to reject. max_tokens/seed None: unset (the server's
+    default)."""
+    if [prompt is not None, token_ids is not None, chat is not None].count(True) != 1:
+        raise ValueError("give exactly one of prompt, token_ids and messages")
     request = pb.GenerateRequest(request_id=request_id or "", model=model or "")
     if logprobs is not None:
         request.logprobs = logprobs
     if prompt is not None:
         request.text = prompt
+    elif chat is not None:
+        request.chat.CopyFrom(chat)
     else:
         request.token_ids.SetInParent()
         request.token_ids.ids.extend(token_ids)
@@ -169,3 +174,23 @@ def model_info_from_proto(response: pb.GetModelInfoResponse) -> ModelInfo:
                      max_model_len=response.max_model_len, vocab_size=response.vocab_size,
                      dtype=response.dtype, bos_token_id=response.bos_token_id,
                      eos_token_ids=tuple(response.eos_token_ids))
+
+
+def build_chat(messages: Iterable[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
+               add_generation_prompt: bool = True,
+               chat_template_kwargs: Mapping[str, Any] | None = None) -> pb.ChatPrompt:
+    """A ChatPrompt from OpenAI-style messages: dicts with "role" and "content" (a string, or None),
+    and optionally "name", "tool_call_id" and "tool_calls" (a list, sent as JSON)."""
+    chat = pb.ChatPrompt(add_generation_prompt=add_generation_prompt)
+    for message in messages:
+        entry = chat.messages.add(role=message["role"], name=message.get("name") or "",
+                                  tool_call_id=message.get("tool_call_id") or "")
+        if message.get("content") is not None:
+            entry.content = message["content"]
+        if message.get("tool_calls") is not None:
+            entry.tool_calls_json = json.dumps(message["tool_calls"])
+    if tools is not None:
+        chat.tools_json = json.dumps(list(tools))
+    if chat_template_kwargs is not None:
+        chat.chat_template_kwargs_json = json.dumps(dict(chat_template_kwargs))
+    return chat

@@ -7,12 +7,15 @@
 namespace baton::scheduler {
 
 absl::Status ValidateRequest(const GenerateRequest& request) {
+  const int num_prompts = int{request.prompt_text.has_value()} + int{request.prompt_ids.has_value()} +
+                          int{request.chat.has_value()};
+  if (num_prompts != 1) return absl::InvalidArgumentError("prompt: set exactly one of text, token_ids and chat");
   if (request.prompt_text.has_value()) {
     if (request.prompt_text->empty()) return absl::InvalidArgumentError("prompt: text is empty");
   } else if (request.prompt_ids.has_value()) {
     if (request.prompt_ids->empty()) return absl::InvalidArgumentError("prompt: token_ids is empty");
-  } else {
-    return absl::InvalidArgumentError("prompt: set text or token_ids");
+  } else if (absl::Status valid = ValidateChatPrompt(*request.chat); !valid.ok()) {
+    return valid;
   }
   const runtime::GenerationParams& params = request.params;
   const float temperature = params.sampling.temperature;

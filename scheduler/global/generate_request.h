@@ -10,15 +10,18 @@
 
 #include "absl/status/status.h"
 #include "runtime/batch/sequence.h"
+#include "scheduler/global/chat_prompt.h"
 
 namespace baton::scheduler {
 
 struct GenerateRequest {
   std::string request_id;  // empty: the scheduler assigns one ("req-<arrival us>-<n>")
   std::string model;       // empty: whatever model is served
-  // Exactly one of the two prompts is set (ValidateRequest).
+  // Exactly one of the three prompts is set (ValidateRequest); a chat becomes prompt_text (without
+  // special tokens added) in Prepare, through the served model's chat template.
   std::optional<std::string> prompt_text;
   std::optional<std::vector<int32_t>> prompt_ids;
+  std::optional<ChatPrompt> chat;
   // Sampling, seed, stop token ids, ignore_eos, num_logprobs, and max_tokens when max_tokens_given.
   // A front end maps its wire defaults here (top_p unset -> 1).
   runtime::GenerationParams params;

@@ -47,6 +47,13 @@ absl::StatusOr<PreparedRequest> RequestDriver::Prepare(GenerateRequest request) 
     // vLLM's words and code (404 over HTTP), so that clients written against it recognise them.
     return absl::NotFoundError(absl::StrCat("The model `", request.model, "` does not exist."));
   }
+  if (request.chat) {
+    absl::StatusOr<std::string> text = RenderChatPrompt(model_->chat_template, *request.chat);
+    if (!text.ok()) return text.status();
+    request.prompt_text = *std::move(text);
+    request.add_special_tokens = false;  // the template writes them
+    request.chat.reset();
+  }
   std::vector<int32_t> prompt = request.prompt_ids
                                     ? *request.prompt_ids
                                     : model_->tokenizer->Encode(*request.prompt_text, request.add_special_tokens);

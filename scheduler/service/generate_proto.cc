@@ -1,10 +1,57 @@
 #include "scheduler/service/generate_proto.h"
 
+#include "absl/strings/str_cat.h"
+#include "kernels/common/status_macros.h"
 #include "runtime/rpc/proto_conversion.h"
 
 namespace baton::scheduler {
 
-GenerateRequest FromProto(const v1::GenerateRequest& request) {
+namespace {
+
+// `text` parsed as JSON of the expected kind (is_kind); InvalidArgument naming `field` otherwise.
+absl::StatusOr<nlohmann::ordered_json> ParseJsonField(const std::string& text, absl::string_view field,
+                                                      bool (nlohmann::ordered_json::*is_kind)() const
+                                                          noexcept,
+                                                      absl::string_view kind) {
+  nlohmann::ordered_json value = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded() || !(value.*is_kind)()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " must be a JSON ", kind));
+  }
+  return value;
+}
+
+absl::StatusOr<ChatPrompt> ChatFromProto(const v1::ChatPrompt& proto) {
+  ChatPrompt chat;
+  for (int i = 0; i < proto.messages_size(); ++i) {
+    const v1::ChatMessage& message = proto.messages(i);
+    nlohmann::ordered_json entry = {{"role", message.role()}};
+    entry["content"] = message.has_content() ? nlohmann::ordered_json(message.content()) : nullptr;
+    if (!message.name().empty()) entry["name"] = message.name();
+    if (!message.tool_calls_json().empty()) {
+      ASSIGN_OR_RETURN(entry["tool_calls"],
+                       ParseJsonField(message.tool_calls_json(),
+                                      absl::StrCat("chat.messages[", i, "].tool_calls_json"),
+                                      &nlohmann::ordered_json::is_array, "array"));
+    }
+    if (!message.tool_call_id().empty()) entry["tool_call_id"] = message.tool_call_id();
+    chat.messages.push_back(std::move(entry));
+  }
+  chat.options.add_generation_prompt = !proto.has_add_generation_prompt() || proto.add_generation_prompt();
+  if (!proto.tools_json().empty()) {
+    ASSIGN_OR_RETURN(chat.options.tools, ParseJsonField(proto.tools_json(), "chat.tools_json",
+                                                        &nlohmann::ordered_json::is_array, "array"));
+  }
+  if (!proto.chat_template_kwargs_json().empty()) {
+    ASSIGN_OR_RETURN(chat.options.template_kwargs,
+                     ParseJsonField(proto.chat_template_kwargs_json(), "chat.chat_template_kwargs_json",
+                                    &nlohmann::ordered_json::is_object, "object"));
+  }
+  return chat;
+}
+
+}  // namespace
+
+absl::StatusOr<GenerateRequest> FromProto(const v1::GenerateRequest& request) {
   GenerateRequest out;
   out.request_id = request.request_id();
   out.model = request.model();
@@ -15,8 +62,12 @@ GenerateRequest FromProto(const v1::GenerateRequest& request) {
     case v1::GenerateRequest::kTokenIds:
       out.prompt_ids.emplace(request.token_ids().ids().begin(), request.token_ids().ids().end());
       break;
+    case v1::GenerateRequest::kChat: {
+      ASSIGN_OR_RETURN(out.chat, ChatFromProto(request.chat()));
+      break;
+    }
     default:
-      break;  // neither: ValidateRequest says so
+      break;  // none: ValidateRequest says so
   }
   const v1::SamplingParams& sampling = request.sampling();
   const v1::StopConditions& stop = request.stop();

@@ -3,6 +3,7 @@
 // max_tokens or seed is "not given"); ValidateRequest checks the result.
 #pragma once
 
+#include "absl/status/statusor.h"
 #include "baton/v1/inference.pb.h"
 #include "scheduler/global/generate_chunk.h"
 #include "scheduler/global/generate_request.h"
@@ -10,7 +11,9 @@
 
 namespace baton::scheduler {
 
-GenerateRequest FromProto(const v1::GenerateRequest& request);
+// InvalidArgument when a chat prompt's JSON fields (tool_calls_json, tools_json,
+// chat_template_kwargs_json) do not parse as what they name.
+absl::StatusOr<GenerateRequest> FromProto(const v1::GenerateRequest& request);
 void ToProto(const GenerateChunk& chunk, v1::GenerateResponse* out);
 // SERVING, DEGRADED (a phase is served, some expected worker is not alive) or NOT_SERVING.
 void ToProto(const WorkerRegistry::Health& health, v1::HealthResponse* out);

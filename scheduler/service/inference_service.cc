@@ -26,8 +26,10 @@ grpc::Status InferenceServiceImpl::Generate(grpc::ServerContext* context,
   // they end by the client's deadline or, without one, by the flow's own limit.
   GrpcWorkerClient workers(stubs_, context);
   v1::GenerateResponse response;
+  absl::StatusOr<GenerateRequest> native = FromProto(*request);
+  if (!native.ok()) return rpc::ToGrpcStatus(native.status());
   const absl::Status status = driver_->Run(
-      FromProto(*request),
+      *std::move(native),
       RequestIo{.workers = &workers,
                 .write =
                     [writer, &response](const GenerateChunk& chunk) {

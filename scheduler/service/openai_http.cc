@@ -252,7 +252,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     const nlohmann::ordered_json ordered_body = nlohmann::ordered_json::parse(req.body, nullptr, false);
     CompletionStreaming streaming;
     absl::StatusOr<GenerateRequest> request =
-        ChatToRequest(body, ordered_body, driver->model().chat_template, &streaming);
+        ChatToRequest(body, ordered_body, &streaming);
     if (!request.ok()) return SendError(res, request.status());
     absl::StatusOr<PreparedRequest> prepared = driver->Prepare(*std::move(request));
     if (!prepared.ok()) return SendError(res, prepared.status());

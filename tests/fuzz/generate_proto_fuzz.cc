@@ -14,6 +14,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   baton::v1::GenerateRequest request;
   if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;
-  baton::scheduler::ValidateRequest(baton::scheduler::FromProto(request)).IgnoreError();
+  absl::StatusOr<baton::scheduler::GenerateRequest> native = baton::scheduler::FromProto(request);
+  if (native.ok()) baton::scheduler::ValidateRequest(*native).IgnoreError();
   return 0;
 }

@@ -14,10 +14,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import grpc
 import pytest
 
 pytest.importorskip("jinja2")
 import tokenizers  # noqa: E402
+
+import baton  # noqa: E402
 
 from serving_fixtures import DeploymentFactory  # noqa: E402
 from test_chat_template_parity import _environment  # noqa: E402
@@ -153,3 +156,28 @@ def test_the_generated_models_chat(fresh_deployments):
                            "max_tokens": 4, "ignore_eos": True})
     assert status == 200, answer
     assert answer["usage"]["completion_tokens"] == 4 and answer["choices"][0]["message"]["role"] == "assistant"
+
+
+@pytest.mark.engine
+def test_grpc_chat_renders_as_http_chat(chat_deployment, chat_model):
+    """baton.v1's ChatPrompt (Client.chat) goes through the same template to the same tokens."""
+    ids = rendered_ids(chat_model, MESSAGES)
+    status, body = post(chat_deployment.http_port, "/v1/chat/completions",
+                        {"messages": MESSAGES, "max_tokens": 6, "temperature": 0, "ignore_eos": True})
+    assert status == 200, body
+    with chat_deployment.client() as client:
+        answer = client.chat(MESSAGES, max_tokens=6, ignore_eos=True)
+        assert list(answer.prompt_token_ids) == ids
+        assert answer.text == body["choices"][0]["message"]["content"]
+        # Without the generation prompt the rendering stops after the last message.
+        bare = client.chat(MESSAGES, max_tokens=1, ignore_eos=True, add_generation_prompt=False)
+        assert len(bare.prompt_token_ids) < len(ids)
+        with pytest.raises(baton.BatonError) as error:
+            client.chat([{"role": "robot", "content": "hi"}], max_tokens=1)
+        assert error.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "chat template: unknown role: robot" in error.value.details
+        with pytest.raises(baton.BatonError) as error:
+            client.chat([], max_tokens=1)
+        assert "'messages' must be a non-empty array" in error.value.details
+        with pytest.raises(ValueError):
+            client.generate(prompt="x", messages=MESSAGES)

@@ -33,7 +33,7 @@ TEST(ValidateRequestTest, Table) {
   const std::vector<Case> cases = {
       {"valid text", [](GenerateRequest&) {}, ""},
       {"valid ids", [](GenerateRequest& r) { r.prompt_text.reset(); r.prompt_ids = {{1, 2}}; }, ""},
-      {"no prompt", [](GenerateRequest& r) { r.prompt_text.reset(); }, "prompt: set text or token_ids"},
+      {"no prompt", [](GenerateRequest& r) { r.prompt_text.reset(); }, "prompt: set exactly one of text, token_ids and chat"},
       {"empty text", [](GenerateRequest& r) { r.prompt_text = ""; }, "prompt: text is empty"},
       {"empty ids", [](GenerateRequest& r) { r.prompt_text.reset(); r.prompt_ids.emplace(); },
        "prompt: token_ids is empty"},

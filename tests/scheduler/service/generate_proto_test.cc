@@ -13,15 +13,53 @@ using ::testing::ElementsAre;
 TEST(GenerateProtoTest, RequestDefaultsAreNotGiven) {
   v1::GenerateRequest proto;
   proto.set_text("hi");
-  const GenerateRequest request = FromProto(proto);
+  const GenerateRequest request = FromProto(proto).value();
   EXPECT_EQ(request.prompt_text, "hi");
   EXPECT_FALSE(request.max_tokens_given);
   EXPECT_FALSE(request.seed_given);
   EXPECT_EQ(request.params.sampling.top_p, 1.0f);  // 0: unset
 
   proto.Clear();
-  EXPECT_FALSE(FromProto(proto).prompt_text.has_value());
-  EXPECT_FALSE(FromProto(proto).prompt_ids.has_value());
+  EXPECT_FALSE(FromProto(proto)->prompt_text.has_value());
+  EXPECT_FALSE(FromProto(proto)->prompt_ids.has_value());
+  EXPECT_FALSE(FromProto(proto)->params.num_logprobs.has_value());
+}
+
+TEST(GenerateProtoTest, ChatPromptBecomesTheTemplatesMessages) {
+  v1::GenerateRequest proto;
+  v1::ChatMessage* user = proto.mutable_chat()->add_messages();
+  user->set_role("user");
+  user->set_content("hi");
+  v1::ChatMessage* call = proto.mutable_chat()->add_messages();
+  call->set_role("assistant");  // no content: null
+  call->set_tool_calls_json(R"([{"id": "c1", "type": "function"}])");
+  v1::ChatMessage* result = proto.mutable_chat()->add_messages();
+  result->set_role("tool");
+  result->set_content("42");
+  result->set_tool_call_id("c1");
+  proto.mutable_chat()->set_tools_json(R"([{"type": "function"}])");
+  proto.mutable_chat()->set_chat_template_kwargs_json(R"({"enable_thinking": false})");
+  absl::StatusOr<GenerateRequest> request = FromProto(proto);
+  ASSERT_TRUE(request.ok()) << request.status();
+  ASSERT_TRUE(request->chat.has_value());
+  EXPECT_EQ(request->chat->messages.dump(),
+            R"([{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":)"
+            R"([{"id":"c1","type":"function"}]},{"role":"tool","content":"42","tool_call_id":"c1"}])");
+  EXPECT_TRUE(request->chat->options.add_generation_prompt);  // unset: true
+  EXPECT_EQ(request->chat->options.tools->dump(), R"([{"type":"function"}])");
+  EXPECT_EQ(request->chat->options.template_kwargs.dump(), R"({"enable_thinking":false})");
+  EXPECT_TRUE(ValidateRequest(*request).ok());
+
+  proto.mutable_chat()->set_add_generation_prompt(false);
+  EXPECT_FALSE(FromProto(proto)->chat->options.add_generation_prompt);
+  proto.mutable_chat()->set_tools_json("{not json");
+  EXPECT_EQ(FromProto(proto).status().message(), "chat.tools_json must be a JSON array");
+  proto.mutable_chat()->clear_tools_json();
+  proto.mutable_chat()->mutable_messages(1)->set_tool_calls_json("{}");
+  EXPECT_EQ(FromProto(proto).status().message(), "chat.messages[1].tool_calls_json must be a JSON array");
+  proto.mutable_chat()->clear_messages();
+  EXPECT_EQ(ValidateRequest(FromProto(proto).value()).message(),
+            "'messages' must be a non-empty array of message objects");
 }
 
 TEST(GenerateProtoTest, RequestFields) {
@@ -38,7 +76,7 @@ TEST(GenerateProtoTest, RequestFields) {
   proto.mutable_stop()->add_stop_token_ids(2);
   proto.mutable_stop()->set_ignore_eos(true);
   proto.set_logprobs(3);
-  const GenerateRequest request = FromProto(proto);
+  const GenerateRequest request = FromProto(proto).value();
   EXPECT_EQ(request.request_id, "r");
   EXPECT_EQ(request.model, "m");
   EXPECT_THAT(*request.prompt_ids, ElementsAre(5));
