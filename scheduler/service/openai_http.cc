@@ -16,6 +16,7 @@
 #include "scheduler/service/openai_answer.h"
 #include "scheduler/service/openai_chat.h"
 #include "scheduler/service/openai_completion.h"
+#include "scheduler/service/openai_tokenize.h"
 
 namespace baton::scheduler {
 namespace {
@@ -260,6 +261,21 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     Answer(driver, stubs, req, res, *std::move(prepared), streaming,
            {.id_prefix = "chatcmpl-", .object = "chat.completion", .chunk_object = "chat.completion.chunk"},
            std::shared_ptr<AnswerChoices>(MakeChatAnswer(*driver->model().tokenizer, num_top_logprobs)));
+  });
+  http.Post("/tokenize", [driver](const httplib::Request& req, httplib::Response& res) {
+    const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded()) return SendError(res, absl::InvalidArgumentError("the body is not valid JSON"));
+    const nlohmann::ordered_json ordered_body = nlohmann::ordered_json::parse(req.body, nullptr, false);
+    absl::StatusOr<json> answer = Tokenize(body, ordered_body, driver->model());
+    if (!answer.ok()) return SendError(res, answer.status());
+    res.set_content(Dump(*answer), "application/json");
+  });
+  http.Post("/detokenize", [driver](const httplib::Request& req, httplib::Response& res) {
+    const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded()) return SendError(res, absl::InvalidArgumentError("the body is not valid JSON"));
+    absl::StatusOr<json> answer = Detokenize(body, driver->model());
+    if (!answer.ok()) return SendError(res, answer.status());
+    res.set_content(Dump(*answer), "application/json");
   });
 
   const std::string& host = options.host;

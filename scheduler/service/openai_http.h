@@ -1,7 +1,7 @@
 // OpenAiHttpServer: the OpenAI-compatible HTTP front end of the scheduler, as vLLM and SGLang serve
 // it: POST /v1/completions and POST /v1/chat/completions (streaming with Server-Sent Events, or one
 // JSON body; chat through the model's chat template, openai_chat.h), GET /v1/models[/{id}],
-// GET /health. Only converts and delegates: the JSON body becomes a native GenerateRequest once (no
+// vLLM's POST /tokenize and /detokenize (openai_tokenize.h), GET /health. Only converts and delegates: the JSON body becomes a native GenerateRequest once (no
 // proto in between), runs through the same RequestDriver as the gRPC API, and each GenerateChunk
 // becomes JSON. Bad requests get HTTP 400 with {"error": {"message", "type", "code"}}; a request
 // admission sheds (RESOURCE_EXHAUSTED) gets 429 with type "rate_limit_error"; no live worker gets

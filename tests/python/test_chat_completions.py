@@ -181,3 +181,39 @@ def test_grpc_chat_renders_as_http_chat(chat_deployment, chat_model):
         assert "'messages' must be a non-empty array" in error.value.details
         with pytest.raises(ValueError):
             client.generate(prompt="x", messages=MESSAGES)
+
+
+@pytest.mark.engine
+def test_tokenize_and_detokenize_show_what_the_model_receives(chat_deployment, chat_model):
+    """vLLM's /tokenize (a prompt, or messages through the chat template) and /detokenize."""
+    port = chat_deployment.http_port
+    tokenizer = tokenizers.Tokenizer.from_file(str(chat_model / "tokenizer.json"))
+    status, body = post(port, "/tokenize", {"prompt": "Hello there", "return_token_strs": True})
+    assert status == 200, body
+    expected = tokenizer.encode("Hello there")  # special tokens added, as /v1/completions does
+    assert body["tokens"] == expected.ids and body["count"] == len(expected.ids)
+    assert body["token_strs"] == expected.tokens and body["max_model_len"] > 0
+    status, body = post(port, "/tokenize", {"prompt": "Hello there", "add_special_tokens": False})
+    assert body["tokens"] == tokenizer.encode("Hello there", add_special_tokens=False).ids
+    assert body["token_strs"] is None
+
+    status, body = post(port, "/tokenize", {"messages": MESSAGES})
+    assert status == 200, body
+    assert body["tokens"] == rendered_ids(chat_model, MESSAGES)
+
+    status, body = post(port, "/detokenize", {"tokens": rendered_ids(chat_model, MESSAGES)})
+    assert status == 200, body
+    assert body["prompt"] == tokenizer.decode(rendered_ids(chat_model, MESSAGES), skip_special_tokens=False)
+
+    for path, request, says in [
+        ("/tokenize", {}, "give exactly one of 'prompt' and 'messages'"),
+        ("/tokenize", {"prompt": "x", "messages": MESSAGES}, "give exactly one"),
+        ("/tokenize", {"prompt": 5}, "'prompt' must be a string"),
+        ("/tokenize", {"messages": [{"role": "robot", "content": "x"}]}, "unknown role: robot"),
+        ("/detokenize", {"tokens": "x"}, "'tokens' must be an array of token ids"),
+        ("/detokenize", {"tokens": [1, 10**6]}, "is not a token id of the vocabulary"),
+    ]:
+        status, body = post(port, path, request)
+        assert status == 400 and says in body["error"]["message"], (path, request, body)
+    status, body = post(port, "/tokenize", {"prompt": "x", "model": "other"})
+    assert status == 404 and body["error"]["message"] == "The model `other` does not exist."
