@@ -236,6 +236,7 @@ bool RequestFlow::OnDecodeEvent(const DecodeEvent& event) {
     kv_pulled_ = true;
     pending_.timing.kv_transfer_start_us = kv->start_us;
     pending_.timing.kv_transfer_end_us = kv->end_us;
+    pending_.timing.kv_transfer_bytes = kv->num_bytes;
     ReleasePrefillKv();
     if (state_ == FlowState::kHandingOff) Enter(FlowState::kDecoding);
     return true;
