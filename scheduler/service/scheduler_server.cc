@@ -13,6 +13,7 @@
 #include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "runtime/rpc/grpc_listener.h"
+#include "runtime/rpc/reflection_v1_service.h"
 #include "scheduler/global/request_driver.h"
 #include "scheduler/service/grpc_worker_client.h"
 #include "scheduler/service/inference_service.h"
@@ -74,8 +75,12 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
                                         options.internal_port, {&registry_service}));
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::EnableDefaultHealthCheckService(true);
+  // Reflection v1 beside the plugin's v1alpha; both list what the public port serves.
+  rpc::ReflectionV1Service reflection_v1({v1::InferenceService::service_full_name(), "grpc.health.v1.Health",
+                                          "grpc.reflection.v1.ServerReflection",
+                                          "grpc.reflection.v1alpha.ServerReflection"});
   ASSIGN_OR_RETURN(rpc::GrpcListener server,
-                   rpc::ListenExclusive("scheduler", options.host, options.port, {&inference},
+                   rpc::ListenExclusive("scheduler", options.host, options.port, {&inference, &reflection_v1},
                                         public_credentials));
   const int port = server.port;
   // grpc.health.v1.Health says what baton.v1 Health says: SERVING while every phase has a live

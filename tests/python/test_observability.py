@@ -192,3 +192,31 @@ def test_health_turns_not_serving_without_a_decode_worker_and_warning_logs_no_re
     text = deployment.stderr.text()
     assert "baton scheduler: request " not in text, text
     assert "registered at" not in text, text
+
+
+@pytest.mark.engine
+def test_server_reflection_v1_beside_v1alpha(deployment):
+    """grpc.reflection.v1 (Baton's own, runtime/rpc/reflection_v1_service.h) and v1alpha (gRPC's
+    plugin) both answer on the public port. v1's messages are v1alpha's under another package, so
+    grpcio-reflection's v1alpha classes speak to the v1 method."""
+    reflection_pb2 = pytest.importorskip("grpc_reflection.v1alpha.reflection_pb2")
+    descriptor_pb2 = pytest.importorskip("google.protobuf.descriptor_pb2")
+    requests = [reflection_pb2.ServerReflectionRequest(list_services=""),
+                reflection_pb2.ServerReflectionRequest(file_containing_symbol="baton.v1.InferenceService"),
+                reflection_pb2.ServerReflectionRequest(file_containing_symbol="no.such.Symbol")]
+    with grpc.insecure_channel(deployment.address) as channel:
+        for package in ["grpc.reflection.v1", "grpc.reflection.v1alpha"]:
+            call = channel.stream_stream(
+                f"/{package}.ServerReflection/ServerReflectionInfo",
+                request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+                response_deserializer=reflection_pb2.ServerReflectionResponse.FromString)
+            listed, found, missing = list(call(iter(requests), timeout=10))
+            names = {s.name for s in listed.list_services_response.service}
+            assert {"baton.v1.InferenceService", "grpc.health.v1.Health",
+                    "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"} <= names, \
+                (package, names)
+            files = [descriptor_pb2.FileDescriptorProto.FromString(b)
+                     for b in found.file_descriptor_response.file_descriptor_proto]
+            assert files[0].name == "baton/v1/inference.proto", package
+            assert [m.name for m in files[0].service[0].method] == ["Generate", "Health", "GetModelInfo"]
+            assert missing.error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0], package
