@@ -28,7 +28,6 @@
 #include <memory>
 #include <string>
 
-#include "absl/synchronization/mutex.h"
 #include "scheduler/global/request_metrics.h"
 #include "scheduler/global/worker_registry.h"
 
