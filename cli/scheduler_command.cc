@@ -1,6 +1,7 @@
 // `baton scheduler`: the global scheduler of a deployment.
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
+#include "cli/log_level.h"
 #include "cli/signals.h"
 #include "kernels/common/status_macros.h"
 #include "runtime/process/deployment_secret.h"
@@ -48,6 +49,7 @@ void RegisterSchedulerCommand(CLI::App& app, int* exit_code) {
   auto api_key = std::make_shared<std::string>();
   auto drain_timeout_s = std::make_shared<double>(30);
   auto host = std::make_shared<std::string>();
+  auto log_level = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("scheduler", "The global scheduler: public API and routing");
   cmd->add_option("--config", *config, "Deployment config (YAML or JSON)")->required();
   cmd->add_option("--secret-file", *secret_file,
@@ -62,7 +64,9 @@ void RegisterSchedulerCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--host", *host,
                   "Address the public and internal ports bind to (default: the config's host)");
+  AddLogLevelFlag(*cmd, log_level.get());
   cmd->callback([=] {
+    StartLogging("baton scheduler", *log_level);
     InstallStopSignalHandlers();
     *exit_code = ReportStatus("baton scheduler",
                               RunScheduler(*config, *secret_file, *api_key, *drain_timeout_s, *host));

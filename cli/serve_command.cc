@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "baton/v1/worker.grpc.pb.h"
 #include "cli/commands.h"
+#include "cli/log_level.h"
 #include "cli/default_model.h"
 #include "cli/parallel_layout.h"
 #include "cli/worker_restarter.h"
@@ -76,6 +77,7 @@ struct ServeOptions {
   std::string tls_key;
   std::string chat_template;  // empty: the config's, or the model's own
   bool no_worker_restart = false;
+  std::string log_level;    // handed to every process it starts
 };
 
 // The effective deployment, and what each rank of a multi-rank phase holds (for the start-up log).
@@ -298,18 +300,19 @@ class SchedulerProbe {
 std::vector<runtime::ChildSpec> ChildSpecs(const DeploymentConfig& config,
                                            const std::filesystem::path& config_path,
                                            const std::filesystem::path& secret_path,
-                                           double drain_timeout_s) {
+                                           double drain_timeout_s, const std::string& log_level) {
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<runtime::ChildSpec> specs;
   specs.push_back({.name = kSchedulerName,
                    .argv = {exe, "scheduler", "--config", config_path.string(), "--secret-file",
-                            secret_path.string(), "--drain-timeout", absl::StrCat(drain_timeout_s)}});
+                            secret_path.string(), "--drain-timeout", absl::StrCat(drain_timeout_s),
+                            "--log-level", log_level}});
   for (const scheduler::WorkerInstance& worker : scheduler::WorkerInstances(config)) {
     specs.push_back({.name = runtime::WorkerName(worker.role, worker.instance_idx),
                      .argv = {exe, "worker", "--config", config_path.string(), "--secret-file",
                               secret_path.string(), "--role",
                               std::string(runtime::WorkerRoleName(worker.role)), "--instance",
-                              std::to_string(worker.instance_idx)}});
+                              std::to_string(worker.instance_idx), "--log-level", log_level}});
   }
   return specs;
 }
@@ -424,7 +427,7 @@ int RunServe(const ServeOptions& opts) {
     workers_by_name.emplace(runtime::WorkerName(worker.role, worker.instance_idx), worker);
   }
   WorkerRestarter restarter(**supervisor, runtime::RestartOptions());
-  for (const runtime::ChildSpec& spec : ChildSpecs(config, config_path, secret_path, opts.drain_timeout_s)) {
+  for (const runtime::ChildSpec& spec : ChildSpecs(config, config_path, secret_path, opts.drain_timeout_s, opts.log_level)) {
     absl::StatusOr<pid_t> pid = (*supervisor)->Start(spec);
     if (!pid.ok()) {
       std::fprintf(stderr, "baton serve: %s; stopping every process\n",
@@ -546,7 +549,11 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                 "Leave a worker that dies down (by default it is started again, after 1 s doubling "
                 "to 30 s while it keeps dying)");
   AddParallelFlags(*cmd, &opts->parallel);
-  cmd->callback([opts, exit_code] { *exit_code = RunServe(*opts); });
+  AddLogLevelFlag(*cmd, &opts->log_level);
+  cmd->callback([opts, exit_code] {
+    StartLogging("baton", opts->log_level);
+    *exit_code = RunServe(*opts);
+  });
 }
 
 }  // namespace baton::cli

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
+#include "cli/log_level.h"
 #include "cli/signals.h"
 #include "kernels/common/status_macros.h"
 #include "runtime/process/deployment_secret.h"
@@ -26,6 +27,7 @@ struct WorkerFlags {
   std::string host;       // empty: the config's
   std::string advertise;  // empty: --host (a wildcard: this machine's name)
   std::string scheduler;  // empty: the config's host and internal_port
+  std::string log_level;
 };
 
 absl::Status RunWorker(const WorkerFlags& flags) {
@@ -99,7 +101,9 @@ void RegisterWorkerCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--scheduler", flags->scheduler,
                   "HOST:PORT of the scheduler's internal port, where workers register (default: the "
                   "config's host and internal_port)");
+  AddLogLevelFlag(*cmd, &flags->log_level);
   cmd->callback([=] {
+    StartLogging("baton worker", flags->log_level);
     InstallStopSignalHandlers();
     *exit_code = ReportStatus("baton worker", RunWorker(*flags));
   });

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "baton/v1/worker.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "kernels/common/log.h"
 #include "kernels/common/status_macros.h"
 #include "runtime/rpc/grpc_listener.h"
 #include "runtime/rpc/internal_auth.h"
@@ -51,11 +52,10 @@ absl::Status RunWorkerServer(const runtime::WorkerOptions& options, const std::a
   const std::string address = runtime::FormatHostPort(
       options.advertise_host.empty() ? runtime::ReachableHost(options.host) : options.advertise_host,
       port);
-  std::fprintf(stderr, "baton worker: %s %d serving on %s (pid %d)\n",
-               runtime::WorkerRoleName(options.role), options.instance_idx,
-               runtime::FormatHostPort(options.host, port).c_str(), getpid());
+  LogInfo(absl::StrCat(runtime::WorkerRoleName(options.role), " ", options.instance_idx, " serving on ",
+                       runtime::FormatHostPort(options.host, port), " (pid ", getpid(), ")"));
   if (address != runtime::FormatHostPort(options.host, port)) {
-    std::fprintf(stderr, "baton worker: advertised to the scheduler as %s\n", address.c_str());
+    LogInfo(absl::StrCat("advertised to the scheduler as ", address));
   }
 
   std::unique_ptr<v1::WorkerRegistryService::Stub> registry;
@@ -82,8 +82,8 @@ absl::Status RunWorkerServer(const runtime::WorkerOptions& options, const std::a
         // A refusal (a wrong secret, a bad registration) is said once; an absent scheduler is not.
         if (!status.ok() && !absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status) &&
             status.code() != last_refusal) {
-          std::fprintf(stderr, "baton worker: the scheduler at %s refused the registration: %s\n",
-                       options.scheduler_address.c_str(), status.ToString().c_str());
+          LogError(absl::StrCat("the scheduler at ", options.scheduler_address,
+                                " refused the registration: ", status.ToString()));
         }
         last_refusal = status.code();
       } else {

@@ -22,11 +22,13 @@ struct ServerTiming {
   int64_t prefill_end_us = 0;
   int64_t kv_transfer_start_us = 0;
   int64_t kv_transfer_end_us = 0;
+  int64_t kv_transfer_bytes = 0;  // what the hand-off moved (native only: not on the wire)
   std::vector<int64_t> token_emit_us;  // [num token_ids] when the worker reported them
 
   bool empty() const {
     return arrival_us == 0 && prefill_start_us == 0 && prefill_end_us == 0 &&
-           kv_transfer_start_us == 0 && kv_transfer_end_us == 0 && token_emit_us.empty();
+           kv_transfer_start_us == 0 && kv_transfer_end_us == 0 && kv_transfer_bytes == 0 &&
+           token_emit_us.empty();
   }
 };
 

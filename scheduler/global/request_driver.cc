@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "kernels/common/log.h"
 #include "scheduler/global/request_flow.h"
 #include "scheduler/global/routing.h"
 
@@ -38,6 +39,17 @@ std::string RequestDriver::NewRequestId() const {
 }
 
 absl::StatusOr<PreparedRequest> RequestDriver::Prepare(GenerateRequest request) const {
+  const std::string request_id = request.request_id;
+  absl::StatusOr<PreparedRequest> prepared = PrepareUnlogged(std::move(request));
+  if (!prepared.ok() && LogEnabled(LogLevel::kInfo)) {
+    LogInfo(absl::StrCat("request request_id=", request_id.empty() ? "-" : LogValue(request_id),
+                         " outcome=rejected code=", absl::StatusCodeToString(prepared.status().code()),
+                         " error=", LogValue(prepared.status().message())));
+  }
+  return prepared;
+}
+
+absl::StatusOr<PreparedRequest> RequestDriver::PrepareUnlogged(GenerateRequest request) const {
   const int64_t arrival_us = NowMicros();
   if (draining()) {
     return absl::UnavailableError("the server is draining (shutting down): it takes no new requests");
@@ -148,16 +160,25 @@ absl::Status RequestDriver::Run(GenerateRequest request, const RequestIo& io) {
 absl::Status RequestDriver::Execute(PreparedRequest prepared, const RequestIo& io) {
   ++num_executing_;
   absl::Cleanup done = [this] { --num_executing_; };
+  RequestMetricsRecorder recorder(prepared);
+  ChunkSink write = [&recorder, &io](const GenerateChunk& chunk) {
+    recorder.OnChunk(chunk, NowMicros());
+    return io.write(chunk);
+  };
   RequestFlow flow(RequestFlowParams{.tokenizer = model_->tokenizer.get(),
                                      .registry = registry_,
                                      .latency_model = &latency_model_,
                                      .workers = io.workers,
                                      .disaggregated = options_.disaggregated,
                                      .kv_lease = options_.kv_lease,
-                                     .write = io.write,
+                                     .write = std::move(write),
                                      .is_cancelled = io.is_cancelled},
                    std::move(prepared));
-  return flow.Run();
+  const absl::Status status = flow.Run();
+  const RequestMetrics metrics = recorder.Finish(status, NowMicros());
+  if (LogEnabled(LogLevel::kInfo)) LogInfo(RequestLogLine(metrics));
+  if (options_.on_request_done) options_.on_request_done(metrics);
+  return status;
 }
 
 }  // namespace baton::scheduler

@@ -12,6 +12,9 @@
 // Draining (SIGTERM to the scheduler): after StartDraining, Prepare refuses new requests with
 // UNAVAILABLE "draining" (HTTP 503) while those already executing run to their end;
 // num_executing() says how many are left.
+//
+// Logging (kernels/common/log.h), at info: one line per request, RequestLogLine's key=value pairs
+// when an executed request ends, and "request outcome=rejected ..." when Prepare refuses one.
 #pragma once
 
 #include <atomic>
@@ -27,6 +30,7 @@
 #include "scheduler/global/generate_chunk.h"
 #include "scheduler/global/generate_request.h"
 #include "scheduler/global/latency_model.h"
+#include "scheduler/global/request_metrics.h"
 #include "scheduler/global/served_model.h"
 #include "scheduler/global/worker_client.h"
 #include "scheduler/global/worker_registry.h"
@@ -37,6 +41,9 @@ struct RequestDriverOptions {
   bool disaggregated = true;                    // prefill + decode instances; false: colocated ones
   absl::Duration kv_lease = absl::Seconds(30);  // how long a prefill instance holds KV for decode
   AdmissionPolicy admission;                    // default: admit everything
+  // Called once per executed request, as it ends (on the thread that ran it), with what it
+  // measured: the scheduler's Prometheus metrics. Null: nothing.
+  std::function<void(const RequestMetrics&)> on_request_done;
 };
 
 // How one request's flow reaches its workers and its client.
@@ -79,6 +86,7 @@ class RequestDriver {
 
  private:
   std::string NewRequestId() const;
+  absl::StatusOr<PreparedRequest> PrepareUnlogged(GenerateRequest request) const;
   // OK, or ResourceExhausted from DecideAdmission.
   absl::Status Admit(int64_t num_prompt_tokens) const;
 

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "kernels/common/log.h"
 
 namespace baton::scheduler {
 namespace {
@@ -115,6 +116,10 @@ std::optional<RoutingDecision> RequestFlow::Route(WorkerRole role) {
         role == WorkerRole::kPrefill  ? PickPrefill(live)
         : role == WorkerRole::kDecode ? PickDecode(live, NumContextTokens())
                                       : PickColocated(live);
+    if (pick && LogEnabled(LogLevel::kDebug)) {
+      LogDebug(absl::StrCat("request ", prepared_.request.request_id, ": ", runtime::WorkerRoleName(role), " on ",
+                            WorkerName(pick->worker.role, pick->worker.instance_idx), ": ", pick->reason));
+    }
     if (pick || absl::Now() >= give_up || params_.is_cancelled()) return pick;
     absl::SleepFor(absl::Milliseconds(20));
   }
@@ -135,6 +140,9 @@ FlowState RequestFlow::Retry(FlowState retry, absl::Status failure) {
                                                          " worker failures; giving up)")));
   }
   if (params_.is_cancelled()) return End(absl::CancelledError("client cancelled"));
+  LogInfo(absl::StrCat("request ", prepared_.request.request_id, ": ", failure.message(), "; ",
+                       FlowStateName(retry), " again (worker failure ", num_failures_, " of at most ",
+                       params_.max_attempts - 1, ")"));
   return retry;
 }
 
@@ -236,6 +244,7 @@ bool RequestFlow::OnDecodeEvent(const DecodeEvent& event) {
     kv_pulled_ = true;
     pending_.timing.kv_transfer_start_us = kv->start_us;
     pending_.timing.kv_transfer_end_us = kv->end_us;
+    pending_.timing.kv_transfer_bytes = kv->num_bytes;
     ReleasePrefillKv();
     if (state_ == FlowState::kHandingOff) Enter(FlowState::kDecoding);
     return true;

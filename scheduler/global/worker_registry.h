@@ -28,6 +28,7 @@ struct WorkerLoad {
   int num_kv_blocks_used = 0;
   int num_requests_waiting = 0;
   int num_requests_running = 0;
+  int num_requests_holding_kv = 0;  // prefill: requests whose KV waits for a decode worker
 };
 
 struct WorkerEntry {

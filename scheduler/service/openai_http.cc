@@ -211,6 +211,11 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     res.status = health.all_phases_served ? 200 : 503;
     res.set_content(json({{"problems", health.problems}}).dump(), "application/json");
   });
+  if (const ServingMetrics* metrics = options.metrics; metrics != nullptr) {
+    http.Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics->Scrape(), kPrometheusContentType);
+    });
+  }
   http.Get("/v1/models", [driver](const httplib::Request&, httplib::Response& res) {
     const ServedModel& model = driver->model();
     json data = {{"object", "list"},

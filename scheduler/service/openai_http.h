@@ -1,7 +1,8 @@
 // OpenAiHttpServer: the OpenAI-compatible HTTP front end of the scheduler, as vLLM and SGLang serve
 // it: POST /v1/completions and POST /v1/chat/completions (streaming with Server-Sent Events, or one
 // JSON body; chat through the model's chat template, openai_chat.h), GET /v1/models[/{id}],
-// vLLM's POST /tokenize and /detokenize (openai_tokenize.h), GET /health. Only converts and delegates: the JSON body becomes a native GenerateRequest once (no
+// vLLM's POST /tokenize and /detokenize (openai_tokenize.h), GET /health, GET /metrics (Prometheus
+// text, metrics.h). Only converts and delegates: the JSON body becomes a native GenerateRequest once (no
 // proto in between), runs through the same RequestDriver as the gRPC API, and each GenerateChunk
 // becomes JSON. Bad requests get HTTP 400 with {"error": {"message", "type", "code"}}; a request
 // admission sheds (RESOURCE_EXHAUSTED) gets 429 with type "rate_limit_error"; no live worker gets
@@ -21,6 +22,7 @@
 #include "absl/status/status.h"
 #include "scheduler/global/request_driver.h"
 #include "scheduler/service/grpc_worker_client.h"
+#include "scheduler/service/metrics.h"
 
 namespace httplib {
 class Server;
@@ -37,6 +39,9 @@ struct HttpServerOptions {
   std::filesystem::path tls_key;
   uint64_t max_body_bytes = 4ull << 20;
   size_t max_connection_threads = 1024;
+  // Served at GET /metrics (behind the API key like every path but /health); null: no /metrics.
+  // Must outlive the server.
+  const ServingMetrics* metrics = nullptr;
 };
 
 class OpenAiHttpServer {

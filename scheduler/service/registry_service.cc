@@ -1,9 +1,8 @@
 #include "scheduler/service/registry_service.h"
 
-#include <cstdio>
-
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "kernels/common/log.h"
 #include "runtime/rpc/internal_auth.h"
 #include "runtime/rpc/kv_handoff_conversion.h"
 #include "runtime/rpc/proto_conversion.h"
@@ -16,7 +15,8 @@ WorkerLoad FromProto(const v1::WorkerStats& stats) {
   return WorkerLoad{.num_kv_blocks_total = stats.num_kv_blocks_total(),
                     .num_kv_blocks_used = stats.num_kv_blocks_used(),
                     .num_requests_waiting = stats.num_requests_waiting(),
-                    .num_requests_running = stats.num_requests_running()};
+                    .num_requests_running = stats.num_requests_running(),
+                    .num_requests_holding_kv = stats.num_requests_holding_kv()};
 }
 
 }  // namespace
@@ -47,9 +47,8 @@ grpc::Status RegistryServiceImpl::Register(grpc::ServerContext* context, const v
                     .layout = layout};
   entry.reported.num_kv_blocks_total = request->num_kv_blocks();
   registry_->Register(std::move(entry), absl::Now());
-  std::fprintf(stderr, "baton scheduler: %s registered at %s (pid %d, %s)\n",
-               WorkerName(*role, request->instance_idx()).c_str(), request->address().c_str(),
-               request->pid(), runtime::LayoutString(layout).c_str());
+  LogInfo(absl::StrCat(WorkerName(*role, request->instance_idx()), " registered at ", request->address(),
+                       " (pid ", request->pid(), ", ", runtime::LayoutString(layout), ")"));
   return grpc::Status::OK;
 }
 
@@ -90,8 +89,8 @@ grpc::Status RegistryServiceImpl::ReportExit(grpc::ServerContext* context, const
   const std::string why = absl::StrCat("exited (", request->reason(), ")");
   response->set_known(registry_->MarkExited(*role, request->instance_idx(), request->pid(), why));
   if (response->known()) {
-    std::fprintf(stderr, "baton scheduler: %s (pid %d): %s, said the launcher\n",
-                 WorkerName(*role, request->instance_idx()).c_str(), request->pid(), why.c_str());
+    LogWarning(absl::StrCat(WorkerName(*role, request->instance_idx()), " (pid ", request->pid(), "): ", why,
+                            ", said the launcher"));
   }
   return grpc::Status::OK;
 }

@@ -1,6 +1,6 @@
 #include "scheduler/service/scheduler_server.h"
 
-#include <cstdio>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -8,13 +8,17 @@
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "kernels/common/log.h"
 #include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "runtime/rpc/grpc_listener.h"
+#include "runtime/rpc/reflection_v1_service.h"
 #include "runtime/tokenizer/tokenizer_config.h"
 #include "scheduler/global/request_driver.h"
 #include "scheduler/service/grpc_worker_client.h"
 #include "scheduler/service/inference_service.h"
+#include "scheduler/service/metrics.h"
 #include "scheduler/service/openai_http.h"
 #include "scheduler/service/registry_service.h"
 
@@ -76,30 +80,51 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
   // A template the operator named must work: refuse to start rather than serve without it.
   if (!options.chat_template.empty() && !model.chat_template.ok()) return model.chat_template.status();
   if (!model.chat_template.ok() && !absl::IsNotFound(model.chat_template.status())) {
-    std::fprintf(stderr, "baton scheduler: /v1/chat/completions is off: %s\n",
-                 std::string(model.chat_template.status().message()).c_str());
+    LogWarning(absl::StrCat("/v1/chat/completions is off: ", model.chat_template.status().message()));
   }
 
   WorkerRegistry registry(options.expected_workers, options.liveness_timeout);
+  ServingMetrics metrics(&registry);
   RequestDriver driver(&model, &registry,
                        RequestDriverOptions{.disaggregated = options.disaggregated,
                                             .kv_lease = options.kv_lease,
-                                            .admission = options.admission});
+                                            .admission = options.admission,
+                                            .on_request_done = [&metrics](const RequestMetrics& request) {
+                                              metrics.Record(request);
+                                            }});
   WorkerStubs stubs(options.deployment_secret);
   InferenceServiceImpl inference(&driver, &stubs, options.api_key);
   RegistryServiceImpl registry_service(&registry, options.deployment_secret);
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> public_credentials,
                    rpc::ServerCredentialsFromPem(options.tls_cert, options.tls_key));
-  // The internal server is built first: once the reflection plugin is initialised, every server
-  // built after it serves reflection.
+  // The internal server is built first: once the reflection plugin is initialised and the default
+  // health service enabled, every server built after them serves reflection and grpc.health.v1.
   ASSIGN_OR_RETURN(rpc::GrpcListener internal,
                    rpc::ListenExclusive("scheduler (internal_port)", options.host,
                                         options.internal_port, {&registry_service}));
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::EnableDefaultHealthCheckService(true);
+  // Reflection v1 beside the plugin's v1alpha; both list what the public port serves.
+  rpc::ReflectionV1Service reflection_v1({v1::InferenceService::service_full_name(), "grpc.health.v1.Health",
+                                          "grpc.reflection.v1.ServerReflection",
+                                          "grpc.reflection.v1alpha.ServerReflection"});
   ASSIGN_OR_RETURN(rpc::GrpcListener server,
-                   rpc::ListenExclusive("scheduler", options.host, options.port, {&inference},
+                   rpc::ListenExclusive("scheduler", options.host, options.port, {&inference, &reflection_v1},
                                         public_credentials));
   const int port = server.port;
+  // grpc.health.v1.Health says what baton.v1 Health says: SERVING while every phase has a live
+  // worker and the scheduler is not draining.
+  grpc::HealthCheckServiceInterface* grpc_health = server.server->GetHealthCheckService();
+  std::optional<bool> serving;
+  auto update_grpc_health = [&] {
+    const bool now = driver.CheckHealth().all_phases_served;
+    if (grpc_health == nullptr || serving == now) return;
+    serving = now;
+    grpc_health->SetServingStatus(now);  // every service it knows
+    grpc_health->SetServingStatus("", now);
+    grpc_health->SetServingStatus(v1::InferenceService::service_full_name(), now);
+  };
+  update_grpc_health();
   std::unique_ptr<OpenAiHttpServer> http;
   if (options.http_port > 0) {
     ASSIGN_OR_RETURN(http, OpenAiHttpServer::Start(&driver, &stubs,
@@ -108,46 +133,46 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
                                                                      .api_key = options.api_key,
                                                                      .tls_cert = options.tls_cert,
                                                                      .tls_key = options.tls_key,
-                                                                     .max_body_bytes = options.http_max_body_bytes}));
+                                                                     .max_body_bytes = options.http_max_body_bytes,
+                                                                     .metrics = &metrics}));
   }
   const char* scheme = options.tls_cert.empty() ? "" : ", TLS";
-  std::fprintf(stderr, "baton scheduler: serving %s on %s:%d (gRPC%s)%s%s\n", model.name.c_str(),
-               options.host.c_str(), port, scheme,
-               http ? absl::StrCat(" and ", options.host, ":", http->port(), " (OpenAI HTTP", scheme, ")").c_str() : "",
-               options.api_key.empty() ? "" : "; an API key is required");
+  LogInfo(absl::StrCat("serving ", model.name, " on ", options.host, ":", port, " (gRPC", scheme, ")",
+                       http ? absl::StrCat(" and ", options.host, ":", http->port(), " (OpenAI HTTP", scheme, ")")
+                            : std::string(),
+                       options.api_key.empty() ? "" : "; an API key is required"));
   constexpr absl::Duration kReportInterval = absl::Seconds(10);
   absl::Time next_report = absl::Now() + kReportInterval;
   std::string last_report = driver.TakeAdmissionReport();
-  if (!last_report.empty()) std::fprintf(stderr, "baton scheduler: %s\n", last_report.c_str());
+  if (!last_report.empty()) LogInfo(last_report);
   while (!stop->load()) {
-    for (const std::string& died : registry.Sweep(absl::Now())) {
-      std::fprintf(stderr, "baton scheduler: %s\n", died.c_str());
-    }
+    for (const std::string& died : registry.Sweep(absl::Now())) LogWarning(died);
+    update_grpc_health();
     if (absl::Now() >= next_report) {
       next_report += kReportInterval;
       std::string report = driver.TakeAdmissionReport();
       if (!report.empty() && report != last_report) {
-        std::fprintf(stderr, "baton scheduler: %s\n", report.c_str());
+        LogInfo(report);
         last_report = std::move(report);
       }
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
   driver.StartDraining();
+  update_grpc_health();
   const absl::Time drain_deadline = absl::Now() + options.drain_timeout;
   if (driver.num_executing() > 0) {
-    std::fprintf(stderr, "baton scheduler: draining %d requests (up to %s)\n", driver.num_executing(),
-                 absl::FormatDuration(options.drain_timeout).c_str());
+    LogInfo(absl::StrCat("draining ", driver.num_executing(), " requests (up to ",
+                         absl::FormatDuration(options.drain_timeout), ")"));
   }
   while (driver.num_executing() > 0 && absl::Now() < drain_deadline) {
-    for (const std::string& died : registry.Sweep(absl::Now())) {
-      std::fprintf(stderr, "baton scheduler: %s\n", died.c_str());
-    }
+    for (const std::string& died : registry.Sweep(absl::Now())) LogWarning(died);
     absl::SleepFor(absl::Milliseconds(20));
   }
   if (const int left = driver.num_executing(); left > 0) {
-    std::fprintf(stderr, "baton scheduler: drain timeout: %d requests cut\n", left);
+    LogWarning(absl::StrCat("drain timeout: ", left, " requests cut"));
   }
+  if (grpc_health != nullptr) grpc_health->Shutdown();  // NOT_SERVING, and Watch streams end
   server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   internal.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   return absl::OkStatus();

@@ -1,6 +1,8 @@
 // RunSchedulerServer: the body of a `baton scheduler` process. Loads the model's config and
-// tokenizer, serves InferenceService (public, with server reflection; TLS and an API key when
-// given) on host:port and the OpenAI HTTP API on host:http_port, WorkerRegistryService on
+// tokenizer, serves InferenceService (public, with server reflection v1 and v1alpha and
+// grpc.health.v1.Health, SERVING while every phase has a live worker and it is not draining; TLS
+// and an API key when given) on host:port and the OpenAI HTTP API with /metrics (metrics.h) on
+// host:http_port, WorkerRegistryService on
 // host:internal_port (no reflection; every call must carry the deployment secret), and sweeps
 // silent workers. A port already in use is an error (runtime/rpc/grpc_listener.h). Every 10 s it
 // logs the admission report (RequestDriver::TakeAdmissionReport) when that changed. When *stop

@@ -2,11 +2,11 @@
 // follow the launcher's contract (flags, config file, Health, SIGTERM) without a model, so that
 // serve_command_test can run the launcher end to end.
 //
-//   fake_baton scheduler --config FILE --secret-file S --drain-timeout T
+//   fake_baton scheduler --config FILE --secret-file S --drain-timeout T --log-level L
 //                                        serves WorkerRegistryService.Health on the config's host
 //                                        and internal port, to callers with the secret; SERVING
 //                                        unless FAKE_BATON_HEALTH=never
-//   fake_baton worker --config FILE --secret-file S --role R --instance N
+//   fake_baton worker --config FILE --secret-file S --role R --instance N --log-level L
 //                                        checks role and instance against the config; exits 3 at
 //                                        once when FAKE_BATON_FAIL_WORKER is "R-N"
 // Both run until SIGTERM (exit 0). A bad flag, config or secret file (as the real ones load it:
@@ -128,12 +128,15 @@ int main(int argc, char** argv) {
   scheduler->add_option("--secret-file", secret_path)->required();
   double drain_timeout_s = 0;
   scheduler->add_option("--drain-timeout", drain_timeout_s)->required();
+  std::string log_level;  // the launcher hands its --log-level to every child
+  scheduler->add_option("--log-level", log_level)->required();
   scheduler->callback([&] { exit_code = RunScheduler(config_path, secret_path); });
   CLI::App* worker = app.add_subcommand("worker");
   worker->add_option("--config", config_path)->required();
   worker->add_option("--secret-file", secret_path)->required();
   worker->add_option("--role", role)->required();
   worker->add_option("--instance", instance)->required();
+  worker->add_option("--log-level", log_level)->required();
   worker->callback([&] { exit_code = RunWorker(config_path, secret_path, role, instance); });
   try {
     app.parse(argc, argv);
