@@ -14,12 +14,15 @@ json FinishReasonJson(runtime::FinishReason finish) {
 
 class CompletionAnswer : public AnswerChoices {
  public:
-  CompletionAnswer(const runtime::Tokenizer& tokenizer, bool want_logprobs)
-      : logprobs_of_(tokenizer), want_logprobs_(want_logprobs) {}
+  CompletionAnswer(const runtime::Tokenizer& tokenizer, bool want_logprobs, std::optional<std::string> echo)
+      : logprobs_of_(tokenizer), want_logprobs_(want_logprobs), echo_(std::move(echo)) {}
   json StreamChoice(const GenerateChunk& chunk) override {
-    return Choice(chunk.text, want_logprobs_ ? logprobs_of_.Next(chunk) : json(nullptr), chunk.finish_reason);
+    std::string text = chunk.text;
+    if (echo_) text = *std::exchange(echo_, std::nullopt) + text;
+    return Choice(text, want_logprobs_ ? logprobs_of_.Next(chunk) : json(nullptr), chunk.finish_reason);
   }
   void Add(const GenerateChunk& chunk) override {
+    if (echo_) text_ = *std::exchange(echo_, std::nullopt);
     text_ += chunk.text;
     if (!want_logprobs_) return;
     json part = logprobs_of_.Next(chunk);
@@ -43,6 +46,7 @@ class CompletionAnswer : public AnswerChoices {
   }
   CompletionLogprobs logprobs_of_;
   const bool want_logprobs_;
+  std::optional<std::string> echo_;  // until it went out
   std::string text_;
   json logprobs_ = json::object();
 };
@@ -122,8 +126,8 @@ json ChatLogprobsContent(const runtime::Tokenizer& tokenizer, const GenerateChun
 }
 
 std::unique_ptr<AnswerChoices> MakeCompletionAnswer(const runtime::Tokenizer& tokenizer,
-                                                    bool want_logprobs) {
-  return std::make_unique<CompletionAnswer>(tokenizer, want_logprobs);
+                                                    bool want_logprobs, std::optional<std::string> echo) {
+  return std::make_unique<CompletionAnswer>(tokenizer, want_logprobs, std::move(echo));
 }
 
 std::unique_ptr<AnswerChoices> MakeChatAnswer(const runtime::Tokenizer& tokenizer,

@@ -27,9 +27,11 @@ class AnswerChoices {
   virtual nlohmann::json BodyChoice(runtime::FinishReason finish) = 0;
 };
 
-// /v1/completions; `want_logprobs`: the legacy logprobs object (CompletionLogprobs).
+// /v1/completions; `want_logprobs`: the legacy logprobs object (CompletionLogprobs); `echo`: the
+// text that starts the choice (its prompt), ahead of the first streamed chunk or in the body.
 std::unique_ptr<AnswerChoices> MakeCompletionAnswer(const runtime::Tokenizer& tokenizer,
-                                                    bool want_logprobs);
+                                                    bool want_logprobs,
+                                                    std::optional<std::string> echo = std::nullopt);
 
 // /v1/chat/completions; `num_top_logprobs` set: the chat logprobs object, {"content": [{"token",
 // "logprob", "bytes", "top_logprobs": [that many {"token", "logprob", "bytes"}]}]}.

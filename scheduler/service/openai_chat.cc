@@ -31,7 +31,7 @@ absl::StatusOr<ChatPrompt> ChatPromptFromJson(const json& body, const ordered_js
 }
 
 absl::StatusOr<GenerateRequest> ChatToRequest(const json& body, const ordered_json& ordered_body,
-                                              CompletionStreaming* streaming) {
+                                              AnswerShape* shape) {
   if (!body.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
   GenerateRequest request;
   if (body.contains("model") && body["model"].is_string()) request.model = body["model"];
@@ -48,7 +48,11 @@ absl::StatusOr<GenerateRequest> ChatToRequest(const json& body, const ordered_js
     return absl::InvalidArgumentError(absl::StrCat("'top_logprobs' must be in [0, 20], got ", top_logprobs));
   }
   if (logprobs) request.params.num_logprobs = top_logprobs;
-  RETURN_IF_ERROR(ReadSamplingFields(body, /*default_max_tokens=*/std::nullopt, &request, streaming));
+  RETURN_IF_ERROR(ReadSamplingFields(body, /*default_max_tokens=*/std::nullopt, &request, shape));
+  // best_of and echo are /v1/completions' alone.
+  int best_of = shape->n;
+  RETURN_IF_ERROR(ReadNumber(body, "best_of", &best_of));
+  if (best_of != shape->n) return absl::InvalidArgumentError("'best_of' is not supported on chat completions");
   return request;
 }
 

@@ -19,7 +19,7 @@ namespace baton::scheduler {
 // InvalidArgument for a bad field or a field this endpoint does not support yet.
 absl::StatusOr<GenerateRequest> ChatToRequest(const nlohmann::json& body,
                                               const nlohmann::ordered_json& ordered_body,
-                                              CompletionStreaming* streaming);
+                                              AnswerShape* shape);
 
 // The conversation of a chat body (also vLLM's /tokenize with `messages`): messages, tools,
 // chat_template_kwargs, add_generation_prompt (default true). InvalidArgument for a bad field.

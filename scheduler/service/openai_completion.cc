@@ -42,7 +42,7 @@ const char* FinishReasonName(runtime::FinishReason reason) {
 absl::Status RefuseUnsupported(const json& body) {
   const std::pair<const char*, json> neutral[] = {
       {"presence_penalty", 0}, {"frequency_penalty", 0}, {"repetition_penalty", 1}, {"min_p", 0},
-      {"min_tokens", 0}, {"best_of", 1}, {"suffix", ""}, {"include_stop_str_in_output", false},
+      {"min_tokens", 0}, {"suffix", ""}, {"include_stop_str_in_output", false},
       {"logit_bias", json::object()}};
   for (const auto& [field, value] : neutral) {
     if (!body.contains(field) || body[field].is_null() || body[field] == value) continue;
@@ -53,10 +53,12 @@ absl::Status RefuseUnsupported(const json& body) {
 }
 
 absl::Status ReadSamplingFields(const json& body, std::optional<int> default_max_tokens,
-                                GenerateRequest* request, CompletionStreaming* streaming) {
+                                GenerateRequest* request, AnswerShape* shape) {
   int n = 1;
-  if (absl::Status s = ReadNumber(body, "n", &n); !s.ok()) return s;
-  if (n != 1) return absl::InvalidArgumentError("'n' other than 1 is not supported");
+  RETURN_IF_ERROR(ReadNumber(body, "n", &n));
+  if (n < 1 || n > kMaxChoices) {
+    return absl::InvalidArgumentError(absl::StrCat("'n' must be in [1, ", kMaxChoices, "], got ", n));
+  }
   // "max_completion_tokens" is OpenAI's newer name for the chat endpoint's "max_tokens".
   const char* max_tokens_field =
       body.contains("max_completion_tokens") && !body["max_completion_tokens"].is_null()
@@ -107,51 +109,102 @@ absl::Status ReadSamplingFields(const json& body, std::optional<int> default_max
     }
   }
   RETURN_IF_ERROR(RefuseUnsupported(body));
-  *streaming = CompletionStreaming{};
-  if (absl::Status s = ReadBool(body, "stream", &streaming->stream); !s.ok()) return s;
+  *shape = AnswerShape{.n = n, .best_of = n};
+  if (absl::Status s = ReadBool(body, "stream", &shape->stream); !s.ok()) return s;
   if (body.contains("stream_options") && !body["stream_options"].is_null()) {
     const json& options = body["stream_options"];
     if (!options.is_object()) return absl::InvalidArgumentError("'stream_options' must be an object");
-    if (absl::Status s = ReadBool(options, "include_usage", &streaming->include_usage); !s.ok()) {
+    if (absl::Status s = ReadBool(options, "include_usage", &shape->include_usage); !s.ok()) {
       return s;
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<GenerateRequest> CompletionToRequest(const json& body, CompletionStreaming* streaming) {
-  if (!body.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
-  GenerateRequest request;
-  if (body.contains("model") && body["model"].is_string()) request.model = body["model"];
-  if (!body.contains("prompt")) return absl::InvalidArgumentError("'prompt' is required");
-  const json& prompt = body["prompt"];
-  if (prompt.is_string()) {
-    request.prompt_text = prompt.get<std::string>();
-  } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number_integer()) {
-    request.prompt_ids.emplace();
-    for (const json& id : prompt) {
-      if (!id.is_number_integer()) return absl::InvalidArgumentError("'prompt': mixed token id array");
-      if (!FitsInteger<int32_t>(id)) {
-        return absl::InvalidArgumentError(absl::StrCat("'prompt': token id ", id.dump(), " is out of range"));
-      }
-      request.prompt_ids->push_back(id.get<int32_t>());
+namespace {
+
+// A token id prompt: every element an int32 integer.
+absl::StatusOr<std::vector<int32_t>> TokenIdPrompt(const json& ids) {
+  std::vector<int32_t> out;
+  for (const json& id : ids) {
+    if (!id.is_number_integer()) return absl::InvalidArgumentError("'prompt': mixed token id array");
+    if (!FitsInteger<int32_t>(id)) {
+      return absl::InvalidArgumentError(absl::StrCat("'prompt': token id ", id.dump(), " is out of range"));
     }
-  } else if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) {
-    request.prompt_text = prompt[0].get<std::string>();
-  } else {
-    return absl::InvalidArgumentError("'prompt' must be a string or an array of token ids (one prompt per request)");
+    out.push_back(id.get<int32_t>());
   }
-  bool echo = false;
-  if (absl::Status s = ReadBool(body, "echo", &echo); !s.ok()) return s;
-  if (echo) return absl::InvalidArgumentError("'echo' is not supported");
+  return out;
+}
+
+// The prompts of "prompt", each a text or token ids, in order.
+absl::Status ReadPrompts(const json& prompt, std::vector<GenerateRequest>* requests) {
+  auto add_text = [&](const std::string& text) { requests->emplace_back().prompt_text = text; };
+  if (prompt.is_string()) {
+    add_text(prompt.get<std::string>());
+  } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number_integer()) {
+    ASSIGN_OR_RETURN(requests->emplace_back().prompt_ids, TokenIdPrompt(prompt));
+  } else if (prompt.is_array() && !prompt.empty() && prompt.size() <= kMaxChoices) {
+    for (const json& one : prompt) {
+      if (one.is_string()) {
+        add_text(one.get<std::string>());
+      } else if (one.is_array()) {
+        ASSIGN_OR_RETURN(requests->emplace_back().prompt_ids, TokenIdPrompt(one));
+      } else {
+        return absl::InvalidArgumentError("'prompt': a list must hold strings or token id arrays");
+      }
+    }
+  } else if (prompt.is_array() && prompt.size() > kMaxChoices) {
+    return absl::InvalidArgumentError(absl::StrCat("'prompt': at most ", kMaxChoices, " prompts"));
+  } else {
+    return absl::InvalidArgumentError(
+        "'prompt' must be a string, an array of token ids, or a non-empty list of either");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<GenerateRequest>> CompletionToRequests(const json& body, AnswerShape* shape) {
+  if (!body.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
+  if (!body.contains("prompt")) return absl::InvalidArgumentError("'prompt' is required");
+  std::vector<GenerateRequest> requests;
+  RETURN_IF_ERROR(ReadPrompts(body["prompt"], &requests));
+  // The fields every prompt shares, read once and copied into each.
+  GenerateRequest shared;
+  if (body.contains("model") && body["model"].is_string()) shared.model = body["model"];
   // vLLM: null or absent, none; 0, the sampled token's alone; k, the top k and the sampled token's.
   if (body.contains("logprobs") && !body["logprobs"].is_null()) {
     int logprobs = 0;
     RETURN_IF_ERROR(ReadNumber(body, "logprobs", &logprobs));
-    request.params.num_logprobs = logprobs;
+    shared.params.num_logprobs = logprobs;
   }
-  RETURN_IF_ERROR(ReadSamplingFields(body, /*default_max_tokens=*/16, &request, streaming));
-  return request;
+  RETURN_IF_ERROR(ReadSamplingFields(body, /*default_max_tokens=*/16, &shared, shape));
+  RETURN_IF_ERROR(ReadBool(body, "echo", &shape->echo));
+  if (shape->echo && shared.params.num_logprobs) {
+    return absl::InvalidArgumentError(
+        "'echo' with 'logprobs' needs the prompt's logprobs, which this server does not compute yet");
+  }
+  RETURN_IF_ERROR(ReadNumber(body, "best_of", &shape->best_of));
+  if (shape->best_of < shape->n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'best_of' must be >= 'n' (", shape->n, "), got ", shape->best_of));
+  }
+  if (shape->best_of > shape->n && shape->stream) {
+    return absl::InvalidArgumentError("'best_of' greater than 'n' cannot be streamed");
+  }
+  if (static_cast<int64_t>(requests.size()) * shape->best_of > kMaxChoices) {
+    return absl::InvalidArgumentError(absl::StrCat("prompts x best_of (or n) must be at most ",
+                                                   kMaxChoices, ", got ", requests.size(), " x ",
+                                                   shape->best_of));
+  }
+  for (GenerateRequest& request : requests) {
+    std::optional<std::string> text = std::move(request.prompt_text);
+    std::optional<std::vector<int32_t>> ids = std::move(request.prompt_ids);
+    request = shared;
+    request.prompt_text = std::move(text);
+    request.prompt_ids = std::move(ids);
+  }
+  return requests;
 }
 
 json CompletionLogprobs::Next(const GenerateChunk& chunk) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -17,20 +18,30 @@
 
 namespace baton::scheduler {
 
-// How the client asked for the answer: Server-Sent Events or one JSON body.
-struct CompletionStreaming {
+// How the client asked for the answer: Server-Sent Events or one JSON body, how many choices.
+struct AnswerShape {
   bool stream = false;         // "stream"
   bool include_usage = false;  // "stream_options": {"include_usage"}: a last chunk with usage
+  int n = 1;                   // choices per prompt, 1..kMaxChoices
+  // Candidates per prompt (completions' "best_of", >= n; not streamed): the n with the highest
+  // cumulative logprob are returned.
+  int best_of = 1;
+  bool echo = false;  // completions: each choice's text starts with its prompt
 };
 
-absl::StatusOr<GenerateRequest> CompletionToRequest(const nlohmann::json& body,
-                                                    CompletionStreaming* streaming);
+// The most requests one answer runs: prompts x best_of.
+inline constexpr int kMaxChoices = 128;
 
-// The fields /v1/completions and /v1/chat/completions share: n (1 only), max_tokens (or
+// One request per prompt ("prompt": a string, a list of strings, a list of token ids or a list of
+// lists of token ids); the answer's shape in *shape.
+absl::StatusOr<std::vector<GenerateRequest>> CompletionToRequests(const nlohmann::json& body,
+                                                                  AnswerShape* shape);
+
+// The fields /v1/completions and /v1/chat/completions share: n, max_tokens (or
 // max_completion_tokens; absent: `default_max_tokens`, nullopt or an explicit null: up to the
 // context length), temperature, top_p, top_k, seed, stop, ignore_eos, stream, stream_options.
 absl::Status ReadSamplingFields(const nlohmann::json& body, std::optional<int> default_max_tokens,
-                                GenerateRequest* request, CompletionStreaming* streaming);
+                                GenerateRequest* request, AnswerShape* shape);
 
 // "length", "stop", "abort"; nullptr for kNone (JSON null: not finished).
 const char* FinishReasonName(runtime::FinishReason reason);

@@ -16,29 +16,13 @@
 #include "scheduler/service/openai_answer.h"
 #include "scheduler/service/openai_chat.h"
 #include "scheduler/service/openai_completion.h"
+#include "scheduler/service/openai_respond.h"
 #include "scheduler/service/openai_tokenize.h"
 
 namespace baton::scheduler {
 namespace {
 
 using nlohmann::json;
-
-void SendHttpError(httplib::Response& res, int http, std::string_view message) {
-  json body = {{"error",
-                {{"message", message},
-                 {"type", http == 401   ? "authentication_error"
-                          : http < 500 && http != 429 ? "invalid_request_error"
-                          : http == 429 ? "rate_limit_error"
-                                        : "server_error"},
-                 {"param", nullptr},
-                 {"code", http}}}};
-  res.status = http;
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-}
-
-void SendError(httplib::Response& res, const absl::Status& status) {
-  SendHttpError(res, HttpStatusOf(status.code()), std::string(status.message()));
-}
 
 // The body of an error httplib answers on its own (no route, a body over the limit, a bad request
 // line), which would otherwise be empty.
@@ -55,92 +39,27 @@ std::string DefaultErrorMessage(int http, const httplib::Request& req, uint64_t 
 
 int64_t UnixSeconds() { return absl::ToUnixSeconds(absl::Now()); }
 
-struct AnswerNames {
-  const char* id_prefix;     // "cmpl-", "chatcmpl-"
-  const char* object;        // of the one body
-  const char* chunk_object;  // of each streamed event
-};
-
 std::string Dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-// Runs `prepared` and answers it: one JSON body, or Server-Sent Events ending with [DONE] (and a
-// usage event first with include_usage). A client that leaves cancels the request.
-void Answer(RequestDriver* driver, WorkerStubs* stubs, const httplib::Request& req, httplib::Response& res,
-            PreparedRequest prepared, CompletionStreaming streaming, AnswerNames names,
-            std::shared_ptr<AnswerChoices> choices) {
-  const std::string id = absl::StrCat(names.id_prefix, prepared.request.request_id);
-  const std::string model = driver->model().name;
-  const int64_t created = UnixSeconds();
-  const int num_prompt_tokens = static_cast<int>(prepared.prompt.size());
-  auto usage = [num_prompt_tokens](int num_generated) {
-    return json{{"prompt_tokens", num_prompt_tokens},
-                {"completion_tokens", num_generated},
-                {"total_tokens", num_prompt_tokens + num_generated}};
-  };
-  auto envelope = [=](const char* object, json choices_array) {
-    return json{{"id", id}, {"object", object}, {"created", created}, {"model", model},
-                {"choices", std::move(choices_array)}};
-  };
-  if (!streaming.stream) {
-    runtime::FinishReason finish = runtime::FinishReason::kNone;
-    int num_generated = 0;
-    // A client that leaves cancels the request at its next chunk (or phase), as a streaming one
-    // does when a write fails.
-    const HttpPeer peer = HttpPeer::Find(req.remote_addr, req.remote_port, req.local_port);
-    GrpcWorkerClient workers(stubs);
-    const absl::Status status = driver->Execute(
-        std::move(prepared), RequestIo{.workers = &workers,
-                                       .write = [&](const GenerateChunk& chunk) {
-                                         num_generated += static_cast<int>(chunk.token_ids.size());
-                                         choices->Add(chunk);
-                                         finish = chunk.finish_reason;
-                                         return !peer.Gone();
-                                       },
-                                       .is_cancelled = [&peer] { return peer.Gone(); }});
-    if (!status.ok()) return SendError(res, status);
-    json out = envelope(names.object, json::array({choices->BodyChoice(finish)}));
-    out["usage"] = usage(num_generated);
-    res.set_content(Dump(out), "application/json");
-    return;
+// Prepares `request` as `count` candidates (n, best_of): each with a seed of its own (the client's
+// seed + i, or the arrival time's + i), so that the choices differ and a seeded request repeats; with
+// `rank_by_logprob`, each asks for its sampled tokens' logprobs, by which the best are chosen.
+absl::Status PrepareCandidates(RequestDriver* driver, const GenerateRequest& request, int count,
+                               bool rank_by_logprob, std::vector<PreparedRequest>* out) {
+  const uint64_t base_seed =
+      request.seed_given ? request.params.seed : static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
+  for (int i = 0; i < count; ++i) {
+    GenerateRequest candidate = request;
+    if (count > 1) {
+      candidate.params.seed = base_seed + static_cast<uint64_t>(i);
+      candidate.seed_given = true;
+    }
+    if (rank_by_logprob && !candidate.params.num_logprobs) candidate.params.num_logprobs = 0;
+    absl::StatusOr<PreparedRequest> prepared = driver->Prepare(std::move(candidate));
+    if (!prepared.ok()) return prepared.status();
+    out->push_back(*std::move(prepared));
   }
-  auto shared = std::make_shared<PreparedRequest>(std::move(prepared));
-  const bool include_usage = streaming.include_usage;
-  res.set_chunked_content_provider(
-      "text/event-stream", [=](size_t, httplib::DataSink& sink) {
-        bool client_gone = false;
-        int num_generated = 0;
-        auto send = [&](const json& event) {
-          const std::string line = absl::StrCat("data: ", Dump(event), "\n\n");
-          if (!client_gone && !sink.write(line.data(), line.size())) client_gone = true;
-          return !client_gone;
-        };
-        GrpcWorkerClient workers(stubs);
-        const absl::Status status = driver->Execute(
-            std::move(*shared),
-            RequestIo{.workers = &workers,
-                      .write = [&](const GenerateChunk& chunk) {
-                        num_generated += static_cast<int>(chunk.token_ids.size());
-                        json event = envelope(names.chunk_object, json::array({choices->StreamChoice(chunk)}));
-                        // OpenAI: with include_usage, every chunk but the last carries "usage": null.
-                        if (include_usage) event["usage"] = nullptr;
-                        return send(event);
-                      },
-                      .is_cancelled = [&] { return client_gone; }});
-        if (!status.ok() && !client_gone) {
-          send(json{{"error", {{"message", std::string(status.message())}, {"code", HttpStatusOf(status.code())}}}});
-        }
-        if (include_usage && !client_gone) {
-          json event = envelope(names.chunk_object, json::array());
-          event["usage"] = usage(num_generated);
-          send(event);
-        }
-        if (!client_gone) {
-          static constexpr char kDone[] = "data: [DONE]\n\n";
-          sink.write(kDone, sizeof(kDone) - 1);
-        }
-        sink.done();
-        return true;
-      });
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -241,32 +160,52 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
   http.Post("/v1/completions", [driver, stubs](const httplib::Request& req, httplib::Response& res) {
     const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded()) return SendError(res, absl::InvalidArgumentError("the body is not valid JSON"));
-    CompletionStreaming streaming;
-    absl::StatusOr<GenerateRequest> request = CompletionToRequest(body, &streaming);
-    if (!request.ok()) return SendError(res, request.status());
-    absl::StatusOr<PreparedRequest> prepared = driver->Prepare(*std::move(request));
-    if (!prepared.ok()) return SendError(res, prepared.status());
-    const bool want_logprobs = prepared->request.params.num_logprobs.has_value();
-    Answer(driver, stubs, req, res, *std::move(prepared), streaming,
-           {.id_prefix = "cmpl-", .object = "text_completion", .chunk_object = "text_completion"},
-           std::shared_ptr<AnswerChoices>(MakeCompletionAnswer(*driver->model().tokenizer, want_logprobs)));
+    AnswerShape shape;
+    absl::StatusOr<std::vector<GenerateRequest>> requests = CompletionToRequests(body, &shape);
+    if (!requests.ok()) return SendError(res, requests.status());
+    const bool want_logprobs = requests->front().params.num_logprobs.has_value();
+    AnswerPlan plan{.best_of = shape.best_of, .n = shape.n};
+    std::vector<std::string> echoes;  // per prompt
+    for (const GenerateRequest& request : *requests) {
+      const size_t first = plan.requests.size();
+      if (absl::Status s = PrepareCandidates(driver, request, shape.best_of, shape.best_of > shape.n,
+                                             &plan.requests);
+          !s.ok()) {
+        return SendError(res, s);
+      }
+      if (shape.echo) {
+        echoes.push_back(request.prompt_text ? *request.prompt_text
+                                             : driver->model().tokenizer->Decode(plan.requests[first].prompt, false));
+      }
+    }
+    const runtime::Tokenizer* tokenizer = driver->model().tokenizer.get();
+    plan.make_choices = [tokenizer, want_logprobs, echoes = std::move(echoes), best_of = shape.best_of](size_t r) {
+      return MakeCompletionAnswer(*tokenizer, want_logprobs,
+                                  echoes.empty() ? std::nullopt : std::optional<std::string>(echoes[r / best_of]));
+    };
+    Respond(driver, stubs, req, res, std::move(plan), shape,
+            {.id_prefix = "cmpl-", .object = "text_completion", .chunk_object = "text_completion"});
   });
   http.Post("/v1/chat/completions", [driver, stubs](const httplib::Request& req, httplib::Response& res) {
     const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded()) return SendError(res, absl::InvalidArgumentError("the body is not valid JSON"));
     // Parsed again keeping key order: the chat template prints the client's tools as they came.
     const nlohmann::ordered_json ordered_body = nlohmann::ordered_json::parse(req.body, nullptr, false);
-    CompletionStreaming streaming;
-    absl::StatusOr<GenerateRequest> request =
-        ChatToRequest(body, ordered_body, &streaming);
+    AnswerShape shape;
+    absl::StatusOr<GenerateRequest> request = ChatToRequest(body, ordered_body, &shape);
     if (!request.ok()) return SendError(res, request.status());
-    absl::StatusOr<PreparedRequest> prepared = driver->Prepare(*std::move(request));
-    if (!prepared.ok()) return SendError(res, prepared.status());
-    const std::optional<int> num_top_logprobs = prepared->request.params.num_logprobs;
-    Answer(driver, stubs, req, res, *std::move(prepared), streaming,
-           {.id_prefix = "chatcmpl-", .object = "chat.completion", .chunk_object = "chat.completion.chunk"},
-           std::shared_ptr<AnswerChoices>(MakeChatAnswer(*driver->model().tokenizer, num_top_logprobs)));
+    AnswerPlan plan{.best_of = shape.n, .n = shape.n};
+    if (absl::Status s = PrepareCandidates(driver, *request, shape.n, false, &plan.requests); !s.ok()) {
+      return SendError(res, s);
+    }
+    const runtime::Tokenizer* tokenizer = driver->model().tokenizer.get();
+    plan.make_choices = [tokenizer, num_top_logprobs = request->params.num_logprobs](size_t) {
+      return MakeChatAnswer(*tokenizer, num_top_logprobs);
+    };
+    Respond(driver, stubs, req, res, std::move(plan), shape,
+            {.id_prefix = "chatcmpl-", .object = "chat.completion", .chunk_object = "chat.completion.chunk"});
   });
+
   http.Post("/tokenize", [driver](const httplib::Request& req, httplib::Response& res) {
     const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded()) return SendError(res, absl::InvalidArgumentError("the body is not valid JSON"));

@@ -124,7 +124,8 @@ def test_chat_errors_are_400_with_the_reason(chat_deployment):
         ({"messages": [{"content": "no role"}]}, "'messages'[0] must be an object with a string 'role'"),
         ({"messages": [{"role": "user", "content": 5}]}, "'messages'[0].content must be"),
         ({"messages": [{"role": "robot", "content": "hi"}]}, "chat template: unknown role: robot"),
-        ({"messages": MESSAGES, "n": 2}, "'n' other than 1"),
+        ({"messages": MESSAGES, "n": 0}, "'n' must be in [1, 128]"),
+        ({"messages": MESSAGES, "n": 2, "best_of": 3}, "'best_of' is not supported on chat completions"),
         ({"messages": MESSAGES, "presence_penalty": 0.5}, "'presence_penalty' is not supported yet"),
         ({"messages": MESSAGES, "logit_bias": {"5": 10}}, "'logit_bias' is not supported yet"),
     ]:

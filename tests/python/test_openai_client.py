@@ -182,3 +182,48 @@ def test_serve_refuses_a_missing_chat_template(baton_binary, tmp_path):
                           "--http-port", "0"], capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
     assert f"chat_template: {tmp_path / 'none.jinja'} is not a file" in run.stderr
+
+
+@pytest.mark.engine
+def test_several_choices_prompt_lists_best_of_and_echo(oai, grpc_client, model_name):
+    common = dict(model=model_name, max_tokens=6, extra_body={"ignore_eos": True})
+    # n: choice i is the request seeded seed + i, so the choices differ and the answer repeats.
+    answer = oai.completions.create(prompt="Once upon", temperature=1.0, n=3, seed=5, **common)
+    assert [c.index for c in answer.choices] == [0, 1, 2]
+    expected = [grpc_client.complete(prompt="Once upon", max_tokens=6, temperature=1.0, seed=5 + i,
+                                     ignore_eos=True) for i in range(3)]
+    assert [c.text for c in answer.choices] == [e.text for e in expected]
+    assert len({c.text for c in answer.choices}) > 1
+    assert answer.usage.completion_tokens == 18
+    assert answer.usage.prompt_tokens == expected[0].num_prompt_tokens  # the prompt counts once
+
+    # A list of prompts, n each: prompt-major choice indices.
+    prompts = ["Once upon", [5, 6, 7]]
+    listed = oai.completions.create(prompt=prompts, temperature=0, n=2, **common)
+    greedy = [grpc_client.complete(prompt="Once upon", max_tokens=6, ignore_eos=True).text,
+              grpc_client.complete(token_ids=[5, 6, 7], max_tokens=6, ignore_eos=True).text]
+    assert [c.index for c in listed.choices] == [0, 1, 2, 3]
+    assert [c.text for c in listed.choices] == [greedy[0], greedy[0], greedy[1], greedy[1]]
+
+    # Streamed, the choices interleave; each event names its index.
+    chunks = list(oai.completions.create(prompt=prompts, temperature=0, n=2, stream=True, **common))
+    joined = {}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            joined[choice.index] = joined.get(choice.index, "") + choice.text
+    assert joined == {0: greedy[0], 1: greedy[0], 2: greedy[1], 3: greedy[1]}
+
+    # best_of: the candidate (seed + i) with the highest cumulative logprob of its sampled tokens.
+    best = oai.completions.create(prompt="Once upon", temperature=1.0, best_of=3, seed=11, **common)
+    candidates = [grpc_client.complete(prompt="Once upon", max_tokens=6, temperature=1.0, seed=11 + i,
+                                       ignore_eos=True, logprobs=0) for i in range(3)]
+    scores = [sum(top[-1].logprob for top in c.logprobs) for c in candidates]
+    assert best.choices[0].text == candidates[scores.index(max(scores))].text
+    assert best.choices[0].logprobs is None  # ranked by logprobs the client did not ask for
+
+    # echo: the prompt starts each choice.
+    echoed = oai.completions.create(prompt="Once upon", temperature=0, echo=True, **common)
+    assert echoed.choices[0].text == "Once upon" + greedy[0]
+
+    chat = oai.chat.completions.create(messages=MESSAGES, temperature=1.0, seed=2, n=2, **common)
+    assert [c.index for c in chat.choices] == [0, 1] and chat.usage.completion_tokens == 12

@@ -17,8 +17,16 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using nlohmann::json;
 
+// The request of a body with one prompt.
+absl::StatusOr<GenerateRequest> CompletionToRequest(const json& body, AnswerShape* shape) {
+  absl::StatusOr<std::vector<GenerateRequest>> requests = CompletionToRequests(body, shape);
+  if (!requests.ok()) return requests.status();
+  EXPECT_EQ(requests->size(), 1u);
+  return requests->front();
+}
+
 TEST(OpenAiCompletionTest, DefaultsAndFields) {
-  CompletionStreaming stream{.stream = true};
+  AnswerShape stream{.stream = true};
   absl::StatusOr<GenerateRequest> request =
       CompletionToRequest(json::parse(R"({"model": "tiny", "prompt": "hi"})"), &stream);
   ASSERT_THAT(request, absl_testing::IsOk());
@@ -62,11 +70,15 @@ TEST(OpenAiCompletionTest, Errors) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"([1])", "the body must be a JSON object"},
       {R"({})", "'prompt' is required"},
-      {R"({"prompt": 5})", "'prompt' must be a string or an array of token ids"},
-      {R"({"prompt": ["a", "b"]})", "one prompt per request"},
+      {R"({"prompt": 5})", "'prompt' must be a string, an array of token ids"},
+      {R"({"prompt": []})", "'prompt' must be a string, an array of token ids, or a non-empty list"},
+      {R"({"prompt": ["a", 5]})", "'prompt': a list must hold strings or token id arrays"},
       {R"({"prompt": [1, "a"]})", "'prompt': mixed token id array"},
-      {R"({"prompt": "x", "n": 2})", "'n' other than 1 is not supported"},
-      {R"({"prompt": "x", "echo": true})", "'echo' is not supported"},
+      {R"({"prompt": "x", "n": 0})", "'n' must be in [1, 128], got 0"},
+      {R"({"prompt": "x", "n": 3, "best_of": 2})", "'best_of' must be >= 'n' (3), got 2"},
+      {R"({"prompt": "x", "best_of": 2, "stream": true})", "'best_of' greater than 'n' cannot be streamed"},
+      {R"({"prompt": ["a", "b", "c"], "n": 50})", "prompts x best_of (or n) must be at most 128, got 3 x 50"},
+      {R"({"prompt": "x", "echo": true, "logprobs": 1})", "'echo' with 'logprobs' needs the prompt's logprobs"},
       {R"({"prompt": "x", "max_tokens": 1.5})", "'max_tokens' must be an integer"},
       {R"({"prompt": "x", "temperature": "hot"})", "'temperature' must be a number"},
       {R"({"prompt": "x", "seed": 1.5})", "'seed' must be an integer"},
@@ -90,14 +102,38 @@ TEST(OpenAiCompletionTest, Errors) {
   };
   for (const auto& [body, message] : cases) {
     SCOPED_TRACE(body);
-    CompletionStreaming stream;
+    AnswerShape stream;
     EXPECT_THAT(CompletionToRequest(json::parse(body), &stream),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message)));
   }
 }
 
+TEST(OpenAiCompletionTest, PromptListsAndChoices) {
+  AnswerShape shape;
+  absl::StatusOr<std::vector<GenerateRequest>> requests = CompletionToRequests(
+      json::parse(R"({"prompt": ["one", [5, 6]], "n": 2, "best_of": 3, "echo": true, "max_tokens": 4,
+                      "seed": 7})"),
+      &shape);
+  ASSERT_THAT(requests, absl_testing::IsOk());
+  ASSERT_EQ(requests->size(), 2u);
+  EXPECT_EQ((*requests)[0].prompt_text, "one");
+  EXPECT_THAT(*(*requests)[1].prompt_ids, ElementsAre(5, 6));
+  for (const GenerateRequest& request : *requests) {
+    EXPECT_EQ(request.params.max_tokens, 4);
+    EXPECT_EQ(request.params.seed, 7u);
+  }
+  EXPECT_EQ(shape.n, 2);
+  EXPECT_EQ(shape.best_of, 3);
+  EXPECT_TRUE(shape.echo);
+
+  requests = CompletionToRequests(json::parse(R"({"prompt": [[1], [2], [3]], "n": 2})"), &shape);
+  ASSERT_THAT(requests, absl_testing::IsOk());
+  EXPECT_EQ(requests->size(), 3u);
+  EXPECT_EQ(shape.best_of, 2);  // absent: n
+}
+
 TEST(OpenAiCompletionTest, IntegersAtTheEdgesOfTheirRange) {
-  CompletionStreaming stream;
+  AnswerShape stream;
   absl::StatusOr<GenerateRequest> request = CompletionToRequest(
       json::parse(R"({"prompt": [2147483647], "max_tokens": 2147483647, "seed": 18446744073709551615})"),
       &stream);
