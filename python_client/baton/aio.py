@@ -12,7 +12,7 @@ a deadline (the client's `timeout` or the call's own); failed calls raise BatonE
 from __future__ import annotations
 
 import asyncio
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import grpc
 import grpc.aio
@@ -86,10 +86,17 @@ class AsyncClient:
                  top_p: float = 1.0, seed: int | None = None, stop: str | Iterable[str] = (),
                  stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int = 0,
                  *, request_id: str | None = None, model: str | None = None,
-                 timeout: float | None = None) -> AsyncGenerateStream:
+                 timeout: float | None = None, presence_penalty: float = 0.0,
+                 frequency_penalty: float = 0.0, repetition_penalty: float = 1.0,
+                 min_p: float = 0.0, logit_bias: Mapping[int, float] | None = None,
+                 min_tokens: int = 0) -> AsyncGenerateStream:
         """Starts one generation; see baton.Client.generate for the arguments."""
         request = build_request(prompt, token_ids, max_tokens, temperature, top_k, top_p, seed, stop,
-                                stop_token_ids, ignore_eos, logprobs, request_id, model)
+                                stop_token_ids, ignore_eos, logprobs, request_id, model,
+                                presence_penalty=presence_penalty,
+                                frequency_penalty=frequency_penalty,
+                                repetition_penalty=repetition_penalty, min_p=min_p,
+                                logit_bias=logit_bias, min_tokens=min_tokens)
         return AsyncGenerateStream(self._stub.Generate(request, timeout=self._timeout(timeout),
                                                        metadata=self._metadata))
 

@@ -12,7 +12,7 @@ many threads, as its grpc channel does.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 import grpc
 
@@ -77,13 +77,22 @@ class Client:
                  top_p: float = 1.0, seed: int | None = None, stop: str | Iterable[str] = (),
                  stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int = 0,
                  *, request_id: str | None = None, model: str | None = None,
-                 timeout: float | None = None) -> GenerateStream:
+                 timeout: float | None = None, presence_penalty: float = 0.0,
+                 frequency_penalty: float = 0.0, repetition_penalty: float = 1.0,
+                 min_p: float = 0.0, logit_bias: Mapping[int, float] | None = None,
+                 min_tokens: int = 0) -> GenerateStream:
         """Starts one generation and returns its stream of Chunks. Exactly one of prompt (text) and
         token_ids (ValueError otherwise). Greedy by default (temperature 0). max_tokens None: up to
         the model's context. seed None: drawn by the server. logprobs: top log-probabilities per
-        token, 0..20. request_id None: assigned by the server. model None: the served model."""
+        token, 0..20. request_id None: assigned by the server. model None: the served model.
+        presence_penalty, frequency_penalty, repetition_penalty, min_p, logit_bias, min_tokens: the
+        logits processors, as baton.messages.build_request documents them."""
         request = build_request(prompt, token_ids, max_tokens, temperature, top_k, top_p, seed, stop,
-                                stop_token_ids, ignore_eos, logprobs, request_id, model)
+                                stop_token_ids, ignore_eos, logprobs, request_id, model,
+                                presence_penalty=presence_penalty,
+                                frequency_penalty=frequency_penalty,
+                                repetition_penalty=repetition_penalty, min_p=min_p,
+                                logit_bias=logit_bias, min_tokens=min_tokens)
         return GenerateStream(self._stub.Generate(request, timeout=self._timeout(timeout),
                                                        metadata=self._metadata))
 
