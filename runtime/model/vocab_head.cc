@@ -23,7 +23,8 @@ VocabHead::VocabHead(const ModelConfig& config, const ModelShard& shard,
       local_logits_(backend),
       gathered_logits_(backend),
       sample_args_(backend),
-      processor_args_(backend) {
+      processor_args_(backend),
+      processed_logits_(backend) {
   if (!shard.vocab_parallel) return;
   BATON_CHECK(tp_ != nullptr && tp_->size() == shard.spec.tp_size);
   for (int r = 0; r < shard.spec.tp_size; ++r) {
@@ -221,12 +222,18 @@ absl::Status VocabHead::StageProcessors(std::span<const TokenSampling> sampling,
 
 absl::Status VocabHead::Head(const float* h, int num_seqs) {
   RETURN_IF_ERROR(ComputeLogits(h, num_seqs));
+  const float* sampled_logits = logits_.data<float>();
   if (staged_processors_ != nullptr) {
-    // On the raw logits, before temperature and the cuts, as vLLM orders them.
+    // On a copy of the raw logits, before temperature and the cuts, as vLLM orders them; the raw
+    // ones stay for Collect: the logprobs a client sees are the model's, as vLLM's by default.
+    const size_t bytes = sizeof(float) * static_cast<size_t>(num_seqs) * vocab_size_;
+    RETURN_IF_ERROR(processed_logits_.Reserve(bytes));
+    RETURN_IF_ERROR(backend_->CopyOnDevice(processed_logits_.data<void>(), logits_.data<void>(), bytes));
+    sampled_logits = processed_logits_.data<float>();
     const ProcessorArgs p(static_cast<size_t>(num_seqs), staged_num_entries_);
     std::byte* d = staged_processors_;
     RETURN_IF_ERROR(backend_->LogitsProcessors(kernels::LogitsProcessorsParams{
-        .logits = logits_.data<float>(),
+        .logits = processed_logits_.data<float>(),
         .entries = staged_num_entries_ > 0 ? At<const kernels::LogitsTokenEntry>(d, p.entries)
                                            : nullptr,
         .entry_offsets = At<const int32_t>(d, p.entry_offsets),
@@ -241,7 +248,7 @@ absl::Status VocabHead::Head(const float* h, int num_seqs) {
   const SampleArgs args(static_cast<size_t>(num_seqs));
   std::byte* device = staged_sampling_;
   return backend_->Sample(kernels::SampleParams{
-      .logits = logits_.data<float>(),
+      .logits = sampled_logits,
       .temperature = At<float>(device, args.temperature),
       .top_k = At<int32_t>(device, args.top_k),
       .top_p = At<float>(device, args.top_p),
@@ -276,7 +283,7 @@ absl::Status VocabHead::Collect(int num_seqs, bool return_logits, StepOutput* ou
 void VocabHead::AppendScratchAddresses(std::vector<const void*>* addresses) const {
   for (const DeviceBuffer* buffer :
        {&ids_staging_, &logits_, &local_logits_, &gathered_logits_, &sample_args_,
-        &processor_args_}) {
+        &processor_args_, &processed_logits_}) {
     addresses->push_back(buffer->data<void>());
   }
   addresses->push_back(staged_ids_);

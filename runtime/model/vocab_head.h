@@ -62,9 +62,11 @@ class VocabHead {
   // Last stage only.
   absl::Status StageSampling(std::span<const TokenSampling> sampling, int num_seqs);
   // The logits of h [num_seqs, hidden] (device), h x lm_head^T, and each sequence's next token drawn
-  // from them with the staged options, the same on every TP rank; device work only.
+  // from them, through the staged logits processors (on a copy), with the staged options, the same
+  // on every TP rank; device work only.
   absl::Status Head(const float* h, int num_seqs);
-  // The first num_seqs tokens of the last Head on the host, and their logits when return_logits
+  // The first num_seqs tokens of the last Head on the host, and their raw logits (before the
+  // processors: the logprobs clients see are the model's, as vLLM's by default) when return_logits
   // (else out->logits is emptied).
   absl::Status Collect(int num_seqs, bool return_logits, StepOutput* out);
 
@@ -111,6 +113,7 @@ class VocabHead {
   size_t staged_num_entries_ = 0;
   std::vector<std::byte> processors_host_;
   DeviceBuffer processor_args_;
+  DeviceBuffer processed_logits_;  // [num_seqs, vocab_size]: logits_ through the processors
 };
 
 }  // namespace baton::runtime

@@ -122,6 +122,26 @@ TEST_F(LogitsProcessorsEngineTest, LogitBiasForcesAndForbidsTokens) {
   EXPECT_NE(Generate(prompt, params).tokens[0], plain[0]);
 }
 
+// The logits (and so the logprobs) a request gets back are the model's, before the processors, as
+// vLLM's are by default; the token is drawn from the processed ones.
+TEST_F(LogitsProcessorsEngineTest, ReturnedLogitsAreTheRawOnes) {
+  const std::vector<int32_t> prompt = Prompt(9, 1);
+  std::vector<std::vector<float>> rows[2];
+  for (int biased = 0; biased < 2; ++biased) {
+    auto engine = MakeEngine();
+    GenerationParams params = Greedy(1);
+    params.return_logits = true;
+    if (biased == 1) params.logits_processors.logit_bias = {{7, 100.0f}};
+    ASSERT_THAT(engine->AddRequest(prompt, params), IsOk());
+    auto outputs = engine->Step();
+    ASSERT_THAT(outputs, IsOk());
+    ASSERT_EQ(outputs->size(), 1u);
+    if (biased == 1) EXPECT_EQ((*outputs)[0].token_id, 7);
+    rows[biased].push_back((*outputs)[0].logits);
+  }
+  EXPECT_EQ(rows[0], rows[1]);
+}
+
 TEST_F(LogitsProcessorsEngineTest, PenaltiesChangeRepeatsAndNeutralValuesChangeNothing) {
   const std::vector<int32_t> prompt = Prompt(12, 2);
   const std::vector<int32_t> plain = Generate(prompt, Greedy(24)).tokens;
