@@ -282,8 +282,8 @@ absl::Status VocabHead::Collect(int num_seqs, bool return_logits, StepOutput* ou
 
 void VocabHead::AppendScratchAddresses(std::vector<const void*>* addresses) const {
   for (const DeviceBuffer* buffer :
-       {&ids_staging_, &logits_, &local_logits_, &gathered_logits_, &sample_args_,
-        &processor_args_, &processed_logits_}) {
+       {&ids_staging_, &logits_, &local_logits_, &gathered_logits_, &sample_args_}) {
+    // Not the processors' buffers: a step with processors is never graphed (decode_graphs.h).
     addresses->push_back(buffer->data<void>());
   }
   addresses->push_back(staged_ids_);

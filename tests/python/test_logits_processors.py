@@ -16,8 +16,13 @@ logit_bias, presence/frequency/repetition penalties, min_p and min_tokens.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
+
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -248,6 +253,23 @@ def test_http_bad_values_are_400_naming_the_field(deployment, endpoint):
                           {**base, "max_tokens": 2, "presence_penalty": 0, "frequency_penalty": 0,
                            "repetition_penalty": 1, "min_p": 0, "min_tokens": 0, "logit_bias": {}})
     assert status == 200, answer
+
+
+def test_python_cli_flags(deployment):
+    """`python -m baton generate` carries the processors' flags to the server."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "python_client"))
+    args = ["generate", "--server", deployment.address, "--prompt-ids", ",".join(map(str, PROMPT)),
+            "--max-tokens", "4", "--ignore-eos", "--json", "--logit-bias", "17=100",
+            "--repetition-penalty", "1.0", "--presence-penalty", "0", "--frequency-penalty", "0",
+            "--min-p", "0", "--min-tokens", "2"]
+    proc = subprocess.run([sys.executable, "-m", "baton", *args], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert [line["token_id"] for line in lines[:-1]] == [17] * 4, proc.stdout
+    bad = subprocess.run([sys.executable, "-m", "baton", *args[:-2], "--min-p", "2"],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert bad.returncode != 0 and "min_p" in bad.stderr, bad.stderr
 
 
 @pytest.mark.parametrize("field,value,says", [
