@@ -34,14 +34,15 @@ class LogitsProcessorsEngineTest : public ::testing::Test {
     ASSERT_THAT(testing::WriteTinyModel(dir_.path(), testing::TinyEngineSpec()), IsOk());
   }
 
-  std::unique_ptr<Engine> MakeEngine(DeviceKind device = DeviceKind::kCpu) {
+  std::unique_ptr<Engine> MakeEngine(DeviceKind device = DeviceKind::kCpu, bool chunked = false) {
     EngineConfig config{.model_dir = dir_.path(),
                         .device = device,
                         .num_threads = 2,
                         .block_size = 4,
                         .kv_cache_bytes = 1 << 20,
                         .max_num_seqs = 16,
-                        .max_num_batched_tokens = 64,
+                        .max_num_batched_tokens = chunked ? 6 : 64,
+                        .chunked_prefill = chunked,
                         .max_model_len = 128};
     auto engine = Engine::Create(config);
     EXPECT_THAT(engine, IsOk());
@@ -208,6 +209,26 @@ TEST_F(LogitsProcessorsEngineTest, EmulatedDeviceGivesTheCpuTokens) {
   for (const auto& [id, run] : by_device[0]) {
     EXPECT_EQ(by_device[1][id].tokens, run.tokens) << "request " << id;
   }
+}
+
+// min_tokens alone: its first steps run the op (eagerly), the later ones none (graphed on the
+// emulated device); chunked prefill: the chunks short of the prompt's end sample nothing and build
+// no row. The tokens are the CPU's, prefill-first.
+TEST_F(LogitsProcessorsEngineTest, ProcessorsThatStopApplyingAndChunkedPrefillKeepTheTokens) {
+  const std::vector<int32_t> prompt = Prompt(17, 6);
+  const std::vector<int32_t> plain = Generate(prompt, Greedy(10)).tokens;
+  GenerationParams params = Greedy(10);
+  params.stop_token_ids = {plain[0], plain[1]};
+  params.logits_processors.min_tokens = 3;
+  const Outcome cpu = Generate(prompt, params);
+  ASSERT_GE(cpu.tokens.size(), 3u);
+  EXPECT_NE(cpu.tokens[0], plain[0]);
+  EXPECT_EQ(Generate(prompt, params, DeviceKind::kCudaEmulated).tokens, cpu.tokens);
+  auto chunked = MakeEngine(DeviceKind::kCpu, /*chunked=*/true);
+  GenerationParams all_on = AllOn(10);
+  auto id = chunked->AddRequest(prompt, all_on);
+  ASSERT_THAT(id, IsOk());
+  EXPECT_EQ(RunToCompletion(*chunked)[*id].tokens, Generate(prompt, all_on).tokens);
 }
 
 // A resumed request (token replay after a dead decode worker) and a prefill hand-off continue as

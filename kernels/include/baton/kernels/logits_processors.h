@@ -34,7 +34,7 @@ struct LogitsTokenEntry {
 
 struct LogitsProcessorsParams {
   float* logits;                    // [num_seqs, vocab_size], processed in place
-  const LogitsTokenEntry* entries;  // [entry_offsets[num_seqs]]
+  const LogitsTokenEntry* entries;  // [entry_offsets[num_seqs]]; null only when that is 0
   const int32_t* entry_offsets;     // [num_seqs + 1]: sequence s owns [offsets[s], offsets[s + 1])
   const float* repetition_penalty;  // [num_seqs]; > 0, 1 => off
   const float* frequency_penalty;   // [num_seqs]
