@@ -137,7 +137,9 @@ TEST_F(LogitsProcessorsEngineTest, ReturnedLogitsAreTheRawOnes) {
     auto outputs = engine->Step();
     ASSERT_THAT(outputs, IsOk());
     ASSERT_EQ(outputs->size(), 1u);
-    if (biased == 1) EXPECT_EQ((*outputs)[0].token_id, 7);
+    if (biased == 1) {
+      EXPECT_EQ((*outputs)[0].token_id, 7);
+    }
     rows[biased].push_back((*outputs)[0].logits);
   }
   EXPECT_EQ(rows[0], rows[1]);
