@@ -16,7 +16,8 @@ absl::Status SampleCpu(const SampleParams& p) {
   for (int s = 0; s < p.num_seqs; ++s) {
     const std::span<const float> row(p.logits + int64_t{s} * p.vocab_size, p.vocab_size);
     const SamplingOptions options{
-        .temperature = p.temperature[s], .top_k = p.top_k[s], .top_p = p.top_p[s]};
+        .temperature = p.temperature[s], .top_k = p.top_k[s], .top_p = p.top_p[s],
+        .min_p = p.min_p != nullptr ? p.min_p[s] : 0.0f};
     // A NaN logit is the kernel's -1, not an error, so that one bad row does not hide the others'
     // tokens (as it cannot on the device, where the launch has no status per row).
     if (std::any_of(row.begin(), row.end(), [](float x) { return std::isnan(x); })) {

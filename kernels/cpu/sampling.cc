@@ -129,6 +129,10 @@ absl::Status ValidateSamplingOptions(const SamplingOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("SampleToken: top_p = ", o.top_p, " is outside (0, 1]"));
   }
+  if (!(o.min_p >= 0 && o.min_p <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SampleToken: min_p = ", o.min_p, " is outside [0, 1]"));
+  }
   return absl::OkStatus();
 }
 
@@ -149,6 +153,8 @@ absl::StatusOr<int32_t> SampleToken(std::span<const float> logits, const Samplin
   const float inv_temperature = 1.0f / options.temperature;
   const bool use_top_k = options.top_k > 0 && static_cast<size_t>(options.top_k) < n;
   const bool use_top_p = options.top_p < 1;
+  // min-p comes last and only drops tokens from the kept set (sample.h).
+  const uint64_t min_weight = MinPWeight(options.min_p);
   // With top-k only the candidates' weights are ever read (below); otherwise every token's.
   if (!use_top_k) {
     for (size_t i = 0; i < n; ++i) {
@@ -156,6 +162,9 @@ absl::StatusOr<int32_t> SampleToken(std::span<const float> logits, const Samplin
     }
   }
   if (!use_top_k && !use_top_p) {
+    if (min_weight > 0) {
+      for (size_t i = 0; i < n; ++i) weight[i] = weight[i] >= min_weight ? weight[i] : 0;
+    }
     const uint64_t total = std::accumulate(weight.begin(), weight.end(), uint64_t{0});
     const uint64_t target = DrawTarget(rng.NextBits24(), total);
     uint64_t cum = 0;
@@ -213,7 +222,7 @@ absl::StatusOr<int32_t> SampleToken(std::span<const float> logits, const Samplin
   size_t num_kept = 0;
   uint64_t kept_total = 0;
   for (int32_t i : candidates) {
-    if (i == last || before(i, last)) {
+    if ((i == last || before(i, last)) && weight[i] >= min_weight) {
       candidates[num_kept++] = i;
       kept_total += weight[i];
     }

@@ -9,7 +9,9 @@
 //      by a bitwise radix select: from the top bit down, keep the bit if the tokens with a key at
 //      or above the candidate still reach the target (count k, or the top-p weight), each step one
 //      block sum (32 in all); the index by a prefix scan over the tokens with that key.
-//   3. the draw: a block sum of the kept weight, the target from the Philox bits, and a prefix
+//   3. min-p: the kept set also drops the tokens whose weight is below MinPWeight (a test on each
+//      token's own weight, so no select is needed);
+//   4. the draw: a block sum of the kept weight, the target from the Philox bits, and a prefix
 //      scan over the kept tokens in index order for the first whose running sum exceeds it.
 // Sums over the whole row read it strided (coalesced; integer sums do not care about order); the
 // prefix scans need index order, so they give each thread a contiguous chunk instead. Weights are
@@ -105,8 +107,9 @@ struct SampleRow {
   int n;
   float max_logit;
   float inv_temperature;
-  uint32_t bound_key;  // 0 initially
-  int32_t bound_idx;   // n initially
+  uint32_t bound_key;   // 0 initially
+  int32_t bound_idx;    // n initially
+  uint64_t min_weight;  // 0 until min-p applies (after top-k and top-p)
 
   BATON_DEVICE bool Kept(int i, uint32_t key) const {
     return key > bound_key || (key == bound_key && i <= bound_idx);
@@ -114,7 +117,10 @@ struct SampleRow {
   // What a select or a scan counts of token i: its weight, or 1; 0 when not kept.
   BATON_DEVICE uint64_t Measure(int i, uint32_t key, bool by_weight) const {
     if (!Kept(i, key)) return 0;
-    return by_weight ? SamplingWeight(logits[i], max_logit, inv_temperature) : 1;
+    if (!by_weight && min_weight == 0) return 1;
+    const uint64_t weight = SamplingWeight(logits[i], max_logit, inv_temperature);
+    if (weight < min_weight) return 0;
+    return by_weight ? weight : 1;
   }
 };
 
@@ -220,7 +226,8 @@ BATON_GLOBAL void SampleKernel(SampleParams p) {
   int32_t token = argmax;
   const float temperature = p.temperature[seq];
   if (temperature > 0.0f && max_logit != -INFINITY) {
-    SampleRow row{logits, n, max_logit, 1.0f / temperature, /*bound_key=*/0, /*bound_idx=*/n};
+    SampleRow row{logits, n, max_logit, 1.0f / temperature, /*bound_key=*/0, /*bound_idx=*/n,
+                  /*min_weight=*/0};
     const int32_t top_k = p.top_k[seq];
     const float top_p = p.top_p[seq];
     if (top_k > 0 && top_k < n) {
@@ -230,6 +237,7 @@ BATON_GLOBAL void SampleKernel(SampleParams p) {
       const uint64_t total = BlockReduce64<false>(ThreadSumAtOrAbove(row, true, 0), scratch);
       SelectPrefix(row, /*by_weight=*/true, TopPTarget(top_p, total), scratch, found);
     }
+    if (p.min_p != nullptr) row.min_weight = MinPWeight(p.min_p[seq]);
     const uint64_t kept_total = BlockReduce64<false>(ThreadSumAtOrAbove(row, true, 0), scratch);
     const uint64_t target = DrawTarget(SamplerBits24(p.seed[seq], p.draw_idx[seq]), kept_total);
     token = FindFirstExceeding(row, /*by_weight=*/true, /*restrict_key=*/false, 0, target, scratch,

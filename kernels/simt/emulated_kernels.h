@@ -11,6 +11,7 @@
 #include "baton/kernels/paged_attention_split_kv.h"
 #include "baton/kernels/kv_gather.h"
 #include "baton/kernels/kv_write.h"
+#include "baton/kernels/logits_processors.h"
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
@@ -33,5 +34,6 @@ absl::Status AddEmulated(const AddParams& params);
 absl::Status AddRmsNormEmulated(const AddRmsNormParams& params);
 absl::Status PagedAttentionSplitKvEmulated(const PagedAttentionSplitKvParams& params);
 absl::Status SampleEmulated(const SampleParams& params);
+absl::Status LogitsProcessorsEmulated(const LogitsProcessorsParams& params);
 
 }  // namespace baton::kernels

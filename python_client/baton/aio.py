@@ -89,12 +89,19 @@ class AsyncClient:
                  messages: Iterable[Mapping[str, Any]] | None = None,
                  tools: Sequence[Mapping[str, Any]] | None = None, add_generation_prompt: bool = True,
                  chat_template_kwargs: Mapping[str, Any] | None = None,
-                 timeout: float | None = None) -> AsyncGenerateStream:
+                 timeout: float | None = None, presence_penalty: float = 0.0,
+                 frequency_penalty: float = 0.0, repetition_penalty: float = 1.0,
+                 min_p: float = 0.0, logit_bias: Mapping[int, float] | None = None,
+                 min_tokens: int = 0) -> AsyncGenerateStream:
         """Starts one generation; see baton.Client.generate for the arguments."""
         chat = (None if messages is None
                 else build_chat(messages, tools, add_generation_prompt, chat_template_kwargs))
         request = build_request(prompt, token_ids, max_tokens, temperature, top_k, top_p, seed, stop,
-                                stop_token_ids, ignore_eos, logprobs, request_id, model, chat)
+                                stop_token_ids, ignore_eos, logprobs, request_id, model, chat,
+                                presence_penalty=presence_penalty,
+                                frequency_penalty=frequency_penalty,
+                                repetition_penalty=repetition_penalty, min_p=min_p,
+                                logit_bias=logit_bias, min_tokens=min_tokens)
         return AsyncGenerateStream(self._stub.Generate(request, timeout=self._timeout(timeout),
                                                        metadata=self._metadata))
 

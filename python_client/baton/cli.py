@@ -65,6 +65,18 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--stop-token-id", type=int, action="append", default=[],
                      help="stop token id (repeatable)")
     gen.add_argument("--ignore-eos", action="store_true", help="keep generating past EOS")
+    gen.add_argument("--presence-penalty", type=float, default=0.0,
+                     help="in [-2, 2]: minus this once a token was generated")
+    gen.add_argument("--frequency-penalty", type=float, default=0.0,
+                     help="in [-2, 2]: minus this per time a token was generated")
+    gen.add_argument("--repetition-penalty", type=float, default=1.0,
+                     help="> 0, on prompt and generated tokens (1 = off)")
+    gen.add_argument("--min-p", type=float, default=0.0,
+                     help="keep tokens at least this times as likely as the top one (0 = off)")
+    gen.add_argument("--min-tokens", type=int, default=0,
+                     help="no EOS, stop token or stop string before this many tokens")
+    gen.add_argument("--logit-bias", type=_logit_bias, action="append", default=[],
+                     metavar="ID=BIAS", help="add BIAS in [-100, 100] to token ID's logit (repeatable)")
     gen.add_argument("--logprobs", type=int, default=None,
                      help="log-probabilities per token (--json): the top N, then the sampled token's")
     gen.add_argument("--model", default=None, help="model name (default: the served one)")
@@ -74,6 +86,16 @@ def _parser() -> argparse.ArgumentParser:
     with_server("health", "print the server's health; exit 0 only when SERVING")
     with_server("model-info", "print the served model's description as JSON")
     return parser
+
+
+def _logit_bias(text: str) -> tuple[int, float]:
+    token_id, sep, bias = text.partition("=")
+    try:
+        if not sep:
+            raise ValueError
+        return int(token_id), float(bias)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected ID=BIAS, got {text!r}") from None
 
 
 def _print_chunk_json(chunk: Chunk, out: TextIO) -> None:
@@ -95,7 +117,10 @@ def _generate(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         prompt=args.prompt, token_ids=args.prompt_ids, max_tokens=args.max_tokens,
         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
         stop=args.stop, stop_token_ids=args.stop_token_id, ignore_eos=args.ignore_eos,
-        logprobs=args.logprobs, request_id=args.request_id, model=args.model)
+        logprobs=args.logprobs, request_id=args.request_id, model=args.model,
+        presence_penalty=args.presence_penalty, frequency_penalty=args.frequency_penalty,
+        repetition_penalty=args.repetition_penalty, min_p=args.min_p, min_tokens=args.min_tokens,
+        logit_bias=dict(args.logit_bias))
     with stream:
         for chunk in stream:
             if args.json:

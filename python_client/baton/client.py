@@ -80,18 +80,27 @@ class Client:
                  messages: Iterable[Mapping[str, Any]] | None = None,
                  tools: Sequence[Mapping[str, Any]] | None = None, add_generation_prompt: bool = True,
                  chat_template_kwargs: Mapping[str, Any] | None = None,
-                 timeout: float | None = None) -> GenerateStream:
+                 timeout: float | None = None, presence_penalty: float = 0.0,
+                 frequency_penalty: float = 0.0, repetition_penalty: float = 1.0,
+                 min_p: float = 0.0, logit_bias: Mapping[int, float] | None = None,
+                 min_tokens: int = 0) -> GenerateStream:
         """Starts one generation and returns its stream of Chunks. Exactly one of prompt (text),
         token_ids and messages (ValueError otherwise). messages: OpenAI-style chat messages, rendered
         by the server with the model's chat template (with tools, add_generation_prompt and
         chat_template_kwargs). Greedy by default (temperature 0). max_tokens None: up to the model's
         context. seed None: drawn by the server. logprobs k (0..20): per token the k most likely
         tokens' log-probabilities, then the sampled token's when it is not among them; None: none.
-        request_id None: assigned by the server. model None: the served model."""
+        request_id None: assigned by the server. model None: the served model. presence_penalty,
+        frequency_penalty, repetition_penalty, min_p, logit_bias, min_tokens: the logits processors,
+        as baton.messages.build_request documents them."""
         chat = (None if messages is None
                 else build_chat(messages, tools, add_generation_prompt, chat_template_kwargs))
         request = build_request(prompt, token_ids, max_tokens, temperature, top_k, top_p, seed, stop,
-                                stop_token_ids, ignore_eos, logprobs, request_id, model, chat)
+                                stop_token_ids, ignore_eos, logprobs, request_id, model, chat,
+                                presence_penalty=presence_penalty,
+                                frequency_penalty=frequency_penalty,
+                                repetition_penalty=repetition_penalty, min_p=min_p,
+                                logit_bias=logit_bias, min_tokens=min_tokens)
         return GenerateStream(self._stub.Generate(request, timeout=self._timeout(timeout),
                                                        metadata=self._metadata))
 

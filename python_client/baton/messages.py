@@ -117,10 +117,18 @@ def build_request(prompt: str | None = None, token_ids: Iterable[int] | None = N
                   top_p: float = 1.0, seed: int | None = None, stop: str | Iterable[str] = (),
                   stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int | None = None,
                   request_id: str | None = None, model: str | None = None,
-                  chat: pb.ChatPrompt | None = None) -> pb.GenerateRequest:
+                  chat: pb.ChatPrompt | None = None, *,
+                  presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+                  repetition_penalty: float = 1.0, min_p: float = 0.0,
+                  logit_bias: Mapping[int, float] | None = None,
+                  min_tokens: int = 0) -> pb.GenerateRequest:
     """A GenerateRequest. Exactly one of prompt, token_ids and chat (ValueError otherwise); an empty
     prompt is sent as given, for the server to reject. max_tokens/seed None: unset (the server's
-    default)."""
+    default). The logits processors (vLLM's meanings; neutral by default, the server checks the
+    ranges): presence_penalty and frequency_penalty in [-2, 2] over the generated tokens,
+    repetition_penalty > 0 over prompt and generated tokens, min_p in [0, 1], logit_bias {token id:
+    bias in [-100, 100]}, min_tokens: EOS, stop_token_ids and stop strings do not end the
+    generation before this many tokens."""
     if [prompt is not None, token_ids is not None, chat is not None].count(True) != 1:
         raise ValueError("give exactly one of prompt, token_ids and messages")
     request = pb.GenerateRequest(request_id=request_id or "", model=model or "")
@@ -143,6 +151,13 @@ def build_request(prompt: str | None = None, token_ids: Iterable[int] | None = N
     request.stop.stop.extend([stop] if isinstance(stop, str) else stop)
     request.stop.stop_token_ids.extend(stop_token_ids)
     request.stop.ignore_eos = ignore_eos
+    request.sampling.presence_penalty = presence_penalty
+    request.sampling.frequency_penalty = frequency_penalty
+    request.sampling.repetition_penalty = repetition_penalty
+    request.sampling.min_p = min_p
+    for token_id, bias in (logit_bias or {}).items():
+        request.sampling.logit_bias[int(token_id)] = bias
+    request.stop.min_tokens = min_tokens
     return request
 
 

@@ -103,4 +103,8 @@ absl::Status CpuBackend::Sample(const kernels::SampleParams& params) {
   return kernels::SampleCpu(params);
 }
 
+absl::Status CpuBackend::LogitsProcessors(const kernels::LogitsProcessorsParams& params) {
+  return kernels::LogitsProcessorsCpu(params);
+}
+
 }  // namespace baton::runtime

@@ -37,6 +37,7 @@ class CpuBackend final : public DeviceBackend {
   absl::Status Add(const kernels::AddParams& params) override;
   absl::Status AddRmsNorm(const kernels::AddRmsNormParams& params) override;
   absl::Status Sample(const kernels::SampleParams& params) override;
+  absl::Status LogitsProcessors(const kernels::LogitsProcessorsParams& params) override;
 
  private:
   ThreadPool* pool_;

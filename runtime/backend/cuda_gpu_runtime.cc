@@ -13,6 +13,7 @@
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/kv_gather.h"
 #include "kernels/cuda/kv_write.h"
+#include "kernels/cuda/logits_processors.h"
 #include "kernels/cuda/paged_attention_decode.h"
 #include "kernels/cuda/paged_attention_split_kv.h"
 #include "kernels/cuda/prefill_attention.h"
@@ -263,6 +264,11 @@ absl::Status CudaGpuRuntime::Launch(const kernels::PagedAttentionSplitKvParams& 
 absl::Status CudaGpuRuntime::Launch(const kernels::SampleParams& params) {
   RETURN_IF_ERROR(Activate());
   return kernels::Sample(params, stream_);
+}
+
+absl::Status CudaGpuRuntime::Launch(const kernels::LogitsProcessorsParams& params) {
+  RETURN_IF_ERROR(Activate());
+  return kernels::LogitsProcessors(params, stream_);
 }
 
 absl::Status CudaGpuRuntime::ReserveHalfScratch(size_t bytes) {

@@ -60,6 +60,7 @@ class CudaGpuRuntime final : public GpuRuntime {
   absl::Status Launch(const kernels::AddRmsNormParams& params) override;
   absl::Status Launch(const kernels::PagedAttentionSplitKvParams& params) override;
   absl::Status Launch(const kernels::SampleParams& params) override;
+  absl::Status Launch(const kernels::LogitsProcessorsParams& params) override;
   absl::Status Gemm(const kernels::MatmulParams& params) override;
 
  private:

@@ -32,6 +32,7 @@
 #include "baton/kernels/embedding.h"
 #include "baton/kernels/kv_gather.h"
 #include "baton/kernels/kv_write.h"
+#include "baton/kernels/logits_processors.h"
 #include "baton/kernels/matmul.h"
 #include "baton/kernels/paged_attention.h"
 #include "baton/kernels/prefill_attention.h"
@@ -144,6 +145,10 @@ class DeviceBackend {
   // a NaN logit gets token -1. The per-row options are validated by the caller
   // (kernels::ValidateSamplingOptions) before they are copied to the device.
   virtual absl::Status Sample(const kernels::SampleParams& params) = 0;
+  // The logits processors (logit_bias, min_tokens, repetition/frequency/presence penalties) on
+  // the logits before Sample, in place (logits_processors.h); the same logits on every backend.
+  // The entries are validated by the caller (kernels::ValidateLogitsEntries) on the host.
+  virtual absl::Status LogitsProcessors(const kernels::LogitsProcessorsParams& params) = 0;
 };
 
 }  // namespace baton::runtime

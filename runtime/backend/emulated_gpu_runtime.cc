@@ -449,7 +449,33 @@ absl::Status EmulatedGpuRuntime::Run(const kernels::SampleParams& p) {
   if (p.logprobs != nullptr) {
     RETURN_IF_ERROR(CheckDevice(kOp, "logprobs", p.logprobs, Bytes<float>(p.num_seqs)));
   }
+  if (p.min_p != nullptr) {
+    RETURN_IF_ERROR(CheckDevice(kOp, "min_p", p.min_p, Bytes<float>(p.num_seqs)));
+  }
   return kernels::SampleEmulated(p);
+}
+
+absl::Status EmulatedGpuRuntime::Run(const kernels::LogitsProcessorsParams& p) {
+  constexpr absl::string_view kOp = "LogitsProcessors";
+  RETURN_IF_ERROR(kernels::Validate(p));
+  if (p.num_seqs == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(
+      CheckDevice(kOp, "logits", p.logits, Bytes<float>(int64_t{p.num_seqs} * p.vocab_size)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "entry_offsets", p.entry_offsets, Bytes<int32_t>(p.num_seqs + 1)));
+  for (const auto& [field, ptr] : {std::pair<const char*, const void*>{"repetition_penalty", p.repetition_penalty},
+                                   {"frequency_penalty", p.frequency_penalty},
+                                   {"presence_penalty", p.presence_penalty},
+                                   {"num_generated", p.num_generated},
+                                   {"min_tokens", p.min_tokens}}) {
+    RETURN_IF_ERROR(CheckDevice(kOp, field, ptr, Bytes<float>(p.num_seqs)));
+  }
+  // The offsets are device memory, but device memory is host memory here: how far entries is read.
+  const int64_t num_entries = p.entry_offsets[p.num_seqs];
+  if (num_entries > 0) {
+    RETURN_IF_ERROR(CheckDevice(kOp, "entries", p.entries,
+                                static_cast<size_t>(num_entries) * sizeof(kernels::LogitsTokenEntry)));
+  }
+  return kernels::LogitsProcessorsEmulated(p);
 }
 
 absl::Status EmulatedGpuRuntime::Run(const kernels::MatmulParams& p) {

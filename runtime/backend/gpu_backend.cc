@@ -158,4 +158,8 @@ absl::Status GpuBackend::Sample(const kernels::SampleParams& params) {
   return ValidateAndLaunch(params);
 }
 
+absl::Status GpuBackend::LogitsProcessors(const kernels::LogitsProcessorsParams& params) {
+  return ValidateAndLaunch(params);
+}
+
 }  // namespace baton::runtime

@@ -58,6 +58,7 @@ class GpuBackend final : public DeviceBackend {
   absl::Status Add(const kernels::AddParams& params) override;
   absl::Status AddRmsNorm(const kernels::AddRmsNormParams& params) override;
   absl::Status Sample(const kernels::SampleParams& params) override;
+  absl::Status LogitsProcessors(const kernels::LogitsProcessorsParams& params) override;
 
   bool SupportsGraphs() const override { return true; }
   absl::Status BeginCapture() override;

@@ -29,6 +29,7 @@
 #include "baton/kernels/embedding.h"
 #include "baton/kernels/kv_gather.h"
 #include "baton/kernels/kv_write.h"
+#include "baton/kernels/logits_processors.h"
 #include "baton/kernels/matmul.h"
 #include "baton/kernels/paged_attention.h"
 #include "baton/kernels/paged_attention_split_kv.h"
@@ -124,6 +125,7 @@ class GpuRuntime {
   virtual absl::Status Launch(const kernels::PagedAttentionSplitKvParams& params) = 0;
   // A row with a NaN logit gets token -1 (the launch itself succeeds).
   virtual absl::Status Launch(const kernels::SampleParams& params) = 0;
+  virtual absl::Status Launch(const kernels::LogitsProcessorsParams& params) = 0;
   // out[m, n] = in[m, k] * weight[n, k]^T (+ bias[n]) with MatmulParams' semantics: weight f32,
   // bf16 or f16, f32 accumulation; with 16-bit weights the activations are rounded to the weights'
   // type first (as MatmulCpu does, and as a bf16 or f16 GEMM needs).

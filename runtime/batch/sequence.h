@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "baton/kernels/sampling.h"
+#include "runtime/batch/logits_processing.h"
 #include "runtime/kv_cache/block_table.h"
 
 namespace baton::runtime {
@@ -22,6 +23,7 @@ enum class FinishReason { kNone, kLength, kStop, kCancelled };
 // What a caller asks the engine to generate.
 struct GenerationParams {
   kernels::SamplingOptions sampling;
+  LogitsProcessorOptions logits_processors;  // penalties, logit_bias, min_tokens
   uint64_t seed = 0;                    // generated token n takes draw n of its stream (sampling.h)
   int max_tokens = 16;                  // >= 1
   std::vector<int32_t> stop_token_ids;  // the model's EOS ids are added unless ignore_eos
@@ -51,6 +53,7 @@ struct Sequence {
   // next one): that output reports when the prefill started. False once reported, and from the
   // start for a sequence whose KV was computed elsewhere (Engine::AdmitPrefilled).
   bool ends_prefill = true;
+  TokenHistory history;  // token counts for the logits processors, updated when they need them
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_generated_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "baton/kernels/sampling.h"
+#include "runtime/batch/logits_processing.h"
 
 namespace baton::runtime {
 
@@ -25,6 +26,9 @@ struct TokenSampling {
   kernels::SamplingOptions options;
   uint64_t seed = 0;
   uint64_t draw_idx = 0;
+  // The logits processors' row for this sequence (logits_processing.h), or nullptr when none
+  // applies. Owned by the step's builder, alive until the step's Forward returns.
+  const LogitsProcessing* processing = nullptr;
 };
 
 struct StepBatch {

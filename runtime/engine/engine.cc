@@ -80,6 +80,11 @@ absl::Status Engine::ValidateRequest(SeqId seq_id, const std::vector<int32_t>& p
         "request ", seq_id, ": ", generated_token_ids.size(), " tokens generated already; max_tokens ",
         params.max_tokens, " leaves none to generate"));
   }
+  if (absl::Status s = ValidateLogitsProcessorOptions(params.logits_processors, params.sampling,
+                                                      params.max_tokens, vocab_size);
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("request ", seq_id, ": ", s.message()));
+  }
   const int64_t total = static_cast<int64_t>(prompt_token_ids.size()) + params.max_tokens;
   if (total > max_model_len_) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -198,7 +203,12 @@ absl::Status Engine::Cancel(SeqId seq_id) {
 
 FinishReason Engine::CheckFinished(const Sequence& seq, int32_t token) const {
   const auto& stops = seq.params.stop_token_ids;
-  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return FinishReason::kStop;
+  // Before min_tokens the stop tokens are masked (logits_processors.h); should one still come
+  // (every other logit -inf), it does not end the generation either, as in vLLM.
+  const bool may_stop = seq.num_generated_tokens() >= seq.params.logits_processors.min_tokens;
+  if (may_stop && std::find(stops.begin(), stops.end(), token) != stops.end()) {
+    return FinishReason::kStop;
+  }
   if (seq.num_generated_tokens() >= seq.params.max_tokens) return FinishReason::kLength;
   if (seq.num_tokens() >= max_model_len_) return FinishReason::kLength;
   return FinishReason::kNone;
@@ -216,11 +226,24 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
   // decode worker continues a prefill worker's stream, and a recomputed sequence its own, with no
   // generator state to hand over. The logits come to the host only for what needs them.
   sampling_.clear();
+  processing_.resize(step.seqs.size());  // sized before any pointer into it is taken
   bool return_logits = false;
-  for (const Sequence* seq : step.seqs) {
-    sampling_.push_back(TokenSampling{.options = seq->params.sampling,
-                                      .seed = seq->params.seed,
-                                      .draw_idx = static_cast<uint64_t>(seq->num_generated_tokens())});
+  for (size_t i = 0; i < step.seqs.size(); ++i) {
+    Sequence* seq = step.seqs[i];
+    TokenSampling& sampling = sampling_.emplace_back(TokenSampling{
+        .options = seq->params.sampling,
+        .seed = seq->params.seed,
+        .draw_idx = static_cast<uint64_t>(seq->num_generated_tokens())});
+    // The processors' counts come from the sequence's tokens, so a resumed or handed-over
+    // sequence gets the same ones; a prefill chunk short of the prompt's end samples nothing.
+    const LogitsProcessorOptions& processors = seq->params.logits_processors;
+    if (seq->num_uncomputed_tokens() <= step.q_lens[i] &&
+        NeedsLogitsProcessing(processors, seq->num_generated_tokens())) {
+      seq->history.Update(seq->token_ids, seq->num_prompt_tokens);
+      seq->history.Fill(processors, seq->params.stop_token_ids, seq->num_generated_tokens(),
+                        &processing_[i]);
+      sampling.processing = &processing_[i];
+    }
     return_logits = return_logits || seq->params.num_logprobs.has_value() || seq->params.return_logits;
   }
   RETURN_IF_ERROR(runner_.Run(step, sampling_, return_logits, &output_));

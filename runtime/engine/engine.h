@@ -125,6 +125,7 @@ class Engine {
   absl::flat_hash_map<SeqId, std::unique_ptr<Sequence>> seqs_;
   SeqId next_seq_id_ = 0;
   std::vector<TokenSampling> sampling_;  // [num_seqs] of the current step
+  std::vector<LogitsProcessing> processing_;  // [num_seqs]: what sampling_[i].processing views
   StepOutput output_;                    // of the last step
 };
 

@@ -12,7 +12,8 @@
 // batch's arrays into its scratch before each replay; the graph remembers the scratch addresses
 // it captured and is captured again when any has moved (a larger step regrew a buffer), so a
 // replay never reads a freed buffer. Only prefix-free decode batches of a one-rank instance are
-// graphed (llama_model.cc): collectives inside a capture are NCCL's to record, and the CPU
+// graphed (llama_model.cc), and only batches without logits processors (penalties, logit_bias,
+// min_tokens: their op's work varies per step): collectives inside a capture are NCCL's to record, and the CPU
 // communicator of cuda-emulated could not be, so TP/PP instances run eagerly.
 //
 // Not thread-safe: the rank's thread only.

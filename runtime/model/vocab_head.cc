@@ -22,7 +22,9 @@ VocabHead::VocabHead(const ModelConfig& config, const ModelShard& shard,
       logits_(backend),
       local_logits_(backend),
       gathered_logits_(backend),
-      sample_args_(backend) {
+      sample_args_(backend),
+      processor_args_(backend),
+      processed_logits_(backend) {
   if (!shard.vocab_parallel) return;
   BATON_CHECK(tp_ != nullptr && tp_->size() == shard.spec.tp_size);
   for (int r = 0; r < shard.spec.tp_size; ++r) {
@@ -121,9 +123,25 @@ struct SampleArgs {
         temperature(16 * n),
         top_p(20 * n),
         top_k(24 * n),
-        token_ids(28 * n),
-        bytes(32 * n) {}
-  size_t seed, draw_idx, temperature, top_p, top_k, token_ids, bytes;
+        min_p(28 * n),
+        token_ids(32 * n),
+        bytes(36 * n) {}
+  size_t seed, draw_idx, temperature, top_p, top_k, min_p, token_ids, bytes;
+};
+
+// Where the logits processors' arrays lie in one buffer: all of 4-byte elements, the entries last.
+struct ProcessorArgs {
+  ProcessorArgs(size_t n, size_t num_entries)
+      : entry_offsets(0),
+        repetition_penalty(4 * (n + 1)),
+        frequency_penalty(repetition_penalty + 4 * n),
+        presence_penalty(frequency_penalty + 4 * n),
+        num_generated(presence_penalty + 4 * n),
+        min_tokens(num_generated + 4 * n),
+        entries(min_tokens + 4 * n),
+        bytes(entries + sizeof(kernels::LogitsTokenEntry) * num_entries) {}
+  size_t entry_offsets, repetition_penalty, frequency_penalty, presence_penalty, num_generated,
+      min_tokens, entries, bytes;
 };
 
 template <typename T>
@@ -151,24 +169,90 @@ absl::Status VocabHead::StageSampling(std::span<const TokenSampling> sampling, i
     At<float>(host, args.temperature)[s] = row.options.temperature;
     At<float>(host, args.top_p)[s] = row.options.top_p;
     At<int32_t>(host, args.top_k)[s] = row.options.top_k;
+    At<float>(host, args.min_p)[s] = row.options.min_p;
   }
   staged_sampling_ = host;
   staged_num_seqs_ = num_seqs;
+  RETURN_IF_ERROR(StageProcessors(sampling, num_seqs));
   if (backend_->IsHostMemory()) return absl::OkStatus();
   RETURN_IF_ERROR(sample_args_.Reserve(args.bytes));
   staged_sampling_ = sample_args_.data<std::byte>();
   return backend_->CopyToDevice(staged_sampling_, host, args.token_ids);  // the inputs
 }
 
+absl::Status VocabHead::StageProcessors(std::span<const TokenSampling> sampling, int num_seqs) {
+  staged_processors_ = nullptr;
+  size_t num_entries = 0;
+  bool any = false;
+  for (const TokenSampling& row : sampling) {
+    if (row.processing == nullptr) continue;
+    any = true;
+    num_entries += row.processing->entries.size();
+  }
+  if (!any) return absl::OkStatus();  // the step skips the op
+  const size_t n = static_cast<size_t>(num_seqs);
+  const ProcessorArgs args(n, num_entries);
+  processors_host_.resize(args.bytes);
+  std::byte* host = processors_host_.data();
+  auto* entries = At<kernels::LogitsTokenEntry>(host, args.entries);
+  int32_t offset = 0;
+  for (size_t s = 0; s < n; ++s) {
+    const LogitsProcessing none;
+    const LogitsProcessing& row = sampling[s].processing != nullptr ? *sampling[s].processing : none;
+    RETURN_IF_ERROR(kernels::ValidateLogitsEntries(static_cast<int>(s), row.entries.data(),
+                                                   static_cast<int>(row.entries.size()),
+                                                   row.repetition_penalty, vocab_size_));
+    At<int32_t>(host, args.entry_offsets)[s] = offset;
+    At<float>(host, args.repetition_penalty)[s] = row.repetition_penalty;
+    At<float>(host, args.frequency_penalty)[s] = row.frequency_penalty;
+    At<float>(host, args.presence_penalty)[s] = row.presence_penalty;
+    At<int32_t>(host, args.num_generated)[s] = row.num_generated;
+    At<int32_t>(host, args.min_tokens)[s] = row.min_tokens;
+    std::copy(row.entries.begin(), row.entries.end(), entries + offset);
+    offset += static_cast<int32_t>(row.entries.size());
+  }
+  At<int32_t>(host, args.entry_offsets)[n] = offset;
+  staged_processors_ = host;
+  staged_num_entries_ = num_entries;
+  if (backend_->IsHostMemory()) return absl::OkStatus();
+  RETURN_IF_ERROR(processor_args_.Reserve(args.bytes));
+  staged_processors_ = processor_args_.data<std::byte>();
+  return backend_->CopyToDevice(staged_processors_, host, args.bytes);
+}
+
 absl::Status VocabHead::Head(const float* h, int num_seqs) {
   RETURN_IF_ERROR(ComputeLogits(h, num_seqs));
+  const float* sampled_logits = logits_.data<float>();
+  if (staged_processors_ != nullptr) {
+    // On a copy of the raw logits, before temperature and the cuts, as vLLM orders them; the raw
+    // ones stay for Collect: the logprobs a client sees are the model's, as vLLM's by default.
+    const size_t bytes = sizeof(float) * static_cast<size_t>(num_seqs) * vocab_size_;
+    RETURN_IF_ERROR(processed_logits_.Reserve(bytes));
+    RETURN_IF_ERROR(backend_->CopyOnDevice(processed_logits_.data<void>(), logits_.data<void>(), bytes));
+    sampled_logits = processed_logits_.data<float>();
+    const ProcessorArgs p(static_cast<size_t>(num_seqs), staged_num_entries_);
+    std::byte* d = staged_processors_;
+    RETURN_IF_ERROR(backend_->LogitsProcessors(kernels::LogitsProcessorsParams{
+        .logits = processed_logits_.data<float>(),
+        .entries = staged_num_entries_ > 0 ? At<const kernels::LogitsTokenEntry>(d, p.entries)
+                                           : nullptr,
+        .entry_offsets = At<const int32_t>(d, p.entry_offsets),
+        .repetition_penalty = At<const float>(d, p.repetition_penalty),
+        .frequency_penalty = At<const float>(d, p.frequency_penalty),
+        .presence_penalty = At<const float>(d, p.presence_penalty),
+        .num_generated = At<const int32_t>(d, p.num_generated),
+        .min_tokens = At<const int32_t>(d, p.min_tokens),
+        .num_seqs = num_seqs,
+        .vocab_size = vocab_size_}));
+  }
   const SampleArgs args(static_cast<size_t>(num_seqs));
   std::byte* device = staged_sampling_;
   return backend_->Sample(kernels::SampleParams{
-      .logits = logits_.data<float>(),
+      .logits = sampled_logits,
       .temperature = At<float>(device, args.temperature),
       .top_k = At<int32_t>(device, args.top_k),
       .top_p = At<float>(device, args.top_p),
+      .min_p = At<float>(device, args.min_p),
       .seed = At<uint64_t>(device, args.seed),
       .draw_idx = At<uint64_t>(device, args.draw_idx),
       .token_ids = At<int32_t>(device, args.token_ids),
@@ -199,6 +283,7 @@ absl::Status VocabHead::Collect(int num_seqs, bool return_logits, StepOutput* ou
 void VocabHead::AppendScratchAddresses(std::vector<const void*>* addresses) const {
   for (const DeviceBuffer* buffer :
        {&ids_staging_, &logits_, &local_logits_, &gathered_logits_, &sample_args_}) {
+    // Not the processors' buffers: a step with processors is never graphed (decode_graphs.h).
     addresses->push_back(buffer->data<void>());
   }
   addresses->push_back(staged_ids_);

@@ -55,14 +55,18 @@ class VocabHead {
   // x [num_tokens, hidden] (device) = the embedding rows of the staged ids, on every TP rank.
   absl::Status Embed(int num_tokens, float* x);
 
-  // Puts each sequence's sampling options on the device for Head (empty: greedy for all).
-  // InvalidArgument for sampling of the wrong length or options that fail ValidateSamplingOptions.
+  // Puts each sequence's sampling options, and the logits processors' rows of those that have any
+  // (TokenSampling::processing), on the device for Head (empty: greedy for all).
+  // InvalidArgument for sampling of the wrong length, options that fail ValidateSamplingOptions,
+  // or processors' entries that fail kernels::ValidateLogitsEntries.
   // Last stage only.
   absl::Status StageSampling(std::span<const TokenSampling> sampling, int num_seqs);
   // The logits of h [num_seqs, hidden] (device), h x lm_head^T, and each sequence's next token drawn
-  // from them with the staged options, the same on every TP rank; device work only.
+  // from them, through the staged logits processors (on a copy), with the staged options, the same
+  // on every TP rank; device work only.
   absl::Status Head(const float* h, int num_seqs);
-  // The first num_seqs tokens of the last Head on the host, and their logits when return_logits
+  // The first num_seqs tokens of the last Head on the host, and their raw logits (before the
+  // processors: the logprobs clients see are the model's, as vLLM's by default) when return_logits
   // (else out->logits is emptied).
   absl::Status Collect(int num_seqs, bool return_logits, StepOutput* out);
 
@@ -71,6 +75,10 @@ class VocabHead {
   void AppendScratchAddresses(std::vector<const void*>* addresses) const;
 
  private:
+  // Puts the rows of the sequences that have logits processors on the device (staged_processors_),
+  // or leaves staged_processors_ null when none has: Head then skips the op. InvalidArgument for
+  // entries that fail kernels::ValidateLogitsEntries.
+  absl::Status StageProcessors(std::span<const TokenSampling> sampling, int num_seqs);
   // The device address of `host`: itself on a host-memory backend, else a copy in `staging`.
   absl::StatusOr<const int32_t*> ToDevice(std::span<const int32_t> host, DeviceBuffer& staging);
   // logits_ [num_seqs, vocab_size] (device) = h x lm_head^T.
@@ -99,6 +107,13 @@ class VocabHead {
   // to sample_args_ when the backend's memory is not the host's.
   std::vector<std::byte> sample_args_host_;
   DeviceBuffer sample_args_;
+  // The LogitsProcessors op's arrays, packed likewise (ProcessorArgs in vocab_head.cc); null when
+  // no sequence of the step has processors.
+  std::byte* staged_processors_ = nullptr;
+  size_t staged_num_entries_ = 0;
+  std::vector<std::byte> processors_host_;
+  DeviceBuffer processor_args_;
+  DeviceBuffer processed_logits_;  // [num_seqs, vocab_size]: logits_ through the processors
 };
 
 }  // namespace baton::runtime

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "kernels/common/status_macros.h"
 
 namespace baton::rpc {
 
@@ -33,14 +34,30 @@ absl::StatusOr<runtime::GenerationParams> GenerationParamsFromProto(const v1::Sa
     return absl::InvalidArgumentError(
         absl::StrCat("stop.max_tokens ", stop.max_tokens(), " must be >= 1"));
   }
-  params.sampling = kernels::SamplingOptions{
-      .temperature = sampling.temperature(), .top_k = sampling.top_k(), .top_p = top_p};
+  params.sampling = kernels::SamplingOptions{.temperature = sampling.temperature(),
+                                             .top_k = sampling.top_k(),
+                                             .top_p = top_p,
+                                             .min_p = sampling.min_p()};
   params.seed = sampling.has_seed() ? sampling.seed() : seed;
   params.max_tokens = stop.has_max_tokens() ? stop.max_tokens() : 0;
   params.stop_token_ids.assign(stop.stop_token_ids().begin(), stop.stop_token_ids().end());
   params.ignore_eos = stop.ignore_eos();
   params.num_logprobs = logprobs;
+  LogitsProcessorsFromProto(sampling, stop, &params.logits_processors);
+  // The vocabulary is the engine's to check (it knows it); the ranges are checked here.
+  RETURN_IF_ERROR(runtime::ValidateLogitsProcessorOptions(params.logits_processors, params.sampling,
+                                                          params.max_tokens, /*vocab_size=*/0));
   return params;
+}
+
+void LogitsProcessorsFromProto(const v1::SamplingParams& sampling, const v1::StopConditions& stop,
+                               runtime::LogitsProcessorOptions* out) {
+  out->presence_penalty = sampling.presence_penalty();
+  out->frequency_penalty = sampling.frequency_penalty();
+  out->repetition_penalty = sampling.repetition_penalty() == 0 ? 1.0f : sampling.repetition_penalty();
+  out->logit_bias.clear();
+  for (const auto& [token_id, bias] : sampling.logit_bias()) out->logit_bias[token_id] = bias;
+  out->min_tokens = stop.min_tokens();
 }
 
 void ToProto(const runtime::GenerationParams& params, v1::SamplingParams* sampling,
@@ -48,7 +65,16 @@ void ToProto(const runtime::GenerationParams& params, v1::SamplingParams* sampli
   sampling->set_temperature(params.sampling.temperature);
   sampling->set_top_k(params.sampling.top_k);
   sampling->set_top_p(params.sampling.top_p);
+  sampling->set_min_p(params.sampling.min_p);
   sampling->set_seed(params.seed);
+  const runtime::LogitsProcessorOptions& processors = params.logits_processors;
+  sampling->set_presence_penalty(processors.presence_penalty);
+  sampling->set_frequency_penalty(processors.frequency_penalty);
+  sampling->set_repetition_penalty(processors.repetition_penalty);
+  for (const auto& [token_id, bias] : processors.logit_bias) {
+    (*sampling->mutable_logit_bias())[token_id] = bias;
+  }
+  stop->set_min_tokens(processors.min_tokens);
   stop->set_max_tokens(params.max_tokens);
   for (int32_t id : params.stop_token_ids) stop->add_stop_token_ids(id);
   stop->set_ignore_eos(params.ignore_eos);

@@ -21,6 +21,10 @@ absl::StatusOr<runtime::GenerationParams> GenerationParamsFromProto(const v1::Sa
                                                                     const v1::StopConditions& stop,
                                                                     std::optional<int32_t> logprobs,
                                                                     uint64_t seed);
+// The logits processors' fields of the two messages (repetition_penalty 0, unset, is 1); no checks.
+void LogitsProcessorsFromProto(const v1::SamplingParams& sampling, const v1::StopConditions& stop,
+                               runtime::LogitsProcessorOptions* out);
+
 void ToProto(const runtime::GenerationParams& params, v1::SamplingParams* sampling,
              v1::StopConditions* stop);
 

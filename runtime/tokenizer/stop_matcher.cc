@@ -11,12 +11,17 @@ StopMatcher::StopMatcher(std::vector<std::string> stop_strings) {
   }
 }
 
-std::string StopMatcher::Feed(std::string_view text) {
+std::string StopMatcher::Feed(std::string_view text, bool may_stop) {
   if (stopped_) return "";
   pending_.append(text);
-  // The earliest complete stop string wins.
+  if (!may_stop) num_unarmed_ = pending_.size();
+  // The earliest complete stop string wins; it must end after the unarmed bytes.
   size_t stop_at = std::string::npos;
-  for (const auto& stop : stop_strings_) stop_at = std::min(stop_at, pending_.find(stop));
+  for (const auto& stop : stop_strings_) {
+    if (!may_stop) break;
+    const size_t from = num_unarmed_ + 1 > stop.size() ? num_unarmed_ + 1 - stop.size() : 0;
+    stop_at = std::min(stop_at, pending_.find(stop, from));
+  }
   if (stop_at != std::string::npos) {
     stopped_ = true;
     std::string out = pending_.substr(0, stop_at);
@@ -33,11 +38,16 @@ std::string StopMatcher::Feed(std::string_view text) {
       }
     }
   }
-  std::string out = pending_.substr(0, pending_.size() - hold);
-  pending_.erase(0, pending_.size() - hold);
+  const size_t released = pending_.size() - hold;
+  std::string out = pending_.substr(0, released);
+  pending_.erase(0, released);
+  num_unarmed_ = num_unarmed_ > released ? num_unarmed_ - released : 0;
   return out;
 }
 
-std::string StopMatcher::Flush() { return std::exchange(pending_, ""); }
+std::string StopMatcher::Flush() {
+  num_unarmed_ = 0;
+  return std::exchange(pending_, "");
+}
 
 }  // namespace baton::runtime

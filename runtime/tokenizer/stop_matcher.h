@@ -16,7 +16,11 @@ class StopMatcher {
  public:
   explicit StopMatcher(std::vector<std::string> stop_strings);
 
-  std::string Feed(std::string_view text);
+  // may_stop false (vLLM's min_tokens not reached yet): a stop string that completes inside this
+  // text does not stop; its possible prefixes are still held back, since one may complete in text
+  // fed later with may_stop, which then stops (only a stop string that ends in text fed with
+  // may_stop counts, as vLLM checks only the new text).
+  std::string Feed(std::string_view text, bool may_stop = true);
   // The held-back text, at the end of a generation that did not stop on a string.
   std::string Flush();
   bool stopped() const { return stopped_; }
@@ -24,6 +28,7 @@ class StopMatcher {
  private:
   std::vector<std::string> stop_strings_;  // non-empty strings only
   std::string pending_;
+  size_t num_unarmed_ = 0;  // pending_'s first bytes that were fed with may_stop false
   bool stopped_ = false;
 };
 

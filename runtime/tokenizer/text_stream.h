@@ -30,9 +30,10 @@ namespace baton::runtime {
 class TextStream {
  public:
   // prompt_ids: the text continues the prompt (a first token's leading space comes out right).
-  // Empty stop strings are ignored (the front ends reject them before).
+  // Empty stop strings are ignored (the front ends reject them before). min_tokens: a stop string
+  // ends the generation only in the text of the ids after the first min_tokens (vLLM).
   TextStream(const Tokenizer& tokenizer, std::span<const int32_t> prompt_ids,
-             std::vector<std::string> stop_strings);
+             std::vector<std::string> stop_strings, int min_tokens = 0);
 
   // Feeds one generated id; returns the text that is now safe to emit (often empty). Returns ""
   // once stopped().
@@ -48,6 +49,8 @@ class TextStream {
  private:
   IncrementalDetokenizer detokenizer_;
   StopMatcher stop_;
+  int min_tokens_;
+  int num_appended_ = 0;
 };
 
 }  // namespace baton::runtime

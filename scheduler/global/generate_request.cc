@@ -39,6 +39,13 @@ absl::Status ValidateRequest(const GenerateRequest& request) {
     return absl::InvalidArgumentError(
         absl::StrCat("stop.max_tokens ", params.max_tokens, " must be >= 1"));
   }
+  // The vocabulary is checked with the prompt's ids, once the model is known (RequestDriver).
+  if (absl::Status s = runtime::ValidateLogitsProcessorOptions(
+          params.logits_processors, params.sampling,
+          request.max_tokens_given ? params.max_tokens : 0, /*vocab_size=*/0);
+      !s.ok()) {
+    return s;
+  }
   for (const std::string& stop : request.stop_strings) {
     if (stop.empty()) return absl::InvalidArgumentError("stop: empty stop string");
   }

@@ -76,6 +76,12 @@ absl::StatusOr<PreparedRequest> RequestDriver::PrepareUnlogged(GenerateRequest r
           "prompt: token id ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
     }
   }
+  for (const auto& [id, bias] : request.params.logits_processors.logit_bias) {
+    if (id >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sampling.logit_bias: token id ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+  }
   const int num_prompt_tokens = static_cast<int>(prompt.size());
   if (num_prompt_tokens == 0) {
     return absl::InvalidArgumentError("prompt: no tokens");
@@ -92,6 +98,10 @@ absl::StatusOr<PreparedRequest> RequestDriver::PrepareUnlogged(GenerateRequest r
     return absl::InvalidArgumentError(absl::StrCat("prompt length ", num_prompt_tokens,
                                                    " + max_tokens ", params.max_tokens,
                                                    " exceeds max_model_len ", model_->max_model_len));
+  }
+  if (params.logits_processors.min_tokens > params.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("stop.min_tokens ", params.logits_processors.min_tokens,
+                                                   " must be <= max_tokens ", params.max_tokens));
   }
   if (!request.seed_given) params.seed = static_cast<uint64_t>(arrival_us);
   if (absl::Status admitted = Admit(num_prompt_tokens); !admitted.ok()) return admitted;

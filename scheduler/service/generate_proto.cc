@@ -75,7 +75,9 @@ absl::StatusOr<GenerateRequest> FromProto(const v1::GenerateRequest& request) {
   params.sampling = kernels::SamplingOptions{
       .temperature = sampling.temperature(),
       .top_k = sampling.top_k(),
-      .top_p = sampling.top_p() == 0 ? 1.0f : sampling.top_p()};
+      .top_p = sampling.top_p() == 0 ? 1.0f : sampling.top_p(),
+      .min_p = sampling.min_p()};
+  rpc::LogitsProcessorsFromProto(sampling, stop, &params.logits_processors);
   out.seed_given = sampling.has_seed();
   params.seed = sampling.has_seed() ? sampling.seed() : 0;
   out.max_tokens_given = stop.has_max_tokens();

@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <type_traits>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/common/status_macros.h"
 #include "scheduler/service/json_fields.h"
@@ -41,15 +43,47 @@ const char* FinishReasonName(runtime::FinishReason reason) {
 // value is refused, naming it, rather than answered as if it had not asked.
 absl::Status RefuseUnsupported(const json& body) {
   const std::pair<const char*, json> neutral[] = {
-      {"presence_penalty", 0}, {"frequency_penalty", 0}, {"repetition_penalty", 1}, {"min_p", 0},
-      {"min_tokens", 0}, {"suffix", ""}, {"include_stop_str_in_output", false},
-      {"logit_bias", json::object()}};
+      {"suffix", ""}, {"include_stop_str_in_output", false}};
   for (const auto& [field, value] : neutral) {
     if (!body.contains(field) || body[field].is_null() || body[field] == value) continue;
     return absl::InvalidArgumentError(
         absl::StrCat("'", field, "' is not supported yet (only ", value.dump(), ")"));
   }
   return absl::OkStatus();
+}
+
+// OpenAI's logit_bias: an object from token ids, spelled as strings in JSON ("50256"), to biases.
+// The ranges are ValidateRequest's and the vocabulary the driver's to check.
+absl::Status ReadLogitBias(const json& body, std::map<int32_t, float>* out) {
+  if (!body.contains("logit_bias") || body["logit_bias"].is_null()) return absl::OkStatus();
+  const json& bias = body["logit_bias"];
+  if (!bias.is_object()) {
+    return absl::InvalidArgumentError("'logit_bias' must be an object from token ids to numbers");
+  }
+  for (const auto& [key, value] : bias.items()) {
+    int32_t token_id = 0;
+    if (!absl::SimpleAtoi(absl::string_view(key), &token_id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'logit_bias': key '", key, "' is not a token id"));
+    }
+    if (!value.is_number()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'logit_bias': the bias of token ", key, " must be a number"));
+    }
+    (*out)[token_id] = value.get<float>();
+  }
+  return absl::OkStatus();
+}
+
+// The logits processors' fields (penalties, min_p, min_tokens, logit_bias).
+absl::Status ReadLogitsProcessorFields(const json& body, runtime::GenerationParams* params) {
+  runtime::LogitsProcessorOptions& processors = params->logits_processors;
+  RETURN_IF_ERROR(ReadNumber(body, "presence_penalty", &processors.presence_penalty));
+  RETURN_IF_ERROR(ReadNumber(body, "frequency_penalty", &processors.frequency_penalty));
+  RETURN_IF_ERROR(ReadNumber(body, "repetition_penalty", &processors.repetition_penalty));
+  RETURN_IF_ERROR(ReadNumber(body, "min_p", &params->sampling.min_p));
+  RETURN_IF_ERROR(ReadNumber(body, "min_tokens", &processors.min_tokens));
+  return ReadLogitBias(body, &processors.logit_bias);
 }
 
 absl::Status ReadSamplingFields(const json& body, std::optional<int> default_max_tokens,
@@ -108,6 +142,7 @@ absl::Status ReadSamplingFields(const json& body, std::optional<int> default_max
       params.stop_token_ids.push_back(id.get<int32_t>());
     }
   }
+  RETURN_IF_ERROR(ReadLogitsProcessorFields(body, &params));
   RETURN_IF_ERROR(RefuseUnsupported(body));
   *shape = AnswerShape{.n = n, .best_of = n};
   if (absl::Status s = ReadBool(body, "stream", &shape->stream); !s.ok()) return s;

@@ -33,6 +33,7 @@ struct Batch {
   std::vector<float> temperature;
   std::vector<int32_t> top_k;
   std::vector<float> top_p;
+  std::vector<float> min_p;
   std::vector<uint64_t> seed;
   std::vector<uint64_t> draw_idx;
   std::vector<int32_t> token_ids;
@@ -45,6 +46,7 @@ struct Batch {
     temperature.push_back(o.temperature);
     top_k.push_back(o.top_k);
     top_p.push_back(o.top_p);
+    min_p.push_back(o.min_p);
     seed.push_back(s);
     draw_idx.push_back(d);
     token_ids.push_back(-2);
@@ -56,6 +58,7 @@ struct Batch {
             .temperature = temperature.data(),
             .top_k = top_k.data(),
             .top_p = top_p.data(),
+            .min_p = min_p.data(),
             .seed = seed.data(),
             .draw_idx = draw_idx.data(),
             .token_ids = token_ids.data(),
@@ -67,7 +70,7 @@ struct Batch {
   std::string Describe(int s) const {
     return "row " + std::to_string(s) + " (vocab " + std::to_string(vocab_size) + ", temperature " +
            std::to_string(temperature[s]) + ", top_k " + std::to_string(top_k[s]) + ", top_p " +
-           std::to_string(top_p[s]) + ", seed " + std::to_string(seed[s]) + ", draw " +
+           std::to_string(top_p[s]) + ", min_p " + std::to_string(min_p[s]) + ", seed " + std::to_string(seed[s]) + ", draw " +
            std::to_string(draw_idx[s]) + ")";
   }
 };
@@ -99,10 +102,12 @@ std::vector<float> RandomRow(int n, TestRng& rng) {
 SamplingOptions RandomOptions(int n, TestRng& rng) {
   constexpr float kTemperatures[] = {0.0f, 0.05f, 0.3f, 0.7f, 1.0f, 1.5f, 5.0f};
   constexpr float kTopP[] = {1.0f, 1.0f, 0.999f, 0.95f, 0.9f, 0.5f, 0.1f, 1e-6f};
+  constexpr float kMinP[] = {0.0f, 0.0f, 0.0f, 1e-6f, 0.05f, 0.3f, 0.9f, 1.0f};
   const int top_k_choices[] = {0, 0, 1, 2, 5, 50, n - 1, n, n + 3};
   return {.temperature = kTemperatures[rng.UniformInt(0, 6)],
           .top_k = std::max(0, top_k_choices[rng.UniformInt(0, 8)]),
-          .top_p = kTopP[rng.UniformInt(0, 7)]};
+          .top_p = kTopP[rng.UniformInt(0, 7)],
+          .min_p = kMinP[rng.UniformInt(0, 7)]};
 }
 
 // A batch of `num_seqs` random rows and options of one vocabulary size.
@@ -145,7 +150,13 @@ int32_t SpecToken(const float* logits, int n, const SamplingOptions& o, uint64_t
       }
     }
   }
-  std::vector<int32_t> kept(order.begin(), order.begin() + keep);
+  std::vector<int32_t> kept;
+  for (size_t r = 0; r < keep; ++r) {
+    // min-p: a probability at least min_p times the max's, in the weights' fixed point.
+    if (static_cast<double>(weight[order[r]]) >= static_cast<double>(o.min_p) * 0x1p40) {
+      kept.push_back(order[r]);
+    }
+  }
   std::sort(kept.begin(), kept.end());
   uint64_t total = 0;
   for (int32_t i : kept) total += weight[i];
@@ -222,7 +233,7 @@ TEST(SampleCpuTest, MatchesTheSpecificationExactly) {
     ASSERT_THAT(SampleCpu(b.Params()), IsOk());
     for (int s = 0; s < b.num_seqs(); ++s) {
       const SamplingOptions o{.temperature = b.temperature[s], .top_k = b.top_k[s],
-                              .top_p = b.top_p[s]};
+                              .top_p = b.top_p[s], .min_p = b.min_p[s]};
       ASSERT_EQ(b.token_ids[s], SpecToken(b.logits.data() + int64_t{s} * vocab_size, vocab_size, o,
                                           b.seed[s], b.draw_idx[s]))
           << b.Describe(s);
@@ -240,7 +251,8 @@ TEST(SampleCpuTest, NarrowedCandidatesGiveTheSpecifiedTokenOnLargeVocabularies) 
     const std::vector<float> row = reference::RandomVector(n, 500 + trial, -1 - trial % 7, 6);
     const SamplingOptions o{.temperature = trial % 3 == 0 ? 0.5f : 1.0f,
                             .top_k = trial % 4 == 0 ? 40 : 0,
-                            .top_p = trial % 2 == 0 ? 0.9f : (trial % 3 == 0 ? 1.0f : 0.5f)};
+                            .top_p = trial % 2 == 0 ? 0.9f : (trial % 3 == 0 ? 1.0f : 0.5f),
+                            .min_p = trial % 5 == 0 ? 0.1f : 0.0f};
     const uint64_t seed = rng.engine()();
     SamplerRng sampler(seed, trial);
     ASSERT_EQ(*SampleToken(row, o, sampler), SpecToken(row.data(), n, o, seed, trial))
@@ -349,7 +361,9 @@ TEST_P(SampleKernelTest, BatchedEqualsPerRow) {
     one.vocab_size = vocab_size;
     one.Add(std::vector<float>(b.logits.begin() + int64_t{s} * vocab_size,
                                b.logits.begin() + int64_t{s + 1} * vocab_size),
-            {.temperature = b.temperature[s], .top_k = b.top_k[s], .top_p = b.top_p[s]}, b.seed[s],
+            {.temperature = b.temperature[s], .top_k = b.top_k[s], .top_p = b.top_p[s],
+             .min_p = b.min_p[s]},
+            b.seed[s],
             b.draw_idx[s]);
     ASSERT_THAT(backend.run(one.Params()), IsOk());
     EXPECT_EQ(one.token_ids[0], b.token_ids[s]) << b.Describe(s);

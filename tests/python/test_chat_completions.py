@@ -126,8 +126,8 @@ def test_chat_errors_are_400_with_the_reason(chat_deployment):
         ({"messages": [{"role": "robot", "content": "hi"}]}, "chat template: unknown role: robot"),
         ({"messages": MESSAGES, "n": 0}, "'n' must be in [1, 128]"),
         ({"messages": MESSAGES, "n": 2, "best_of": 3}, "'best_of' is not supported on chat completions"),
-        ({"messages": MESSAGES, "presence_penalty": 0.5}, "'presence_penalty' is not supported yet"),
-        ({"messages": MESSAGES, "logit_bias": {"5": 10}}, "'logit_bias' is not supported yet"),
+        ({"messages": MESSAGES, "presence_penalty": 2.5}, "sampling.presence_penalty 2.5 must be in [-2, 2]"),
+        ({"messages": MESSAGES, "logit_bias": {"x": 10}}, "'logit_bias': key 'x' is not a token id"),
     ]:
         status, answer = post(port, "/v1/chat/completions", body)
         assert status == 400, (body, answer)

@@ -14,6 +14,7 @@
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/kv_gather.h"
 #include "kernels/cuda/kv_write.h"
+#include "kernels/cuda/logits_processors.h"
 #include "kernels/cuda/paged_attention_decode.h"
 #include "kernels/cuda/paged_attention_split_kv.h"
 #include "kernels/cuda/prefill_attention.h"
@@ -291,12 +292,30 @@ absl::Status SampleOnDevice(const kernels::SampleParams& host) {
   return RunOnDevice<kernels::SampleParams>(
       host,
       [&](kernels::SampleParams& p) -> absl::StatusOr<DeviceArrays> {
-        return DeviceArrays{In(p.logits, num_seqs * host.vocab_size), In(p.temperature, num_seqs),
+        DeviceArrays arrays{In(p.logits, num_seqs * host.vocab_size), In(p.temperature, num_seqs),
                             In(p.top_k, num_seqs), In(p.top_p, num_seqs), In(p.seed, num_seqs),
                             In(p.draw_idx, num_seqs), Out(p.token_ids, num_seqs),
                             Out(p.logprobs, num_seqs)};
+        if (host.min_p != nullptr) arrays.push_back(In(p.min_p, num_seqs));
+        return arrays;
       },
       &kernels::Sample);
+}
+
+absl::Status LogitsProcessorsOnDevice(const kernels::LogitsProcessorsParams& host) {
+  const size_t num_seqs = static_cast<size_t>(host.num_seqs);
+  const size_t num_entries = num_seqs == 0 ? 0 : static_cast<size_t>(host.entry_offsets[num_seqs]);
+  return RunOnDevice<kernels::LogitsProcessorsParams>(
+      host,
+      [&](kernels::LogitsProcessorsParams& p) -> absl::StatusOr<DeviceArrays> {
+        DeviceArrays arrays{Out(p.logits, num_seqs * host.vocab_size),
+                            In(p.entry_offsets, num_seqs + 1), In(p.repetition_penalty, num_seqs),
+                            In(p.frequency_penalty, num_seqs), In(p.presence_penalty, num_seqs),
+                            In(p.num_generated, num_seqs), In(p.min_tokens, num_seqs)};
+        if (num_entries > 0) arrays.push_back(In(p.entries, num_entries));
+        return arrays;
+      },
+      &kernels::LogitsProcessors);
 }
 
 }  // namespace baton::testing

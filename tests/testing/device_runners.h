@@ -14,6 +14,7 @@
 #include "baton/kernels/paged_attention_split_kv.h"
 #include "baton/kernels/kv_gather.h"
 #include "baton/kernels/kv_write.h"
+#include "baton/kernels/logits_processors.h"
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
@@ -40,5 +41,6 @@ absl::Status AddRmsNormOnDevice(const kernels::AddRmsNormParams& host_params);
 // The workspace is a host buffer of PagedAttentionSplitKvWorkspaceBytes(attn, num_splits) bytes.
 absl::Status PagedAttentionSplitKvOnDevice(const kernels::PagedAttentionSplitKvParams& host_params);
 absl::Status SampleOnDevice(const kernels::SampleParams& host_params);
+absl::Status LogitsProcessorsOnDevice(const kernels::LogitsProcessorsParams& host_params);
 
 }  // namespace baton::testing

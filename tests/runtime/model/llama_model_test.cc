@@ -77,6 +77,9 @@ class StagedCpuBackend final : public DeviceBackend {
   absl::Status Swiglu(const kernels::SwigluParams& p) override { return cpu_.Swiglu(p); }
   absl::Status Add(const kernels::AddParams& p) override { return cpu_.Add(p); }
   absl::Status Sample(const kernels::SampleParams& p) override { return cpu_.Sample(p); }
+  absl::Status LogitsProcessors(const kernels::LogitsProcessorsParams& p) override {
+    return cpu_.LogitsProcessors(p);
+  }
 
  private:
   CpuBackend cpu_;

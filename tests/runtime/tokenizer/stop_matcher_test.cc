@@ -37,6 +37,23 @@ TEST(StopMatcherTest, EarliestOfSeveralStopStringsWins) {
   EXPECT_TRUE(matcher.stopped());
 }
 
+// vLLM's min_tokens: a stop string that completes before the generation may stop does not stop
+// it; one that starts there and completes after does.
+TEST(StopMatcherTest, OnlyAStopStringEndingWhereStoppingIsAllowedStops) {
+  StopMatcher matcher({"ab"});
+  EXPECT_EQ(matcher.Feed("xab", /*may_stop=*/false), "xab");
+  EXPECT_FALSE(matcher.stopped());
+  EXPECT_EQ(matcher.Feed("a", /*may_stop=*/false), "");  // a possible prefix is still held
+  EXPECT_EQ(matcher.Feed("bc"), "");
+  EXPECT_TRUE(matcher.stopped());
+
+  StopMatcher late({"ab"});
+  EXPECT_EQ(late.Feed("ab", /*may_stop=*/false), "ab");
+  EXPECT_EQ(late.Feed("c"), "c");  // "ab" completed before: not a stop
+  EXPECT_EQ(late.Feed("zab"), "z");
+  EXPECT_TRUE(late.stopped());
+}
+
 TEST(StopMatcherTest, EmptyStopStringIsIgnored) {
   StopMatcher matcher({""});
   EXPECT_EQ(matcher.Feed("abc"), "abc");

@@ -57,6 +57,42 @@ TEST(ValidateRequestTest, Table) {
        [](GenerateRequest& r) { r.params.max_tokens = 0; }, ""},
       {"empty stop string", [](GenerateRequest& r) { r.stop_strings = {"x", ""}; },
        "stop: empty stop string"},
+      {"presence_penalty above 2",
+       [](GenerateRequest& r) { r.params.logits_processors.presence_penalty = 2.5f; },
+       "sampling.presence_penalty 2.5 must be in [-2, 2]"},
+      {"frequency_penalty below -2",
+       [](GenerateRequest& r) { r.params.logits_processors.frequency_penalty = -3; },
+       "sampling.frequency_penalty -3 must be in [-2, 2]"},
+      {"repetition_penalty 0", [](GenerateRequest& r) { r.params.logits_processors.repetition_penalty = 0; },
+       "sampling.repetition_penalty 0 must be finite and > 0"},
+      {"min_p above 1", [](GenerateRequest& r) { r.params.sampling.min_p = 1.5f; },
+       "sampling.min_p 1.5 must be in [0, 1]"},
+      {"logit_bias above 100",
+       [](GenerateRequest& r) { r.params.logits_processors.logit_bias = {{3, 101.0f}}; },
+       "sampling.logit_bias: bias 101 of token id 3 must be in [-100, 100]"},
+      {"logit_bias negative id",
+       [](GenerateRequest& r) { r.params.logits_processors.logit_bias = {{-1, 1.0f}}; },
+       "sampling.logit_bias: token id -1 is outside the vocabulary"},
+      {"negative min_tokens", [](GenerateRequest& r) { r.params.logits_processors.min_tokens = -1; },
+       "stop.min_tokens -1 must be >= 0"},
+      {"min_tokens above max_tokens",
+       [](GenerateRequest& r) {
+         r.max_tokens_given = true;
+         r.params.max_tokens = 4;
+         r.params.logits_processors.min_tokens = 5;
+       },
+       "stop.min_tokens 5 must be <= max_tokens 4"},
+      {"every processor at a valid value",
+       [](GenerateRequest& r) {
+         auto& p = r.params.logits_processors;
+         p.presence_penalty = -2;
+         p.frequency_penalty = 2;
+         p.repetition_penalty = 1.2f;
+         p.logit_bias = {{0, -100.0f}, {7, 100.0f}};
+         p.min_tokens = 3;
+         r.params.sampling.min_p = 1;
+       },
+       ""},
       {"prompt checked first",
        [](GenerateRequest& r) { r.prompt_text = ""; r.params.sampling.top_k = -1; },
        "prompt: text is empty"},

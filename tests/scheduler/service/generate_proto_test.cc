@@ -2,6 +2,8 @@
 // where the Python client reads them.
 #include "scheduler/service/generate_proto.h"
 
+#include <map>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,6 +20,8 @@ TEST(GenerateProtoTest, RequestDefaultsAreNotGiven) {
   EXPECT_FALSE(request.max_tokens_given);
   EXPECT_FALSE(request.seed_given);
   EXPECT_EQ(request.params.sampling.top_p, 1.0f);  // 0: unset
+  EXPECT_EQ(request.params.logits_processors.repetition_penalty, 1.0f);  // 0: unset
+  EXPECT_FALSE(request.params.logits_processors.penalties());
 
   proto.Clear();
   EXPECT_FALSE(FromProto(proto)->prompt_text.has_value());
@@ -76,7 +80,20 @@ TEST(GenerateProtoTest, RequestFields) {
   proto.mutable_stop()->add_stop_token_ids(2);
   proto.mutable_stop()->set_ignore_eos(true);
   proto.set_logprobs(3);
+  proto.mutable_sampling()->set_presence_penalty(0.5f);
+  proto.mutable_sampling()->set_frequency_penalty(-0.25f);
+  proto.mutable_sampling()->set_repetition_penalty(1.1f);
+  proto.mutable_sampling()->set_min_p(0.05f);
+  (*proto.mutable_sampling()->mutable_logit_bias())[9] = -2.0f;
+  proto.mutable_stop()->set_min_tokens(4);
   const GenerateRequest request = FromProto(proto).value();
+  const runtime::LogitsProcessorOptions& processors = request.params.logits_processors;
+  EXPECT_EQ(processors.presence_penalty, 0.5f);
+  EXPECT_EQ(processors.frequency_penalty, -0.25f);
+  EXPECT_EQ(processors.repetition_penalty, 1.1f);
+  EXPECT_EQ(request.params.sampling.min_p, 0.05f);
+  EXPECT_EQ(processors.logit_bias, (std::map<int32_t, float>{{9, -2.0f}}));
+  EXPECT_EQ(processors.min_tokens, 4);
   EXPECT_EQ(request.request_id, "r");
   EXPECT_EQ(request.model, "m");
   EXPECT_THAT(*request.prompt_ids, ElementsAre(5));

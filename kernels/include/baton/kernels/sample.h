@@ -17,6 +17,9 @@
 //   - top_k (0 < top_k < vocab) keeps the first top_k in that order;
 //   - top_p (< 1) then keeps the shortest prefix of the kept tokens, in that order, whose weight
 //     sum reaches TopPTarget(top_p, kept weight sum);
+//   - min_p (> 0) then keeps, of those, the tokens whose weight is >= MinPWeight(min_p): the weight
+//     is the probability relative to the max's, so this is "p_i >= min_p * p_max" in fixed point,
+//     and it does not matter that top-k/top-p ran first (the max's weight is 2^40 either way);
 //   - u = SamplerBits24(seed, draw_idx) (philox.h); target = DrawTarget(u, kept sum), and the token
 //     is the first kept one, in ascending index order, whose running weight sum exceeds target.
 // Greedy (T == 0, or max == -inf): the first index of the max logit, and no draw.
@@ -36,6 +39,7 @@ struct SampleParams {
   const float* temperature;    // [num_seqs]; 0 => greedy, else finite and > 0
   const int32_t* top_k;        // [num_seqs]; 0 => off
   const float* top_p;          // [num_seqs]; in (0, 1]; 1 => off
+  const float* min_p;          // [num_seqs]; in [0, 1]; 0 => off; nullptr => off for every row
   const uint64_t* seed;        // [num_seqs]
   const uint64_t* draw_idx;    // [num_seqs]: which draw of the seed's stream (philox.h)
   int32_t* token_ids;          // [num_seqs] out; -1 for a row with a NaN logit
@@ -48,7 +52,8 @@ struct SampleParams {
 // num_seqs >= 0, vocab_size >= 1. The per-sequence options live in (possibly device) arrays and are
 // not read here: callers validate them on the host (ValidateSamplingOptions in sampling.h). The
 // kernel's answer to values that fail it is defined all the same: temperature not > 0 is greedy,
-// top_k <= 0 is off, top_p >= 1 (or NaN) is off.
+// top_k <= 0 is off, top_p >= 1 (or NaN) is off, min_p <= 0 (or NaN) is off, min_p > 1 keeps the
+// max only.
 absl::Status Validate(const SampleParams& params);
 
 // Validates, then samples each row with SampleToken (sampling.h) at (seed[s], draw_idx[s]); a row
@@ -124,6 +129,14 @@ BATON_HOST_DEVICE inline uint64_t TopPTarget(float top_p, uint64_t total) {
   if (!(target >= 1.0)) return 1;
   if (target >= static_cast<double>(total)) return total;
   return static_cast<uint64_t>(target);
+}
+
+// The least weight min_p keeps: ceil(min_p * 2^40), 0 (off) for min_p <= 0 or NaN, 2^40 for
+// min_p >= 1. min_p * 2^40 is exact in double (a float times a power of two), so is the ceil.
+BATON_HOST_DEVICE inline uint64_t MinPWeight(float min_p) {
+  if (!(min_p > 0.0f)) return 0;
+  if (min_p >= 1.0f) return sample_detail::kWeightOne;
+  return static_cast<uint64_t>(ceil(static_cast<double>(min_p) * 0x1p40));
 }
 
 // floor(u24 * total / 2^24) exactly, in [0, total) for u24 < 2^24, without 128-bit arithmetic:

@@ -15,6 +15,10 @@ struct SamplingOptions {
   float temperature = 0;  // 0 => greedy (argmax); otherwise > 0
   int top_k = 0;          // 0 => off; otherwise keep the k most likely tokens
   float top_p = 1;        // in (0, 1]; 1 => off
+  // In [0, 1]; 0 => off. Keeps the tokens whose probability (after temperature) is at least min_p
+  // times the most likely one's; applied after top-k and top-p (which it cannot change: the ratio
+  // of two probabilities does not depend on what else was cut).
+  float min_p = 0;
 };
 
 // A sequence's random stream for sampling: draw n is SamplerBits24(seed, n) (philox.h), a pure
@@ -39,14 +43,16 @@ class SamplerRng {
   uint64_t draw_idx_;
 };
 
-// InvalidArgument for temperature < 0 or not finite, top_k < 0, or top_p outside (0, 1].
+// InvalidArgument for temperature < 0 or not finite, top_k < 0, top_p outside (0, 1], or min_p
+// outside [0, 1].
 absl::Status ValidateSamplingOptions(const SamplingOptions& options);
 
 // Returns the sampled token index, as specified in sample.h (the device op computes the same
 // token bit for bit). Greedy (temperature == 0): argmax, the lowest index wins ties, and `rng` is
 // not advanced. Otherwise: logits / temperature, softmax (in 40-bit fixed point), keep the top_k
 // most likely (ties: lower index first), then the smallest prefix of those (in descending
-// probability) whose cumulative probability is >= top_p, renormalize, and draw with one
+// probability) whose cumulative probability is >= top_p, then of those the ones whose weight reaches
+// MinPWeight(min_p) (sample.h), renormalize, and draw with one
 // rng.NextBits24() (inverse CDF over the kept tokens in ascending index order).
 // InvalidArgument for empty logits, a NaN logit, or options that fail ValidateSamplingOptions.
 absl::StatusOr<int32_t> SampleToken(std::span<const float> logits, const SamplingOptions& options,
