@@ -82,8 +82,8 @@ class AsyncClient:
         self._stub = pb_grpc.InferenceServiceStub(self._channel)
 
     def generate(self, prompt: str | None = None, token_ids: Iterable[int] | None = None,
-                 max_tokens: int | None = None, temperature: float = 0.0, top_k: int = 0,
-                 top_p: float = 1.0, seed: int | None = None, stop: str | Iterable[str] = (),
+                 max_tokens: int | None = None, temperature: float | None = 0.0, top_k: int | None = None,
+                 top_p: float | None = None, seed: int | None = None, stop: str | Iterable[str] = (),
                  stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int | None = None,
                  *, request_id: str | None = None, model: str | None = None,
                  messages: Iterable[Mapping[str, Any]] | None = None,

@@ -73,8 +73,8 @@ class Client:
         self._stub = pb_grpc.InferenceServiceStub(self._channel)
 
     def generate(self, prompt: str | None = None, token_ids: Iterable[int] | None = None,
-                 max_tokens: int | None = None, temperature: float = 0.0, top_k: int = 0,
-                 top_p: float = 1.0, seed: int | None = None, stop: str | Iterable[str] = (),
+                 max_tokens: int | None = None, temperature: float | None = 0.0, top_k: int | None = None,
+                 top_p: float | None = None, seed: int | None = None, stop: str | Iterable[str] = (),
                  stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int | None = None,
                  *, request_id: str | None = None, model: str | None = None,
                  messages: Iterable[Mapping[str, Any]] | None = None,
@@ -87,7 +87,8 @@ class Client:
         """Starts one generation and returns its stream of Chunks. Exactly one of prompt (text),
         token_ids and messages (ValueError otherwise). messages: OpenAI-style chat messages, rendered
         by the server with the model's chat template (with tools, add_generation_prompt and
-        chat_template_kwargs). Greedy by default (temperature 0). max_tokens None: up to the model's
+        chat_template_kwargs). Greedy by default (temperature 0); temperature, top_k, top_p None: the
+        model's defaults (its generation_config.json, else 1, off, 1). max_tokens None: up to the model's
         context. seed None: drawn by the server. logprobs k (0..20): per token the k most likely
         tokens' log-probabilities, then the sampled token's when it is not among them; None: none.
         request_id None: assigned by the server. model None: the served model. presence_penalty,

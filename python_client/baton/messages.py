@@ -113,8 +113,8 @@ class ModelInfo:
 
 
 def build_request(prompt: str | None = None, token_ids: Iterable[int] | None = None,
-                  max_tokens: int | None = None, temperature: float = 0.0, top_k: int = 0,
-                  top_p: float = 1.0, seed: int | None = None, stop: str | Iterable[str] = (),
+                  max_tokens: int | None = None, temperature: float | None = 0.0, top_k: int | None = None,
+                  top_p: float | None = None, seed: int | None = None, stop: str | Iterable[str] = (),
                   stop_token_ids: Iterable[int] = (), ignore_eos: bool = False, logprobs: int | None = None,
                   request_id: str | None = None, model: str | None = None,
                   chat: pb.ChatPrompt | None = None, *,
@@ -141,9 +141,13 @@ def build_request(prompt: str | None = None, token_ids: Iterable[int] | None = N
     else:
         request.token_ids.SetInParent()
         request.token_ids.ids.extend(token_ids)
-    request.sampling.temperature = temperature
-    request.sampling.top_k = top_k
-    request.sampling.top_p = top_p
+    # None: the server's default, the model's generation_config.json value (else vLLM's).
+    if temperature is not None:
+        request.sampling.temperature = temperature
+    if top_k is not None:
+        request.sampling.top_k = top_k
+    if top_p is not None:
+        request.sampling.top_p = top_p
     if seed is not None:
         request.sampling.seed = seed
     if max_tokens is not None:

@@ -30,6 +30,12 @@ struct GenerateRequest {
   // template's rendering, which writes them itself.
   bool add_special_tokens = true;
   bool seed_given = false;        // false: the scheduler seeds from the arrival time
+  // false: Prepare takes the model's default (generation_config.json, else vLLM's: temperature 1,
+  // top_k off, top_p 1). A front end clears them for fields its client left out; a request built
+  // in code is explicit.
+  bool temperature_given = true;
+  bool top_k_given = true;
+  bool top_p_given = true;
   std::vector<std::string> stop_strings;
 };
 

@@ -79,6 +79,9 @@ absl::StatusOr<GenerateRequest> FromProto(const v1::GenerateRequest& request) {
       .min_p = sampling.min_p()};
   rpc::LogitsProcessorsFromProto(sampling, stop, &params.logits_processors);
   out.seed_given = sampling.has_seed();
+  out.temperature_given = sampling.has_temperature();
+  out.top_k_given = sampling.has_top_k();
+  out.top_p_given = sampling.has_top_p();
   params.seed = sampling.has_seed() ? sampling.seed() : 0;
   out.max_tokens_given = stop.has_max_tokens();
   params.max_tokens = stop.has_max_tokens() ? stop.max_tokens() : 0;

@@ -114,6 +114,11 @@ absl::Status ReadSamplingFields(const json& body, std::optional<int> default_max
   // top_p 0 is "unset" in the gRPC API; it has meant 1 here too since this front end went through it.
   params.sampling = kernels::SamplingOptions{
       .temperature = temperature, .top_k = top_k, .top_p = top_p == 0 ? 1.0f : top_p};
+  // Absent: the model's generation_config.json value (RequestDriver::Prepare).
+  auto present = [&body](const char* field) { return body.contains(field) && !body[field].is_null(); };
+  request->temperature_given = present("temperature");
+  request->top_k_given = present("top_k");
+  request->top_p_given = present("top_p");
   if (body.contains("seed") && !body["seed"].is_null()) {
     RETURN_IF_ERROR(ReadNumber(body, "seed", &params.seed));
     request->seed_given = true;

@@ -227,3 +227,37 @@ def test_several_choices_prompt_lists_best_of_and_echo(oai, grpc_client, model_n
 
     chat = oai.chat.completions.create(messages=MESSAGES, temperature=1.0, seed=2, n=2, **common)
     assert [c.index for c in chat.choices] == [0, 1] and chat.usage.completion_tokens == 12
+
+
+@pytest.mark.engine
+def test_generation_config_sets_the_defaults_on_every_front_end(baton_binary, tiny_model, tmp_path):
+    """A sampling field the client leaves out takes the model's generation_config.json value, over
+    HTTP and gRPC alike (vLLM's rule); without one, temperature is 1 (OpenAI's default)."""
+    model = with_chat_template(tiny_model, tmp_path / "tiny-greedy", CHAT_TEMPLATE)
+    (model / "generation_config.json").unlink()
+    (model / "generation_config.json").write_text('{"bos_token_id": 0, "eos_token_id": 1, "temperature": 0.0}')
+    factory = DeploymentFactory(baton_binary, model, tmp_path)
+    deployment = factory.start("greedy-default", http=True)
+    try:
+        oai = openai.OpenAI(base_url=f"http://127.0.0.1:{deployment.http_port}/v1", api_key="none",
+                            max_retries=0, timeout=60)
+        common = dict(model="tiny-greedy", prompt="Once upon", max_tokens=8, extra_body={"ignore_eos": True})
+        greedy = oai.completions.create(temperature=0, **common).choices[0].text
+        # Unseeded, at the model's default temperature 0: the greedy answer every time.
+        assert [oai.completions.create(**common).choices[0].text for _ in range(2)] == [greedy, greedy]
+        chat = oai.chat.completions.create(model="tiny-greedy", messages=MESSAGES, max_tokens=8,
+                                           extra_body={"ignore_eos": True})
+        chat_greedy = oai.chat.completions.create(model="tiny-greedy", messages=MESSAGES, max_tokens=8,
+                                                  temperature=0, extra_body={"ignore_eos": True})
+        assert chat.choices[0].message.content == chat_greedy.choices[0].message.content
+        oai.close()
+        with deployment.client() as client:
+            # temperature=None leaves the field unset: the server's default, as HTTP.
+            assert client.complete(prompt="Once upon", max_tokens=8, ignore_eos=True, temperature=None).text == greedy
+            # An explicit temperature still wins.
+            sampled = {client.complete(prompt="Once upon", max_tokens=8, ignore_eos=True, temperature=1.0,
+                                       seed=s).text for s in range(4)}
+            assert len(sampled) > 1
+    finally:
+        problems = factory.stop_all()
+    assert not problems, problems

@@ -38,6 +38,8 @@ TEST(OpenAiCompletionTest, DefaultsAndFields) {
   EXPECT_TRUE(request->max_tokens_given);
   EXPECT_EQ(request->params.max_tokens, 16);
   EXPECT_EQ(request->params.sampling.temperature, 1.0f);
+  EXPECT_FALSE(request->temperature_given);  // Prepare takes the model's default
+  EXPECT_FALSE(request->top_p_given);
   EXPECT_EQ(request->params.sampling.top_p, 1.0f);
   EXPECT_FALSE(request->seed_given);
 
