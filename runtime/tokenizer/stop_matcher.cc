@@ -5,7 +5,8 @@
 
 namespace baton::runtime {
 
-StopMatcher::StopMatcher(std::vector<std::string> stop_strings) {
+StopMatcher::StopMatcher(std::vector<std::string> stop_strings, bool include_stop)
+    : include_stop_(include_stop) {
   for (auto& stop : stop_strings) {
     if (!stop.empty()) stop_strings_.push_back(std::move(stop));
   }
@@ -16,15 +17,19 @@ std::string StopMatcher::Feed(std::string_view text, bool may_stop) {
   pending_.append(text);
   if (!may_stop) num_unarmed_ = pending_.size();
   // The earliest complete stop string wins; it must end after the unarmed bytes.
-  size_t stop_at = std::string::npos;
+  size_t stop_at = std::string::npos, stop_size = 0;
   for (const auto& stop : stop_strings_) {
     if (!may_stop) break;
     const size_t from = num_unarmed_ + 1 > stop.size() ? num_unarmed_ + 1 - stop.size() : 0;
-    stop_at = std::min(stop_at, pending_.find(stop, from));
+    const size_t at = pending_.find(stop, from);
+    if (at < stop_at) {
+      stop_at = at;
+      stop_size = stop.size();
+    }
   }
   if (stop_at != std::string::npos) {
     stopped_ = true;
-    std::string out = pending_.substr(0, stop_at);
+    std::string out = pending_.substr(0, include_stop_ ? stop_at + stop_size : stop_at);
     pending_.clear();
     return out;
   }

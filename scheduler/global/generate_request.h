@@ -37,6 +37,7 @@ struct GenerateRequest {
   bool top_k_given = true;
   bool top_p_given = true;
   std::vector<std::string> stop_strings;
+  bool include_stop_str_in_output = false;  // the stop string that ends the text is returned too
 };
 
 // Checks what the request alone can tell, in a fixed order (prompt, sampling, logprobs, max_tokens,

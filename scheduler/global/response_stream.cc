@@ -6,8 +6,8 @@ namespace baton::scheduler {
 
 ResponseStream::ResponseStream(const runtime::Tokenizer& tokenizer, std::string request_id,
                                std::vector<int32_t> prompt_ids, std::vector<std::string> stop_strings,
-                               int min_tokens, const ChunkSink* write)
-    : text_(tokenizer, prompt_ids, std::move(stop_strings), min_tokens),
+                               int min_tokens, bool include_stop, const ChunkSink* write)
+    : text_(tokenizer, prompt_ids, std::move(stop_strings), min_tokens, include_stop),
       request_id_(std::move(request_id)),
       prompt_ids_(std::move(prompt_ids)),
       write_(write) {}

@@ -23,7 +23,7 @@ class ResponseStream {
  public:
   ResponseStream(const runtime::Tokenizer& tokenizer, std::string request_id,
                  std::vector<int32_t> prompt_ids, std::vector<std::string> stop_strings,
-                 int min_tokens, const ChunkSink* write);
+                 int min_tokens, bool include_stop, const ChunkSink* write);
 
   // Adds the tokens (with their logprobs and emission times, where given) to `chunk`, which may
   // carry timing already, and writes it. Tokens after a completed stop string are dropped, and the

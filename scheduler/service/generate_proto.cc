@@ -89,6 +89,7 @@ absl::StatusOr<GenerateRequest> FromProto(const v1::GenerateRequest& request) {
   params.ignore_eos = stop.ignore_eos();
   if (request.has_logprobs()) params.num_logprobs = request.logprobs();
   out.stop_strings.assign(stop.stop().begin(), stop.stop().end());
+  out.include_stop_str_in_output = stop.include_stop_str_in_output();
   return out;
 }
 

@@ -43,7 +43,7 @@ const char* FinishReasonName(runtime::FinishReason reason) {
 // value is refused, naming it, rather than answered as if it had not asked.
 absl::Status RefuseUnsupported(const json& body) {
   const std::pair<const char*, json> neutral[] = {
-      {"suffix", ""}, {"include_stop_str_in_output", false}};
+      {"suffix", ""}};
   for (const auto& [field, value] : neutral) {
     if (!body.contains(field) || body[field].is_null() || body[field] == value) continue;
     return absl::InvalidArgumentError(
@@ -137,6 +137,7 @@ absl::Status ReadSamplingFields(const json& body, std::optional<int> default_max
     }
   }
   if (absl::Status s = ReadBool(body, "ignore_eos", &params.ignore_eos); !s.ok()) return s;
+  RETURN_IF_ERROR(ReadBool(body, "include_stop_str_in_output", &request->include_stop_str_in_output));
   if (body.contains("stop_token_ids") && !body["stop_token_ids"].is_null()) {
     const json& ids = body["stop_token_ids"];
     if (!ids.is_array()) return absl::InvalidArgumentError("'stop_token_ids' must be an array of token ids");

@@ -261,3 +261,20 @@ def test_generation_config_sets_the_defaults_on_every_front_end(baton_binary, ti
     finally:
         problems = factory.stop_all()
     assert not problems, problems
+
+
+@pytest.mark.engine
+def test_include_stop_str_in_output(oai, model_name):
+    common = dict(model=model_name, prompt="Once upon", max_tokens=12, temperature=0,
+                  extra_body={"ignore_eos": True})
+    whole = oai.completions.create(**common).choices[0].text
+    stop = whole[3:5]
+    assert stop and whole.find(stop) == 3
+    cut = oai.completions.create(stop=[stop], **common).choices[0]
+    kept = oai.completions.create(stop=[stop], **{**common, "extra_body": {"ignore_eos": True,
+                                                                          "include_stop_str_in_output": True}})
+    assert cut.text == whole[:3] and cut.finish_reason == "stop"
+    assert kept.choices[0].text == whole[:5] and kept.choices[0].finish_reason == "stop"
+    with pytest.raises(openai.BadRequestError) as error:
+        oai.completions.create(suffix="end", **common)
+    assert "'suffix' is not supported" in str(error.value)

@@ -863,10 +863,10 @@ def test_http_models_retrieve_unknown_model_and_max_tokens_null(fresh_deployment
     assert json.loads(caught.value.read())["error"]["message"] == "The model `nope` does not exist."
     # Fields not honoured yet are refused at their non-neutral values, accepted at the neutral ones
     # (the logits processors' fields are honoured: test_logits_processors.py).
-    status, body = post_completion(deployment.http_port, {"prompt": "hi", "best_of": 2})
-    assert status == 400 and "'best_of' is not supported yet" in body["error"]["message"], body
+    status, body = post_completion(deployment.http_port, {"prompt": "hi", "suffix": "end"})
+    assert status == 400 and "'suffix' is not supported yet" in body["error"]["message"], body
     status, body = post_completion(deployment.http_port, {"prompt": "hi", "max_tokens": 2,
-                                                          "best_of": 1, "frequency_penalty": 1.0})
+                                                          "suffix": "", "frequency_penalty": 1.0})
     assert status == 200, body
     # stop_token_ids over HTTP as over gRPC: the first generated token stops it.
     with deployment.client() as client:

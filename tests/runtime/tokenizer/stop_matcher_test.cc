@@ -37,6 +37,14 @@ TEST(StopMatcherTest, EarliestOfSeveralStopStringsWins) {
   EXPECT_TRUE(matcher.stopped());
 }
 
+TEST(StopMatcherTest, IncludeStopEmitsTheStopStringThatEnds) {
+  StopMatcher matcher({"bb", "a"}, /*include_stop=*/true);
+  EXPECT_EQ(matcher.Feed("xxb"), "xx");  // "b" may start "bb": held back
+  EXPECT_EQ(matcher.Feed("bya"), "bb");
+  EXPECT_TRUE(matcher.stopped());
+  EXPECT_EQ(matcher.Feed("more"), "");
+}
+
 // vLLM's min_tokens: a stop string that completes before the generation may stop does not stop
 // it; one that starts there and completes after does.
 TEST(StopMatcherTest, OnlyAStopStringEndingWhereStoppingIsAllowedStops) {
