@@ -419,7 +419,15 @@ TEST(DeploymentConfigTest, ToYamlRoundTrips) {
   const std::vector<DeploymentConfig> configs = {
       DefaultDeployment("/models/tiny"), ParseDeploymentConfig(kFullYaml).value(), colocated,
       odd_bytes, ttft_only, named, named_odd};
-  for (const DeploymentConfig& config : configs) {
+  std::vector<DeploymentConfig> all = configs;
+  for (const char* name : {" leading space", "trailing space ", "'single'", "\"double\"", "- dash",
+                           "a\xe2\x80\xa8b", "\xc2\x85next", "back\\slash", "{flow}", "~", "&anchor",
+                           "*alias", "!tag", "%percent", "@at", "`tick`", "|pipe", ">fold"}) {
+    DeploymentConfig config = DefaultDeployment("m");
+    config.served_model_name = name;
+    all.push_back(config);
+  }
+  for (const DeploymentConfig& config : all) {
     const std::string yaml = ToYaml(config);
     SCOPED_TRACE(yaml);
     absl::StatusOr<DeploymentConfig> parsed = ParseDeploymentConfig(yaml);
