@@ -5,6 +5,11 @@
 // until the scheduler's Health says SERVING, then waits for SIGINT/SIGTERM, drains the scheduler
 // (--drain-timeout) and stops everything.
 //
+// Flags follow `vllm serve` where the concept is the same: a positional MODEL directory (= --model),
+// --port the OpenAI HTTP port, --grpc-port the public gRPC port (the workers' and the internal port
+// move along), --served-model-name, --max-model-len, --dtype, --tensor-parallel-size. --http-port is
+// --port's old name, deprecated (one line on stderr). A flag overrides the config's key.
+//
 // Exit codes: 0 after SIGINT/SIGTERM (also during start-up); 1 when a child dies during start-up, the
 // scheduler dies later, or start-up times out; 2 for a bad config or flag. A worker that dies after
 // start-up is logged to stderr and started again with backoff (worker_restarter.h) unless
@@ -583,7 +588,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand(
       "serve", "Start the scheduler and every worker of a deployment, and supervise them");
-  cmd->add_option("model", opts->model_arg,
+  cmd->add_option("MODEL", opts->model_arg,
                   "Model directory, as `vllm serve MODEL` (the same as --model)");
   cmd->add_option("--model", opts->model_dir,
                   "Model directory (default: the config's, or the embedded tiny model)");

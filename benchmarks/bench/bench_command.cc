@@ -262,6 +262,11 @@ absl::StatusOr<std::unique_ptr<BenchSession>> OpenSession(const CommonOptions& o
   ASSIGN_OR_RETURN(std::unique_ptr<BenchSession> session, BenchSession::Create(config));
   for (const std::string& note : session->notes())
     std::fprintf(stderr, "baton bench: %s\n", note.c_str());
+  if (const absl::StatusOr<bench::OpenAiEndpoint> endpoint = bench::ParseOpenAiUrl(config.openai_url);
+      endpoint.ok() && endpoint->chat) {
+    std::fprintf(stderr, "baton bench: chat endpoint: each prompt goes as one user message, as text; "
+                         "the server's prompt adds its chat template's tokens\n");
+  }
   return session;
 }
 

@@ -99,6 +99,7 @@ def test_serve_with_vllm_flags_and_bench_the_chat_endpoint(run_baton, vllm_style
                      timeout=BENCH_TIMEOUT_S)
     assert f"http://127.0.0.1:{server.http_port}/v1/chat/completions" in proc.stdout
     assert "baton bench: model tiny-chat, max_model_len 512" in proc.stderr
+    assert "baton bench: chat endpoint: each prompt goes as one user message" in proc.stderr
     assert "TTFT <= 5000.0 ms and TPOT <= 1000.0 ms" in proc.stdout, proc.stdout
     records = bench_results.load_records(out)
     assert len(records) == 8
