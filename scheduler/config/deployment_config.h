@@ -200,8 +200,8 @@ std::string ToYaml(const DeploymentConfig& config);
 int DefaultInternalPort(const DeploymentConfig& config);
 
 // Moves the scheduler to `port` and every worker port and the internal port by the same offset, so
-// that a whole deployment's gRPC ports move together (`baton serve --port`). The http port is left
-// alone.
+// that a whole deployment's gRPC ports move together (`baton serve --grpc-port`). The http port is
+// left alone.
 // InvalidArgument when a port would leave [1, 65535].
 absl::Status SetSchedulerPort(DeploymentConfig& config, int port);
 
