@@ -279,7 +279,8 @@ int RunBench(const RunOptions& opts) {
   const int num_requests =
       opts.num_requests.value_or((*session)->is_trace() ? (*session)->num_trace_requests() : 100);
   if (num_requests < 1) {
-    return ReportStatus("baton bench", absl::InvalidArgumentError("--num-requests (--num-prompts) must be >= 1"));
+    return ReportStatus("baton bench",
+                        absl::InvalidArgumentError("--num-requests (--num-prompts) must be >= 1"));
   }
   // Default warm-up: the first 10% of the requests.
   const int num_warmup = opts.num_warmup.value_or(num_requests / 10);
@@ -415,7 +416,8 @@ int RunGoodput(const GoodputOptions& opts) {
   if (!result.ok()) return ReportStatus("baton bench goodput", result.status());
   std::printf("goodput: %.4g req/s at %.0f%% attainment (TTFT <= %g ms, TPOT <= %g ms)%s%s\n",
               result->goodput_per_s, opts.target_attainment * 100,
-              (*session)->config().slo->ttft_s * 1e3, (*session)->config().slo->tpot_s * 1e3, result->bracketed ? "" : " [not bracketed]",
+              (*session)->config().slo->ttft_s * 1e3, (*session)->config().slo->tpot_s * 1e3,
+              result->bracketed ? "" : " [not bracketed]",
               result->converged ? "" : " [not converged]");
   for (const bench::RatePoint& point : result->runs) {
     std::printf("  %10.4g req/s  %5.1f%%\n", point.rate_per_s, point.attainment * 100);
