@@ -18,6 +18,7 @@ absl::Status RunScheduler(const std::string& config_path, const std::string& sec
   ASSIGN_OR_RETURN(const runtime::DeploymentSecret secret, runtime::DeploymentSecret::Load(secret_file));
   scheduler::SchedulerOptions options{
       .model_dir = config.model_dir,
+      .served_model_name = config.served_model_name,
       .weight_dtype = config.weight_dtype,
       .host = host.empty() ? config.host : host,
       .port = config.scheduler_port,
@@ -30,7 +31,8 @@ absl::Status RunScheduler(const std::string& config_path, const std::string& sec
       .http_max_body_bytes = config.http_max_body_bytes,
       .chat_template = config.chat_template,
       .drain_timeout = absl::Seconds(drain_timeout_s),
-      .disaggregated = config.mode == scheduler::DeploymentMode::kDisaggregated};
+      .disaggregated = config.mode == scheduler::DeploymentMode::kDisaggregated,
+      .max_model_len = config.max_model_len};
   if (scheduler::AdmissionEnabled(config.slo)) {
     options.admission = {.ttft_ms = config.slo.ttft_ms, .tpot_ms = config.slo.tpot_ms};
   }

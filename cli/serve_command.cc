@@ -5,6 +5,11 @@
 // until the scheduler's Health says SERVING, then waits for SIGINT/SIGTERM, drains the scheduler
 // (--drain-timeout) and stops everything.
 //
+// Flags follow `vllm serve` where the concept is the same: a positional MODEL directory (= --model),
+// --port the OpenAI HTTP port, --grpc-port the public gRPC port (the workers' and the internal port
+// move along), --served-model-name, --max-model-len, --dtype, --tensor-parallel-size. --http-port is
+// --port's old name, deprecated (one line on stderr). A flag overrides the config's key.
+//
 // Exit codes: 0 after SIGINT/SIGTERM (also during start-up); 1 when a child dies during start-up, the
 // scheduler dies later, or start-up times out; 2 for a bad config or flag. A worker that dies after
 // start-up is logged to stderr and started again with backoff (worker_restarter.h) unless
@@ -62,10 +67,15 @@ constexpr absl::Duration kRegistryPollInterval = absl::Seconds(1);
 constexpr char kSchedulerName[] = "scheduler";
 
 struct ServeOptions {
-  std::string model_dir;    // empty: the config's, or the embedded default model
+  std::string model_dir;    // --model; empty: the config's, or the embedded default model
+  std::string model_arg;    // the positional MODEL (vLLM's `vllm serve MODEL`), same meaning
   std::string config_path;  // empty: DefaultDeployment
-  int port = 0;             // 0: the config's scheduler port
-  int http_port = -1;       // -1: the config's
+  int grpc_port = 0;        // --grpc-port; 0: the config's scheduler port
+  std::optional<int> port;  // --port: the OpenAI HTTP port (vLLM's meaning), 0 disables HTTP
+  std::optional<int> deprecated_http_port;  // --http-port: --port's old name, for one release
+  std::optional<std::string> served_model_name;
+  std::optional<int> max_model_len;
+  std::string dtype;        // empty: the config's weight_dtype; else DtypeOf's names
   double startup_timeout_s = 300;
   double stop_grace_s = 10;
   double drain_timeout_s = 30;
@@ -147,8 +157,56 @@ absl::StatusOr<std::vector<std::string>> CheckLayouts(const DeploymentConfig& co
   return lines;
 }
 
+// vLLM's --dtype names (and Baton's own) as a weight dtype; nullopt for "auto", which is the
+// checkpoint's torch_dtype (config.json), known only once the model is found.
+constexpr char kDtypeChoices[] = "auto, float32, float, bfloat16, float16, half, f32, bf16 or f16";
+absl::StatusOr<std::optional<DType>> DtypeOf(const std::string& name) {
+  if (name == "auto") return std::nullopt;
+  if (name == "float32" || name == "float" || name == "f32") return DType::kF32;
+  if (name == "bfloat16" || name == "bf16") return DType::kBF16;
+  if (name == "float16" || name == "half" || name == "f16") return DType::kF16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--dtype '", name, "': expected one of ", kDtypeChoices));
+}
+
+std::filesystem::path NormalModelDir(const std::string& dir) {
+  std::filesystem::path path = std::filesystem::absolute(dir).lexically_normal();
+  if (!path.has_filename()) path = path.parent_path();
+  return path;
+}
+
+// The model directory given on the command line: MODEL or --model (both: the same directory).
+absl::StatusOr<std::string> ModelArgument(const ServeOptions& opts) {
+  if (opts.model_arg.empty()) return opts.model_dir;
+  if (!opts.model_dir.empty() && NormalModelDir(opts.model_arg) != NormalModelDir(opts.model_dir)) {
+    return absl::InvalidArgumentError(absl::StrCat("MODEL '", opts.model_arg, "' and --model '",
+                                                   opts.model_dir,
+                                                   "' name different models; give one of them"));
+  }
+  return opts.model_arg;
+}
+
 absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   DeploymentConfig config;
+  ASSIGN_OR_RETURN(const std::string model_arg, ModelArgument(opts));
+  std::optional<DType> dtype;
+  bool dtype_auto = false;
+  if (!opts.dtype.empty()) {
+    ASSIGN_OR_RETURN(dtype, DtypeOf(opts.dtype));
+    dtype_auto = !dtype.has_value();
+  }
+  if (opts.port && opts.deprecated_http_port && *opts.port != *opts.deprecated_http_port) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--port ", *opts.port, " and --http-port ", *opts.deprecated_http_port,
+        " both set the OpenAI HTTP port; give --port only"));
+  }
+  if (opts.max_model_len && *opts.max_model_len < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-model-len: must be >= 1, got ", *opts.max_model_len));
+  }
+  if (opts.served_model_name && opts.served_model_name->empty()) {
+    return absl::InvalidArgumentError("--served-model-name: must not be empty");
+  }
   if (!opts.config_path.empty()) {
     if (opts.parallel.given()) {
       return absl::InvalidArgumentError(
@@ -156,18 +214,23 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
           "--model; with --config, set tp and pp in each phase's section");
     }
     ASSIGN_OR_RETURN(config, scheduler::LoadDeploymentConfig(opts.config_path));
-    if (!opts.model_dir.empty()) config.model_dir = opts.model_dir;
+    if (!model_arg.empty()) config.model_dir = model_arg;
   } else {
     ASSIGN_OR_RETURN(const runtime::ParallelLayout layout, ParallelLayoutOf(opts.parallel));
-    ASSIGN_OR_RETURN(const std::filesystem::path model_dir, ResolveModelDir(opts.model_dir));
+    ASSIGN_OR_RETURN(const std::filesystem::path model_dir, ResolveModelDir(model_arg));
     config = scheduler::DefaultDeployment(model_dir);
     for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
       scheduler::MutablePhase(config, role).tp = layout.tp_size;
       scheduler::MutablePhase(config, role).pp = layout.pp_size;
     }
   }
-  if (opts.port != 0) RETURN_IF_ERROR(scheduler::SetSchedulerPort(config, opts.port));
-  if (opts.http_port >= 0) config.http_port = opts.http_port;
+  if (opts.grpc_port != 0) RETURN_IF_ERROR(scheduler::SetSchedulerPort(config, opts.grpc_port));
+  if (const std::optional<int> http = opts.port ? opts.port : opts.deprecated_http_port) {
+    config.http_port = *http;
+  }
+  if (opts.served_model_name) config.served_model_name = *opts.served_model_name;
+  if (opts.max_model_len) config.max_model_len = *opts.max_model_len;
+  if (dtype) config.weight_dtype = *dtype;
   if (!opts.host.empty()) config.host = opts.host;
   if (!opts.tls_cert.empty() || !opts.tls_key.empty()) {
     if (opts.tls_cert.empty() || opts.tls_key.empty()) {
@@ -189,6 +252,17 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   if (!std::filesystem::is_directory(config.model_dir)) {
     return absl::NotFoundError(
         absl::StrCat("model: ", config.model_dir.string(), " is not a directory"));
+  }
+  // What needs the model's config.json: --dtype auto, and max_model_len against its context.
+  if (dtype_auto || config.max_model_len > 0) {
+    ASSIGN_OR_RETURN(const runtime::ModelConfig model_config, runtime::LoadModelConfig(config.model_dir));
+    if (dtype_auto) config.weight_dtype = model_config.torch_dtype;
+    if (config.max_model_len > model_config.max_position_embeddings) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "max_model_len ", config.max_model_len, " exceeds the model's max_position_embeddings ",
+          model_config.max_position_embeddings, " (", (config.model_dir / "config.json").string(),
+          ")"));
+    }
   }
   ASSIGN_OR_RETURN(std::vector<std::string> rank_lines, CheckLayouts(config));
   return ServePlan{.config = std::move(config), .rank_lines = std::move(rank_lines)};
@@ -367,6 +441,11 @@ int RunServe(const ServeOptions& opts) {
   runtime::BlockSignals(stop_signals);
 
   (void)runtime::RemoveOrphanedKvSegments();  // left by a deployment that was SIGKILLed
+  // One line, before anything else it says (unless the two flags disagree: that error alone).
+  if (opts.deprecated_http_port && (!opts.port || *opts.port == *opts.deprecated_http_port)) {
+    std::fprintf(stderr, "baton serve: --http-port is deprecated and goes in the next release; use "
+                         "--port (the OpenAI HTTP port; --grpc-port is the gRPC one)\n");
+  }
   absl::StatusOr<ServePlan> plan = BuildConfig(opts);
   if (!plan.ok()) {
     std::fprintf(stderr, "baton serve: %s\n", std::string(plan.status().message()).c_str());
@@ -464,7 +543,9 @@ int RunServe(const ServeOptions& opts) {
     StopEverything(**supervisor, grace);
     return kExitFailure;
   }
-  std::printf("baton: serving %s on %s:%d (%s)\n", config.model_dir.filename().c_str(),
+  std::printf("baton: serving %s on %s:%d (%s)\n",
+              (config.served_model_name.empty() ? config.model_dir.filename().string()
+                                                : config.served_model_name).c_str(),
               config.host.c_str(), config.scheduler_port, Summary(config).c_str());
   std::fflush(stdout);
 
@@ -507,15 +588,32 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand(
       "serve", "Start the scheduler and every worker of a deployment, and supervise them");
+  cmd->add_option("MODEL", opts->model_arg,
+                  "Model directory, as `vllm serve MODEL` (the same as --model)");
   cmd->add_option("--model", opts->model_dir,
                   "Model directory (default: the config's, or the embedded tiny model)");
   cmd->add_option("--config", opts->config_path,
                   "Deployment config, YAML or JSON (default: 1 prefill + 1 decode worker on the CPU)");
   cmd->add_option("--port", opts->port,
-                  "Scheduler gRPC port; worker ports move along (default: the config's, 50051)")
-      ->check(CLI::Range(1, 65535));
-  cmd->add_option("--http-port", opts->http_port, "OpenAI-compatible HTTP port, 0 to disable")
+                  "OpenAI-compatible HTTP port, as vLLM's --port; 0 disables HTTP (default: the "
+                  "config's, 8000)")
       ->check(CLI::Range(0, 65535));
+  cmd->add_option("--grpc-port", opts->grpc_port,
+                  "Public gRPC port (baton.v1); worker and internal ports move along (default: the "
+                  "config's, 50051)")
+      ->check(CLI::Range(1, 65535));
+  cmd->add_option("--http-port", opts->deprecated_http_port,
+                  "Deprecated: the old name of --port (goes in the next release)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--served-model-name", opts->served_model_name,
+                  "The model's name in requests' `model` and /v1/models (default: the model "
+                  "directory's name)");
+  cmd->add_option("--max-model-len", opts->max_model_len,
+                  "Context length, prompt plus output tokens, at most the model's "
+                  "max_position_embeddings (default: that)");
+  cmd->add_option("--dtype", opts->dtype,
+                  "Weight dtype: auto (the checkpoint's torch_dtype), float32|float, bfloat16, "
+                  "float16|half (default: the config's weight_dtype, f32)");
   cmd->add_option("--startup-timeout", opts->startup_timeout_s,
                   "Seconds to wait for the scheduler to report SERVING")
       ->capture_default_str()

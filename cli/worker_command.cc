@@ -77,7 +77,8 @@ absl::Status RunWorker(const WorkerFlags& flags) {
                                       .kv_cache_bytes = phase.kv_cache_bytes,
                                       .max_num_seqs = phase.max_num_seqs,
                                       .max_num_batched_tokens = phase.max_num_batched_tokens,
-                                      .chunked_prefill = phase.chunked_prefill}};
+                                      .chunked_prefill = phase.chunked_prefill,
+                                      .max_model_len = config.max_model_len}};
   return rpc::RunWorkerServer(options, StopFlag());
 }
 

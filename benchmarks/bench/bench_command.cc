@@ -4,6 +4,9 @@
 // and the goodput search, a series of such runs (benchmarks/bench/goodput_search.h):
 //   baton bench goodput --server 127.0.0.1:50051 --workload chatbot --slo-ttft 1000 --slo-tpot 100
 //       --output-dir results/disagg
+// vLLM's benchmark_serving spellings work too (vllm_flags.h): --request-rate, --num-prompts,
+// --dataset-name sharegpt|random, --goodput ttft:MS tpot:MS, --base-url, --backend openai-chat and
+// --endpoint /v1/chat/completions (the chat API: each prompt as one user message).
 // The summary goes to stdout, notes and the progress bar to stderr. Ctrl-C stops the run: requests
 // in flight are cancelled, what was recorded is written, and the exit code is 130.
 #include <atomic>
@@ -18,8 +21,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "benchmarks/bench/bench_session.h"
+#include "benchmarks/bench/client_openai.h"
 #include "benchmarks/bench/goodput_search.h"
 #include "benchmarks/bench/record_io.h"
+#include "benchmarks/bench/vllm_flags.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/signals.h"
@@ -44,6 +49,10 @@ struct CommonOptions {
   std::string model_dir;
   std::string tokenizer;
   std::string workload = "chatbot";
+  std::string dataset_name;            // vLLM's name for a workload: sharegpt | random
+  std::vector<std::string> goodput;    // vLLM's --goodput ttft:MS tpot:MS
+  std::string backend;                 // vLLM's --backend: openai | vllm | openai-chat
+  std::string endpoint;                // vLLM's --endpoint: /v1/completions | /v1/chat/completions
   std::string workload_dir = BATON_SOURCE_DIR "/benchmarks/workloads";
   std::string corpus = bench::kDefaultCorpusDir;
   std::string random_input_len = "128";
@@ -56,7 +65,7 @@ struct CommonOptions {
   int max_concurrency = 512;
   int max_model_len = 0;
   double request_timeout_s = 600;
-  std::string prompt_format = "ids";
+  std::string prompt_format;  // empty: ids, or text on the chat endpoint
   std::string label;
   bool no_progress = false;
   std::vector<std::string> faults;
@@ -89,8 +98,15 @@ struct GoodputOptions {
 void AddCommonOptions(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("--server", o.server, "HOST:PORT of Baton's gRPC API");
   cmd->add_option(
-      "--openai-url", o.openai_url,
-      "Base URL of an OpenAI-compatible server (http://HOST:PORT; /v1/completions, SSE)");
+      "--openai-url,--base-url", o.openai_url,
+      "Base URL of an OpenAI-compatible server (http://HOST:PORT; /v1/completions, SSE; "
+      "/v1/chat/completions for the chat API)");
+  cmd->add_option("--backend", o.backend,
+                  "vLLM's name for the API spoken: openai or vllm (/v1/completions), openai-chat "
+                  "(/v1/chat/completions); default URL http://127.0.0.1:8000");
+  cmd->add_option("--endpoint", o.endpoint,
+                  "Path of the OpenAI endpoint, as vLLM's: /v1/completions or /v1/chat/completions "
+                  "(the chat API: each prompt as one user message, sent as text)");
   cmd->add_option("--api-key", o.api_key,
                   "The server's API key, sent as a Bearer token (default: $BATON_API_KEY)")
       ->envname("BATON_API_KEY");
@@ -101,8 +117,12 @@ void AddCommonOptions(CLI::App* cmd, CommonOptions& o) {
       "Served model's directory, for its tokenizer.json (default: the embedded tiny model)");
   cmd->add_option("--tokenizer", o.tokenizer,
                   "The served model's tokenizer.json (overrides --model)");
-  cmd->add_option("--workload", o.workload, "chatbot | code | summarization | random | trace:FILE")
-      ->capture_default_str();
+  CLI::Option* workload =
+      cmd->add_option("--workload", o.workload, "chatbot | code | summarization | random | trace:FILE")
+          ->capture_default_str();
+  cmd->add_option("--dataset-name", o.dataset_name,
+                  "vLLM's name for a workload: sharegpt (= chatbot) or random")
+      ->excludes(workload);
   cmd->add_option("--workload-dir", o.workload_dir, "Where the workload files are")
       ->capture_default_str();
   cmd->add_option("--corpus", o.corpus, "Text file or directory that prompts are cut from")
@@ -117,8 +137,12 @@ void AddCommonOptions(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("--burstiness", o.burstiness,
                   "Gamma shape of the inter-arrival gaps: 1 = Poisson, < 1 burstier");
   cmd->add_option("--seed", o.seed, "Seed of lengths, prompts and arrivals")->capture_default_str();
-  cmd->add_option("--slo-ttft", o.slo_ttft_ms, "TTFT objective in milliseconds");
-  cmd->add_option("--slo-tpot", o.slo_tpot_ms, "TPOT objective in milliseconds");
+  CLI::Option* slo_ttft = cmd->add_option("--slo-ttft", o.slo_ttft_ms, "TTFT objective in milliseconds");
+  CLI::Option* slo_tpot = cmd->add_option("--slo-tpot", o.slo_tpot_ms, "TPOT objective in milliseconds");
+  cmd->add_option("--goodput", o.goodput,
+                  "vLLM's spelling of the SLOs: ttft:MS tpot:MS (= --slo-ttft MS --slo-tpot MS)")
+      ->excludes(slo_ttft)
+      ->excludes(slo_tpot);
   cmd->add_option("--max-concurrency", o.max_concurrency,
                   "Requests in flight at once; reaching it is reported")
       ->capture_default_str();
@@ -127,8 +151,8 @@ void AddCommonOptions(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("--request-timeout", o.request_timeout_s, "Seconds before a request gives up")
       ->capture_default_str();
   cmd->add_option("--prompt-format", o.prompt_format,
-                  "ids (exact lengths) | text (decoded prompts, re-tokenized by the server)")
-      ->capture_default_str();
+                  "ids (exact lengths) | text (decoded prompts, re-tokenized by the server); "
+                  "default ids, text on the chat endpoint");
   cmd->add_option("--label", o.label, "Name of the deployment in summaries and plots");
   cmd->add_flag("--no-progress", o.no_progress, "No progress bar");
   cmd->add_option("--fault", o.faults,
@@ -145,6 +169,18 @@ absl::StatusOr<BenchConfig> MakeConfig(const CommonOptions& o) {
   BenchConfig config;
   config.server = o.server;
   config.openai_url = o.openai_url;
+  if (!o.backend.empty() || !o.endpoint.empty()) {
+    if (!o.server.empty()) {
+      return absl::InvalidArgumentError(
+          "--backend and --endpoint name an OpenAI endpoint; --server is Baton's gRPC API");
+    }
+    ASSIGN_OR_RETURN(config.openai_url, bench::OpenAiUrlOf(o.openai_url, o.backend, o.endpoint));
+  }
+  bool chat = false;
+  if (!config.openai_url.empty() && config.server.empty()) {
+    ASSIGN_OR_RETURN(const bench::OpenAiEndpoint endpoint, bench::ParseOpenAiUrl(config.openai_url));
+    chat = endpoint.chat;
+  }
   config.model_name = o.model_name;
   config.api_key = o.api_key;
   if (!o.tokenizer.empty()) {
@@ -154,6 +190,9 @@ absl::StatusOr<BenchConfig> MakeConfig(const CommonOptions& o) {
     config.tokenizer_json = model_dir / "tokenizer.json";
   }
   config.workload = o.workload;
+  if (!o.dataset_name.empty()) {
+    ASSIGN_OR_RETURN(config.workload, bench::WorkloadOfDataset(o.dataset_name));
+  }
   config.workload_dir = o.workload_dir;
   config.corpus = o.corpus;
   ASSIGN_OR_RETURN(config.random_input_len, bench::ParseLengthRange(o.random_input_len));
@@ -170,6 +209,10 @@ absl::StatusOr<BenchConfig> MakeConfig(const CommonOptions& o) {
     config.burstiness = *o.burstiness;
   }
   config.seed = o.seed;
+  if (!o.goodput.empty()) {
+    ASSIGN_OR_RETURN(const bench::GoodputSlo slo, bench::ParseGoodput(o.goodput));
+    config.slo = bench::Slo{.ttft_s = slo.ttft_ms / 1e3, .tpot_s = slo.tpot_ms / 1e3};
+  }
   if (o.slo_ttft_ms.has_value() != o.slo_tpot_ms.has_value()) {
     return absl::InvalidArgumentError("give both --slo-ttft and --slo-tpot");
   }
@@ -184,12 +227,16 @@ absl::StatusOr<BenchConfig> MakeConfig(const CommonOptions& o) {
   if (!(o.request_timeout_s > 0))
     return absl::InvalidArgumentError("--request-timeout must be > 0");
   config.request_timeout = absl::Seconds(o.request_timeout_s);
-  if (o.prompt_format != "ids" && o.prompt_format != "text") {
+  if (!o.prompt_format.empty() && o.prompt_format != "ids" && o.prompt_format != "text") {
     return absl::InvalidArgumentError(
         absl::StrCat("--prompt-format '", o.prompt_format, "': expected ids or text"));
   }
-  config.prompt_as_text = o.prompt_format == "text";
-  config.label = !o.label.empty() ? o.label : !o.server.empty() ? o.server : o.openai_url;
+  if (chat && o.prompt_format == "ids") {
+    return absl::InvalidArgumentError(
+        "--prompt-format ids: the chat endpoint takes text (each prompt as one user message)");
+  }
+  config.prompt_as_text = chat || o.prompt_format == "text";
+  config.label = !o.label.empty() ? o.label : !o.server.empty() ? o.server : config.openai_url;
   for (const std::string& text : o.faults) {
     ASSIGN_OR_RETURN(bench::FaultSpec spec, bench::ParseFaultSpec(text));
     config.faults.push_back(spec);
@@ -215,6 +262,11 @@ absl::StatusOr<std::unique_ptr<BenchSession>> OpenSession(const CommonOptions& o
   ASSIGN_OR_RETURN(std::unique_ptr<BenchSession> session, BenchSession::Create(config));
   for (const std::string& note : session->notes())
     std::fprintf(stderr, "baton bench: %s\n", note.c_str());
+  if (const absl::StatusOr<bench::OpenAiEndpoint> endpoint = bench::ParseOpenAiUrl(config.openai_url);
+      endpoint.ok() && endpoint->chat) {
+    std::fprintf(stderr, "baton bench: chat endpoint: each prompt goes as one user message, as text; "
+                         "the server's prompt adds its chat template's tokens\n");
+  }
   return session;
 }
 
@@ -227,7 +279,8 @@ int RunBench(const RunOptions& opts) {
   const int num_requests =
       opts.num_requests.value_or((*session)->is_trace() ? (*session)->num_trace_requests() : 100);
   if (num_requests < 1) {
-    return ReportStatus("baton bench", absl::InvalidArgumentError("--num-requests must be >= 1"));
+    return ReportStatus("baton bench",
+                        absl::InvalidArgumentError("--num-requests (--num-prompts) must be >= 1"));
   }
   // Default warm-up: the first 10% of the requests.
   const int num_warmup = opts.num_warmup.value_or(num_requests / 10);
@@ -284,9 +337,10 @@ nlohmann::json GoodputJson(const GoodputOptions& opts, const BenchSession& sessi
 int RunGoodput(const GoodputOptions& opts) {
   InstallStopSignalHandlers();
   const std::atomic<bool>* stop = StopFlag();
-  if (!opts.common.slo_ttft_ms) {
+  if (!opts.common.slo_ttft_ms && opts.common.goodput.empty()) {
     return ReportStatus("baton bench goodput",
-                        absl::InvalidArgumentError("--slo-ttft and --slo-tpot are required"));
+                        absl::InvalidArgumentError(
+                            "--slo-ttft and --slo-tpot (or --goodput ttft:MS tpot:MS) are required"));
   }
   std::error_code ec;
   std::filesystem::create_directories(opts.output_dir, ec);
@@ -361,8 +415,9 @@ int RunGoodput(const GoodputOptions& opts) {
   }
   if (!result.ok()) return ReportStatus("baton bench goodput", result.status());
   std::printf("goodput: %.4g req/s at %.0f%% attainment (TTFT <= %g ms, TPOT <= %g ms)%s%s\n",
-              result->goodput_per_s, opts.target_attainment * 100, *opts.common.slo_ttft_ms,
-              *opts.common.slo_tpot_ms, result->bracketed ? "" : " [not bracketed]",
+              result->goodput_per_s, opts.target_attainment * 100,
+              (*session)->config().slo->ttft_s * 1e3, (*session)->config().slo->tpot_s * 1e3,
+              result->bracketed ? "" : " [not bracketed]",
               result->converged ? "" : " [not converged]");
   for (const bench::RatePoint& point : result->runs) {
     std::printf("  %10.4g req/s  %5.1f%%\n", point.rate_per_s, point.attainment * 100);
@@ -379,10 +434,12 @@ void RegisterBenchCommand(CLI::App& app, int* exit_code) {
       "bench",
       "Open-loop load generator: replays a workload against an endpoint, records latencies");
   AddCommonOptions(cmd, run->common);
-  cmd->add_option("--rate", run->rate,
-                  "Mean requests per second (a trace: rescale it to this rate)");
-  cmd->add_option("--num-requests", run->num_requests,
-                  "Requests to send, warm-up included (default 100; a trace: all of it)");
+  cmd->add_option("--rate,--request-rate", run->rate,
+                  "Mean requests per second (a trace: rescale it to this rate); --request-rate is "
+                  "vLLM's name");
+  cmd->add_option("--num-requests,--num-prompts", run->num_requests,
+                  "Requests to send, warm-up included (default 100; a trace: all of it); "
+                  "--num-prompts is vLLM's name");
   cmd->add_option("--warmup", run->num_warmup,
                   "Leading requests left out of the figures (default: 10% of --num-requests)");
   cmd->add_option("--output", run->output, "Per-request records, JSONL");

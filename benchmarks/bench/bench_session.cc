@@ -123,7 +123,7 @@ absl::StatusOr<RunOutcome> BenchSession::Run(const RunSpec& spec) {
       absl::StrAppend(&arrivals_text, " (", trace_plan.num_clipped, " inputs clipped to fit)");
     }
   } else {
-    if (!spec.rate_per_s) return absl::InvalidArgumentError("--rate is required");
+    if (!spec.rate_per_s) return absl::InvalidArgumentError("--rate (--request-rate) is required");
     arrivals.rate_per_s = *spec.rate_per_s;
     ASSIGN_OR_RETURN(plan, PlanWorkload(*workload_, arrivals,
                                         {.num_requests = spec.num_requests,

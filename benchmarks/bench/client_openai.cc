@@ -61,10 +61,13 @@ absl::StatusOr<OpenAiEndpoint> ParseOpenAiUrl(const std::string& url) {
   }
   while (absl::EndsWith(path, "/")) path.pop_back();
   absl::string_view prefix = path;
-  if (!absl::ConsumeSuffix(&prefix, "/v1/completions")) absl::ConsumeSuffix(&prefix, "/v1");
-  return OpenAiEndpoint{.scheme_host_port = absl::StrCat(scheme, host_port),
-                        .completions_path = absl::StrCat(prefix, "/v1/completions"),
-                        .models_path = absl::StrCat(prefix, "/v1/models")};
+  const bool chat = absl::ConsumeSuffix(&prefix, "/v1/chat/completions");
+  if (!chat && !absl::ConsumeSuffix(&prefix, "/v1/completions")) absl::ConsumeSuffix(&prefix, "/v1");
+  return OpenAiEndpoint{
+      .scheme_host_port = absl::StrCat(scheme, host_port),
+      .completions_path = absl::StrCat(prefix, chat ? "/v1/chat/completions" : "/v1/completions"),
+      .models_path = absl::StrCat(prefix, "/v1/models"),
+      .chat = chat};
 }
 
 absl::StatusOr<std::unique_ptr<OpenAiClient>> OpenAiClient::Create(
@@ -101,7 +104,12 @@ absl::Status OpenAiClient::Generate(const GenerationRequest& request, Cancellati
   http.headers = AuthHeaders(options_.api_key);
   http.headers.emplace("Content-Type", "application/json");
   http.headers.emplace("Accept", "text/event-stream");
-  http.body = CompletionRequestBody(request, options_.model);
+  if (endpoint_.chat && request.prompt_text.empty()) {
+    return absl::InvalidArgumentError(
+        "the chat endpoint takes text prompts, not token ids (--prompt-format text)");
+  }
+  http.body = endpoint_.chat ? ChatCompletionRequestBody(request, options_.model)
+                             : CompletionRequestBody(request, options_.model);
 
   int http_status = 0;
   std::string error_body;
@@ -132,11 +140,11 @@ absl::Status OpenAiClient::Generate(const GenerationRequest& request, Cancellati
         done = true;
         continue;
       }
-      if (chunk->num_choices > 0) {
+      if (chunk->has_output) {
         trace->token_times.push_back(now);
         ++num_events;
-        if (!chunk->finish_reason.empty()) trace->finish_reason = chunk->finish_reason;
       }
+      if (!chunk->finish_reason.empty()) trace->finish_reason = chunk->finish_reason;
       if (chunk->prompt_tokens) trace->num_prompt_tokens = *chunk->prompt_tokens;
       if (chunk->completion_tokens) completion_tokens = chunk->completion_tokens;
     }

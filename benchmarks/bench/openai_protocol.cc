@@ -22,6 +22,17 @@ std::string CompletionRequestBody(const GenerationRequest& request, const std::s
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::string ChatCompletionRequestBody(const GenerationRequest& request, const std::string& model) {
+  json body = {{"messages", json::array({{{"role", "user"}, {"content", request.prompt_text}}})},
+               {"max_completion_tokens", request.max_tokens},
+               {"temperature", 0.0},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}},
+               {"ignore_eos", request.ignore_eos}};
+  if (!model.empty()) body["model"] = model;
+  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 absl::StatusOr<CompletionChunk> ParseCompletionChunk(std::string_view data) {
   CompletionChunk chunk;
   if (data == "[DONE]") {
@@ -44,7 +55,17 @@ absl::StatusOr<CompletionChunk> ParseCompletionChunk(std::string_view data) {
     chunk.num_choices = static_cast<int>(choices->size());
     if (!choices->empty() && (*choices)[0].is_object()) {
       const json& choice = (*choices)[0];
-      if (choice.contains("text") && choice["text"].is_string()) chunk.text = choice["text"];
+      if (choice.contains("text") && choice["text"].is_string()) {
+        chunk.text = choice["text"];
+        chunk.has_output = true;
+      } else if (const auto delta = choice.find("delta"); delta != choice.end() && delta->is_object()) {
+        if (delta->contains("content") && (*delta)["content"].is_string()) {
+          chunk.text = (*delta)["content"];
+        }
+        chunk.has_output = !chunk.text.empty();
+      } else {
+        chunk.has_output = true;  // a completion choice without text: still a token's event
+      }
       if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
         chunk.finish_reason = choice["finish_reason"];
       }

@@ -1,6 +1,7 @@
-// The OpenAI completions API as the load generator speaks it (POST /v1/completions with
-// "stream": true; https://platform.openai.com/docs/api-reference/completions): the request body,
-// and the meaning of each streamed chunk. Pure functions, no I/O.
+// The OpenAI completions and chat completions APIs as the load generator speaks them (POST
+// /v1/completions or /v1/chat/completions with "stream": true;
+// https://platform.openai.com/docs/api-reference/completions, .../chat): the request bodies, and the
+// meaning of each streamed chunk (text_completion or chat.completion.chunk). Pure functions, no I/O.
 #pragma once
 
 #include <optional>
@@ -18,10 +19,19 @@ namespace baton::bench {
 // force the output length.
 std::string CompletionRequestBody(const GenerationRequest& request, const std::string& model);
 
+// The chat completions body, as vLLM's benchmark (backend openai-chat) sends it: the prompt text as
+// one user message, max_completion_tokens, temperature 0, stream with usage, ignore_eos.
+// Pre-condition: request.prompt_text is set (a chat message is text, not token ids).
+std::string ChatCompletionRequestBody(const GenerationRequest& request, const std::string& model);
+
 struct CompletionChunk {
   bool done = false;                     // the "[DONE]" sentinel
   int num_choices = 0;                   // 0 for the final usage-only chunk
-  std::string text;                      // choices[0].text
+  // Whether the chunk carries output, what the bench times as a token event: a completion chunk
+  // with a choice; a chat chunk whose delta has content (not the role-only first chunk some servers
+  // send, nor a finish-only last one), as vLLM's benchmark counts them.
+  bool has_output = false;
+  std::string text;                      // choices[0].text, or choices[0].delta.content (chat)
   std::string finish_reason;             // choices[0].finish_reason when not null
   std::optional<int> prompt_tokens;      // usage.prompt_tokens
   std::optional<int> completion_tokens;  // usage.completion_tokens

@@ -477,6 +477,17 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
   };
   const std::vector<Field> fields = {
       PathField("model", &config.model_dir),
+      {"served_model_name",
+       [&](const YAML::Node& v, const std::string& p) -> absl::Status {
+         RETURN_IF_ERROR(ReadString(v, p, &config.served_model_name));
+         if (config.served_model_name.empty()) return Invalid(p, "must not be empty");
+         return absl::OkStatus();
+       }},
+      {"max_model_len",
+       [&](const YAML::Node& v, const std::string& p) -> absl::Status {
+         RETURN_IF_ERROR(ReadInt(v, p, &config.max_model_len));
+         return CheckAtLeast(p, config.max_model_len, 1);
+       }},
       {"weight_dtype",
        [&](const YAML::Node& v, const std::string& p) -> absl::Status {
          std::string name;
@@ -608,6 +619,14 @@ absl::Status ValidateDeploymentConfig(const DeploymentConfig& config) {
     return Invalid("weight_dtype", absl::StrCat(std::string(DTypeName(config.weight_dtype)),
                                                 " is not supported (expected f32, bf16 or f16)"));
   }
+  if (config.max_model_len < 0) {
+    return Invalid("max_model_len", absl::StrCat("must be >= 1, got ", config.max_model_len));
+  }
+  if (std::any_of(config.served_model_name.begin(), config.served_model_name.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    return Invalid("served_model_name", "contains a control character");
+  }
+  if (!IsValidUtf8(config.served_model_name)) return Invalid("served_model_name", "is not valid UTF-8");
   if (config.host.empty()) return Invalid("host", "must not be empty");
   if (std::any_of(config.host.begin(), config.host.end(),
                   [](char c) { return absl::ascii_isspace(static_cast<unsigned char>(c)); })) {
@@ -652,6 +671,12 @@ std::string ToYaml(const DeploymentConfig& config) {
   out << YAML::BeginMap;
   out << YAML::Key << "model" << YAML::Value;
   EmitString(out, config.model_dir.string());
+  if (!config.served_model_name.empty()) {
+    // Quoted: a name such as "null" or "true" must read back as that string.
+    out << YAML::Key << "served_model_name" << YAML::Value << YAML::DoubleQuoted
+        << config.served_model_name;
+  }
+  if (config.max_model_len > 0) out << YAML::Key << "max_model_len" << YAML::Value << config.max_model_len;
   out << YAML::Key << "weight_dtype" << YAML::Value << std::string(DTypeName(config.weight_dtype));
   out << YAML::Key << "host" << YAML::Value;
   EmitString(out, config.host);

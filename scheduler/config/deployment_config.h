@@ -10,6 +10,11 @@
 // `model`; absent keys take the defaults below (those of DefaultDeployment):
 //
 //   model: /models/llama-3.2-1b     # Hugging Face directory; relative paths are relative to the file
+//   served_model_name: llama-1b     # the name clients pass as `model` and /v1/models lists
+//                                   # (vLLM's --served-model-name); absent: the model directory's name
+//   max_model_len: 4096             # context length (prompt + output tokens), >= 1 and at most the
+//                                   # model's max_position_embeddings (checked by `baton serve`,
+//                                   # which reads config.json); absent: max_position_embeddings
 //   weight_dtype: f32               # f32 | bf16 | f16 (matmul weights; see LlamaModel::Load)
 //   host: 127.0.0.1                 # address every process binds to (and the launcher polls)
 //   scheduler_port: 50051           # public gRPC API
@@ -131,6 +136,11 @@ bool AdmissionEnabled(const SloConfig& slo);
 
 struct DeploymentConfig {
   std::filesystem::path model_dir;  // yaml: model; required
+  // The model's public name (`model` in requests, /v1/models); empty: model_dir's last component.
+  std::string served_model_name;
+  // Context length in tokens for the scheduler and every worker; 0: the model's
+  // max_position_embeddings. Not checked against the model here (that needs its config.json).
+  int max_model_len = 0;
   DType weight_dtype = DType::kF32;  // kF32, kBF16 or kF16
   std::string host = "127.0.0.1";
   int scheduler_port = 50051;  // gRPC InferenceService
@@ -190,8 +200,8 @@ std::string ToYaml(const DeploymentConfig& config);
 int DefaultInternalPort(const DeploymentConfig& config);
 
 // Moves the scheduler to `port` and every worker port and the internal port by the same offset, so
-// that a whole deployment's gRPC ports move together (`baton serve --port`). The http port is left
-// alone.
+// that a whole deployment's gRPC ports move together (`baton serve --grpc-port`). The http port is
+// left alone.
 // InvalidArgument when a port would leave [1, 65535].
 absl::Status SetSchedulerPort(DeploymentConfig& config, int port);
 

@@ -14,7 +14,7 @@
 namespace baton::scheduler {
 
 struct ServedModel {
-  std::string name;  // the model directory's name, as clients pass it in `model`
+  std::string name;  // as clients pass it in `model`: --served-model-name, else the directory's name
   runtime::ModelConfig config;
   int max_model_len = 0;  // tokens, prompt + generated
   std::string dtype;      // the workers' weight dtype, for GetModelInfo

@@ -71,10 +71,17 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
   ServedModel model;
   ASSIGN_OR_RETURN(model.config, runtime::LoadModelConfig(options.model_dir));
   ASSIGN_OR_RETURN(model.tokenizer, runtime::Tokenizer::FromFile(options.model_dir / "tokenizer.json"));
-  model.name = std::filesystem::weakly_canonical(options.model_dir).filename().string();
-  model.max_model_len = options.max_model_len > 0
-                            ? std::min(options.max_model_len, model.config.max_position_embeddings)
-                            : model.config.max_position_embeddings;
+  model.name = !options.served_model_name.empty()
+                   ? options.served_model_name
+                   : std::filesystem::weakly_canonical(options.model_dir).filename().string();
+  // vLLM's rule: a context longer than the model was trained for is refused, not clamped.
+  if (options.max_model_len > model.config.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_model_len ", options.max_model_len, " exceeds the model's max_position_embeddings ",
+        model.config.max_position_embeddings));
+  }
+  model.max_model_len = options.max_model_len > 0 ? options.max_model_len
+                                                  : model.config.max_position_embeddings;
   model.dtype = std::string(DTypeName(options.weight_dtype));
   model.chat_template = LoadChatTemplate(options.model_dir, options.chat_template);
   // A template the operator named must work: refuse to start rather than serve without it.

@@ -27,6 +27,7 @@ namespace baton::scheduler {
 
 struct SchedulerOptions {
   std::filesystem::path model_dir;
+  std::string served_model_name;  // `model` in requests and /v1/models; empty: model_dir's name
   DType weight_dtype = DType::kF32;
   std::string host = "127.0.0.1";
   int port = 50051;
@@ -47,7 +48,7 @@ struct SchedulerOptions {
   absl::Duration drain_timeout = absl::Seconds(30);
   bool disaggregated = true;
   std::vector<std::pair<WorkerRole, int>> expected_workers;  // {role, instances}
-  int max_model_len = 0;                              // 0: the model's
+  int max_model_len = 0;  // 0: the model's; above max_position_embeddings: InvalidArgument
   absl::Duration liveness_timeout = absl::Seconds(1);  // silent this long => dead
   absl::Duration kv_lease = absl::Seconds(30);
   AdmissionPolicy admission;  // default: admit everything

@@ -89,6 +89,44 @@ TEST(OpenAiProtocolTest, Chunks) {
               StatusIs(absl::StatusCode::kInternal, HasSubstr("prompt too long")));
 }
 
+TEST(OpenAiProtocolTest, ChatRequestBodyIsOneUserMessage) {
+  GenerationRequest request{.prompt_ids = {1, 2, 3}, .prompt_text = "Tell me", .max_tokens = 9};
+  nlohmann::json body = nlohmann::json::parse(ChatCompletionRequestBody(request, "tiny"));
+  EXPECT_EQ(body["model"], "tiny");
+  EXPECT_EQ(body["messages"], nlohmann::json::parse(R"([{"role":"user","content":"Tell me"}])"));
+  EXPECT_FALSE(body.contains("prompt"));
+  EXPECT_EQ(body["max_completion_tokens"], 9);
+  EXPECT_EQ(body["ignore_eos"], true);
+  EXPECT_EQ(body["stream"], true);
+  EXPECT_EQ(body["stream_options"]["include_usage"], true);
+  EXPECT_EQ(body["temperature"], 0.0);
+  EXPECT_FALSE(nlohmann::json::parse(ChatCompletionRequestBody(request, "")).contains("model"));
+}
+
+// A chat.completion.chunk is output when its delta has content: not the role-only first chunk (vLLM
+// sends one), nor a finish-only last one.
+TEST(OpenAiProtocolTest, ChatChunks) {
+  absl::StatusOr<CompletionChunk> role = ParseCompletionChunk(
+      R"({"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})");
+  ASSERT_THAT(role, IsOk());
+  EXPECT_EQ(role->num_choices, 1);
+  EXPECT_FALSE(role->has_output);
+  absl::StatusOr<CompletionChunk> token = ParseCompletionChunk(
+      R"({"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" the"},"finish_reason":null}]})");
+  EXPECT_TRUE(token->has_output);
+  EXPECT_EQ(token->text, " the");
+  absl::StatusOr<CompletionChunk> last = ParseCompletionChunk(
+      R"({"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"length"}]})");
+  EXPECT_TRUE(last->has_output);
+  EXPECT_EQ(last->finish_reason, "length");
+  absl::StatusOr<CompletionChunk> finish_only =
+      ParseCompletionChunk(R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})");
+  EXPECT_FALSE(finish_only->has_output);
+  EXPECT_EQ(finish_only->finish_reason, "stop");
+  EXPECT_TRUE(ParseCompletionChunk(R"({"choices":[{"text":""}]})")->has_output)
+      << "a completion chunk is a token event even when its text is empty (a partial character)";
+}
+
 TEST(OpenAiProtocolTest, ModelList) {
   absl::StatusOr<ModelInfo> info =
       ParseModelList(R"({"object":"list","data":[{"id":"tiny","max_model_len":2048}]})");
@@ -109,6 +147,14 @@ TEST(OpenAiProtocolTest, UrlForms) {
     EXPECT_EQ(endpoint->models_path, "/v1/models") << url;
   }
   EXPECT_EQ(ParseOpenAiUrl("https://h/proxy/v1")->completions_path, "/proxy/v1/completions");
+  EXPECT_FALSE(ParseOpenAiUrl("http://h:8000/v1")->chat);
+  for (const char* url : {"http://h:8000/v1/chat/completions", "http://h:8000/v1/chat/completions/"}) {
+    absl::StatusOr<OpenAiEndpoint> chat = ParseOpenAiUrl(url);
+    ASSERT_THAT(chat, IsOk()) << url;
+    EXPECT_TRUE(chat->chat) << url;
+    EXPECT_EQ(chat->completions_path, "/v1/chat/completions") << url;
+    EXPECT_EQ(chat->models_path, "/v1/models") << url;
+  }
   EXPECT_THAT(ParseOpenAiUrl("127.0.0.1:8000"), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(ParseOpenAiUrl("http:///v1"), StatusIs(absl::StatusCode::kInvalidArgument));
 }

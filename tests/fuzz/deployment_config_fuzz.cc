@@ -2,8 +2,8 @@
 // and ParseByteSize on the same text.
 //
 // Input: a config file's text. A config that parses is checked against the header's promise that
-// ParseDeploymentConfig(ToYaml(c)) == c, and moved with SetSchedulerPort as `baton serve --port`
-// does (a valid result must round-trip too); the target aborts when a round trip fails.
+// ParseDeploymentConfig(ToYaml(c)) == c, and moved with SetSchedulerPort as `baton serve
+// --grpc-port` does (a valid result must round-trip too); the target aborts when a round trip fails.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

@@ -5,22 +5,29 @@ loopback), and the Python analysis (benchmarks/analysis/) on what it wrote:
     JSONL agree;
   * a tiny goodput search writes goodput.json and one JSONL per run;
   * Ctrl-C stops a run cleanly: exit 130, what was recorded is written;
-  * make_results.py turns the results into RESULTS.md and its four PNG figures.
+  * make_results.py turns the results into RESULTS.md and its four PNG figures;
+  * vLLM's spellings: `baton serve MODEL --port --grpc-port --served-model-name --max-model-len` and
+    `baton bench --backend openai-chat --base-url --dataset-name --num-prompts --request-rate
+    --goodput` against /v1/chat/completions.
 The analysis functions are also checked on hand-made records, without a server.
 """
 
 from __future__ import annotations
 
 import json
+import random
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from serving_fixtures import DeploymentFactory, write_secret_file
+from serving_fixtures import (STARTUP_TIMEOUT_S, STOP_GRACE_S, Deployment, DeploymentFactory,
+                              LineCollector, pick_port_block, write_secret_file)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "benchmarks" / "analysis"))
@@ -43,6 +50,90 @@ def bench_args(server, tiny_model, *extra) -> list[str]:
     return ["bench", "--server", server.address, "--model", str(tiny_model), "--no-progress",
             "--workload", "random", "--random-input-len", "16:64", "--random-output-len", "4:12",
             "--seed", "1", *extra]
+
+
+@pytest.fixture(scope="module")
+def vllm_style_server(baton_binary, tiny_model):
+    """The default deployment started with vLLM's flags: gRPC on P (prefill P+1, decode P+2, the
+    internal registry P+3), the OpenAI HTTP port (--port) on P+4."""
+    base = pick_port_block(5, random.Random(time.time_ns()))
+    launcher = subprocess.Popen(
+        [str(baton_binary), "serve", str(tiny_model), "--port", str(base + 4), "--grpc-port", str(base),
+         "--served-model-name", "tiny-chat", "--max-model-len", "512", "--dtype", "auto",
+         "--stop-grace", str(STOP_GRACE_S), "--startup-timeout", str(int(STARTUP_TIMEOUT_S))],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    deployment = Deployment(name="vllm-style", launcher=launcher, scheduler_port=base,
+                            worker_ports={"prefill worker 0": base + 1, "decode worker 0": base + 2},
+                            secret="", internal_port=base + 3, http_port=base + 4,
+                            stdout=LineCollector(launcher.stdout), stderr=LineCollector(launcher.stderr))
+    serving = deployment.stdout.wait_for(r"^baton: serving ", STARTUP_TIMEOUT_S + 5,
+                                         alive=lambda: launcher.poll() is None)
+    if serving is None:
+        deployment.stop()
+        pytest.fail(f"baton serve with vLLM's flags did not start:\n{deployment.stderr.text()[-3000:]}")
+    yield deployment
+    problems = deployment.stop()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.engine
+def test_serve_with_vllm_flags_and_bench_the_chat_endpoint(run_baton, vllm_style_server, tiny_model,
+                                                           tmp_path):
+    server = vllm_style_server
+    assert re.search(rf"^baton: serving tiny-chat on 127\.0\.0\.1:{server.scheduler_port} .*OpenAI HTTP "
+                     rf"on port {server.http_port}\)$", server.stdout.text(), re.M), server.stdout.text()
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/v1/models", timeout=30) as answer:
+        models = json.load(answer)["data"]
+    assert [(m["id"], m["max_model_len"]) for m in models] == [("tiny-chat", 512)]
+    with server.client() as client:  # the gRPC port
+        assert client.complete(prompt="Hello", max_tokens=3, ignore_eos=True).token_ids
+
+    out = tmp_path / "chat.jsonl"
+    summary_path = tmp_path / "summary.json"
+    proc = run_baton("bench", "--backend", "openai-chat", "--base-url", f"http://127.0.0.1:{server.http_port}",
+                     "--model", str(tiny_model), "--no-progress", "--dataset-name", "random",
+                     "--random-input-len", "16:48", "--random-output-len", "4:10", "--seed", "3",
+                     "--num-prompts", "8", "--request-rate", "5", "--goodput", "ttft:5000", "tpot:1000",
+                     "--warmup", "0", "--output", out, "--summary-json", summary_path,
+                     timeout=BENCH_TIMEOUT_S)
+    assert f"http://127.0.0.1:{server.http_port}/v1/chat/completions" in proc.stdout
+    assert "baton bench: model tiny-chat, max_model_len 512" in proc.stderr
+    assert "baton bench: chat endpoint: each prompt goes as one user message" in proc.stderr
+    assert "TTFT <= 5000.0 ms and TPOT <= 1000.0 ms" in proc.stdout, proc.stdout
+    records = bench_results.load_records(out)
+    assert len(records) == 8
+    for r in records:
+        assert r["ok"], r
+        # ignore_eos holds on chat too: exactly the planned output, one token event per token.
+        assert r["num_output_tokens"] == r["output_len"], r
+        assert len(r["token_s"]) == r["output_len"], r
+        # The prompt went as one user message: the chat template's tokens come on top.
+        assert r["num_prompt_tokens"] > r["input_len"], r
+    summary = json.loads(summary_path.read_text())
+    assert summary["num_completed"] == 8
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("args, says", [
+    (("--dataset-name", "sonnet"), "baton bench: --dataset-name 'sonnet': expected sharegpt "
+                                   "(= --workload chatbot) or random"),
+    (("--goodput", "ttft:500", "e2el:2000"), "baton bench: --goodput e2el: not supported"),
+    (("--goodput", "ttft:500"), "baton bench: --goodput needs both ttft:MS and tpot:MS"),
+    (("--backend", "tgi"), "baton bench: --backend 'tgi': expected openai, vllm"),
+    (("--backend", "openai-chat", "--endpoint", "/v1/completions"),
+     "baton bench: --backend openai-chat: the endpoint (http://127.0.0.1:8000/v1/completions) must end"),
+    (("--endpoint", "/v1/chat/completions", "--prompt-format", "ids"),
+     "baton bench: --prompt-format ids: the chat endpoint takes text"),
+    (("--workload", "random", "--dataset-name", "random"), "--workload excludes --dataset-name"),
+    (("--slo-ttft", "1", "--goodput", "ttft:1", "tpot:2"), "excludes --goodput"),
+], ids=["dataset", "e2el", "goodput-half", "backend", "chat-backend-endpoint", "chat-ids",
+        "workload-and-dataset", "slo-and-goodput"])
+def test_vllm_bench_flags_are_checked_before_the_run(run_baton, tiny_model, args, says):
+    proc = run_baton("bench", "--model", str(tiny_model), "--num-prompts", "1", "--request-rate", "1",
+                     *args, check=False, timeout=30)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert says in proc.stderr, proc.stderr
 
 
 @pytest.mark.engine

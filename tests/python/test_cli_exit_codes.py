@@ -29,3 +29,48 @@ def test_parse_errors_exit_two_and_say_why(run_baton, args, says):
     proc = run_baton(*args, check=False)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert says in proc.stderr, proc.stderr
+
+
+# vLLM's `serve` flags (issue 17): each bad value is one line on stderr and exit code 2, before any
+# process starts.
+@pytest.mark.engine
+@pytest.mark.parametrize("args, line", [
+    (("--dtype", "fp8"), "baton serve: --dtype 'fp8': expected one of auto, float32, float, bfloat16, "
+                         "float16, half, f32, bf16 or f16"),
+    (("--max-model-len", "4097"), "baton serve: max_model_len 4097 exceeds the model's "
+                                  "max_position_embeddings 2048 ("),
+    (("--max-model-len", "0"), "baton serve: --max-model-len: must be >= 1, got 0"),
+    (("--served-model-name", ""), "baton serve: --served-model-name: must not be empty"),
+    (("--model", "/"), "baton serve: MODEL '{model}' and --model '/' name different models; give one "
+                       "of them"),
+    (("--port", "9001", "--http-port", "9002"), "baton serve: --port 9001 and --http-port 9002 both set "
+                                                "the OpenAI HTTP port; give --port only"),
+    (("--port", "50051"), "baton serve: "),  # the HTTP port on the gRPC port: a port used twice
+    (("--tensor-parallel-size", "4"), "baton serve: prefill: tp 4 x pp 1 does not fit the model"),
+], ids=["dtype", "max-model-len-too-large", "max-model-len-0", "served-model-name-empty",
+        "model-twice", "port-and-http-port", "port-clash", "tp-with-positional-model"])
+def test_serve_vllm_flag_errors_are_one_line_and_exit_2(run_baton, tiny_model, args, line):
+    proc = run_baton("serve", str(tiny_model), *args, check=False, timeout=30)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(line.format(model=tiny_model)), proc.stderr
+
+
+@pytest.mark.engine
+def test_serve_positional_model_must_be_a_directory(run_baton, tmp_path):
+    proc = run_baton("serve", str(tmp_path / "nope"), check=False, timeout=30)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == f"baton serve: model: {tmp_path / 'nope'} is not a directory\n"
+
+
+@pytest.mark.engine
+def test_serve_http_port_is_a_deprecated_alias_of_port(run_baton, tiny_model):
+    # One deprecation line, then the run goes on as with --port (here to a bad --dtype's error).
+    proc = run_baton("serve", str(tiny_model), "--http-port", "0", "--dtype", "nope", check=False,
+                     timeout=30)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2, proc.stderr
+    assert lines[0] == ("baton serve: --http-port is deprecated and goes in the next release; use --port "
+                        "(the OpenAI HTTP port; --grpc-port is the gRPC one)")
+    assert lines[1].startswith("baton serve: --dtype 'nope'")

@@ -179,7 +179,7 @@ def test_chat_template_file_replaces_the_models(baton_binary, tiny_model, tmp_pa
 
 def test_serve_refuses_a_missing_chat_template(baton_binary, tmp_path):
     run = subprocess.run([str(baton_binary), "serve", "--chat-template", str(tmp_path / "none.jinja"),
-                          "--http-port", "0"], capture_output=True, text=True, timeout=60)
+                          "--port", "0"], capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
     assert f"chat_template: {tmp_path / 'none.jinja'} is not a file" in run.stderr
 

@@ -132,7 +132,7 @@ def test_generate_bad_layout_is_one_line_and_exit_2(run_baton, tiny_model, flags
      "layers"),
 ])
 def test_serve_model_bad_layout_is_one_line_and_exit_2(run_baton, tiny_model, flags, message):
-    proc = run_baton("serve", "--model", tiny_model, "--port", "1", *flags, check=False, timeout=30)
+    proc = run_baton("serve", "--model", tiny_model, "--grpc-port", "1", *flags, check=False, timeout=30)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [proc.stderr.rstrip("\n")], proc.stderr
     assert proc.stderr.startswith(message), proc.stderr
@@ -163,7 +163,7 @@ def start_serve_model(baton_binary: Path, model: Path, *flags: str) -> Deploymen
     that it serves."""
     base = pick_port_block(4, random.Random(time.time_ns()))
     launcher = subprocess.Popen(
-        [str(baton_binary), "serve", "--model", str(model), "--port", str(base), "--http-port", "0",
+        [str(baton_binary), "serve", "--model", str(model), "--grpc-port", str(base), "--port", "0",
          "--stop-grace", str(STOP_GRACE_S), "--startup-timeout", str(int(STARTUP_TIMEOUT_S)), *flags],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True)

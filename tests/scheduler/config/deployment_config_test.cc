@@ -25,6 +25,8 @@ using ::testing::StartsWith;
 // A YAML config that sets every key away from its default.
 constexpr char kFullYaml[] = R"(
 model: /models/llama
+served_model_name: llama-3-8b-instruct
+max_model_len: 4096
 weight_dtype: bf16
 host: 10.0.0.7
 scheduler_port: 6000
@@ -61,7 +63,8 @@ decode:
 
 // The same deployment in JSON (with tabs, which JSON allows).
 constexpr char kFullJson[] = R"({
-	"model": "/models/llama", "weight_dtype": "bf16", "host": "10.0.0.7",
+	"model": "/models/llama", "served_model_name": "llama-3-8b-instruct", "max_model_len": 4096,
+	"weight_dtype": "bf16", "host": "10.0.0.7",
 	"scheduler_port": 6000, "http_port": 6100, "mode": "disaggregated", "block_size": 32,
 	"slo": {"ttft_ms": 250.5, "tpot_ms": 40, "attainment": 0.99, "admission": false},
 	"prefill": {"instances": 2, "tp": 2, "pp": 1, "devices": [[0, 1], [2, 3]], "threads": 4,
@@ -113,6 +116,8 @@ TEST(DeploymentConfigTest, ParsesEveryKey) {
   ASSERT_THAT(parsed, IsOk());
   const DeploymentConfig& c = *parsed;
   EXPECT_EQ(c.model_dir, "/models/llama");
+  EXPECT_EQ(c.served_model_name, "llama-3-8b-instruct");
+  EXPECT_EQ(c.max_model_len, 4096);
   EXPECT_EQ(c.weight_dtype, DType::kBF16);
   EXPECT_EQ(c.host, "10.0.0.7");
   EXPECT_EQ(c.scheduler_port, 6000);
@@ -213,6 +218,11 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
       {"model: m\nmodel: n\n", "model: duplicate key"},
       {"model: m\nprefill: {tp: 1, tp: 2}\n", "prefill.tp: duplicate key"},
       {"model: [a, b]\n", "model: expected a string, got a list"},
+      {"model: m\nserved_model_name: ''\n", "served_model_name: must not be empty"},
+      {"model: m\nserved_model_name: [a]\n", "served_model_name: expected a string, got a list"},
+      {"model: m\nmax_model_len: 0\n", "max_model_len: must be >= 1, got 0"},
+      {"model: m\nmax_model_len: -5\n", "max_model_len: must be >= 1, got -5"},
+      {"model: m\nmax_model_len: '2048'\n", "max_model_len: expected an integer, got the string"},
       {"model: m\ntls_cert: c.pem\n", "tls_key: tls_cert and tls_key go together"},
       {"model: m\ntls_key: k.pem\n", "tls_cert: tls_cert and tls_key go together"},
       {"model: m\nhttp_max_body_bytes: 0\n", "http_max_body_bytes: must be > 0"},
@@ -401,10 +411,23 @@ TEST(DeploymentConfigTest, ToYamlRoundTrips) {
   ttft_only.tls_key = "/etc/baton/key.pem";
   ttft_only.http_max_body_bytes = 65536;
   ttft_only.chat_template = "/etc/baton/chat template.jinja";
+  DeploymentConfig named = DefaultDeployment("m");
+  named.max_model_len = 77;
+  named.served_model_name = "null";  // a YAML keyword, still the string when read back
+  DeploymentConfig named_odd = DefaultDeployment("m");
+  named_odd.served_model_name = "org/Model: v2 # \xc3\xa9";
   const std::vector<DeploymentConfig> configs = {
       DefaultDeployment("/models/tiny"), ParseDeploymentConfig(kFullYaml).value(), colocated,
-      odd_bytes, ttft_only};
-  for (const DeploymentConfig& config : configs) {
+      odd_bytes, ttft_only, named, named_odd};
+  std::vector<DeploymentConfig> all = configs;
+  for (const char* name : {" leading space", "trailing space ", "'single'", "\"double\"", "- dash",
+                           "a\xe2\x80\xa8b", "\xc2\x85next", "back\\slash", "{flow}", "~", "&anchor",
+                           "*alias", "!tag", "%percent", "@at", "`tick`", "|pipe", ">fold"}) {
+    DeploymentConfig config = DefaultDeployment("m");
+    config.served_model_name = name;
+    all.push_back(config);
+  }
+  for (const DeploymentConfig& config : all) {
     const std::string yaml = ToYaml(config);
     SCOPED_TRACE(yaml);
     absl::StatusOr<DeploymentConfig> parsed = ParseDeploymentConfig(yaml);
