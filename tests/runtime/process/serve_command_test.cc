@@ -178,7 +178,7 @@ class ServeCommandTest : public ::testing::Test {
 TEST_F(ServeCommandTest, ServesUntilSigintThenStopsEveryChild) {
   const int port = FreePort();
   const pid_t launcher = StartServe(
-      {"--config", WriteConfig("http_port: 0\nprefill: {instances: 2}\n").string(), "--port",
+      {"--config", WriteConfig("http_port: 0\nprefill: {instances: 2}\n").string(), "--grpc-port",
        std::to_string(port)});
   EXPECT_EQ(WaitForServingLine(),
             absl::StrCat("baton: serving model on 127.0.0.1:", port,
@@ -205,8 +205,8 @@ TEST_F(ServeCommandTest, ServesUntilSigintThenStopsEveryChild) {
 TEST_F(ServeCommandTest, AWorkerDyingDuringStartUpStopsEverythingWithAClearError) {
   setenv("FAKE_BATON_HEALTH", "never", 1);
   setenv("FAKE_BATON_FAIL_WORKER", "decode-0", 1);
-  StartServe({"--model", (dir_ / "model").string(), "--port", std::to_string(FreePort()),
-              "--http-port", "0"});
+  StartServe({"--model", (dir_ / "model").string(), "--grpc-port", std::to_string(FreePort()),
+              "--port", "0"});
   const ChildExit exit = WaitForLauncherExit();
   const std::string err = ReadFile(dir_ / "serve.err");
   EXPECT_EQ(exit.exit_code, 1) << err;
@@ -219,7 +219,7 @@ TEST_F(ServeCommandTest, AWorkerDyingDuringStartUpStopsEverythingWithAClearError
 
 TEST_F(ServeCommandTest, StartUpTimesOutWithTheLastHealthAnswer) {
   setenv("FAKE_BATON_HEALTH", "never", 1);
-  StartServe({"--config", WriteConfig("http_port: 0\n").string(), "--port",
+  StartServe({"--config", WriteConfig("http_port: 0\n").string(), "--grpc-port",
               std::to_string(FreePort()), "--startup-timeout", "2"});
   const ChildExit exit = WaitForLauncherExit();
   const std::string err = ReadFile(dir_ / "serve.err");
@@ -232,7 +232,7 @@ TEST_F(ServeCommandTest, StartUpTimesOutWithTheLastHealthAnswer) {
 
 TEST_F(ServeCommandTest, SigtermDuringStartUpStopsEverythingAndExitsZero) {
   setenv("FAKE_BATON_HEALTH", "never", 1);
-  const pid_t launcher = StartServe({"--config", WriteConfig("http_port: 0\n").string(), "--port",
+  const pid_t launcher = StartServe({"--config", WriteConfig("http_port: 0\n").string(), "--grpc-port",
                                      std::to_string(FreePort())});
   const pid_t scheduler = ChildPid("scheduler");
   ASSERT_GT(scheduler, 0);
@@ -245,8 +245,8 @@ TEST_F(ServeCommandTest, SigtermDuringStartUpStopsEverythingAndExitsZero) {
 }
 
 TEST_F(ServeCommandTest, AWorkerKilledAfterStartUpIsRestartedWithBackoff) {
-  const pid_t launcher = StartServe({"--model", (dir_ / "model").string(), "--port",
-                                     std::to_string(FreePort()), "--http-port", "0"});
+  const pid_t launcher = StartServe({"--model", (dir_ / "model").string(), "--grpc-port",
+                                     std::to_string(FreePort()), "--port", "0"});
   ASSERT_THAT(WaitForServingLine(), HasSubstr("baton: serving model"));
   const pid_t decode = ChildPid("decode worker 0");
   pid_t prefill = ChildPid("prefill worker 0");
@@ -273,8 +273,8 @@ TEST_F(ServeCommandTest, AWorkerKilledAfterStartUpIsRestartedWithBackoff) {
 }
 
 TEST_F(ServeCommandTest, NoWorkerRestartLeavesADeadWorkerDown) {
-  const pid_t launcher = StartServe({"--model", (dir_ / "model").string(), "--port",
-                                     std::to_string(FreePort()), "--http-port", "0",
+  const pid_t launcher = StartServe({"--model", (dir_ / "model").string(), "--grpc-port",
+                                     std::to_string(FreePort()), "--port", "0",
                                      "--no-worker-restart"});
   ASSERT_THAT(WaitForServingLine(), HasSubstr("baton: serving model"));
   const pid_t prefill = ChildPid("prefill worker 0");
@@ -291,8 +291,8 @@ TEST_F(ServeCommandTest, NoWorkerRestartLeavesADeadWorkerDown) {
 }
 
 TEST_F(ServeCommandTest, TheSchedulerDyingStopsTheDeployment) {
-  StartServe({"--model", (dir_ / "model").string(), "--port", std::to_string(FreePort()),
-              "--http-port", "0"});
+  StartServe({"--model", (dir_ / "model").string(), "--grpc-port", std::to_string(FreePort()),
+              "--port", "0"});
   ASSERT_THAT(WaitForServingLine(), HasSubstr("baton: serving model"));
   ASSERT_EQ(kill(ChildPid("scheduler"), SIGKILL), 0);
   const ChildExit exit = WaitForLauncherExit();
@@ -306,8 +306,8 @@ TEST_F(ServeCommandTest, TheSchedulerDyingStopsTheDeployment) {
 TEST_F(ServeCommandTest, ParallelFlagsLayOutEveryPhaseAndTheRanksAreLogged) {
   WriteModelConfig();
   const int port = FreePort();
-  const pid_t launcher = StartServe({"--model", (dir_ / "model").string(), "--port",
-                                     std::to_string(port), "--http-port", "0",
+  const pid_t launcher = StartServe({"--model", (dir_ / "model").string(), "--grpc-port",
+                                     std::to_string(port), "--port", "0",
                                      "--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"});
   EXPECT_EQ(WaitForServingLine(),
             absl::StrCat("baton: serving model on 127.0.0.1:", port,
@@ -330,7 +330,7 @@ TEST_F(ServeCommandTest, AConfigLayoutWithAnExplicitStageSplitIsLogged) {
       {"--config",
        WriteConfig("http_port: 0\nmode: colocated\ncolocated: {pp: 2, pipeline_stage_layers: [4, 2]}\n")
            .string(),
-       "--port", std::to_string(port)});
+       "--grpc-port", std::to_string(port)});
   EXPECT_THAT(WaitForServingLine(),
               HasSubstr("(colocated: colocated 1 instance x (tp 1 x pp 2 layers 4+2, cpu); no HTTP)"));
   EXPECT_THAT(ReadFile(dir_ / "serve.err"),
@@ -351,7 +351,7 @@ TEST_F(ServeCommandTest, BadConfigurationExitsTwoNamingTheProblem) {
        "deployment.yaml: prefill.tp: must be >= 1, got 0"},
       {{"--config", (dir_ / "missing.yaml").string()}, "missing.yaml: no such file"},
       {{"--model", (dir_ / "no-such-model").string()}, "no-such-model is not a directory"},
-      {{"--model", (dir_ / "model").string(), "--port", "65535"},
+      {{"--model", (dir_ / "model").string(), "--grpc-port", "65535"},
        "prefill.base_port: moving the scheduler to port 65535"},
       {{"--model", (dir_ / "model").string(), "--tensor-parallel-size", "0"},
        "baton serve: --tensor-parallel-size: must be >= 1, got 0\n"},
@@ -381,8 +381,8 @@ TEST_F(ServeCommandTest, BadConfigurationExitsTwoNamingTheProblem) {
 }
 
 TEST_F(ServeCommandTest, ASecondLauncherOfTheSameDeploymentIsRefused) {
-  const std::vector<std::string> args = {"--model", (dir_ / "model").string(), "--port",
-                                         std::to_string(FreePort()), "--http-port", "0"};
+  const std::vector<std::string> args = {"--model", (dir_ / "model").string(), "--grpc-port",
+                                         std::to_string(FreePort()), "--port", "0"};
   const pid_t first = StartServe(args);
   ASSERT_THAT(WaitForServingLine(), HasSubstr("baton: serving model"));
   const std::filesystem::path first_err = dir_ / "first.err";
@@ -399,8 +399,8 @@ TEST_F(ServeCommandTest, ASecondLauncherOfTheSameDeploymentIsRefused) {
 TEST_F(ServeCommandTest, NoChildOutlivesAKilledLauncherAndTheNextStartCleansUp) {
   // Orphans are reparented to this process, so their end can be waited for.
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-  const std::vector<std::string> args = {"--model", (dir_ / "model").string(), "--port",
-                                         std::to_string(FreePort()), "--http-port", "0"};
+  const std::vector<std::string> args = {"--model", (dir_ / "model").string(), "--grpc-port",
+                                         std::to_string(FreePort()), "--port", "0"};
   const pid_t launcher = StartServe(args);
   ASSERT_THAT(WaitForServingLine(), HasSubstr("baton: serving model"));
   std::vector<pid_t> children;
