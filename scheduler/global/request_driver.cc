@@ -1,6 +1,5 @@
 #include "scheduler/global/request_driver.h"
 
-#include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -105,17 +104,12 @@ absl::StatusOr<PreparedRequest> RequestDriver::PrepareUnlogged(GenerateRequest r
                                                    " must be <= max_tokens ", params.max_tokens));
   }
   if (!request.seed_given) params.seed = static_cast<uint64_t>(arrival_us);
-  // What the client left out follows the model's generation_config.json, as in vLLM.
-  const runtime::ModelConfig& config = model_->config;
-  if (!request.temperature_given) params.sampling.temperature = config.default_temperature.value_or(1.0f);
-  if (!request.top_k_given) params.sampling.top_k = std::max(config.default_top_k.value_or(0), 0);
-  if (!request.top_p_given) params.sampling.top_p = config.default_top_p.value_or(1.0f);
-  if (!request.temperature_given || !request.top_k_given || !request.top_p_given) {
-    if (absl::Status valid = ValidateRequest(request); !valid.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the model's generation_config.json: ", valid.message()));
-    }
-  }
+  // What the client left out follows the model's generation_config.json, as in vLLM (checked at
+  // load, so nothing to validate again here).
+  const kernels::SamplingOptions& defaults = model_->default_sampling;
+  if (!request.temperature_given) params.sampling.temperature = defaults.temperature;
+  if (!request.top_k_given) params.sampling.top_k = defaults.top_k;
+  if (!request.top_p_given) params.sampling.top_p = defaults.top_p;
   if (absl::Status admitted = Admit(num_prompt_tokens); !admitted.ok()) return admitted;
   if (request.request_id.empty()) request.request_id = NewRequestId();
   return PreparedRequest{.request = std::move(request), .prompt = std::move(prompt),

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "baton/kernels/sampling.h"
 #include "runtime/model/model_config.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -19,6 +20,9 @@ struct ServedModel {
   int max_model_len = 0;  // tokens, prompt + generated
   std::string dtype;      // the workers' weight dtype, for GetModelInfo
   std::unique_ptr<runtime::Tokenizer> tokenizer;
+  // What a request that leaves temperature, top_k or top_p out gets (RequestDriver::Prepare): the
+  // model's generation_config.json values, checked once at load, else vLLM's (1, off, 1).
+  kernels::SamplingOptions default_sampling{.temperature = 1.0f};
   // tokenizer_config.json's chat template, for /v1/chat/completions; or why there is none (the
   // file has no chat_template, or the template does not parse), which a chat request is told.
   absl::StatusOr<runtime::ChatTemplate> chat_template =

@@ -1,5 +1,6 @@
 #include "scheduler/service/scheduler_server.h"
 
+#include <algorithm>
 #include <optional>
 #include <fstream>
 #include <sstream>
@@ -65,12 +66,27 @@ absl::StatusOr<runtime::ChatTemplate> LoadChatTemplate(const std::filesystem::pa
   return runtime::ChatTemplate::FromTokenizerConfigJson(*config_text, config_path.string());
 }
 
+// generation_config.json's sampling values as the defaults of every request (vLLM's rule); values
+// a request could not use (top_p 0, a negative temperature) are dropped with a warning, once, rather
+// than failing every request that leaves them out. top_k < 0 is HF's "off".
+kernels::SamplingOptions SamplingDefaults(const runtime::ModelConfig& config) {
+  const kernels::SamplingOptions defaults{.temperature = config.default_temperature.value_or(1.0f),
+                                          .top_k = std::max(config.default_top_k.value_or(0), 0),
+                                          .top_p = config.default_top_p.value_or(1.0f)};
+  if (absl::Status valid = kernels::ValidateSamplingOptions(defaults); !valid.ok()) {
+    LogWarning(absl::StrCat("generation_config.json's sampling defaults are not used: ", valid.message()));
+    return kernels::SamplingOptions{.temperature = 1.0f};
+  }
+  return defaults;
+}
+
 }  // namespace
 
 absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atomic<bool>* stop) {
   ServedModel model;
   ASSIGN_OR_RETURN(model.config, runtime::LoadModelConfig(options.model_dir));
   ASSIGN_OR_RETURN(model.tokenizer, runtime::Tokenizer::FromFile(options.model_dir / "tokenizer.json"));
+  model.default_sampling = SamplingDefaults(model.config);
   model.name = !options.served_model_name.empty()
                    ? options.served_model_name
                    : std::filesystem::weakly_canonical(options.model_dir).filename().string();
