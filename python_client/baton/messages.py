@@ -53,6 +53,9 @@ class Chunk:
     prompt_token_ids: tuple[int, ...] = ()
     num_prompt_tokens: int = 0
     num_generated_tokens: int = 0
+    # On the first chunk with prompt_logprobs=k: [num prompt tokens], the first empty; each the k
+    # most likely tokens there, then the prompt token when it is not among them.
+    prompt_logprobs: tuple[tuple[TokenLogprob, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class Completion:
     num_prompt_tokens: int
     num_generated_tokens: int
     num_chunks: int = 0
+    prompt_logprobs: tuple[tuple[TokenLogprob, ...], ...] = ()  # as Chunk's, when asked for
 
     @classmethod
     def from_chunks(cls, chunks: Sequence[Chunk]) -> "Completion":
@@ -88,6 +92,7 @@ class Completion:
             num_prompt_tokens=last.num_prompt_tokens if last else 0,
             num_generated_tokens=last.num_generated_tokens if last else 0,
             num_chunks=len(chunks),
+            prompt_logprobs=next((c.prompt_logprobs for c in chunks if c.prompt_logprobs), ()),
         )
 
 
@@ -121,14 +126,15 @@ def build_request(prompt: str | None = None, token_ids: Iterable[int] | None = N
                   presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
                   repetition_penalty: float = 1.0, min_p: float = 0.0,
                   logit_bias: Mapping[int, float] | None = None,
-                  min_tokens: int = 0) -> pb.GenerateRequest:
+                  min_tokens: int = 0, prompt_logprobs: int | None = None) -> pb.GenerateRequest:
     """A GenerateRequest. Exactly one of prompt, token_ids and chat (ValueError otherwise); an empty
     prompt is sent as given, for the server to reject. max_tokens/seed None: unset (the server's
     default). The logits processors (vLLM's meanings; neutral by default, the server checks the
     ranges): presence_penalty and frequency_penalty in [-2, 2] over the generated tokens,
     repetition_penalty > 0 over prompt and generated tokens, min_p in [0, 1], logit_bias {token id:
     bias in [-100, 100]}, min_tokens: EOS, stop_token_ids and stop strings do not end the
-    generation before this many tokens."""
+    generation before this many tokens. prompt_logprobs k: score the prompt (vLLM's
+    prompt_logprobs), on the first chunk; None: not."""
     if [prompt is not None, token_ids is not None, chat is not None].count(True) != 1:
         raise ValueError("give exactly one of prompt, token_ids and messages")
     request = pb.GenerateRequest(request_id=request_id or "", model=model or "")
@@ -162,6 +168,8 @@ def build_request(prompt: str | None = None, token_ids: Iterable[int] | None = N
     for token_id, bias in (logit_bias or {}).items():
         request.sampling.logit_bias[int(token_id)] = bias
     request.stop.min_tokens = min_tokens
+    if prompt_logprobs is not None:
+        request.sampling.prompt_logprobs = prompt_logprobs
     return request
 
 
@@ -180,6 +188,8 @@ def chunk_from_proto(response: pb.GenerateResponse) -> Chunk:
         prompt_token_ids=tuple(response.prompt_token_ids),
         num_prompt_tokens=response.num_prompt_tokens,
         num_generated_tokens=response.num_generated_tokens,
+        prompt_logprobs=tuple(tuple(TokenLogprob(lp.token_id, lp.logprob) for lp in entry.top)
+                              for entry in response.prompt_logprobs),
     )
 
 

@@ -31,6 +31,9 @@ struct GenerationParams {
   // Log-probabilities per token: nullopt none; k the k most likely (0..20), then the sampled
   // token's when it is not among them (k = 0: the sampled token's alone).
   std::optional<int> num_logprobs;
+  // vLLM's prompt_logprobs: every prompt token after the first scored by the model given the
+  // tokens before it, with the k most likely tokens there (0..20); reported with the first token.
+  std::optional<int> num_prompt_logprobs;
   bool return_logits = false;           // full logits per token (tests, parity checks)
   bool hold_kv_after_prefill = false;   // prefill role: stop after the first token, keep the KV
 };
@@ -54,12 +57,20 @@ struct Sequence {
   // start for a sequence whose KV was computed elsewhere (Engine::AdmitPrefilled).
   bool ends_prefill = true;
   TokenHistory history;  // token counts for the logits processors, updated when they need them
+  // When num_prompt_logprobs: [i] scores prompt token i (empty for token 0), filled as the prefill's
+  // chunks go through the model and handed out with the first token.
+  std::vector<std::vector<kernels::TokenLogprob>> prompt_logprobs;
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_generated_tokens() const { return num_tokens() - num_prompt_tokens; }
   // Tokens still to be fed through the model before the next token can be sampled.
   int num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
   int32_t last_token() const { return token_ids.back(); }
+  // This sequence's prompt is to be scored: asked, and the prefill samples the first token (a
+  // resumed request's prompt was scored by the run it resumes).
+  bool ScoresPrompt() const {
+    return params.num_prompt_logprobs.has_value() && num_generated_tokens() == 0;
+  }
 };
 
 // The tokens whose KV a decode worker receives for a request prefilled elsewhere: all but the last

@@ -42,19 +42,33 @@ struct StepBatch {
   int num_decode_seqs = 0;
   int max_blocks_per_seq = 0;
   bool return_logits = false;  // the last stage also copies the logits to the host
+  // Prompt logprobs (GenerationParams::num_prompt_logprobs): [num_tokens] the id of the prompt token
+  // each row predicts, which the last stage scores with the top prompt_top_k[s] of the row's
+  // sequence, or -1 for a row that scores nothing. Empty when no row scores.
+  std::span<const int32_t> prompt_targets;
+  std::span<const int32_t> prompt_top_k;  // [num_seqs] when prompt_targets is not empty
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_seqs() const { return static_cast<int>(context_lens.size()); }
+};
+
+// One prompt token's score: its logprob given the tokens before it, and the most likely there.
+struct PromptTokenLogprobs {
+  int seq = 0;          // the sequence's index in the batch
+  int token_index = 0;  // the scored token's position in its sequence (>= 1)
+  std::vector<kernels::TokenLogprob> logprobs;  // kernels::TopLogprobs(row, k, the token)
 };
 
 // What the last stage answers for a StepBatch (the other stages answer nothing).
 struct StepOutput {
   std::vector<int32_t> token_ids;  // [num_seqs]; -1 for a sequence whose logits hold a NaN
   std::vector<float> logits;       // [num_seqs, vocab_size] when return_logits, else empty
+  std::vector<PromptTokenLogprobs> prompt_logprobs;  // one per prompt_targets >= 0, in row order
 
   void clear() {
     token_ids.clear();
     logits.clear();
+    prompt_logprobs.clear();
   }
 };
 

@@ -80,6 +80,13 @@ absl::Status Engine::ValidateRequest(SeqId seq_id, const std::vector<int32_t>& p
         "request ", seq_id, ": ", generated_token_ids.size(), " tokens generated already; max_tokens ",
         params.max_tokens, " leaves none to generate"));
   }
+  for (const auto& [what, k] : {std::pair{"logprobs", params.num_logprobs},
+                                std::pair{"prompt_logprobs", params.num_prompt_logprobs}}) {
+    if (k && (*k < 0 || *k > 20)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", seq_id, ": ", what, " ", *k, " must be in [0, 20]"));
+    }
+  }
   if (absl::Status s = ValidateLogitsProcessorOptions(params.logits_processors, params.sampling,
                                                       params.max_tokens, vocab_size);
       !s.ok()) {
@@ -247,6 +254,14 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
     return_logits = return_logits || seq->params.num_logprobs.has_value() || seq->params.return_logits;
   }
   RETURN_IF_ERROR(runner_.Run(step, sampling_, return_logits, &output_));
+  for (PromptTokenLogprobs& scored : output_.prompt_logprobs) {
+    Sequence& seq = *step.seqs[scored.seq];
+    if (seq.prompt_logprobs.empty()) seq.prompt_logprobs.emplace_back();  // the first token's: none
+    // A prompt computed again (preempted before its first token) is scored again: the first stands.
+    if (scored.token_index == static_cast<int>(seq.prompt_logprobs.size())) {
+      seq.prompt_logprobs.push_back(std::move(scored.logprobs));
+    }
+  }
   const int vocab_size = ranks_->config().vocab_size;
   for (size_t i = 0; i < step.seqs.size(); ++i) {
     Sequence& seq = *step.seqs[i];
@@ -259,8 +274,13 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
     const std::span<const float> row =
         return_logits ? std::span<const float>(output_.logits.data() + i * vocab_size, vocab_size)
                       : std::span<const float>();
+    const bool scored_prompt = seq.ScoresPrompt();  // asked before the first token
     seq.token_ids.push_back(token);
     TokenOutput& out = outputs.emplace_back();
+    if (scored_prompt) {
+      seq.prompt_logprobs.resize(std::max(seq.num_prompt_tokens, 1));  // a 1-token prompt: none
+      out.prompt_logprobs = std::move(seq.prompt_logprobs);
+    }
     out.seq_id = seq.id;
     out.token_id = token;
     if (seq.params.num_logprobs) out.logprobs = kernels::TopLogprobs(row, *seq.params.num_logprobs, token);

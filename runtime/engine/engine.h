@@ -49,6 +49,9 @@ struct TokenOutput {
   // Top num_logprobs when asked, then the sampled token's when it is not among them.
   std::vector<kernels::TokenLogprob> logprobs;
   std::vector<float> logits;                    // [vocab_size], when return_logits
+  // On the first token when num_prompt_logprobs: [num_prompt_tokens], entry i scores prompt token i
+  // (TopLogprobs of it), entry 0 empty.
+  std::vector<std::vector<kernels::TokenLogprob>> prompt_logprobs;
   FinishReason finish_reason = FinishReason::kNone;  // kNone while the sequence goes on
   int64_t prefill_start_us = 0;  // on a sequence's first token: when its prefill entered a step
 };

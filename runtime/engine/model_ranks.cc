@@ -269,9 +269,14 @@ absl::Status ModelRanks::Forward(std::span<const StepBatch> micro_batches, StepO
   }
   out->clear();
   for (size_t m = 0; m < micro_batches.size(); ++m) {
+    const int first_seq = static_cast<int>(out->token_ids.size());
     out->token_ids.insert(out->token_ids.end(), parts[m].token_ids.begin(),
                           parts[m].token_ids.end());
     out->logits.insert(out->logits.end(), parts[m].logits.begin(), parts[m].logits.end());
+    for (PromptTokenLogprobs& scored : parts[m].prompt_logprobs) {
+      scored.seq += first_seq;  // rows follow the micro-batches' sequences, in order
+      out->prompt_logprobs.push_back(std::move(scored));
+    }
   }
   return absl::OkStatus();
 }

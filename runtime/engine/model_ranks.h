@@ -94,7 +94,8 @@ class ModelRanks {
   // Runs the micro-batches, in order, on every rank. Pre-condition: each is consistent (StepBatch)
   // and its slots and block ids are below num_blocks(). On OK, (*out) holds the last stage's
   // answers to the micro-batches one after another: a token per sequence, and the logits
-  // [sum of the micro-batches' num_seqs, vocab_size] of the micro-batches that return_logits.
+  // [sum of the micro-batches' num_seqs, vocab_size] of the micro-batches that return_logits; the
+  // scored prompt tokens' seq counts those sequences likewise.
   absl::Status Forward(std::span<const StepBatch> micro_batches, StepOutput* out);
 
  private:

@@ -59,6 +59,12 @@ void ModelRunner::Build(const ScheduledStep& step, std::span<const StepPiece> pi
   mb.slot_mapping.clear();
   mb.context_lens.clear();
   mb.q_start.assign(1, 0);
+  mb.prompt_targets.clear();
+  mb.prompt_top_k.clear();
+  const bool scores_prompt = std::any_of(pieces.begin(), pieces.end(), [&](const StepPiece& piece) {
+    return step.seqs[piece.seq]->ScoresPrompt();
+  });
+  bool any_target = false;
   int max_blocks_per_seq = 1;
   int num_decode_seqs = 0;
   for (const StepPiece& piece : pieces) {
@@ -69,6 +75,16 @@ void ModelRunner::Build(const ScheduledStep& step, std::span<const StepPiece> pi
       mb.token_ids.push_back(seq.token_ids[pos]);
       mb.positions.push_back(pos);
       mb.slot_mapping.push_back(seq.block_table.SlotOf(pos));
+    }
+    if (scores_prompt) {
+      // A row scores the prompt token after it; the prompt's last row predicts the first token.
+      const bool scores = seq.ScoresPrompt();
+      for (int pos = first; pos < last; ++pos) {
+        const bool target = scores && pos + 1 < seq.num_prompt_tokens;
+        mb.prompt_targets.push_back(target ? seq.token_ids[pos + 1] : -1);
+        any_target = any_target || target;
+      }
+      mb.prompt_top_k.push_back(scores ? *seq.params.num_prompt_logprobs : 0);
     }
     mb.q_start.push_back(static_cast<int32_t>(mb.token_ids.size()));
     mb.context_lens.push_back(last);
@@ -92,6 +108,10 @@ void ModelRunner::Build(const ScheduledStep& step, std::span<const StepPiece> pi
                        .num_decode_seqs = num_decode_seqs,
                        .max_blocks_per_seq = max_blocks_per_seq,
                        .return_logits = return_logits};
+  if (any_target) {
+    mb.batch.prompt_targets = mb.prompt_targets;
+    mb.batch.prompt_top_k = mb.prompt_top_k;
+  }
 }
 
 absl::Status ModelRunner::Run(const ScheduledStep& step, std::span<const TokenSampling> sampling,
@@ -114,6 +134,15 @@ absl::Status ModelRunner::Run(const ScheduledStep& step, std::span<const TokenSa
     const size_t vocab = return_logits ? piece_output_.logits.size() / num_pieces : 0;
     out->token_ids.resize(step.seqs.size());
     out->logits.resize(step.seqs.size() * vocab);
+    out->prompt_logprobs.clear();
+    std::vector<int> seq_of_piece;  // [num_pieces] the step's sequence each piece is of
+    for (const auto& pieces : plan) {
+      for (const StepPiece& piece : pieces) seq_of_piece.push_back(piece.seq);
+    }
+    for (PromptTokenLogprobs& scored : piece_output_.prompt_logprobs) {
+      scored.seq = seq_of_piece[scored.seq];
+      out->prompt_logprobs.push_back(std::move(scored));
+    }
     size_t row = 0;
     for (const auto& pieces : plan) {
       for (const StepPiece& piece : pieces) {

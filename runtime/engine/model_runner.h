@@ -45,8 +45,9 @@ class ModelRunner {
   // Pre-condition: every sequence's block table has room for its q_len new tokens; sampling is
   // [step.seqs.size()]. On success, out->token_ids[i] is sequence i's next token drawn on the
   // device as sampling[i] says (meaningful only for a sequence whose prompt is now all computed),
-  // out->logits is [step.seqs.size(), vocab_size] when return_logits, and each sequence's
-  // num_computed_tokens has advanced by its q_len.
+  // out->logits is [step.seqs.size(), vocab_size] when return_logits, out->prompt_logprobs scores
+  // the prompt tokens the step's rows predict for the sequences that ScoresPrompt() (seq: the index
+  // into step.seqs), and each sequence's num_computed_tokens has advanced by its q_len.
   absl::Status Run(const ScheduledStep& step, std::span<const TokenSampling> sampling,
                    bool return_logits, StepOutput* out);
 
@@ -60,6 +61,8 @@ class ModelRunner {
     std::vector<int32_t> context_lens;
     std::vector<int32_t> block_tables;
     std::vector<TokenSampling> sampling;
+    std::vector<int32_t> prompt_targets;
+    std::vector<int32_t> prompt_top_k;
     StepBatch batch;
   };
   static void Build(const ScheduledStep& step, std::span<const StepPiece> pieces,

@@ -10,7 +10,7 @@ namespace baton::runtime {
 std::optional<DecodeGraphShape> DecodeGraphs::ShapeOf(const StepBatch& batch) {
   const int num_seqs = batch.num_seqs();
   if (num_seqs == 0 || num_seqs > kMaxBatch || batch.num_decode_seqs != num_seqs ||
-      batch.num_tokens() != num_seqs) {
+      batch.num_tokens() != num_seqs || !batch.prompt_targets.empty()) {
     return std::nullopt;
   }
   // The logits processors' op is in a step only when a sequence has some, and its entries vary in

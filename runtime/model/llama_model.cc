@@ -96,7 +96,8 @@ LlamaModel::LlamaModel(ModelConfig config, ModelShard shard, ModelComms comms,
       context_lens_staging_(backend),
       block_tables_staging_(backend),
       prefill_q_start_staging_(backend),
-      ctx_start_staging_(backend) {}
+      ctx_start_staging_(backend),
+      prompt_rows_(backend) {}
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesystem::path& model_dir,
                                                              DType matmul_dtype,
@@ -208,6 +209,7 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, const KvPool& kv_pool,
   if (batch.num_tokens() == 0 || batch.num_seqs() == 0) {
     return absl::InvalidArgumentError("forward: empty batch");
   }
+  out->prompt_logprobs.clear();
   if (decode_graphs_ != nullptr) {
     if (const std::optional<DecodeGraphShape> shape = DecodeGraphs::ShapeOf(batch)) {
       return ForwardGraphed(batch, *shape, kv_pool, out);
@@ -215,7 +217,71 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, const KvPool& kv_pool,
   }
   RETURN_IF_ERROR(Stage(batch));
   RETURN_IF_ERROR(Compute(batch, kv_pool));
-  return Collect(batch.num_seqs(), batch.return_logits, out);
+  RETURN_IF_ERROR(Collect(batch.num_seqs(), batch.return_logits, out));
+  if (IsLastStage() && !batch.prompt_targets.empty()) return ScorePrompt(batch, out);
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::ScorePrompt(const StepBatch& batch, StepOutput* out) {
+  // Rows of the sequences' runs that score a token, as [first, last) row ranges.
+  struct Run {
+    int seq, first, last;
+  };
+  std::vector<Run> runs;
+  for (int s = 0; s < batch.num_seqs(); ++s) {
+    for (int r = batch.q_start[s]; r < batch.q_start[s + 1]; ++r) {
+      if (batch.prompt_targets[r] < 0) continue;
+      if (!runs.empty() && runs.back().seq == s && runs.back().last == r) {
+        ++runs.back().last;
+      } else {
+        runs.push_back({s, r, r + 1});
+      }
+    }
+  }
+  // Every TP rank computes the logits (a vocab-parallel head gathers them); one reads them.
+  const bool reads = shard_.spec.tp_rank == 0;
+  const size_t hidden = config_.hidden_size;
+  const float* x = x_.data<float>();  // the last layer's residual stream of every row
+  RETURN_IF_ERROR(ReserveElems<float>(prompt_rows_, 2 * kScoredRowsPerPass * hidden));
+  float* gathered = prompt_rows_.data<float>();
+  float* normed = gathered + kScoredRowsPerPass * hidden;
+  // Passes of at most kScoredRowsPerPass rows bound the logits' memory, [rows, vocab_size].
+  size_t run = 0;
+  int next_row = runs.empty() ? 0 : runs[0].first;
+  while (run < runs.size()) {
+    std::vector<std::pair<int, int>> rows;  // (seq, row) of this pass
+    while (run < runs.size() && static_cast<int>(rows.size()) < kScoredRowsPerPass) {
+      const int take = std::min(runs[run].last - next_row,
+                                kScoredRowsPerPass - static_cast<int>(rows.size()));
+      RETURN_IF_ERROR(backend_->CopyOnDevice(gathered + rows.size() * hidden,
+                                             x + static_cast<size_t>(next_row) * hidden,
+                                             sizeof(float) * take * hidden));
+      for (int i = 0; i < take; ++i) rows.emplace_back(runs[run].seq, next_row + i);
+      next_row += take;
+      if (next_row == runs[run].last && ++run < runs.size()) next_row = runs[run].first;
+    }
+    const int num_rows = static_cast<int>(rows.size());
+    RETURN_IF_ERROR(backend_->RmsNorm(
+        kernels::RmsNormParams{.out = normed,
+                               .in = gathered,
+                               .weight = static_cast<const float*>(weights_->final_norm.data),
+                               .num_tokens = num_rows,
+                               .hidden = static_cast<int>(hidden),
+                               .eps = config_.rms_norm_eps}));
+    RETURN_IF_ERROR(vocab_head_.Logits(normed, num_rows, reads ? &scored_logits_ : nullptr));
+    if (!reads) continue;
+    const size_t vocab = config_.vocab_size;
+    for (int i = 0; i < num_rows; ++i) {
+      const auto [seq, row] = rows[i];
+      out->prompt_logprobs.push_back(PromptTokenLogprobs{
+          .seq = seq,
+          .token_index = batch.positions[row] + 1,
+          .logprobs = kernels::TopLogprobs(
+              std::span<const float>(scored_logits_.data() + i * vocab, vocab),
+              batch.prompt_top_k[seq], batch.prompt_targets[row])});
+    }
+  }
+  return absl::OkStatus();
 }
 
 bool LlamaModel::EnableDecodeGraphs() {

@@ -105,6 +105,10 @@ class LlamaModel {
   absl::Status Stage(const StepBatch& batch);
   absl::Status Compute(const StepBatch& batch, const KvPool& kv_pool);
   absl::Status Collect(int num_seqs, bool return_logits, StepOutput* out);
+  // The prompt rows of batch.prompt_targets: the final norm and the logits of each (the residual
+  // stream x_ of the step holds them), then its target's logprob and the top k, into
+  // out->prompt_logprobs. Last stage; after Collect, as it reuses the head's scratch.
+  absl::Status ScorePrompt(const StepBatch& batch, StepOutput* out);
   // A decode step through its shape's graph.
   absl::Status ForwardGraphed(const StepBatch& batch, const DecodeGraphShape& shape,
                               const KvPool& kv_pool, StepOutput* out);
@@ -164,6 +168,10 @@ class LlamaModel {
   DeviceBuffer block_tables_staging_;
   DeviceBuffer prefill_q_start_staging_;
   DeviceBuffer ctx_start_staging_;
+  // ScorePrompt's rows, gathered then normed: [2, kScoredRowsPerPass, hidden].
+  static constexpr int kScoredRowsPerPass = 64;
+  DeviceBuffer prompt_rows_;
+  std::vector<float> scored_logits_;  // [kScoredRowsPerPass, vocab_size] on the host
 
   // Host-side step metadata, derived from the batch.
   std::vector<int32_t> prefill_q_start_;  // [num_prefill_seqs + 1] query rows of the prefill seqs

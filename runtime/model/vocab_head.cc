@@ -280,6 +280,14 @@ absl::Status VocabHead::Collect(int num_seqs, bool return_logits, StepOutput* ou
                               sizeof(float) * out->logits.size());
 }
 
+absl::Status VocabHead::Logits(const float* h, int num_rows, std::vector<float>* host_logits) {
+  RETURN_IF_ERROR(ComputeLogits(h, num_rows));
+  if (host_logits == nullptr) return absl::OkStatus();
+  host_logits->resize(static_cast<size_t>(num_rows) * vocab_size_);
+  return backend_->CopyToHost(host_logits->data(), logits_.data<float>(),
+                              sizeof(float) * host_logits->size());
+}
+
 void VocabHead::AppendScratchAddresses(std::vector<const void*>* addresses) const {
   for (const DeviceBuffer* buffer :
        {&ids_staging_, &logits_, &local_logits_, &gathered_logits_, &sample_args_}) {

@@ -70,6 +70,11 @@ class VocabHead {
   // (else out->logits is emptied).
   absl::Status Collect(int num_seqs, bool return_logits, StepOutput* out);
 
+  // The logits of h [num_rows, hidden] (device) alone, without sampling, computed on every TP rank
+  // and copied to host_logits ([num_rows, vocab_size], resized) where it is not null. Reuses Head's
+  // scratch: call it after Collect. Last stage only.
+  absl::Status Logits(const float* h, int num_rows, std::vector<float>* host_logits);
+
   // The device addresses Embed and Head work on, for a graph that captured them to check that none
   // has moved since.
   void AppendScratchAddresses(std::vector<const void*>* addresses) const;

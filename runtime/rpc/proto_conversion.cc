@@ -43,6 +43,13 @@ absl::StatusOr<runtime::GenerationParams> GenerationParamsFromProto(const v1::Sa
   params.stop_token_ids.assign(stop.stop_token_ids().begin(), stop.stop_token_ids().end());
   params.ignore_eos = stop.ignore_eos();
   params.num_logprobs = logprobs;
+  if (sampling.has_prompt_logprobs()) {
+    if (sampling.prompt_logprobs() < 0 || sampling.prompt_logprobs() > 20) {
+      return absl::InvalidArgumentError(absl::StrCat("sampling.prompt_logprobs ",
+                                                     sampling.prompt_logprobs(), " must be in [0, 20]"));
+    }
+    params.num_prompt_logprobs = sampling.prompt_logprobs();
+  }
   LogitsProcessorsFromProto(sampling, stop, &params.logits_processors);
   // The vocabulary is the engine's to check (it knows it); the ranges are checked here.
   RETURN_IF_ERROR(runtime::ValidateLogitsProcessorOptions(params.logits_processors, params.sampling,
@@ -67,6 +74,7 @@ void ToProto(const runtime::GenerationParams& params, v1::SamplingParams* sampli
   sampling->set_top_p(params.sampling.top_p);
   sampling->set_min_p(params.sampling.min_p);
   sampling->set_seed(params.seed);
+  if (params.num_prompt_logprobs) sampling->set_prompt_logprobs(*params.num_prompt_logprobs);
   const runtime::LogitsProcessorOptions& processors = params.logits_processors;
   sampling->set_presence_penalty(processors.presence_penalty);
   sampling->set_frequency_penalty(processors.frequency_penalty);
@@ -125,6 +133,26 @@ void ToProto(const std::vector<kernels::TokenLogprob>& logprobs, v1::TokenLogpro
     top->set_token_id(lp.token_id);
     top->set_logprob(lp.logprob);
   }
+}
+
+void ToProto(const std::vector<std::vector<kernels::TokenLogprob>>& per_token,
+             google::protobuf::RepeatedPtrField<v1::TokenLogprobs>* out) {
+  for (const auto& logprobs : per_token) ToProto(logprobs, out->Add());
+}
+
+std::vector<kernels::TokenLogprob> FromProto(const v1::TokenLogprobs& logprobs) {
+  std::vector<kernels::TokenLogprob> out;
+  out.reserve(logprobs.top_size());
+  for (const v1::TokenLogprob& lp : logprobs.top()) out.push_back({lp.token_id(), lp.logprob()});
+  return out;
+}
+
+std::vector<std::vector<kernels::TokenLogprob>> FromProto(
+    const google::protobuf::RepeatedPtrField<v1::TokenLogprobs>& per_token) {
+  std::vector<std::vector<kernels::TokenLogprob>> out;
+  out.reserve(per_token.size());
+  for (const v1::TokenLogprobs& logprobs : per_token) out.push_back(FromProto(logprobs));
+  return out;
 }
 
 }  // namespace baton::rpc

@@ -32,6 +32,12 @@ v1::FinishReason ToProto(runtime::FinishReason reason);
 runtime::FinishReason FromProto(v1::FinishReason reason);
 
 void ToProto(const std::vector<kernels::TokenLogprob>& logprobs, v1::TokenLogprobs* out);
+// One TokenLogprobs per token, appended to `out`.
+void ToProto(const std::vector<std::vector<kernels::TokenLogprob>>& per_token,
+             google::protobuf::RepeatedPtrField<v1::TokenLogprobs>* out);
+std::vector<kernels::TokenLogprob> FromProto(const v1::TokenLogprobs& logprobs);
+std::vector<std::vector<kernels::TokenLogprob>> FromProto(
+    const google::protobuf::RepeatedPtrField<v1::TokenLogprobs>& per_token);
 
 v1::WorkerRole ToProto(runtime::WorkerRole role);
 // nullopt for WORKER_ROLE_UNSPECIFIED and values this build does not know.

@@ -21,6 +21,7 @@ absl::Time DeadlineOf(const grpc::ServerContext& context) {
 void ToProto(const runtime::TokenOutput& out, v1::TokenChunk* chunk) {
   chunk->add_token_ids(out.token_id);
   if (!out.logprobs.empty()) rpc::ToProto(out.logprobs, chunk->add_logprobs());
+  rpc::ToProto(out.prompt_logprobs, chunk->mutable_prompt_logprobs());
   chunk->add_emit_us(NowMicros());
   chunk->set_finish_reason(rpc::ToProto(out.finish_reason));
 }
@@ -71,6 +72,7 @@ grpc::Status WorkerServiceImpl::Prefill(grpc::ServerContext* context,
   if (!result->first_token.logprobs.empty()) {
     rpc::ToProto(result->first_token.logprobs, response->mutable_first_logprobs());
   }
+  rpc::ToProto(result->first_token.prompt_logprobs, response->mutable_prompt_logprobs());
   response->set_finish_reason(rpc::ToProto(result->first_token.finish_reason));
   if (result->first_token.finish_reason == runtime::FinishReason::kNone) {
     rpc::ToProto(result->kv, response->mutable_kv());

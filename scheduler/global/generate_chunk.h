@@ -38,6 +38,10 @@ struct GenerateChunk {
   std::vector<int32_t> token_ids;  // [num_tokens]
   // [num_tokens] when the request asked for logprobs: the top alternatives of each token.
   std::vector<std::vector<kernels::TokenLogprob>> logprobs;
+  // On the first chunk when the request asked for prompt logprobs: [num_prompt_tokens], entry i
+  // scores prompt token i (its logprob given the ones before, and the top alternatives), entry 0
+  // empty.
+  std::vector<std::vector<kernels::TokenLogprob>> prompt_logprobs;
   ServerTiming timing;
   runtime::FinishReason finish_reason = runtime::FinishReason::kNone;  // kNone: more follows
   // Set on the last chunk (finish_reason != kNone) only.

@@ -35,6 +35,11 @@ absl::Status ValidateRequest(const GenerateRequest& request) {
     return absl::InvalidArgumentError(
         absl::StrCat("logprobs ", *params.num_logprobs, " must be in [0, 20]"));
   }
+  if (params.num_prompt_logprobs &&
+      (*params.num_prompt_logprobs < 0 || *params.num_prompt_logprobs > 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sampling.prompt_logprobs ", *params.num_prompt_logprobs, " must be in [0, 20]"));
+  }
   if (request.max_tokens_given && params.max_tokens <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("stop.max_tokens ", params.max_tokens, " must be >= 1"));

@@ -186,9 +186,10 @@ FlowState RequestFlow::Prefill() {
   params_.latency_model->ObservePrefill(WorkerName(prefill_->role, prefill_->instance_idx),
                                         num_context_tokens, prefilled_->prefill_start_us,
                                         prefilled_->prefill_end_us);
-  if (!resumed) {  // the client's time to first token
+  if (!resumed) {  // the client's time to first token, and its prompt's scores
     pending_.timing.prefill_start_us = prefilled_->prefill_start_us;
     pending_.timing.prefill_end_us = prefilled_->prefill_end_us;
+    pending_.prompt_logprobs = std::move(prefilled_->prompt_logprobs);
   }
   const int32_t token = prefilled_->first_token_id;
   generated_.push_back(token);
@@ -253,9 +254,10 @@ bool RequestFlow::OnDecodeEvent(const DecodeEvent& event) {
   const TokenChunk& chunk = std::get<TokenChunk>(event);
   if (state_ == FlowState::kHandingOff) Enter(FlowState::kDecoding);
   if (chunk.prefill_start_us != 0) {
-    if (!decode_resumed_) {  // the client's time to first token
+    if (!decode_resumed_) {  // the client's time to first token, and its prompt's scores
       pending_.timing.prefill_start_us = chunk.prefill_start_us;
       pending_.timing.prefill_end_us = chunk.prefill_end_us;
+      pending_.prompt_logprobs = chunk.prompt_logprobs;
     }
     params_.latency_model->ObservePrefill(decoder_name_, colocated_prefill_tokens_,
                                           chunk.prefill_start_us, chunk.prefill_end_us);

@@ -62,6 +62,8 @@ struct PrefillCall {
 struct PrefillResult {
   int32_t first_token_id = 0;  // the first token the prefill sampled (the next one when resumed)
   std::optional<std::vector<kernels::TokenLogprob>> first_logprobs;  // when asked for
+  // When params.num_prompt_logprobs: [num_prompt_tokens], entry 0 empty (TokenOutput's).
+  std::vector<std::vector<kernels::TokenLogprob>> prompt_logprobs;
   // Set when the first token ends the request (EOS, a stop id, max_tokens 1): the worker has freed
   // the KV already and there is nothing to decode.
   runtime::FinishReason finish_reason = runtime::FinishReason::kNone;
@@ -97,6 +99,8 @@ struct TokenChunk {
   // Colocated: the prefill's timing, on the first chunk only (0 otherwise).
   int64_t prefill_start_us = 0;
   int64_t prefill_end_us = 0;
+  // Colocated, on the first chunk when params.num_prompt_logprobs: as PrefillResult's.
+  std::vector<std::vector<kernels::TokenLogprob>> prompt_logprobs;
 };
 
 using DecodeEvent = std::variant<KvTransferred, TokenChunk>;

@@ -88,6 +88,7 @@ absl::StatusOr<GenerateRequest> FromProto(const v1::GenerateRequest& request) {
   params.stop_token_ids.assign(stop.stop_token_ids().begin(), stop.stop_token_ids().end());
   params.ignore_eos = stop.ignore_eos();
   if (request.has_logprobs()) params.num_logprobs = request.logprobs();
+  if (sampling.has_prompt_logprobs()) params.num_prompt_logprobs = sampling.prompt_logprobs();
   out.stop_strings.assign(stop.stop().begin(), stop.stop().end());
   out.include_stop_str_in_output = stop.include_stop_str_in_output();
   return out;
@@ -97,7 +98,8 @@ void ToProto(const GenerateChunk& chunk, v1::GenerateResponse* out) {
   out->set_request_id(chunk.request_id);
   out->set_text(chunk.text);
   out->mutable_token_ids()->Assign(chunk.token_ids.begin(), chunk.token_ids.end());
-  for (const auto& logprobs : chunk.logprobs) rpc::ToProto(logprobs, out->add_logprobs());
+  rpc::ToProto(chunk.logprobs, out->mutable_logprobs());
+  rpc::ToProto(chunk.prompt_logprobs, out->mutable_prompt_logprobs());
   if (!chunk.timing.empty()) {
     v1::ServerTiming* timing = out->mutable_timing();
     timing->set_arrival_us(chunk.timing.arrival_us);

@@ -11,20 +11,14 @@
 namespace baton::scheduler {
 namespace {
 
-std::vector<kernels::TokenLogprob> FromProto(const v1::TokenLogprobs& logprobs) {
-  std::vector<kernels::TokenLogprob> out;
-  for (const auto& lp : logprobs.top()) out.push_back({lp.token_id(), lp.logprob()});
-  return out;
-}
-
 TokenChunk FromProto(const v1::TokenChunk& chunk) {
-  TokenChunk out{.token_ids = {chunk.token_ids().begin(), chunk.token_ids().end()},
-                 .emit_us = {chunk.emit_us().begin(), chunk.emit_us().end()},
-                 .finish_reason = rpc::FromProto(chunk.finish_reason()),
-                 .prefill_start_us = chunk.prefill_start_us(),
-                 .prefill_end_us = chunk.prefill_end_us()};
-  for (const v1::TokenLogprobs& lp : chunk.logprobs()) out.logprobs.push_back(FromProto(lp));
-  return out;
+  return TokenChunk{.token_ids = {chunk.token_ids().begin(), chunk.token_ids().end()},
+                    .logprobs = rpc::FromProto(chunk.logprobs()),
+                    .emit_us = {chunk.emit_us().begin(), chunk.emit_us().end()},
+                    .finish_reason = rpc::FromProto(chunk.finish_reason()),
+                    .prefill_start_us = chunk.prefill_start_us(),
+                    .prefill_end_us = chunk.prefill_end_us(),
+                    .prompt_logprobs = rpc::FromProto(chunk.prompt_logprobs())};
 }
 
 }  // namespace
@@ -83,7 +77,8 @@ absl::StatusOr<PrefillResult> GrpcWorkerClient::Prefill(const WorkerRef& worker,
                        .kv = rpc::FromProto(response.kv()),
                        .prefill_start_us = response.prefill_start_us(),
                        .prefill_end_us = response.prefill_end_us()};
-  if (response.has_first_logprobs()) result.first_logprobs = FromProto(response.first_logprobs());
+  if (response.has_first_logprobs()) result.first_logprobs = rpc::FromProto(response.first_logprobs());
+  result.prompt_logprobs = rpc::FromProto(response.prompt_logprobs());
   return result;
 }
 

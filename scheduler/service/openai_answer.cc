@@ -14,19 +14,17 @@ json FinishReasonJson(runtime::FinishReason finish) {
 
 class CompletionAnswer : public AnswerChoices {
  public:
-  CompletionAnswer(const runtime::Tokenizer& tokenizer, bool want_logprobs, std::optional<std::string> echo)
+  CompletionAnswer(const runtime::Tokenizer& tokenizer, bool want_logprobs,
+                   std::optional<CompletionEcho> echo)
       : logprobs_of_(tokenizer), want_logprobs_(want_logprobs), echo_(std::move(echo)) {}
   json StreamChoice(const GenerateChunk& chunk) override {
-    std::string text = chunk.text;
-    if (echo_) text = *std::exchange(echo_, std::nullopt) + text;
-    return Choice(text, want_logprobs_ ? logprobs_of_.Next(chunk) : json(nullptr), chunk.finish_reason);
+    auto [text, logprobs] = Part(chunk);
+    return Choice(text, want_logprobs_ ? std::move(logprobs) : json(nullptr), chunk.finish_reason);
   }
   void Add(const GenerateChunk& chunk) override {
-    if (echo_) text_ = *std::exchange(echo_, std::nullopt);
-    text_ += chunk.text;
-    if (!want_logprobs_) return;
-    json part = logprobs_of_.Next(chunk);
-    for (auto& [key, values] : part.items()) {
+    auto [text, logprobs] = Part(chunk);
+    text_ += text;
+    for (auto& [key, values] : logprobs.items()) {
       for (json& v : values) logprobs_[key].push_back(std::move(v));
     }
   }
@@ -44,9 +42,32 @@ class CompletionAnswer : public AnswerChoices {
     return {{"index", 0}, {"text", text}, {"logprobs", std::move(logprobs)},
             {"finish_reason", FinishReasonJson(finish)}};
   }
+  // The chunk's text and logprobs object (empty unless asked for), after the echoed prompt's when
+  // it has not gone out yet.
+  std::pair<std::string, json> Part(const GenerateChunk& chunk) {
+    std::string text;
+    json logprobs = json::object();
+    const bool echoing = echo_.has_value() && !echoed_;
+    if (echoing) {
+      echoed_ = true;
+      text = echo_->text;
+      if (want_logprobs_) logprobs = logprobs_of_.Prompt(echo_->prompt_ids, chunk.prompt_logprobs);
+    }
+    if (echo_ && echo_->only) return {std::move(text), std::move(logprobs)};
+    text += chunk.text;
+    if (want_logprobs_) {
+      json own = logprobs_of_.Next(chunk);
+      for (auto& [key, values] : own.items()) {
+        for (json& v : values) logprobs[key].push_back(std::move(v));
+      }
+    }
+    return {std::move(text), std::move(logprobs)};
+  }
+
   CompletionLogprobs logprobs_of_;
   const bool want_logprobs_;
-  std::optional<std::string> echo_;  // until it went out
+  const std::optional<CompletionEcho> echo_;
+  bool echoed_ = false;  // the echo went out, with the first chunk
   std::string text_;
   json logprobs_ = json::object();
 };
@@ -126,7 +147,8 @@ json ChatLogprobsContent(const runtime::Tokenizer& tokenizer, const GenerateChun
 }
 
 std::unique_ptr<AnswerChoices> MakeCompletionAnswer(const runtime::Tokenizer& tokenizer,
-                                                    bool want_logprobs, std::optional<std::string> echo) {
+                                                    bool want_logprobs,
+                                                    std::optional<CompletionEcho> echo) {
   return std::make_unique<CompletionAnswer>(tokenizer, want_logprobs, std::move(echo));
 }
 

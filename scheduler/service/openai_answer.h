@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "runtime/batch/sequence.h"
@@ -27,11 +28,18 @@ class AnswerChoices {
   virtual nlohmann::json BodyChoice(runtime::FinishReason finish) = 0;
 };
 
+// What a completion choice starts with when the request echoes its prompt.
+struct CompletionEcho {
+  std::string text;                 // the prompt as the client sent it (or its ids, decoded)
+  std::vector<int32_t> prompt_ids;  // listed first in the logprobs, with the first chunk's scores
+  bool only = false;                // AnswerShape::echo_only: the generated token is left out
+};
+
 // /v1/completions; `want_logprobs`: the legacy logprobs object (CompletionLogprobs); `echo`: the
-// text that starts the choice (its prompt), ahead of the first streamed chunk or in the body.
+// prompt that starts the choice, ahead of the first streamed chunk or in the body.
 std::unique_ptr<AnswerChoices> MakeCompletionAnswer(const runtime::Tokenizer& tokenizer,
                                                     bool want_logprobs,
-                                                    std::optional<std::string> echo = std::nullopt);
+                                                    std::optional<CompletionEcho> echo = std::nullopt);
 
 // /v1/chat/completions; `num_top_logprobs` set: the chat logprobs object, {"content": [{"token",
 // "logprob", "bytes", "top_logprobs": [that many {"token", "logprob", "bytes"}]}]}.

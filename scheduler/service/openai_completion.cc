@@ -221,9 +221,13 @@ absl::StatusOr<std::vector<GenerateRequest>> CompletionToRequests(const json& bo
   }
   RETURN_IF_ERROR(ReadSamplingFields(body, /*default_max_tokens=*/16, &shared, shape));
   RETURN_IF_ERROR(ReadBool(body, "echo", &shape->echo));
+  // The prompt's logprobs come with the echoed prompt, as many alternatives as the output's.
   if (shape->echo && shared.params.num_logprobs) {
-    return absl::InvalidArgumentError(
-        "'echo' with 'logprobs' needs the prompt's logprobs, which this server does not compute yet");
+    shared.params.num_prompt_logprobs = shared.params.num_logprobs;
+  }
+  if (shape->echo && shared.max_tokens_given && shared.params.max_tokens == 0) {
+    shape->echo_only = true;
+    shared.params.max_tokens = 1;
   }
   RETURN_IF_ERROR(ReadNumber(body, "best_of", &shape->best_of));
   if (shape->best_of < shape->n) {
@@ -248,24 +252,57 @@ absl::StatusOr<std::vector<GenerateRequest>> CompletionToRequests(const json& bo
   return requests;
 }
 
+std::string CompletionLogprobs::TokenText(int32_t id, json* offsets) {
+  std::string text = tokenizer_.Decode({&id, 1}, false);
+  offsets->push_back(text_offset_);
+  text_offset_ += std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; });
+  return text;
+}
+
+namespace {
+
+// The token's logprob among `listed` (its own entry is always there) and the alternatives by text.
+std::pair<json, json> Scored(const runtime::Tokenizer& tokenizer, int32_t id,
+                             const std::vector<kernels::TokenLogprob>& listed) {
+  json chosen = nullptr;
+  json alternatives = json::object();
+  for (const kernels::TokenLogprob& lp : listed) {
+    const int32_t alt = lp.token_id;
+    alternatives[tokenizer.Decode({&alt, 1}, false)] = lp.logprob;
+    if (lp.token_id == id) chosen = lp.logprob;
+  }
+  return {std::move(chosen), std::move(alternatives)};
+}
+
+}  // namespace
+
 json CompletionLogprobs::Next(const GenerateChunk& chunk) {
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
        offsets = json::array();
   for (size_t i = 0; i < chunk.logprobs.size(); ++i) {
     const int32_t id = chunk.token_ids[i];
-    const std::string text = tokenizer_.Decode({&id, 1}, false);
-    tokens.push_back(text);
-    offsets.push_back(text_offset_);
-    // Code points, as Python's len() counts the text the client sees.
-    text_offset_ += std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; });
-    json chosen = nullptr;
-    json alternatives = json::object();
-    for (const kernels::TokenLogprob& lp : chunk.logprobs[i]) {
-      const int32_t alt = lp.token_id;
-      alternatives[tokenizer_.Decode({&alt, 1}, false)] = lp.logprob;
-      if (lp.token_id == id) chosen = lp.logprob;
+    tokens.push_back(TokenText(id, &offsets));
+    auto [chosen, alternatives] = Scored(tokenizer_, id, chunk.logprobs[i]);
+    token_logprobs.push_back(std::move(chosen));
+    top.push_back(std::move(alternatives));
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top},
+          {"text_offset", offsets}};
+}
+
+json CompletionLogprobs::Prompt(std::span<const int32_t> prompt_ids,
+                                const std::vector<std::vector<kernels::TokenLogprob>>& scores) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
+  for (size_t i = 0; i < prompt_ids.size(); ++i) {
+    tokens.push_back(TokenText(prompt_ids[i], &offsets));
+    if (i == 0 || i >= scores.size()) {
+      token_logprobs.push_back(nullptr);
+      top.push_back(nullptr);
+      continue;
     }
-    token_logprobs.push_back(chosen);
+    auto [chosen, alternatives] = Scored(tokenizer_, prompt_ids[i], scores[i]);
+    token_logprobs.push_back(std::move(chosen));
     top.push_back(std::move(alternatives));
   }
   return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top},

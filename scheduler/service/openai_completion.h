@@ -6,6 +6,8 @@
 #pragma once
 
 #include <optional>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -27,6 +29,9 @@ struct AnswerShape {
   // cumulative logprob are returned.
   int best_of = 1;
   bool echo = false;  // completions: each choice's text starts with its prompt
+  // Completions' echo with max_tokens 0 (how evaluation harnesses score a text): the prompt, and
+  // its logprobs when asked, alone. The request generates one token, which the answer leaves out.
+  bool echo_only = false;
 };
 
 // The most requests one answer runs: prompts x best_of.
@@ -54,8 +59,16 @@ class CompletionLogprobs {
   explicit CompletionLogprobs(const runtime::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
   // The object for the tokens of `chunk`.
   nlohmann::json Next(const GenerateChunk& chunk);
+  // The object for an echoed prompt, before the first chunk: `scores` is GenerateChunk's
+  // prompt_logprobs; the first token, which nothing precedes, has null entries (OpenAI's).
+  nlohmann::json Prompt(std::span<const int32_t> prompt_ids,
+                        const std::vector<std::vector<kernels::TokenLogprob>>& scores);
 
  private:
+  // The token's text, whose code points (as Python's len() counts what the client sees) advance
+  // the text offset.
+  std::string TokenText(int32_t id, nlohmann::json* offsets);
+
   const runtime::Tokenizer& tokenizer_;
   int64_t text_offset_ = 0;
 };

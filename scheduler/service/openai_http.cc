@@ -165,7 +165,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     if (!requests.ok()) return SendError(res, requests.status());
     const bool want_logprobs = requests->front().params.num_logprobs.has_value();
     AnswerPlan plan{.best_of = shape.best_of, .n = shape.n};
-    std::vector<std::string> echoes;  // per prompt
+    std::vector<CompletionEcho> echoes;  // per prompt
     for (const GenerateRequest& request : *requests) {
       const size_t first = plan.requests.size();
       if (absl::Status s = PrepareCandidates(driver, request, shape.best_of, shape.best_of > shape.n,
@@ -174,14 +174,18 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
         return SendError(res, s);
       }
       if (shape.echo) {
-        echoes.push_back(request.prompt_text ? *request.prompt_text
-                                             : driver->model().tokenizer->Decode(plan.requests[first].prompt, false));
+        const std::vector<int32_t>& prompt = plan.requests[first].prompt;
+        echoes.push_back(CompletionEcho{
+            .text = request.prompt_text ? *request.prompt_text
+                                        : driver->model().tokenizer->Decode(prompt, false),
+            .prompt_ids = prompt,
+            .only = shape.echo_only});
       }
     }
     const runtime::Tokenizer* tokenizer = driver->model().tokenizer.get();
     plan.make_choices = [tokenizer, want_logprobs, echoes = std::move(echoes), best_of = shape.best_of](size_t r) {
       return MakeCompletionAnswer(*tokenizer, want_logprobs,
-                                  echoes.empty() ? std::nullopt : std::optional<std::string>(echoes[r / best_of]));
+                                  echoes.empty() ? std::nullopt : std::optional<CompletionEcho>(echoes[r / best_of]));
     };
     Respond(driver, stubs, req, res, std::move(plan), shape,
             {.id_prefix = "cmpl-", .object = "text_completion", .chunk_object = "text_completion"});

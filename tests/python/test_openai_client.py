@@ -224,6 +224,17 @@ def test_several_choices_prompt_lists_best_of_and_echo(oai, grpc_client, model_n
     # echo: the prompt starts each choice.
     echoed = oai.completions.create(prompt="Once upon", temperature=0, echo=True, **common)
     assert echoed.choices[0].text == "Once upon" + greedy[0]
+    # echo, logprobs and max_tokens 0: how lm-evaluation-harness scores a text through this client.
+    scored = oai.completions.create(model=model_name, prompt="Once upon", echo=True, logprobs=1,
+                                    max_tokens=0)
+    lp = scored.choices[0].logprobs
+    prompt_ids = grpc_client.complete(prompt="Once upon", max_tokens=1).prompt_token_ids
+    assert scored.choices[0].text == "Once upon" and len(lp.tokens) == len(prompt_ids)
+    assert lp.token_logprobs[0] is None and all(v <= 0 for v in lp.token_logprobs[1:])
+    by_grpc = grpc_client.complete(token_ids=prompt_ids, max_tokens=1, prompt_logprobs=1).prompt_logprobs
+    assert lp.token_logprobs[1:] == pytest.approx(
+        [next(e.logprob for e in entries if e.token_id == t) for t, entries in
+         zip(prompt_ids[1:], by_grpc[1:])], abs=1e-6)
 
     chat = oai.chat.completions.create(messages=MESSAGES, temperature=1.0, seed=2, n=2, **common)
     assert [c.index for c in chat.choices] == [0, 1] and chat.usage.completion_tokens == 12

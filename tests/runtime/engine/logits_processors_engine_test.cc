@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/engine/engine.h"
+#include "tests/testing/engine_requests.h"
 #include "tests/testing/safetensors_writer.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
@@ -22,6 +23,9 @@ namespace {
 using ::absl_testing::IsOk;
 using ::absl_testing::StatusIs;
 using ::testing::HasSubstr;
+using testing::Greedy;
+using testing::Prompt;
+using testing::TransferKv;
 
 struct Outcome {
   std::vector<int32_t> tokens;
@@ -49,18 +53,7 @@ class LogitsProcessorsEngineTest : public ::testing::Test {
     return engine.ok() ? std::move(*engine) : nullptr;
   }
 
-  static std::vector<int32_t> Prompt(int len, int salt) {
-    std::vector<int32_t> ids(len);
-    for (int i = 0; i < len; ++i) ids[i] = (i * 37 + salt * 11 + 5) % 96;
-    return ids;
-  }
 
-  static GenerationParams Greedy(int max_tokens) {
-    GenerationParams params;
-    params.max_tokens = max_tokens;
-    params.ignore_eos = true;
-    return params;
-  }
 
   static std::map<SeqId, Outcome> RunToCompletion(Engine& engine) {
     std::map<SeqId, Outcome> runs;
@@ -84,18 +77,6 @@ class LogitsProcessorsEngineTest : public ::testing::Test {
     return RunToCompletion(*engine)[*id];
   }
 
-  // What a KV transport does between two one-rank engines: the held blocks into the admitted ones.
-  static void TransferKv(const Engine& prefill, const Engine::HeldKv& held, Engine& decode,
-                         SeqId seq) {
-    auto dst = decode.BlocksOf(seq);
-    ASSERT_THAT(dst, IsOk());
-    ASSERT_EQ(dst->size(), held.blocks.size());
-    for (size_t b = 0; b < dst->size(); ++b) {
-      std::memcpy(decode.ranks().kv_pool(0).BlockData((*dst)[b]),
-                  prefill.ranks().kv_pool(0).BlockData(held.blocks[b]),
-                  prefill.ranks().kv_pool(0).BlockBytes());
-    }
-  }
 
   // Penalties, bias and min_tokens all on, for the comparisons.
   static GenerationParams AllOn(int max_tokens) {

@@ -80,7 +80,6 @@ TEST(OpenAiCompletionTest, Errors) {
       {R"({"prompt": "x", "n": 3, "best_of": 2})", "'best_of' must be >= 'n' (3), got 2"},
       {R"({"prompt": "x", "best_of": 2, "stream": true})", "'best_of' greater than 'n' cannot be streamed"},
       {R"({"prompt": ["a", "b", "c"], "n": 50})", "prompts x best_of (or n) must be at most 128, got 3 x 50"},
-      {R"({"prompt": "x", "echo": true, "logprobs": 1})", "'echo' with 'logprobs' needs the prompt's logprobs"},
       {R"({"prompt": "x", "max_tokens": 1.5})", "'max_tokens' must be an integer"},
       {R"({"prompt": "x", "temperature": "hot"})", "'temperature' must be a number"},
       {R"({"prompt": "x", "seed": 1.5})", "'seed' must be an integer"},
@@ -132,6 +131,29 @@ TEST(OpenAiCompletionTest, PromptListsAndChoices) {
   ASSERT_THAT(requests, absl_testing::IsOk());
   EXPECT_EQ(requests->size(), 3u);
   EXPECT_EQ(shape.best_of, 2);  // absent: n
+}
+
+TEST(OpenAiCompletionTest, EchoWithLogprobsScoresThePromptAndMaxTokensZeroEchoesAlone) {
+  AnswerShape shape;
+  absl::StatusOr<GenerateRequest> request = CompletionToRequest(
+      json::parse(R"({"prompt": "x", "echo": true, "logprobs": 2, "max_tokens": 3})"), &shape);
+  ASSERT_THAT(request, absl_testing::IsOk());
+  EXPECT_EQ(request->params.num_prompt_logprobs, 2);
+  EXPECT_FALSE(shape.echo_only);
+
+  // lm-evaluation-harness's loglikelihood request: the prompt's scores, nothing generated.
+  shape = {};
+  request = CompletionToRequest(
+      json::parse(R"({"prompt": "x", "echo": true, "logprobs": 0, "max_tokens": 0})"), &shape);
+  ASSERT_THAT(request, absl_testing::IsOk());
+  EXPECT_TRUE(shape.echo_only);
+  EXPECT_EQ(request->params.num_prompt_logprobs, 0);
+  EXPECT_EQ(request->params.max_tokens, 1);  // one token runs the prefill; the answer drops it
+
+  shape = {};
+  request = CompletionToRequest(json::parse(R"({"prompt": "x", "logprobs": 1})"), &shape);
+  ASSERT_THAT(request, absl_testing::IsOk());
+  EXPECT_FALSE(request->params.num_prompt_logprobs.has_value());  // no echo, no prompt scores
 }
 
 TEST(OpenAiCompletionTest, IntegersAtTheEdgesOfTheirRange) {

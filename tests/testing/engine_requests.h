@@ -1,0 +1,43 @@
+// What the engine tests ask of an Engine, written once: deterministic prompts, greedy parameters, and
+// the KV copy a transport makes between two one-rank engines in a prefill -> decode hand-off.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/engine/engine.h"
+#include "tests/testing/status_matchers.h"
+
+namespace baton::testing {
+
+// `len` ids in [0, vocab_size), a different sequence for each salt.
+inline std::vector<int32_t> Prompt(int len, int salt, int vocab_size = 96) {
+  std::vector<int32_t> ids(len);
+  for (int i = 0; i < len; ++i) ids[i] = (i * 37 + salt * 11 + 5) % vocab_size;
+  return ids;
+}
+
+// Greedy, exactly max_tokens tokens (EOS does not end it).
+inline runtime::GenerationParams Greedy(int max_tokens) {
+  runtime::GenerationParams params;
+  params.max_tokens = max_tokens;
+  params.ignore_eos = true;
+  return params;
+}
+
+// The held blocks of `prefill` into the blocks `decode` admitted for `seq`.
+inline void TransferKv(const runtime::Engine& prefill, const runtime::Engine::HeldKv& held,
+                       runtime::Engine& decode, runtime::SeqId seq) {
+  auto dst = decode.BlocksOf(seq);
+  ASSERT_THAT(dst, ::absl_testing::IsOk());
+  ASSERT_EQ(dst->size(), held.blocks.size());
+  for (size_t b = 0; b < dst->size(); ++b) {
+    std::memcpy(decode.ranks().kv_pool(0).BlockData((*dst)[b]),
+                prefill.ranks().kv_pool(0).BlockData(held.blocks[b]),
+                prefill.ranks().kv_pool(0).BlockBytes());
+  }
+}
+
+}  // namespace baton::testing
