@@ -247,12 +247,17 @@ std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int k, int3
   std::vector<TokenLogprob> out(count);
   for (size_t r = 0; r < count; ++r) {
     out[r] = {.token_id = order[r],
-              .logprob = static_cast<float>(double{logits[order[r]]} - log_sum)};
+              .logprob = static_cast<float>(double{logits[order[r]]} - log_sum),
+              .rank = static_cast<int32_t>(r + 1)};
   }
   const bool sampled_in_range = sampled >= 0 && static_cast<size_t>(sampled) < logits.size();
   if (sampled_in_range && std::none_of(out.begin(), out.end(),
                                        [sampled](const TokenLogprob& lp) { return lp.token_id == sampled; })) {
-    out.push_back({.token_id = sampled, .logprob = static_cast<float>(double{logits[sampled]} - log_sum)});
+    const float own = logits[sampled];
+    const auto above = std::count_if(logits.begin(), logits.end(), [own](float x) { return x > own; });
+    out.push_back({.token_id = sampled,
+                   .logprob = static_cast<float>(double{own} - log_sum),
+                   .rank = static_cast<int32_t>(above + 1)});
   }
   return out;
 }

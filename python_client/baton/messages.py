@@ -24,6 +24,7 @@ _FINISH_REASONS = {
 class TokenLogprob:
     token_id: int
     logprob: float
+    rank: int = 0  # 1 + the number of tokens the model found more likely; 0: not known
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ def chunk_from_proto(response: pb.GenerateResponse) -> Chunk:
         request_id=response.request_id,
         text=response.text,
         token_ids=tuple(response.token_ids),
-        logprobs=tuple(tuple(TokenLogprob(lp.token_id, lp.logprob) for lp in entry.top)
+        logprobs=tuple(tuple(TokenLogprob(lp.token_id, lp.logprob, lp.rank) for lp in entry.top)
                        for entry in response.logprobs),
         finish_reason=_FINISH_REASONS.get(response.finish_reason),
         timing=Timing(arrival_us=t.arrival_us, prefill_start_us=t.prefill_start_us,
@@ -188,7 +189,7 @@ def chunk_from_proto(response: pb.GenerateResponse) -> Chunk:
         prompt_token_ids=tuple(response.prompt_token_ids),
         num_prompt_tokens=response.num_prompt_tokens,
         num_generated_tokens=response.num_generated_tokens,
-        prompt_logprobs=tuple(tuple(TokenLogprob(lp.token_id, lp.logprob) for lp in entry.top)
+        prompt_logprobs=tuple(tuple(TokenLogprob(lp.token_id, lp.logprob, lp.rank) for lp in entry.top)
                               for entry in response.prompt_logprobs),
     )
 

@@ -132,6 +132,7 @@ void ToProto(const std::vector<kernels::TokenLogprob>& logprobs, v1::TokenLogpro
     auto* top = out->add_top();
     top->set_token_id(lp.token_id);
     top->set_logprob(lp.logprob);
+    top->set_rank(lp.rank);
   }
 }
 
@@ -143,7 +144,9 @@ void ToProto(const std::vector<std::vector<kernels::TokenLogprob>>& per_token,
 std::vector<kernels::TokenLogprob> FromProto(const v1::TokenLogprobs& logprobs) {
   std::vector<kernels::TokenLogprob> out;
   out.reserve(logprobs.top_size());
-  for (const v1::TokenLogprob& lp : logprobs.top()) out.push_back({lp.token_id(), lp.logprob()});
+  for (const v1::TokenLogprob& lp : logprobs.top()) {
+    out.push_back({.token_id = lp.token_id(), .logprob = lp.logprob(), .rank = lp.rank()});
+  }
   return out;
 }
 

@@ -49,6 +49,18 @@ absl::StatusOr<GenerateRequest> ChatToRequest(const json& body, const ordered_js
   }
   if (logprobs) request.params.num_logprobs = top_logprobs;
   RETURN_IF_ERROR(ReadSamplingFields(body, /*default_max_tokens=*/std::nullopt, &request, shape));
+  // The reply is text: no tool-call parser turns it into tool_calls, so a choice that needs one is
+  // refused (as vLLM does without --tool-call-parser).
+  if (body.contains("tool_choice") && !body["tool_choice"].is_null() && body["tool_choice"] != "none") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'tool_choice' ", body["tool_choice"].dump(),
+        " is not supported: this server has no tool-call parser (\"none\" is; tools still reach the "
+        "chat template and the model's reply comes back as text)"));
+  }
+  // The template writes the special tokens; vLLM's chat adds none of its own by default.
+  if (body.contains("add_special_tokens") && body["add_special_tokens"] == true) {
+    return absl::InvalidArgumentError("'add_special_tokens' is not supported yet on chat (only false)");
+  }
   // best_of and echo are /v1/completions' alone.
   int best_of = shape->n;
   RETURN_IF_ERROR(ReadNumber(body, "best_of", &best_of));

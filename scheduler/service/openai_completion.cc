@@ -43,7 +43,22 @@ const char* FinishReasonName(runtime::FinishReason reason) {
 // value is refused, naming it, rather than answered as if it had not asked.
 absl::Status RefuseUnsupported(const json& body) {
   const std::pair<const char*, json> neutral[] = {
-      {"suffix", ""}};
+      {"suffix", ""},
+      {"use_beam_search", false},
+      {"length_penalty", 1.0},
+      {"allowed_token_ids", json::array()},
+      {"bad_words", json::array()},
+      {"skip_special_tokens", true},
+      {"spaces_between_special_tokens", true},
+      {"return_tokens_as_token_ids", false},
+      {"guided_json", nullptr},
+      {"guided_regex", nullptr},
+      {"guided_choice", nullptr},
+      {"guided_grammar", nullptr},
+      {"structured_outputs", nullptr},
+      {"response_format", {{"type", "text"}}},
+      {"truncate_prompt_tokens", nullptr},
+      {"priority", 0}};
   for (const auto& [field, value] : neutral) {
     if (!body.contains(field) || body[field].is_null() || body[field] == value) continue;
     return absl::InvalidArgumentError(
@@ -152,6 +167,19 @@ absl::Status ReadSamplingFields(const json& body, std::optional<int> default_max
   RETURN_IF_ERROR(RefuseUnsupported(body));
   *shape = AnswerShape{.n = n, .best_of = n};
   if (absl::Status s = ReadBool(body, "stream", &shape->stream); !s.ok()) return s;
+  if (body.contains("prompt_logprobs") && !body["prompt_logprobs"].is_null()) {
+    int prompt_logprobs = 0;
+    RETURN_IF_ERROR(ReadNumber(body, "prompt_logprobs", &prompt_logprobs));
+    if (prompt_logprobs < 0 || prompt_logprobs > 20) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'prompt_logprobs' must be in [0, 20], got ", prompt_logprobs));
+    }
+    if (shape->stream) {
+      return absl::InvalidArgumentError("'prompt_logprobs' are not available when streaming");
+    }
+    params.num_prompt_logprobs = prompt_logprobs;
+    shape->prompt_logprobs = true;
+  }
   if (body.contains("stream_options") && !body["stream_options"].is_null()) {
     const json& options = body["stream_options"];
     if (!options.is_object()) return absl::InvalidArgumentError("'stream_options' must be an object");
@@ -220,9 +248,12 @@ absl::StatusOr<std::vector<GenerateRequest>> CompletionToRequests(const json& bo
     shared.params.num_logprobs = logprobs;
   }
   RETURN_IF_ERROR(ReadSamplingFields(body, /*default_max_tokens=*/16, &shared, shape));
+  if (body.contains("add_special_tokens") && body["add_special_tokens"] == false) {
+    return absl::InvalidArgumentError("'add_special_tokens' is not supported yet on completions (only true)");
+  }
   RETURN_IF_ERROR(ReadBool(body, "echo", &shape->echo));
   // The prompt's logprobs come with the echoed prompt, as many alternatives as the output's.
-  if (shape->echo && shared.params.num_logprobs) {
+  if (shape->echo && shared.params.num_logprobs && !shared.params.num_prompt_logprobs) {
     shared.params.num_prompt_logprobs = shared.params.num_logprobs;
   }
   if (shape->echo && shared.max_tokens_given && shared.params.max_tokens == 0) {
@@ -288,6 +319,26 @@ json CompletionLogprobs::Next(const GenerateChunk& chunk) {
   }
   return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top},
           {"text_offset", offsets}};
+}
+
+json VllmPromptLogprobs(const runtime::Tokenizer& tokenizer,
+                        const std::vector<std::vector<kernels::TokenLogprob>>& scores) {
+  json out = json::array();
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (i == 0) {
+      out.push_back(nullptr);
+      continue;
+    }
+    json entry = json::object();
+    for (const kernels::TokenLogprob& lp : scores[i]) {
+      const int32_t id = lp.token_id;
+      entry[std::to_string(id)] = {{"logprob", lp.logprob},
+                                   {"rank", lp.rank},
+                                   {"decoded_token", tokenizer.Decode({&id, 1}, false)}};
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
 }
 
 json CompletionLogprobs::Prompt(std::span<const int32_t> prompt_ids,

@@ -32,6 +32,9 @@ struct AnswerShape {
   // Completions' echo with max_tokens 0 (how evaluation harnesses score a text): the prompt, and
   // its logprobs when asked, alone. The request generates one token, which the answer leaves out.
   bool echo_only = false;
+  // vLLM's "prompt_logprobs" field (not streamed): the prompt's scores in vLLM's shape,
+  // VllmPromptLogprobs.
+  bool prompt_logprobs = false;
 };
 
 // The most requests one answer runs: prompts x best_of.
@@ -72,6 +75,12 @@ class CompletionLogprobs {
   const runtime::Tokenizer& tokenizer_;
   int64_t text_offset_ = 0;
 };
+
+// vLLM's prompt_logprobs answer: [num_prompt_tokens], null for the first token, then per token an
+// object from token id (as a string) to {"logprob", "rank", "decoded_token"}: the prompt token and
+// the most likely ones there. `scores` is GenerateChunk's prompt_logprobs.
+nlohmann::json VllmPromptLogprobs(const runtime::Tokenizer& tokenizer,
+                                  const std::vector<std::vector<kernels::TokenLogprob>>& scores);
 
 // 400 bad request, 404, 429 admission shed it, 503 no live worker, 504, 499 cancelled, else 500.
 int HttpStatusOf(absl::StatusCode code);

@@ -207,7 +207,10 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
       return MakeChatAnswer(*tokenizer, num_top_logprobs);
     };
     Respond(driver, stubs, req, res, std::move(plan), shape,
-            {.id_prefix = "chatcmpl-", .object = "chat.completion", .chunk_object = "chat.completion.chunk"});
+            {.id_prefix = "chatcmpl-",
+             .object = "chat.completion",
+             .chunk_object = "chat.completion.chunk",
+             .prompt_logprobs_per_choice = false});
   });
 
   http.Post("/tokenize", [driver](const httplib::Request& req, httplib::Response& res) {

@@ -45,6 +45,7 @@ struct ChoiceRun {
   runtime::FinishReason finish = runtime::FinishReason::kNone;
   int num_generated = 0;
   double cumulative_logprob = 0;  // of the sampled tokens, when they carry logprobs
+  std::vector<std::vector<kernels::TokenLogprob>> prompt_logprobs;  // when the first chunk has them
   absl::Status status;
 };
 
@@ -114,6 +115,9 @@ void Respond(RequestDriver* driver, WorkerStubs* stubs, const httplib::Request& 
                                              .write = [&](const GenerateChunk& chunk) {
                                                run.num_generated += static_cast<int>(chunk.token_ids.size());
                                                run.cumulative_logprob += SampledLogprobSum(chunk);
+                                               if (!chunk.prompt_logprobs.empty()) {
+                                                 run.prompt_logprobs = chunk.prompt_logprobs;
+                                               }
                                                run.choices->Add(chunk);
                                                run.finish = chunk.finish_reason;
                                                return !cancelled();
@@ -141,11 +145,17 @@ void Respond(RequestDriver* driver, WorkerStubs* stubs, const httplib::Request& 
         ChoiceRun& run = (*runs)[order[j]];
         json choice = run.choices->BodyChoice(run.finish);
         choice["index"] = p * plan.n + j;
+        if (shape.prompt_logprobs && names.prompt_logprobs_per_choice) {
+          choice["prompt_logprobs"] = VllmPromptLogprobs(*driver->model().tokenizer, run.prompt_logprobs);
+        }
         choices.push_back(std::move(choice));
         num_generated += run.num_generated;
       }
     }
     json out = envelope(names.object, std::move(choices));
+    if (shape.prompt_logprobs && !names.prompt_logprobs_per_choice) {  // the one prompt's
+      out["prompt_logprobs"] = VllmPromptLogprobs(*driver->model().tokenizer, runs->front().prompt_logprobs);
+    }
     out["usage"] = usage(num_generated);
     res.set_content(Dump(out), "application/json");
     return;

@@ -31,6 +31,9 @@ struct AnswerNames {
   const char* id_prefix;     // "cmpl-", "chatcmpl-"
   const char* object;        // of the one body
   const char* chunk_object;  // of each streamed event
+  // Where vLLM's prompt_logprobs go (AnswerShape::prompt_logprobs): in each choice (completions)
+  // or once, beside the choices (chat).
+  bool prompt_logprobs_per_choice = true;
 };
 
 struct AnswerPlan {

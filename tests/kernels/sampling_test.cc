@@ -212,6 +212,10 @@ TEST(TopLogprobsTest, TheSampledTokenFollowsWhenItIsNotAmongTheTopK) {
   EXPECT_EQ(top[0].token_id, 1);
   EXPECT_EQ(top[1].token_id, 3);
   EXPECT_EQ(top[2].token_id, 2);
+  // Ranks: the top k in order, then the sampled token by the logits above its own (all four).
+  EXPECT_EQ(top[0].rank, 1);
+  EXPECT_EQ(top[1].rank, 2);
+  EXPECT_EQ(top[2].rank, 5);
   double sum = 0;
   for (float x : logits) sum += std::exp(double{x});
   EXPECT_NEAR(top[2].logprob, -1.0 - std::log(sum), 1e-6);
@@ -222,6 +226,7 @@ TEST(TopLogprobsTest, TheSampledTokenFollowsWhenItIsNotAmongTheTopK) {
   const std::vector<TokenLogprob> alone = TopLogprobs(logits, 0, /*sampled=*/4);
   ASSERT_EQ(alone.size(), 1u);
   EXPECT_EQ(alone[0].token_id, 4);
+  EXPECT_EQ(alone[0].rank, 4);  // below 3.0, 2.0 and 0.5
   EXPECT_NEAR(alone[0].logprob, 0.0 - std::log(sum), 1e-6);
   EXPECT_TRUE(TopLogprobs(logits, 0).empty());
 }

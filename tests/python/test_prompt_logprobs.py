@@ -8,6 +8,7 @@ log_softmax(logits of the prefix before it)[token i]."""
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 
 import numpy as np
@@ -151,3 +152,46 @@ def test_prompt_logprobs_out_of_range_is_invalid_argument(deployments):
         with pytest.raises(baton.BatonError) as error:
             client.complete(token_ids=[5, 6, 7], max_tokens=2, prompt_logprobs=21)
     assert error.value.code.name == "INVALID_ARGUMENT" and "prompt_logprobs 21" in str(error.value)
+
+
+def test_vllm_prompt_logprobs_field_with_ranks(deployments, reference):
+    """vLLM's extra "prompt_logprobs": per completion choice, and once beside the chat choices; each
+    entry maps token ids to {"logprob", "rank", "decoded_token"}, the rank counting the tokens the
+    model found more likely."""
+    port = deployments["disaggregated"].http_port
+    ids = prompt_ids(4)
+    expected = expected_logprobs(reference, ids)
+    answer = post(port, "/v1/completions", {"prompt": ids, "prompt_logprobs": 1, "max_tokens": 2})
+    scores = answer["choices"][0]["prompt_logprobs"]
+    assert len(scores) == PROMPT_LEN and scores[0] is None
+    for i in range(1, PROMPT_LEN):
+        own = scores[i][str(ids[i])]
+        assert own["logprob"] == pytest.approx(expected[i - 1][ids[i]], abs=TOLERANCE), i
+        # The reference's count of tokens above, give or take those within float32's reach of it.
+        row, mine = expected[i - 1], expected[i - 1][ids[i]]
+        assert 1 + (row > mine + TOLERANCE).sum() <= own["rank"] <= 1 + (row > mine - TOLERANCE).sum(), i
+        best = max(scores[i].values(), key=lambda e: e["logprob"])
+        assert best["rank"] == 1
+        assert isinstance(own["decoded_token"], str)
+
+    chat = post(port, "/v1/chat/completions",
+                {"messages": [{"role": "user", "content": "Hello"}], "prompt_logprobs": 0,
+                 "max_tokens": 2})
+    assert chat["prompt_logprobs"][0] is None and len(chat["prompt_logprobs"]) > 1
+    assert all(len(entry) == 1 for entry in chat["prompt_logprobs"][1:])
+    assert "prompt_logprobs" not in chat["choices"][0]
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"prompt_logprobs": 1, "stream": True}, "prompt_logprobs"),
+    ({"tool_choice": "auto"}, "tool_choice"),
+    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"use_beam_search": True}, "use_beam_search"),
+])
+def test_chat_fields_it_does_not_honour_are_refused_by_name(deployments, body, field):
+    port = deployments["disaggregated"].http_port
+    with pytest.raises(urllib.error.HTTPError) as error:
+        post(port, "/v1/chat/completions",
+             {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 2, **body})
+    assert error.value.code == 400
+    assert f"'{field}'" in json.loads(error.value.read())["error"]["message"]

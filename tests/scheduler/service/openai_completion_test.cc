@@ -100,6 +100,15 @@ TEST(OpenAiCompletionTest, Errors) {
       {R"({"prompt": "x", "temperature": 1e300})", "'temperature' is out of range"},
       {R"({"prompt": [1, 4294967297]})", "'prompt': token id 4294967297 is out of range"},
       {R"({"prompt": [-2147483649]})", "'prompt': token id -2147483649 is out of range"},
+      // vLLM fields this server does not honour: refused by name unless neutral.
+      {R"({"prompt": "x", "use_beam_search": true})", "'use_beam_search' is not supported yet"},
+      {R"({"prompt": "x", "guided_json": {"type": "object"}})", "'guided_json' is not supported yet"},
+      {R"({"prompt": "x", "response_format": {"type": "json_object"}})", "'response_format' is not supported yet"},
+      {R"({"prompt": "x", "skip_special_tokens": false})", "'skip_special_tokens' is not supported yet"},
+      {R"({"prompt": "x", "allowed_token_ids": [1, 2]})", "'allowed_token_ids' is not supported yet"},
+      {R"({"prompt": "x", "add_special_tokens": false})", "'add_special_tokens' is not supported yet"},
+      {R"({"prompt": "x", "prompt_logprobs": 21})", "'prompt_logprobs' must be in [0, 20], got 21"},
+      {R"({"prompt": "x", "prompt_logprobs": 1, "stream": true})", "'prompt_logprobs' are not available when streaming"},
   };
   for (const auto& [body, message] : cases) {
     SCOPED_TRACE(body);
@@ -149,6 +158,16 @@ TEST(OpenAiCompletionTest, EchoWithLogprobsScoresThePromptAndMaxTokensZeroEchoes
   EXPECT_TRUE(shape.echo_only);
   EXPECT_EQ(request->params.num_prompt_logprobs, 0);
   EXPECT_EQ(request->params.max_tokens, 1);  // one token runs the prefill; the answer drops it
+
+  // Their neutral values pass; vLLM's prompt_logprobs field is honoured.
+  shape = {};
+  request = CompletionToRequest(
+      json::parse(R"({"prompt": "x", "use_beam_search": false, "response_format": {"type": "text"},
+                      "length_penalty": 1, "skip_special_tokens": true, "prompt_logprobs": 4})"),
+      &shape);
+  ASSERT_THAT(request, absl_testing::IsOk());
+  EXPECT_TRUE(shape.prompt_logprobs);
+  EXPECT_EQ(request->params.num_prompt_logprobs, 4);
 
   shape = {};
   request = CompletionToRequest(json::parse(R"({"prompt": "x", "logprobs": 1})"), &shape);

@@ -61,12 +61,13 @@ absl::StatusOr<int32_t> SampleToken(std::span<const float> logits, const Samplin
 struct TokenLogprob {
   int32_t token_id;
   float logprob;
+  int32_t rank = 0;  // 1 + the number of tokens more likely (vLLM's rank); 0: not known
 };
 
-// The k largest entries of log_softmax(logits) in descending order (ties: lower index first);
-// min(k, logits.size()) entries, none if k <= 0. With `sampled` (a token id in range) not among
-// them, its entry follows, last (alone when k is 0): OpenAI's logprobs always include the sampled
-// token.
+// The k largest entries of log_softmax(logits) in descending order (ties: lower index first), ranked
+// 1..k; min(k, logits.size()) entries, none if k <= 0. With `sampled` (a token id in range) not
+// among them, its entry follows, last (alone when k is 0), ranked by the logits above its own:
+// OpenAI's logprobs always include the sampled token.
 std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int k, int32_t sampled = -1);
 
 }  // namespace baton::kernels
