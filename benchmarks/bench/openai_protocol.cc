@@ -69,6 +69,10 @@ absl::StatusOr<CompletionChunk> ParseCompletionChunk(std::string_view data) {
       if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
         chunk.finish_reason = choice["finish_reason"];
       }
+      // llama-server ends a completion with a chunk of no text that carries only the finish
+      // reason: no token's event. (An empty text without one is a token that completed no
+      // character yet, and counts.)
+      if (chunk.text.empty() && !chunk.finish_reason.empty()) chunk.has_output = false;
     }
   }
   if (const auto usage = j.find("usage"); usage != j.end() && usage->is_object()) {

@@ -28,8 +28,9 @@ struct CompletionChunk {
   bool done = false;                     // the "[DONE]" sentinel
   int num_choices = 0;                   // 0 for the final usage-only chunk
   // Whether the chunk carries output, what the bench times as a token event: a completion chunk
-  // with a choice; a chat chunk whose delta has content (not the role-only first chunk some servers
-  // send, nor a finish-only last one), as vLLM's benchmark counts them.
+  // with a choice, unless it is a finish-only last one (empty text and a finish reason, as
+  // llama-server ends a stream); a chat chunk whose delta has content (not the role-only first
+  // chunk some servers send, nor a finish-only last one), as vLLM's benchmark counts them.
   bool has_output = false;
   std::string text;                      // choices[0].text, or choices[0].delta.content (chat)
   std::string finish_reason;             // choices[0].finish_reason when not null

@@ -125,6 +125,15 @@ TEST(OpenAiProtocolTest, ChatChunks) {
   EXPECT_EQ(finish_only->finish_reason, "stop");
   EXPECT_TRUE(ParseCompletionChunk(R"({"choices":[{"text":""}]})")->has_output)
       << "a completion chunk is a token event even when its text is empty (a partial character)";
+  // llama-server's last completion chunk: no text, the finish reason alone. Not a token: counting it
+  // understated llama-server's TPOT by 1/N.
+  absl::StatusOr<CompletionChunk> llama_server_last = ParseCompletionChunk(
+      R"({"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"object":"text_completion"})");
+  ASSERT_THAT(llama_server_last, IsOk());
+  EXPECT_FALSE(llama_server_last->has_output);
+  EXPECT_EQ(llama_server_last->finish_reason, "length");
+  EXPECT_TRUE(ParseCompletionChunk(R"({"choices":[{"text":"!","finish_reason":"stop"}]})")->has_output)
+      << "the last token's text with the finish reason is still that token's event";
 }
 
 TEST(OpenAiProtocolTest, ModelList) {
