@@ -18,7 +18,7 @@ absl::Status RunScheduler(const std::string& config_path, const std::string& sec
   ASSIGN_OR_RETURN(const runtime::DeploymentSecret secret, runtime::DeploymentSecret::Load(secret_file));
   scheduler::SchedulerOptions options{
       .model_dir = config.model_dir,
-      .served_model_name = config.served_model_name,
+      .served_model_names = config.served_model_names,
       .weight_dtype = config.weight_dtype,
       .host = host.empty() ? config.host : host,
       .port = config.scheduler_port,

@@ -73,7 +73,7 @@ struct ServeOptions {
   int grpc_port = 0;        // --grpc-port; 0: the config's scheduler port
   std::optional<int> port;  // --port: the OpenAI HTTP port (vLLM's meaning), 0 disables HTTP
   std::optional<int> deprecated_http_port;  // --http-port: --port's old name, for one release
-  std::optional<std::string> served_model_name;
+  std::vector<std::string> served_model_names;
   std::optional<int> max_model_len;
   std::string dtype;        // empty: the config's weight_dtype; else DtypeOf's names
   double startup_timeout_s = 300;
@@ -204,8 +204,8 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-model-len: must be >= 1, got ", *opts.max_model_len));
   }
-  if (opts.served_model_name && opts.served_model_name->empty()) {
-    return absl::InvalidArgumentError("--served-model-name: must not be empty");
+  for (const std::string& name : opts.served_model_names) {
+    if (name.empty()) return absl::InvalidArgumentError("--served-model-name: must not be empty");
   }
   if (!opts.config_path.empty()) {
     if (opts.parallel.given()) {
@@ -228,7 +228,7 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   if (const std::optional<int> http = opts.port ? opts.port : opts.deprecated_http_port) {
     config.http_port = *http;
   }
-  if (opts.served_model_name) config.served_model_name = *opts.served_model_name;
+  if (!opts.served_model_names.empty()) config.served_model_names = opts.served_model_names;
   if (opts.max_model_len) config.max_model_len = *opts.max_model_len;
   if (dtype) config.weight_dtype = *dtype;
   if (!opts.host.empty()) config.host = opts.host;
@@ -544,8 +544,8 @@ int RunServe(const ServeOptions& opts) {
     return kExitFailure;
   }
   std::printf("baton: serving %s on %s:%d (%s)\n",
-              (config.served_model_name.empty() ? config.model_dir.filename().string()
-                                                : config.served_model_name).c_str(),
+              (config.served_model_names.empty() ? config.model_dir.filename().string()
+                                                 : config.served_model_names.front()).c_str(),
               config.host.c_str(), config.scheduler_port, Summary(config).c_str());
   std::fflush(stdout);
 
@@ -605,9 +605,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--http-port", opts->deprecated_http_port,
                   "Deprecated: the old name of --port (goes in the next release)")
       ->check(CLI::Range(0, 65535));
-  cmd->add_option("--served-model-name", opts->served_model_name,
-                  "The model's name in requests' `model` and /v1/models (default: the model "
-                  "directory's name)");
+  cmd->add_option("--served-model-name", opts->served_model_names,
+                  "The model's name(s) in requests' `model` and /v1/models; a request may pass "
+                  "any, answers carry the first (default: the model directory's name)")
+      ->expected(1, -1);
   cmd->add_option("--max-model-len", opts->max_model_len,
                   "Context length, prompt plus output tokens, at most the model's "
                   "max_position_embeddings (default: that)");

@@ -479,8 +479,13 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
       PathField("model", &config.model_dir),
       {"served_model_name",
        [&](const YAML::Node& v, const std::string& p) -> absl::Status {
-         RETURN_IF_ERROR(ReadString(v, p, &config.served_model_name));
-         if (config.served_model_name.empty()) return Invalid(p, "must not be empty");
+         config.served_model_names.clear();
+         if (!v.IsSequence()) return ReadString(v, p, &config.served_model_names.emplace_back());
+         if (v.size() == 0) return Invalid(p, "must name the model at least once");
+         for (size_t i = 0; i < v.size(); ++i) {
+           RETURN_IF_ERROR(ReadString(v[i], absl::StrCat(p, "[", i, "]"),
+                                      &config.served_model_names.emplace_back()));
+         }
          return absl::OkStatus();
        }},
       {"max_model_len",
@@ -622,11 +627,14 @@ absl::Status ValidateDeploymentConfig(const DeploymentConfig& config) {
   if (config.max_model_len < 0) {
     return Invalid("max_model_len", absl::StrCat("must be >= 1, got ", config.max_model_len));
   }
-  if (std::any_of(config.served_model_name.begin(), config.served_model_name.end(),
-                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
-    return Invalid("served_model_name", "contains a control character");
+  for (const std::string& name : config.served_model_names) {
+    if (name.empty()) return Invalid("served_model_name", "must not be empty");
+    if (std::any_of(name.begin(), name.end(),
+                    [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+      return Invalid("served_model_name", "contains a control character");
+    }
+    if (!IsValidUtf8(name)) return Invalid("served_model_name", "is not valid UTF-8");
   }
-  if (!IsValidUtf8(config.served_model_name)) return Invalid("served_model_name", "is not valid UTF-8");
   if (config.host.empty()) return Invalid("host", "must not be empty");
   if (std::any_of(config.host.begin(), config.host.end(),
                   [](char c) { return absl::ascii_isspace(static_cast<unsigned char>(c)); })) {
@@ -671,10 +679,11 @@ std::string ToYaml(const DeploymentConfig& config) {
   out << YAML::BeginMap;
   out << YAML::Key << "model" << YAML::Value;
   EmitString(out, config.model_dir.string());
-  if (!config.served_model_name.empty()) {
+  if (!config.served_model_names.empty()) {
     // Quoted: a name such as "null" or "true" must read back as that string.
-    out << YAML::Key << "served_model_name" << YAML::Value << YAML::DoubleQuoted
-        << config.served_model_name;
+    out << YAML::Key << "served_model_name" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const std::string& name : config.served_model_names) out << YAML::DoubleQuoted << name;
+    out << YAML::EndSeq;
   }
   if (config.max_model_len > 0) out << YAML::Key << "max_model_len" << YAML::Value << config.max_model_len;
   out << YAML::Key << "weight_dtype" << YAML::Value << std::string(DTypeName(config.weight_dtype));

@@ -11,7 +11,9 @@
 //
 //   model: /models/llama-3.2-1b     # Hugging Face directory; relative paths are relative to the file
 //   served_model_name: llama-1b     # the name clients pass as `model` and /v1/models lists
-//                                   # (vLLM's --served-model-name); absent: the model directory's name
+//                                   # (vLLM's --served-model-name), or a list of names, any of which
+//                                   # a request may pass, the first in answers; absent: the model
+//                                   # directory's name
 //   max_model_len: 4096             # context length (prompt + output tokens), >= 1 and at most the
 //                                   # model's max_position_embeddings (checked by `baton serve`,
 //                                   # which reads config.json); absent: max_position_embeddings
@@ -136,8 +138,9 @@ bool AdmissionEnabled(const SloConfig& slo);
 
 struct DeploymentConfig {
   std::filesystem::path model_dir;  // yaml: model; required
-  // The model's public name (`model` in requests, /v1/models); empty: model_dir's last component.
-  std::string served_model_name;
+  // The model's public names (`model` in requests, /v1/models), the first in answers; empty:
+  // model_dir's last component.
+  std::vector<std::string> served_model_names;
   // Context length in tokens for the scheduler and every worker; 0: the model's
   // max_position_embeddings. Not checked against the model here (that needs its config.json).
   int max_model_len = 0;

@@ -55,7 +55,7 @@ absl::StatusOr<PreparedRequest> RequestDriver::PrepareUnlogged(GenerateRequest r
     return absl::UnavailableError("the server is draining (shutting down): it takes no new requests");
   }
   if (absl::Status valid = ValidateRequest(request); !valid.ok()) return valid;
-  if (!request.model.empty() && request.model != model_->name) {
+  if (!request.model.empty() && !model_->IsNamed(request.model)) {
     // vLLM's words and code (404 over HTTP), so that clients written against it recognise them.
     return absl::NotFoundError(absl::StrCat("The model `", request.model, "` does not exist."));
   }

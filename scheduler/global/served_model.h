@@ -3,8 +3,11 @@
 // request and front end.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "baton/kernels/sampling.h"
@@ -16,6 +19,7 @@ namespace baton::scheduler {
 
 struct ServedModel {
   std::string name;  // as clients pass it in `model`: --served-model-name, else the directory's name
+  std::vector<std::string> aliases;  // more names a request may pass (--served-model-name A B ...)
   runtime::ModelConfig config;
   int max_model_len = 0;  // tokens, prompt + generated
   std::string dtype;      // the workers' weight dtype, for GetModelInfo
@@ -27,6 +31,11 @@ struct ServedModel {
   // file has no chat_template, or the template does not parse), which a chat request is told.
   absl::StatusOr<runtime::ChatTemplate> chat_template =
       absl::NotFoundError("the served model has no chat template");
+
+  // Whether a request's `model` names this model (answers carry `name` whichever it used).
+  bool IsNamed(std::string_view requested) const {
+    return requested == name || std::find(aliases.begin(), aliases.end(), requested) != aliases.end();
+  }
 };
 
 }  // namespace baton::scheduler

@@ -39,6 +39,16 @@ std::string DefaultErrorMessage(int http, const httplib::Request& req, uint64_t 
 
 int64_t UnixSeconds() { return absl::ToUnixSeconds(absl::Now()); }
 
+// One entry of /v1/models: the model under one of its names.
+json ModelCard(const ServedModel& model, const std::string& name) {
+  return {{"id", name},
+          {"object", "model"},
+          {"created", UnixSeconds()},
+          {"owned_by", "baton"},
+          {"root", model.name},
+          {"max_model_len", model.max_model_len}};
+}
+
 std::string Dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // Prepares `request` as `count` candidates (n, best_of): each with a seed of its own (the client's
@@ -137,24 +147,20 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
   }
   http.Get("/v1/models", [driver](const httplib::Request&, httplib::Response& res) {
     const ServedModel& model = driver->model();
-    json data = {{"object", "list"},
-                 {"data",
-                  {{{"id", model.name},
-                    {"object", "model"},
-                    {"created", UnixSeconds()},
-                    {"owned_by", "baton"},
-                    {"max_model_len", model.max_model_len}}}}};
-    res.set_content(data.dump(), "application/json");
+    json cards = json::array();
+    cards.push_back(ModelCard(model, model.name));
+    for (const std::string& alias : model.aliases) cards.push_back(ModelCard(model, alias));
+    res.set_content(json{{"object", "list"}, {"data", std::move(cards)}}
+                        .dump(-1, ' ', false, json::error_handler_t::replace),
+                    "application/json");
   });
   http.Get(R"(/v1/models/(.+))", [driver](const httplib::Request& req, httplib::Response& res) {
     const ServedModel& model = driver->model();
     const std::string id = req.matches[1];
-    if (id != model.name) {
+    if (!model.IsNamed(id)) {
       return SendError(res, absl::NotFoundError(absl::StrCat("The model `", id, "` does not exist.")));
     }
-    res.set_content(json{{"id", model.name}, {"object", "model"}, {"created", UnixSeconds()},
-                         {"owned_by", "baton"}, {"max_model_len", model.max_model_len}}
-                        .dump(-1, ' ', false, json::error_handler_t::replace),
+    res.set_content(ModelCard(model, id).dump(-1, ' ', false, json::error_handler_t::replace),
                     "application/json");
   });
   http.Post("/v1/completions", [driver, stubs](const httplib::Request& req, httplib::Response& res) {

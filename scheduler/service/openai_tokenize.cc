@@ -19,7 +19,7 @@ absl::Status CheckModel(const json& body, const ServedModel& model) {
   if (!body.contains("model") || body["model"].is_null()) return absl::OkStatus();
   if (!body["model"].is_string()) return absl::InvalidArgumentError("'model' must be a string");
   const std::string name = body["model"].get<std::string>();
-  if (name != model.name) {
+  if (!model.IsNamed(name)) {
     return absl::NotFoundError(absl::StrCat("The model `", name, "` does not exist."));
   }
   return absl::OkStatus();

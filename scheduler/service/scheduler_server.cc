@@ -87,9 +87,12 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
   ASSIGN_OR_RETURN(model.config, runtime::LoadModelConfig(options.model_dir));
   ASSIGN_OR_RETURN(model.tokenizer, runtime::Tokenizer::FromFile(options.model_dir / "tokenizer.json"));
   model.default_sampling = SamplingDefaults(model.config);
-  model.name = !options.served_model_name.empty()
-                   ? options.served_model_name
-                   : std::filesystem::weakly_canonical(options.model_dir).filename().string();
+  if (options.served_model_names.empty()) {
+    model.name = std::filesystem::weakly_canonical(options.model_dir).filename().string();
+  } else {
+    model.name = options.served_model_names.front();
+    model.aliases.assign(options.served_model_names.begin() + 1, options.served_model_names.end());
+  }
   // vLLM's rule: a context longer than the model was trained for is refused, not clamped.
   if (options.max_model_len > model.config.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -27,7 +27,8 @@ namespace baton::scheduler {
 
 struct SchedulerOptions {
   std::filesystem::path model_dir;
-  std::string served_model_name;  // `model` in requests and /v1/models; empty: model_dir's name
+  // `model` in requests and /v1/models, the first in answers; empty: model_dir's name.
+  std::vector<std::string> served_model_names;
   DType weight_dtype = DType::kF32;
   std::string host = "127.0.0.1";
   int port = 50051;

@@ -59,7 +59,7 @@ def vllm_style_server(baton_binary, tiny_model):
     base = pick_port_block(5, random.Random(time.time_ns()))
     launcher = subprocess.Popen(
         [str(baton_binary), "serve", str(tiny_model), "--port", str(base + 4), "--grpc-port", str(base),
-         "--served-model-name", "tiny-chat", "--max-model-len", "512", "--dtype", "auto",
+         "--served-model-name", "tiny-chat", "tiny-alias", "--max-model-len", "512", "--dtype", "auto",
          "--stop-grace", str(STOP_GRACE_S), "--startup-timeout", str(int(STARTUP_TIMEOUT_S))],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True)
@@ -85,7 +85,14 @@ def test_serve_with_vllm_flags_and_bench_the_chat_endpoint(run_baton, vllm_style
                      rf"on port {server.http_port}\)$", server.stdout.text(), re.M), server.stdout.text()
     with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/v1/models", timeout=30) as answer:
         models = json.load(answer)["data"]
-    assert [(m["id"], m["max_model_len"]) for m in models] == [("tiny-chat", 512)]
+    assert [(m["id"], m["max_model_len"]) for m in models] == [("tiny-chat", 512), ("tiny-alias", 512)]
+    # Any of the names serves; answers carry the first (vLLM's rule).
+    request = urllib.request.Request(f"http://127.0.0.1:{server.http_port}/v1/completions",
+                                     data=json.dumps({"model": "tiny-alias", "prompt": "Hi",
+                                                      "max_tokens": 2}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert json.load(answer)["model"] == "tiny-chat"
     with server.client() as client:  # the gRPC port
         assert client.complete(prompt="Hello", max_tokens=3, ignore_eos=True).token_ids
 

@@ -116,7 +116,7 @@ TEST(DeploymentConfigTest, ParsesEveryKey) {
   ASSERT_THAT(parsed, IsOk());
   const DeploymentConfig& c = *parsed;
   EXPECT_EQ(c.model_dir, "/models/llama");
-  EXPECT_EQ(c.served_model_name, "llama-3-8b-instruct");
+  EXPECT_THAT(c.served_model_names, ElementsAre("llama-3-8b-instruct"));
   EXPECT_EQ(c.max_model_len, 4096);
   EXPECT_EQ(c.weight_dtype, DType::kBF16);
   EXPECT_EQ(c.host, "10.0.0.7");
@@ -219,7 +219,9 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
       {"model: m\nprefill: {tp: 1, tp: 2}\n", "prefill.tp: duplicate key"},
       {"model: [a, b]\n", "model: expected a string, got a list"},
       {"model: m\nserved_model_name: ''\n", "served_model_name: must not be empty"},
-      {"model: m\nserved_model_name: [a]\n", "served_model_name: expected a string, got a list"},
+      {"model: m\nserved_model_name: []\n", "served_model_name: must name the model at least once"},
+      {"model: m\nserved_model_name: [a, '']\n", "served_model_name: must not be empty"},
+      {"model: m\nserved_model_name: [a, [b]]\n", "served_model_name[1]: expected a string, got a list"},
       {"model: m\nmax_model_len: 0\n", "max_model_len: must be >= 1, got 0"},
       {"model: m\nmax_model_len: -5\n", "max_model_len: must be >= 1, got -5"},
       {"model: m\nmax_model_len: '2048'\n", "max_model_len: expected an integer, got the string"},
@@ -413,9 +415,9 @@ TEST(DeploymentConfigTest, ToYamlRoundTrips) {
   ttft_only.chat_template = "/etc/baton/chat template.jinja";
   DeploymentConfig named = DefaultDeployment("m");
   named.max_model_len = 77;
-  named.served_model_name = "null";  // a YAML keyword, still the string when read back
+  named.served_model_names = {"null"};  // a YAML keyword, still the string when read back
   DeploymentConfig named_odd = DefaultDeployment("m");
-  named_odd.served_model_name = "org/Model: v2 # \xc3\xa9";
+  named_odd.served_model_names = {"org/Model: v2 # \xc3\xa9", "second", "true"};
   const std::vector<DeploymentConfig> configs = {
       DefaultDeployment("/models/tiny"), ParseDeploymentConfig(kFullYaml).value(), colocated,
       odd_bytes, ttft_only, named, named_odd};
@@ -424,7 +426,7 @@ TEST(DeploymentConfigTest, ToYamlRoundTrips) {
                            "a\xe2\x80\xa8b", "\xc2\x85next", "back\\slash", "{flow}", "~", "&anchor",
                            "*alias", "!tag", "%percent", "@at", "`tick`", "|pipe", ">fold"}) {
     DeploymentConfig config = DefaultDeployment("m");
-    config.served_model_name = name;
+    config.served_model_names = {name};
     all.push_back(config);
   }
   for (const DeploymentConfig& config : all) {
