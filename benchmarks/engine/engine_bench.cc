@@ -4,9 +4,12 @@
 //   build/bin/baton_engine_bench --model build/models/small --dtype bf16 --threads 2
 //
 // Prints one JSON object: prefill tokens/s (one prompt of --prompt-len tokens), decode tokens/s summed
-// over batches of 1, 8 and 32 sequences, read bandwidth (GB/s, same thread count), and for batch 1 the
-// bytes each decoded token must read (weights + KV) over that bandwidth: the share of the roofline.
-// Decode and bandwidth are medians over --rounds rounds, the share is the median of each round's.
+// over batches of 1, 8 and 32 sequences after a --context-len prompt, the same at batch 1 and 8 after
+// a --long-context-len (2000) prompt (what serving sees: decode attention then reads as many bytes
+// of KV per sequence as the GEMVs read weights), read bandwidth (GB/s, same thread count), and for
+// batch 1 the bytes each decoded token must read (weights + KV) over that bandwidth: the share of the
+// roofline. Decode and bandwidth are medians over --rounds rounds, the share is the median of each
+// round's.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +24,7 @@
 #include "kernels/common/thread_pool.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine/engine.h"
+#include "runtime/model/huge_page_arena.h"
 
 namespace {
 
@@ -30,9 +34,9 @@ using baton::bench::Median;
 using baton::bench::Seconds;
 using baton::runtime::Engine;
 
-// Best of a few passes summing `buffer` (far larger than the caches), split over the pool's threads.
-double ReadBandwidthGBs(baton::ThreadPool& pool, const std::vector<float>& buffer) {
-  const int64_t n = static_cast<int64_t>(buffer.size());
+// Best of a few passes summing `buffer` (n floats, far more than the caches hold), split over the
+// pool's threads.
+double ReadBandwidthGBs(baton::ThreadPool& pool, const float* buffer, int64_t n) {
   std::vector<double> sums(pool.num_threads());
   double best = 0;
   for (int pass = 0; pass < 3; ++pass) {
@@ -64,7 +68,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Prefill/decode throughput of the CPU engine"};
   std::string model_dir, dtype = "f32";
   int threads = 1, prompt_len = 512, context_len = 128, decode_steps = 32, rounds = 5;
-  std::vector<int> batches = {1, 8, 32};
+  int long_context_len = 2000;
+  std::vector<int> batches = {1, 8, 32}, long_batches = {1, 8};
   app.add_option("--model", model_dir, "Checkpoint directory")->required();
   app.add_option("--dtype", dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
   app.add_option("--threads", threads, "Threads");
@@ -72,21 +77,35 @@ int main(int argc, char** argv) {
   app.add_option("--context-len", context_len, "Prompt length before decode");
   app.add_option("--decode-steps", decode_steps, "Decode steps timed per batch");
   app.add_option("--batches", batches, "Decode batch sizes");
+  app.add_option("--long-context-len", long_context_len,
+                 "Prompt length before the long-context decode rows (0: no such rows)");
+  app.add_option("--long-batches", long_batches, "Decode batch sizes at --long-context-len");
   app.add_option("--rounds", rounds, "Rounds of decode + bandwidth measurements (medians reported)")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   constexpr int kMaxModelLen = 2048;
   if (prompt_len < 1 || prompt_len + 1 > kMaxModelLen || context_len < 1 ||
-      context_len + decode_steps + 1 > kMaxModelLen || decode_steps < 1) {
+      context_len + decode_steps + 1 > kMaxModelLen || decode_steps < 1 || long_context_len < 0 ||
+      long_context_len + decode_steps + 1 > kMaxModelLen) {
     std::fprintf(stderr,
                  "baton_engine_bench: need 1 <= --prompt-len < %d, --context-len >= 1, "
-                 "--decode-steps >= 1 and --context-len + --decode-steps + 1 <= %d\n",
+                 "--decode-steps >= 1, --long-context-len >= 0 and --context-len (and "
+                 "--long-context-len) + --decode-steps + 1 <= %d\n",
                  kMaxModelLen, kMaxModelLen);
     return 2;
   }
+  if (long_context_len == 0) long_batches.clear();
   for (int batch : batches) {
     if (batch < 1 || batch > 64) {
       std::fprintf(stderr, "baton_engine_bench: --batches values must be in [1, 64], got %d\n", batch);
+      return 2;
+    }
+  }
+  // 8 sequences of 2033 tokens hold 400 MB of `small`'s f32 KV: the 1 GiB cache below takes 16.
+  for (int batch : long_batches) {
+    if (batch < 1 || batch > 16) {
+      std::fprintf(stderr, "baton_engine_bench: --long-batches values must be in [1, 16], got %d\n",
+                   batch);
       return 2;
     }
   }
@@ -123,18 +142,35 @@ int main(int argc, char** argv) {
   // The machine is shared and its bandwidth drifts: each round measures decode and then the
   // bandwidth, the roofline share is taken within a round, and the medians are reported.
   baton::ThreadPool pool(threads);
-  const std::vector<float> buffer(size_t{1} << 28, 1.0f);  // 1 GiB
-  std::map<int, std::vector<double>> decode;
+  // 1 GiB on huge pages, as the engine's weights and KV cache: a plain read of 4 KiB pages is
+  // 15-30% slower on Zen 4 and would flatter the share.
+  constexpr int64_t kBufferFloats = int64_t{1} << 28;
+  baton::runtime::HugePageArena arena;
+  auto* buffer = reinterpret_cast<float*>(arena.Allocate(kBufferFloats * sizeof(float)));
+  if (buffer == nullptr) {
+    std::fprintf(stderr, "baton_engine_bench: cannot map the 1 GiB bandwidth buffer\n");
+    return 1;
+  }
+  std::fill(buffer, buffer + kBufferFloats, 1.0f);
+  std::map<int, std::vector<double>> decode, decode_long;
   std::vector<double> bandwidths, shares;
   for (int round = 0; round < rounds; ++round) {
     for (int batch : batches) {
       decode[batch].push_back(DecodeTokensPerSecond(**engine, batch, context_len, decode_steps, rng));
     }
-    bandwidths.push_back(ReadBandwidthGBs(pool, buffer));
+    for (int batch : long_batches) {
+      decode_long[batch].push_back(
+          DecodeTokensPerSecond(**engine, batch, long_context_len, decode_steps, rng));
+    }
+    bandwidths.push_back(ReadBandwidthGBs(pool, buffer, kBufferFloats));
     if (decode.contains(1)) shares.push_back(decode[1].back() * bytes_per_token / (bandwidths.back() * 1e9));
   }
   for (const auto& [batch, values] : decode) {
     result["decode_tokens_per_s"][std::to_string(batch)] = Median(values);
+  }
+  if (!decode_long.empty()) result["long_context_len"] = long_context_len;
+  for (const auto& [batch, values] : decode_long) {
+    result["decode_long_tokens_per_s"][std::to_string(batch)] = Median(values);
   }
   result["rounds"] = rounds;
   result["read_bandwidth_GBs"] = Median(bandwidths);

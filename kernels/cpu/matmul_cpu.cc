@@ -57,7 +57,10 @@ void ForColumnRanges(ThreadPool* pool, int n, int64_t work_per_column, Fn&& fn) 
 #define BATON_SIMD_GEMV 1
 // f16 weights go through the GEMV too: vcvtph2ps (16 halves to 16 floats, exact) is AVX512F.
 #define BATON_SIMD_GEMV_F16 1
-constexpr int kGemvRowGroup = 8;  // 16 accumulators + 2 weight vectors fit the 32 registers
+// Activation rows per pass over a block of weight rows: a tile of 4 rows x kGemvTileCols weight rows
+// keeps 24 accumulators + 3 weight vectors + 1 activation vector in the 32 registers.
+constexpr int kGemvRowGroup = 4;
+constexpr int kGemvTileCols = 3;
 
 // 16 weights as f32: f32 loads as is, f16 widens through vcvtph2ps.
 inline __m512 LoadWeights16(const float* w) { return _mm512_loadu_ps(w); }
@@ -75,50 +78,83 @@ inline __m512 LoadWeightsTail16(const _Float16* w, int count) {
   return LoadWeights16(buffer);
 }
 
+// out[r, j + c] = in[r, :] . w[j + c, :] (+ bias) for r < MA, c < NW: MA activation rows against NW
+// weight rows read side by side. Every (r, c) sums in one order whatever MA and NW are (two chains
+// over alternate 16-lane chunks, the tail on the second, then one reduce_add), so a column's value
+// never depends on the batch size or on the tile that computed it.
+//
+// A decode batch of m rows reading one weight row at a time (the MA x 1 tile) loads m activation
+// vectors per weight vector: at m = 8 that is 9 loads per 8 FMAs, and `small` f32 decode at batch 8
+// ran at a quarter of the read bandwidth. A 4 x 3 tile loads 7 vectors per 12 FMAs.
+template <int MA, int NW, typename W>
+void GemvTile(const float* in, const W* weight, const float* bias, float* out, int64_t out_stride,
+              int k, int j) {
+  const W* w = weight + int64_t{j} * k;
+  __m512 acc0[MA][NW], acc1[MA][NW];
+  for (int r = 0; r < MA; ++r) {
+    for (int c = 0; c < NW; ++c) acc0[r][c] = acc1[r][c] = _mm512_setzero_ps();
+  }
+  // acc[r][c] += in[r, l .. l+16) * w[c, l .. l+16) for every r, c.
+  auto step = [&](__m512 (&acc)[MA][NW], int l) {
+    if constexpr (MA > 1) {
+      // The next tile's rows at the same offset, one line per row: without it the demand misses
+      // of NW streams, each line waiting behind MA FMAs, read at 5-6 GB/s (perf: the stalls sit
+      // on each line's first load). Past the matrix's end this is a hint to a stray line, never
+      // a fault.
+      for (int c = 0; c < NW; ++c) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + int64_t{c + NW} * k + l), _MM_HINT_T0);
+      }
+    }
+    __m512 wv[NW];
+    for (int c = 0; c < NW; ++c) wv[c] = LoadWeights16(w + int64_t{c} * k + l);
+    for (int r = 0; r < MA; ++r) {
+      const __m512 a = _mm512_loadu_ps(in + int64_t{r} * k + l);
+      for (int c = 0; c < NW; ++c) acc[r][c] = _mm512_fmadd_ps(a, wv[c], acc[r][c]);
+    }
+  };
+  int l = 0;
+  for (; l + 32 <= k; l += 32) {
+    step(acc0, l);
+    step(acc1, l + 16);
+  }
+  if (l + 16 <= k) {
+    step(acc0, l);
+    l += 16;
+  }
+  if (l < k) {
+    const __mmask16 tail = internal::TailMask(k - l);
+    __m512 wv[NW];
+    for (int c = 0; c < NW; ++c) wv[c] = LoadWeightsTail16(w + int64_t{c} * k + l, k - l);
+    for (int r = 0; r < MA; ++r) {
+      const __m512 a = _mm512_maskz_loadu_ps(tail, in + int64_t{r} * k + l);
+      for (int c = 0; c < NW; ++c) acc1[r][c] = _mm512_fmadd_ps(a, wv[c], acc1[r][c]);
+    }
+  }
+  for (int c = 0; c < NW; ++c) {
+    const float b = bias != nullptr ? bias[j + c] : 0.0f;
+    for (int r = 0; r < MA; ++r) {
+      out[r * out_stride + j + c] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r][c], acc1[r][c])) + b;
+    }
+  }
+}
+
 // out[r, c] = in[r, :] . w[c, :] (+ bias[c]) for r < MA and every c in [n_begin, n_end).
 //
-// One weight row at a time, start to end: the weights are then a single sequential stream, which
-// the hardware prefetchers follow at full read bandwidth. Tiles of several weight rows read
-// side by side run as many short streams (k * 4 bytes each) and measured ~35% slower on Zen 4.
-//
-// W is float or _Float16 (f16 weights, widened as they are loaded; `in` then holds activations
-// already rounded to f16).
+// A lone activation row (batch-1 decode) reads one weight row at a time, start to end: the weights
+// are then a single sequential stream, which the hardware prefetchers follow at full read
+// bandwidth (tiles of several weight rows side by side measured ~35% slower on Zen 4 there, when
+// the weights were on 4 KiB pages). Several activation rows are bound by loads instead, and read
+// kGemvTileCols weight rows side by side.
 template <int MA, typename W>
 void GemvRows(const float* in, const W* weight, const float* bias, float* out, int64_t out_stride,
               int k, int n_begin, int n_end) {
-  const __mmask16 tail = internal::TailMask(k % 16);
-  for (int j = n_begin; j < n_end; ++j) {
-    const W* w = weight + int64_t{j} * k;
-    // Two accumulators per activation row hide the FMA latency.
-    __m512 acc0[MA], acc1[MA];
-    for (int r = 0; r < MA; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
-    int l = 0;
-    for (; l + 32 <= k; l += 32) {
-      const __m512 w0 = LoadWeights16(w + l);
-      const __m512 w1 = LoadWeights16(w + l + 16);
-      for (int r = 0; r < MA; ++r) {
-        acc0[r] = _mm512_fmadd_ps(_mm512_loadu_ps(in + int64_t{r} * k + l), w0, acc0[r]);
-        acc1[r] = _mm512_fmadd_ps(_mm512_loadu_ps(in + int64_t{r} * k + l + 16), w1, acc1[r]);
-      }
-    }
-    if (l + 16 <= k) {
-      const __m512 w0 = LoadWeights16(w + l);
-      for (int r = 0; r < MA; ++r) {
-        acc0[r] = _mm512_fmadd_ps(_mm512_loadu_ps(in + int64_t{r} * k + l), w0, acc0[r]);
-      }
-      l += 16;
-    }
-    if (l < k) {
-      const __m512 w1 = LoadWeightsTail16(w + l, k - l);
-      for (int r = 0; r < MA; ++r) {
-        acc1[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, in + int64_t{r} * k + l), w1, acc1[r]);
-      }
-    }
-    const float b = bias != nullptr ? bias[j] : 0.0f;
-    for (int r = 0; r < MA; ++r) {
-      out[r * out_stride + j] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r])) + b;
+  int j = n_begin;
+  if constexpr (MA > 1) {
+    for (; j + kGemvTileCols <= n_end; j += kGemvTileCols) {
+      GemvTile<MA, kGemvTileCols>(in, weight, bias, out, out_stride, k, j);
     }
   }
+  for (; j < n_end; ++j) GemvTile<MA, 1>(in, weight, bias, out, out_stride, k, j);
 }
 
 #elif defined(__AVX2__) && defined(__FMA__)

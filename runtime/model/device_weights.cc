@@ -52,6 +52,7 @@ absl::Status UploadWeights(LlamaWeights& weights, DeviceBackend& backend,
   for (DeviceBuffer& buffer : uploaded) storage->push_back(std::move(buffer));
   // The device holds the weights now; the host copies and maps are not read again.
   weights.owned.clear();
+  weights.arena.Clear();
   weights.checkpoint.reset();
   return absl::OkStatus();
 }

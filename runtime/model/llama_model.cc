@@ -118,6 +118,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesyst
   if (shard_spec.pp_size == 1) comms.pp = nullptr;
   ASSIGN_OR_RETURN(std::unique_ptr<LlamaWeights> weights,
                    LoadLlamaWeights(model_dir, config, matmul_dtype, load_pool, &shard));
+  if (backend->IsHostMemory()) MoveMappedMatmulWeightsToHugePages(*weights);
   std::vector<DeviceBuffer> device_weights;
   RETURN_IF_ERROR(UploadWeights(*weights, *backend, &device_weights));
   ASSIGN_OR_RETURN(std::vector<float> inv_freq,

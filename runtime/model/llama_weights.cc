@@ -182,8 +182,15 @@ class WeightLoader {
   }
 
  private:
-  // Aligned storage of num_bytes owned by the weights, counted in num_owned_bytes.
+  // Aligned storage of num_bytes owned by the weights, counted in num_owned_bytes. Large copies
+  // (the matmul weights decode streams) go on huge pages (huge_page_arena.h).
   std::byte* Allocate(size_t num_bytes) {
+    if (num_bytes >= kHugePageMinBytes) {
+      std::byte* dst = out_.arena.Allocate(num_bytes);
+      BATON_CHECK(dst != nullptr);
+      out_.num_owned_bytes += num_bytes;
+      return dst;
+    }
     const size_t alloc_bytes = std::max<size_t>(
         kBufferAlignment, (num_bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
     OwnedBuffer buffer(static_cast<std::byte*>(std::aligned_alloc(kBufferAlignment, alloc_bytes)));
@@ -335,6 +342,35 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
     weights->layers.push_back(std::move(layer));
   }
   return weights;
+}
+
+void MoveMappedMatmulWeightsToHugePages(LlamaWeights& weights) {
+  if (weights.checkpoint == nullptr) return;
+  std::vector<Weight*> matmuls;
+  if (weights.lm_head.data != weights.embed_tokens.data) matmuls.push_back(&weights.lm_head);
+  for (LayerWeights& layer : weights.layers) {
+    for (Weight* w : {&layer.q_proj, &layer.k_proj, &layer.v_proj, &layer.o_proj, &layer.gate_proj,
+                      &layer.up_proj, &layer.down_proj}) {
+      matmuls.push_back(w);
+    }
+  }
+  for (Weight* w : matmuls) {
+    const size_t num_bytes = w->num_bytes();
+    if (w->data == nullptr || num_bytes < kHugePageMinBytes) continue;
+    const auto* data = static_cast<const std::byte*>(w->data);
+    const auto& files = weights.checkpoint->files();
+    if (std::none_of(files.begin(), files.end(),
+                     [&](const SafetensorsFile& f) { return f.Contains(data, num_bytes); })) {
+      continue;  // already a copy
+    }
+    std::byte* dst = weights.arena.Allocate(num_bytes);
+    BATON_CHECK(dst != nullptr);
+    std::memcpy(dst, data, num_bytes);
+    ReleaseMappedRange(data, num_bytes);
+    w->data = dst;
+    weights.num_mapped_bytes -= num_bytes;
+    weights.num_owned_bytes += num_bytes;
+  }
 }
 
 }  // namespace baton::runtime

@@ -64,6 +64,7 @@
 #include "kernels/common/dtype.h"
 #include "kernels/common/thread_pool.h"
 #include "runtime/model/checkpoint.h"
+#include "runtime/model/huge_page_arena.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/model_shard.h"
 
@@ -98,6 +99,9 @@ struct FreeDeleter {
 };
 // 64-byte aligned storage from std::aligned_alloc.
 using OwnedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
+// Copies of at least this size go to LlamaWeights::arena (huge pages) instead of an OwnedBuffer:
+// below it a tensor is a norm or a bias, read once per step from cache, not streamed.
+inline constexpr size_t kHugePageMinBytes = size_t{1} << 20;
 
 struct LlamaWeights {
   // [vocab_size, hidden] f32 or bf16, or [num_vocab_rows + 1, hidden] (last row zero) when
@@ -110,9 +114,11 @@ struct LlamaWeights {
   int layer_begin = 0;               // global index of layers[0]
   std::vector<LayerWeights> layers;  // [shard num_layers]: layers [layer_begin, layer_end)
 
-  // Storage the Weight::data pointers refer to: the memory maps and the converted copies.
+  // Storage the Weight::data pointers refer to: the memory maps and the converted copies (those of
+  // at least kHugePageMinBytes in `arena`, on huge pages; smaller ones in `owned`).
   std::unique_ptr<const Checkpoint> checkpoint;
   std::vector<OwnedBuffer> owned;
+  HugePageArena arena;
   size_t num_owned_bytes = 0;   // sum of the converted (or column-sliced) copies' sizes
   size_t num_mapped_bytes = 0;  // sum of the zero-copy weights' sizes (a tied lm_head aliasing the
                                 // table counted once)
@@ -124,5 +130,13 @@ struct LlamaWeights {
 absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
     const std::filesystem::path& model_dir, const ModelConfig& config, DType matmul_dtype,
     ThreadPool* pool = nullptr, const ModelShard* shard = nullptr);
+
+// For a model that runs on the host (the CPU backend): copies every matmul weight (q, k, v, o, gate,
+// up, down, lm_head) of at least kHugePageMinBytes that is still zero-copy in the checkpoint's map
+// into weights.arena, repoints it, and drops the map's pages of it. Decode streams these weights
+// once per step, and a file map is on 4 KiB pages only (huge_page_arena.h says what that costs).
+// The bytes move from num_mapped_bytes to num_owned_bytes; resident memory stays the same. A tied
+// lm_head that reads the embedding table stays where it is (the table is not streamed).
+void MoveMappedMatmulWeightsToHugePages(LlamaWeights& weights);
 
 }  // namespace baton::runtime

@@ -247,6 +247,33 @@ TEST_F(LlamaWeightsTest, LargeConversionsRunOnThePool) {
   ExpectAllWeights(**weights, spec, DType::kBF16);
 }
 
+TEST_F(LlamaWeightsTest, MappedMatmulWeightsOfAMiBOrMoreMoveToHugePages) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    TinyModelSpec spec;
+    spec.vocab_size = 16384;  // a [16384, 16] f32 lm_head is 1 MiB: moved; the layers stay mapped
+    spec.tie_word_embeddings = tied;
+    absl::StatusOr<std::unique_ptr<LlamaWeights>> weights = WriteAndLoad(spec, DType::kF32);
+    ASSERT_THAT(weights, IsOk());
+    LlamaWeights& w = **weights;
+    const size_t total = w.num_mapped_bytes + w.num_owned_bytes;
+    const void* q_proj = w.layers[0].q_proj.data;
+    const auto* lm_head = static_cast<const std::byte*>(w.lm_head.data);
+    const std::vector<std::byte> lm_head_before(lm_head, lm_head + w.lm_head.num_bytes());
+    MoveMappedMatmulWeightsToHugePages(w);
+    EXPECT_EQ(std::memcmp(w.lm_head.data, lm_head_before.data(), lm_head_before.size()), 0);
+    EXPECT_EQ(w.num_mapped_bytes + w.num_owned_bytes, total);
+    EXPECT_EQ(w.layers[0].q_proj.data, q_proj);  // under kHugePageMinBytes: left mapped
+    if (tied) {
+      EXPECT_EQ(w.lm_head.data, w.embed_tokens.data);  // the table is not streamed: not moved
+      EXPECT_EQ(w.num_owned_bytes, 0u);
+    } else {
+      EXPECT_EQ(w.num_owned_bytes, w.lm_head.num_bytes());
+      EXPECT_FALSE(w.checkpoint->files()[0].Contains(w.lm_head.data, w.lm_head.num_bytes()));
+    }
+  }
+}
+
 // A checkpoint with 8 query heads over 2 KV heads (so tp 4 replicates KV heads), QKV biases
 // (Qwen2), 3 layers (so pp 2 splits them 2 + 1) and a vocabulary of 43 (so a vocab-parallel split
 // is uneven: 22 + 21 rows at tp 2, 11 + 11 + 11 + 10 at tp 4).
