@@ -282,7 +282,7 @@ std::string Row(int rank, const planner::Placement& p) {
                          p.goodput_per_device, p.predicted_attainment, p.binding_phase);
 }
 
-// kv_cache_bytes: per instance, 0 for the device's memory less the weights.
+// kv_cache_bytes: per instance, 0 for auto (GPU devices: their usable memory less the weights).
 absl::Status WriteConfig(const PlanFlags& flags, const PlanInputs& in, const planner::PlanOptions& options,
                          uint64_t kv_cache_bytes, const planner::Placement& best,
                          const planner::ClusterSpec& cluster) {
@@ -315,15 +315,12 @@ absl::Status WriteConfig(const PlanFlags& flags, const PlanInputs& in, const pla
     config.decode.base_port = config.prefill.base_port + best.prefill.num_instances;
   }
   config.internal_port = scheduler::DefaultInternalPort(config);
-  const planner::StepLatencyModel model(in.coefficients, in.shape, in.device);
   for (scheduler::WorkerRole role : scheduler::Roles(config.mode)) {
     scheduler::PhaseConfig& phase = scheduler::MutablePhase(config, role);
-    // Without --kv-cache-bytes the plan gave each instance its devices' memory less the weights;
-    // the config says so, or the runtime would run with the config's 256 MiB default.
-    // (Rounded down to whole MiB, so the file reads as a size.)
-    const uint64_t capacity =
-        static_cast<uint64_t>(model.KvCapacityTokens({phase.tp, phase.pp})) * in.shape.KvBytesPerToken();
-    phase.kv_cache_bytes = kv_cache_bytes > 0 ? kv_cache_bytes : capacity >> 20 << 20;
+    // Without --kv-cache-bytes the plan gave each GPU instance its devices' usable memory less the
+    // weights: the runtime's auto budget with the same fraction, measured on the devices.
+    phase.kv_cache_bytes = kv_cache_bytes;
+    phase.gpu_memory_utilization = in.device.usable_memory_fraction;
   }
   RETURN_IF_ERROR(scheduler::ValidateDeploymentConfig(config));
   std::ofstream out(flags.output);
@@ -348,13 +345,20 @@ absl::Status EvaluateDeployment(const PlanFlags& flags, const PlanInputs& in,
     return absl::InvalidArgumentError("--deployment needs --rate (req/s)");
   }
   ASSIGN_OR_RETURN(const scheduler::DeploymentConfig config, scheduler::LoadDeploymentConfig(flags.deployment));
+  auto kv_tokens = [&](const scheduler::PhaseConfig& p) -> int64_t {
+    if (p.kv_cache_bytes > 0) return static_cast<int64_t>(p.kv_cache_bytes / in.shape.KvBytesPerToken());
+    // auto: gpu_memory_utilization of each device, less the instance's weights (model_ranks.h).
+    const double usable = static_cast<double>(in.device.memory_bytes) * p.gpu_memory_utilization * p.tp * p.pp;
+    return static_cast<int64_t>(std::max(0.0, usable - static_cast<double>(in.shape.WeightBytes())) /
+                                in.shape.KvBytesPerToken());
+  };
   auto phase = [&](const scheduler::PhaseConfig& p) {
     return planner::SimPhase{.parallelism = {p.tp, p.pp},
                              .num_instances = p.num_instances,
                              .max_num_seqs = p.max_num_seqs,
                              .max_num_batched_tokens = p.max_num_batched_tokens,
                              .chunked_prefill = p.chunked_prefill,
-                             .kv_capacity_tokens = static_cast<int64_t>(p.kv_cache_bytes / in.shape.KvBytesPerToken())};
+                             .kv_capacity_tokens = kv_tokens(p)};
   };
   const bool colocated = config.mode == scheduler::DeploymentMode::kColocated;
   const planner::SimDeployment deployment{
@@ -367,8 +371,8 @@ absl::Status EvaluateDeployment(const PlanFlags& flags, const PlanInputs& in,
   const std::vector<planner::SimRequest> requests = planner::AtRate(in.unit_rate_requests, *flags.rate);
   absl::StatusOr<planner::SimResult> simulated = planner::Simulate(deployment, model, requests);
   if (!simulated.ok()) {
-    // The config's own KV budget is what the runtime runs with: 256 MiB per instance when unset,
-    // however large the device.
+    // The config's own KV budget is what the runtime runs with: 256 MiB per CPU instance when
+    // unset; GPU instances default to auto, a share of their devices.
     const bool kv = absl::StrContains(simulated.status().message(), "instance's KV");
     return absl::Status(simulated.status().code(),
                         absl::StrCat(flags.deployment, ": ", simulated.status().message(),

@@ -75,6 +75,7 @@ struct ServeOptions {
   std::optional<int> deprecated_http_port;  // --http-port: --port's old name, for one release
   std::vector<std::string> served_model_names;
   std::optional<int> max_model_len;
+  std::optional<double> gpu_memory_utilization;
   std::string dtype;        // empty: the config's weight_dtype; else DtypeOf's names
   double startup_timeout_s = 300;
   double stop_grace_s = 10;
@@ -200,6 +201,11 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
         "--port ", *opts.port, " and --http-port ", *opts.deprecated_http_port,
         " both set the OpenAI HTTP port; give --port only"));
   }
+  if (opts.gpu_memory_utilization &&
+      !(*opts.gpu_memory_utilization > 0 && *opts.gpu_memory_utilization <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--gpu-memory-utilization: must be in (0, 1], got ",
+                                                   *opts.gpu_memory_utilization));
+  }
   if (opts.max_model_len && *opts.max_model_len < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-model-len: must be >= 1, got ", *opts.max_model_len));
@@ -230,6 +236,11 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   }
   if (!opts.served_model_names.empty()) config.served_model_names = opts.served_model_names;
   if (opts.max_model_len) config.max_model_len = *opts.max_model_len;
+  if (opts.gpu_memory_utilization) {
+    for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
+      scheduler::MutablePhase(config, role).gpu_memory_utilization = *opts.gpu_memory_utilization;
+    }
+  }
   if (dtype) config.weight_dtype = *dtype;
   if (!opts.host.empty()) config.host = opts.host;
   if (!opts.tls_cert.empty() || !opts.tls_key.empty()) {
@@ -609,6 +620,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "The model's name(s) in requests' `model` and /v1/models; a request may pass "
                   "any, answers carry the first (default: the model directory's name)")
       ->expected(1, -1);
+  cmd->add_option("--gpu-memory-utilization", opts->gpu_memory_utilization,
+                  "Share of each GPU a worker's weights and KV cache may take, in (0, 1], for the "
+                  "phases whose kv_cache_bytes is auto (the GPU default; default 0.9)");
   cmd->add_option("--max-model-len", opts->max_model_len,
                   "Context length, prompt plus output tokens, at most the model's "
                   "max_position_embeddings (default: that)");

@@ -75,6 +75,7 @@ absl::Status RunWorker(const WorkerFlags& flags) {
                                       .num_threads = phase.num_threads,  // per rank
                                       .block_size = config.block_size,
                                       .kv_cache_bytes = phase.kv_cache_bytes,
+                                      .gpu_memory_utilization = phase.gpu_memory_utilization,
                                       .max_num_seqs = phase.max_num_seqs,
                                       .max_num_batched_tokens = phase.max_num_batched_tokens,
                                       .chunked_prefill = phase.chunked_prefill,

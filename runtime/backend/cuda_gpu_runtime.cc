@@ -82,6 +82,13 @@ absl::Status CudaGpuRuntime::Activate() const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<DeviceMemoryInfo> CudaGpuRuntime::MemoryInfo() {
+  RETURN_IF_ERROR(Activate());
+  DeviceMemoryInfo info;
+  BATON_CUDA_CALL(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
+  return info;
+}
+
 absl::StatusOr<void*> CudaGpuRuntime::Malloc(size_t bytes) {
   if (bytes == 0) return absl::InvalidArgumentError(absl::StrCat(name_, ": Malloc of 0 bytes"));
   RETURN_IF_ERROR(Activate());

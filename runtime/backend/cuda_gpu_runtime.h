@@ -36,6 +36,7 @@ class CudaGpuRuntime final : public GpuRuntime {
   void* native_stream() override { return stream_; }
   int num_sms() const override { return num_sms_; }
 
+  absl::StatusOr<DeviceMemoryInfo> MemoryInfo() override;
   absl::StatusOr<void*> Malloc(size_t bytes) override;
   absl::Status Free(void* device) override;
   // Waits for the copy: the host source may be pageable or pinned, and is reusable on return.

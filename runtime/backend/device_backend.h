@@ -40,6 +40,7 @@
 #include "baton/kernels/rope.h"
 #include "baton/kernels/sample.h"
 #include "baton/kernels/swiglu.h"
+#include "runtime/backend/device_memory.h"
 
 namespace baton::runtime {
 
@@ -80,6 +81,11 @@ class DeviceBackend {
   }
 
   // ---- Memory ----
+  // The device's free and total memory (GPUs); Unimplemented where the memory is the host's, whose
+  // share the deployment states in bytes instead.
+  virtual absl::StatusOr<DeviceMemoryInfo> MemoryInfo() {
+    return absl::UnimplementedError("this device's memory is the host's: give its KV budget in bytes");
+  }
   // `bytes` > 0. ResourceExhausted when the device has no room. The memory is uninitialized.
   virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
   // `device` from Allocate() of this backend, or nullptr.

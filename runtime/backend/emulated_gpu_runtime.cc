@@ -68,6 +68,12 @@ EmulatedGpuRuntime::~EmulatedGpuRuntime() {
   }
 }
 
+absl::StatusOr<DeviceMemoryInfo> EmulatedGpuRuntime::MemoryInfo() {
+  const size_t total = capacity_bytes_ > 0 ? capacity_bytes_ : kUncappedTotalBytes;
+  return DeviceMemoryInfo{.free_bytes = total - std::min(total, stats_.bytes_in_use),
+                          .total_bytes = total};
+}
+
 absl::StatusOr<void*> EmulatedGpuRuntime::Malloc(size_t bytes) {
   if (bytes == 0) return absl::InvalidArgumentError(absl::StrCat(name(), ": Malloc of 0 bytes"));
   if (capacity_bytes_ > 0 && bytes > capacity_bytes_ - std::min(capacity_bytes_,

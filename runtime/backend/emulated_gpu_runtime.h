@@ -46,6 +46,9 @@ class EmulatedGpuRuntime final : public GpuRuntime {
  public:
   // An A100's: the launch heuristics decide as they would on one.
   static constexpr int kDefaultNumSms = 108;
+  // What MemoryInfo reports as the total of an uncapped device: a stated size (not the host's), so
+  // that a KV budget taken as a share of the device comes out the same on every machine.
+  static constexpr size_t kUncappedTotalBytes = size_t{4} << 30;
 
   // `capacity_bytes` > 0 caps bytes_in_use (Malloc past it is ResourceExhausted, like a full
   // GPU); 0 means no cap beyond the host's. `num_sms` is what num_sms() reports.
@@ -59,6 +62,8 @@ class EmulatedGpuRuntime final : public GpuRuntime {
   absl::string_view name() const override { return "cuda-emulated"; }
   int num_sms() const override { return num_sms_; }
 
+  // The capacity (when capped, else kUncappedTotalBytes) less bytes_in_use.
+  absl::StatusOr<DeviceMemoryInfo> MemoryInfo() override;
   absl::StatusOr<void*> Malloc(size_t bytes) override;
   // Internal for a pointer that is not the start of a live allocation.
   absl::Status Free(void* device) override;

@@ -37,6 +37,7 @@ class GpuBackend final : public DeviceBackend {
   DeviceKind device() const override { return kind_; }
   bool IsHostMemory() const override { return false; }
 
+  absl::StatusOr<DeviceMemoryInfo> MemoryInfo() override { return runtime_->MemoryInfo(); }
   absl::StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* device) override;
   absl::Status CopyToDevice(void* device, const void* host, size_t bytes) override;

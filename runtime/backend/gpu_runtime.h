@@ -38,6 +38,7 @@
 #include "baton/kernels/rope.h"
 #include "baton/kernels/sample.h"
 #include "baton/kernels/swiglu.h"
+#include "runtime/backend/device_memory.h"
 
 namespace baton::runtime {
 
@@ -72,6 +73,9 @@ class GpuRuntime {
   virtual int num_sms() const = 0;
 
   // ---- Memory ----
+  // The device's memory now (cudaMemGetInfo): what is free, of the total. Sizes the KV pool of an
+  // instance whose budget is a share of its devices (ModelRanksOptions::kv_cache_bytes 0).
+  virtual absl::StatusOr<DeviceMemoryInfo> MemoryInfo() = 0;
   // `bytes` > 0. The memory is uninitialized and aligned to at least 256 bytes (as cudaMalloc).
   // ResourceExhausted when the device has no room.
   virtual absl::StatusOr<void*> Malloc(size_t bytes) = 0;

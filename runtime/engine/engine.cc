@@ -23,6 +23,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
                                                         .threads_per_rank = config.num_threads,
                                                         .block_size = config.block_size,
                                                         .kv_cache_bytes = config.kv_cache_bytes,
+                                                        .gpu_memory_utilization =
+                                                            config.gpu_memory_utilization,
                                                         .kv_shm_names = config.kv_shm_names}));
   const int model_len = ranks->config().max_position_embeddings;
   const int max_model_len = config.max_model_len > 0 ? std::min(config.max_model_len, model_len)
@@ -30,7 +32,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   const int num_blocks = ranks->num_blocks();
   if (num_blocks < NumBlocksFor(max_model_len, config.block_size)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "engine: a KV budget of ", config.kv_cache_bytes, " bytes holds ", num_blocks,
+        "engine: the KV budget (", config.kv_cache_bytes == 0 ? "a share of the devices" :
+        absl::StrCat(config.kv_cache_bytes, " bytes"), ") holds ", num_blocks,
         " blocks, fewer than one sequence of max_model_len ", max_model_len, " needs (",
         NumBlocksFor(max_model_len, config.block_size), " blocks of ",
         ranks->kv_pool(0).BlockBytes(), " bytes on rank 0)"));

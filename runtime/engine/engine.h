@@ -34,7 +34,10 @@ struct EngineConfig {
   bool decode_graphs = true;            // GPU devices: decode steps as graphs (model_ranks.h)
   int num_threads = 1;                  // compute threads per rank
   int block_size = 16;                  // tokens per KV block
-  size_t kv_cache_bytes = 256ull << 20; // KV budget of the instance, split evenly over its ranks
+  // KV budget of the instance, split evenly over its ranks; 0 on GPU devices: each rank's
+  // gpu_memory_utilization share of its device less its weights (ModelRanksOptions).
+  size_t kv_cache_bytes = 256ull << 20;
+  double gpu_memory_utilization = 0.9;
   int max_num_seqs = 64;
   int max_num_batched_tokens = 2048;    // without chunked prefill, raised to max_model_len
   bool chunked_prefill = false;         // decode-first steps with prompt chunks (colocated)

@@ -1,6 +1,8 @@
 #include "runtime/engine/model_ranks.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <span>
 #include <thread>
 #include <utility>
 
@@ -56,6 +58,38 @@ struct ModelRanks::State {
 };
 
 void ModelRanks::State::AbortGroups(absl::string_view reason) { comms->Abort(reason); }
+
+namespace {
+
+// kv_cache_bytes 0: what every rank may take, gpu_memory_utilization of its device less what its
+// weights (and the runtime) hold already, the smallest over the ranks.
+absl::StatusOr<size_t> DeviceShareBudget(std::span<DeviceBackend* const> backends,
+                                         const ModelRanksOptions& options) {
+  if (!(options.gpu_memory_utilization > 0 && options.gpu_memory_utilization <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("ranks: gpu_memory_utilization ",
+                                                   options.gpu_memory_utilization, " must be in (0, 1]"));
+  }
+  size_t budget = SIZE_MAX;
+  for (size_t r = 0; r < backends.size(); ++r) {
+    absl::StatusOr<DeviceMemoryInfo> memory = backends[r]->MemoryInfo();
+    if (!memory.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ranks: a KV budget as a share of the device needs a GPU (", memory.status().message(), ")"));
+    }
+    const double allowed = options.gpu_memory_utilization * static_cast<double>(memory->total_bytes);
+    const double in_use = static_cast<double>(memory->total_bytes - memory->free_bytes);
+    if (allowed <= in_use) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "ranks: rank ", r, " has ", in_use / (1 << 20), " MiB in use after loading its weights, "
+          "gpu_memory_utilization ", options.gpu_memory_utilization, " of ",
+          memory->total_bytes >> 20, " MiB leaves no room for the KV cache"));
+    }
+    budget = std::min(budget, static_cast<size_t>(allowed - in_use));
+  }
+  return budget;
+}
+
+}  // namespace
 
 void ModelRanks::State::RunRank(int r) {
   Rank& rank = ranks[r];
@@ -169,7 +203,12 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
   if (options.decode_graphs && num_ranks == 1) (void)state->ranks[0].model->EnableDecodeGraphs();
 
   // The same block count on every rank: what the smallest per-rank share of the budget holds.
-  const size_t rank_budget = options.kv_cache_bytes / num_ranks;
+  size_t rank_budget = options.kv_cache_bytes / num_ranks;
+  if (options.kv_cache_bytes == 0) {
+    std::vector<DeviceBackend*> backends;
+    for (State::Rank& rank : state->ranks) backends.push_back(rank.backend.get());
+    ASSIGN_OR_RETURN(rank_budget, DeviceShareBudget(backends, options));
+  }
   int num_blocks = -1;
   for (int r = 0; r < num_ranks; ++r) {
     const int n = KvPool::NumBlocksForBudget(state->ranks[r].model->KvShape(options.block_size),
@@ -178,7 +217,7 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
   }
   if (num_blocks < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "ranks: a KV budget of ", options.kv_cache_bytes, " bytes over ", num_ranks,
+        "ranks: a KV budget of ", rank_budget, " bytes per rank over ", num_ranks,
         " ranks holds no block of ", options.block_size, " tokens"));
   }
   state->num_blocks = num_blocks;

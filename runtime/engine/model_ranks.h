@@ -60,7 +60,11 @@ struct ModelRanksOptions {
   bool decode_graphs = true;
   int threads_per_rank = 1;
   int block_size = 16;                  // tokens per KV block
-  size_t kv_cache_bytes = 256ull << 20; // the instance's KV budget, split evenly over its ranks
+  // The instance's KV budget, split evenly over its ranks. 0 (GPU devices): each rank takes
+  // gpu_memory_utilization of its device's memory, less what is in use once its weights are
+  // loaded (vLLM's rule), and every rank gets the smallest such share.
+  size_t kv_cache_bytes = 256ull << 20;
+  double gpu_memory_utilization = 0.9;  // in (0, 1], with kv_cache_bytes 0
   // Empty: private pools. Else [num_ranks]: rank r's pool lives in the shm segment kv_shm_names[r].
   std::vector<std::string> kv_shm_names;
   absl::Duration comm_timeout = absl::Seconds(60);  // longest wait for a peer rank in one call

@@ -232,6 +232,7 @@ absl::Status ReadDevices(const YAML::Node& node, const std::string& path,
 
 absl::Status ReadPhase(const YAML::Node& node, const std::string& path, PhaseConfig* phase,
                        bool* base_port_set) {
+  bool kv_given = false;
   const std::vector<Field> fields = {
       IntField("instances", &phase->num_instances),
       IntField("tp", &phase->tp),
@@ -246,10 +247,16 @@ absl::Status ReadPhase(const YAML::Node& node, const std::string& path, PhaseCon
        }},
       IntField("threads", &phase->num_threads),
       {"kv_cache_bytes",
-       [phase](const YAML::Node& v, const std::string& p) -> absl::Status {
-         if (!v.IsScalar()) return TypeError(p, "a byte size such as 512MiB", v);
+       [phase, &kv_given](const YAML::Node& v, const std::string& p) -> absl::Status {
+         if (!v.IsScalar()) return TypeError(p, "a byte size such as 512MiB, or auto", v);
+         kv_given = true;
+         if (v.Scalar() == "auto") {
+           phase->kv_cache_bytes = 0;
+           return absl::OkStatus();
+         }
          absl::StatusOr<uint64_t> bytes = ParseByteSize(v.Scalar());
          if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat(p, ": ", bytes.status().message()));
+         if (*bytes == 0) return absl::InvalidArgumentError(absl::StrCat(p, ": must be > 0 (or auto)"));
          phase->kv_cache_bytes = *bytes;
          return absl::OkStatus();
        }},
@@ -262,8 +269,13 @@ absl::Status ReadPhase(const YAML::Node& node, const std::string& path, PhaseCon
          *base_port_set = true;
          return ReadInt(v, p, &phase->base_port);
        }},
+      DoubleField("gpu_memory_utilization", &phase->gpu_memory_utilization),
   };
-  return ReadMap(node, path, fields);
+  RETURN_IF_ERROR(ReadMap(node, path, fields));
+  // A GPU's KV budget defaults to a share of the device, as vLLM's: a fixed 256 MiB would leave
+  // an 80 GB device nearly idle. (cuda-emulated keeps the fixed default: its pool is host memory.)
+  if (!kv_given && !phase->cuda_device_ids.empty()) phase->kv_cache_bytes = 0;
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -308,7 +320,13 @@ absl::Status ValidatePhase(WorkerRole role, const PhaseConfig& phase) {
     }
   }
   RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "threads"), phase.num_threads, 1));
-  if (phase.kv_cache_bytes == 0) return Invalid(JoinPath(name, "kv_cache_bytes"), "must be > 0");
+  if (phase.kv_cache_bytes == 0 && phase.on_cpu()) {
+    return Invalid(JoinPath(name, "kv_cache_bytes"), "auto (a share of the device) needs GPU devices");
+  }
+  if (!(phase.gpu_memory_utilization > 0 && phase.gpu_memory_utilization <= 1)) {
+    return Invalid(JoinPath(name, "gpu_memory_utilization"),
+                   absl::StrCat("must be in (0, 1], got ", phase.gpu_memory_utilization));
+  }
   RETURN_IF_ERROR(CheckAtLeast(JoinPath(name, "max_num_seqs"), phase.max_num_seqs, 1));
   RETURN_IF_ERROR(
       CheckAtLeast(JoinPath(name, "max_num_batched_tokens"), phase.max_num_batched_tokens, 1));
@@ -428,7 +446,11 @@ void EmitPhase(YAML::Emitter& out, WorkerRole role, const PhaseConfig& phase) {
     out << YAML::EndSeq;
   }
   out << YAML::Key << "threads" << YAML::Value << phase.num_threads;
-  out << YAML::Key << "kv_cache_bytes" << YAML::Value << FormatByteSize(phase.kv_cache_bytes);
+  out << YAML::Key << "kv_cache_bytes" << YAML::Value
+      << (phase.kv_cache_bytes == 0 ? std::string("auto") : FormatByteSize(phase.kv_cache_bytes));
+  if (!phase.on_cpu()) {
+    out << YAML::Key << "gpu_memory_utilization" << YAML::Value << phase.gpu_memory_utilization;
+  }
   out << YAML::Key << "max_num_seqs" << YAML::Value << phase.max_num_seqs;
   out << YAML::Key << "max_num_batched_tokens" << YAML::Value << phase.max_num_batched_tokens;
   if (role == WorkerRole::kColocated) {

@@ -45,7 +45,10 @@
 //     devices: cpu                  # or CUDA ids, one list of tp*pp per instance: [[0, 1], [2, 3]],
 //                                   # or cuda-emulated (the GPU backend on the CPU, any phase)
 //     threads: 1                    # CPU compute threads per rank: an instance uses tp*pp*threads
-//     kv_cache_bytes: 256MiB        # integer bytes or a size: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB
+//     kv_cache_bytes: 256MiB        # integer bytes or a size: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB;
+//                                   # or auto (GPU devices; their default): each rank takes
+//                                   # gpu_memory_utilization of its device less its weights
+//     gpu_memory_utilization: 0.9   # (0, 1], with kv_cache_bytes auto (vLLM's flag)
 //     max_num_seqs: 64
 //     max_num_batched_tokens: 2048
 //     base_port: 50052              # instance i serves the worker API on base_port + i
@@ -107,7 +110,10 @@ struct PhaseConfig {
   // backend_registry.h), for tests and CI; excludes cuda_device_ids.
   bool cuda_emulated = false;
   int num_threads = 1;                   // yaml: threads; CPU compute threads per rank
-  uint64_t kv_cache_bytes = 256ull << 20;  // KV pool budget per instance
+  // KV pool budget per instance; 0 (yaml: auto, CUDA devices' default): gpu_memory_utilization of
+  // each rank's device less its weights (runtime/engine/model_ranks.h).
+  uint64_t kv_cache_bytes = 256ull << 20;
+  double gpu_memory_utilization = 0.9;
   int max_num_seqs = 64;                 // sequences in one continuous batch
   int max_num_batched_tokens = 2048;     // tokens in one forward pass
   bool chunked_prefill = false;          // colocated only: split long prompts across steps

@@ -38,17 +38,18 @@ def test_json_has_the_documented_keys_and_the_config_loads(run_baton, tmp_path):
     # `baton serve` parses it (and stops at the model, which is a name, not a directory).
     proc = run_baton("serve", "--config", config, check=False, timeout=30)
     assert "opt-13b" in proc.stderr and proc.returncode != 0
-    # The plan gave each instance its GPUs' memory less the weights, and the config says so (the
-    # runtime's default would be 256 MiB); evaluated back, it serves the plan's rate.
+    # The plan gave each instance its GPUs' usable memory less the weights: the runtime's auto KV
+    # budget with the device's usable fraction; evaluated back, it serves the plan's rate.
     budgets = [line.split(":")[1].strip() for line in text.splitlines() if "kv_cache_bytes" in line]
-    assert budgets and all(b.endswith("MiB") and int(b[:-3]) > 10_000 for b in budgets), budgets
+    assert budgets and all(b == "auto" for b in budgets), budgets
+    assert "gpu_memory_utilization: 0.9" in text
     slo = ["--slo-ttft", "0.25", "--slo-tpot", "0.1"]
     rate = doc["colocated"]["goodput"] if doc["recommended"] == "colocated" else doc["goodput"]
     proc = run_baton("plan", "--model", "opt-13b", "--device", "a100", "--workload", "chatbot", *slo,
                      "--deployment", config, "--rate", str(rate), "--num-requests", "300", "--json")
     assert json.loads(proc.stdout)["predicted_attainment"] >= 0.85
     small = tmp_path / "small-kv.yaml"
-    small.write_text("\n".join(line for line in text.splitlines() if "kv_cache_bytes" not in line))
+    small.write_text(text.replace("kv_cache_bytes: auto", "kv_cache_bytes: 64MiB"))
     proc = run_baton("plan", "--model", "opt-13b", "--device", "a100", "--workload", "chatbot", *slo,
                      "--deployment", small, "--rate", "1", "--num-requests", "100", check=False)
     assert proc.returncode == 2 and "kv_cache_bytes" in proc.stderr, proc.stderr

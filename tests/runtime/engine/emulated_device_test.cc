@@ -15,6 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/backend/emulated_gpu_runtime.h"
 #include "runtime/engine/engine.h"
 #include "tests/testing/safetensors_writer.h"
 #include "tests/testing/status_matchers.h"
@@ -24,6 +25,8 @@ namespace baton::runtime {
 namespace {
 
 using ::absl_testing::IsOk;
+using ::absl_testing::StatusIs;
+using ::testing::HasSubstr;
 
 struct Case {
   std::string name;
@@ -117,6 +120,45 @@ INSTANTIATE_TEST_SUITE_P(
                       // the PP send/recv of the residual stream too (checked_communicator.h).
                       Case{"f32_tp2_pp2", DType::kF32, 2, false, 1e-4f, 2}),
     [](const auto& info) { return info.param.name; });
+
+// kv_cache_bytes 0: each rank's KV pool is gpu_memory_utilization of its device less what its weights
+// hold, as vLLM sizes it; the emulated device reports a stated 4 GiB.
+TEST(DeviceShareKvBudgetTest, TakesTheUtilizationShareLessTheWeights) {
+  testing::ScopedTempDir dir;
+  ASSERT_THAT(testing::WriteTinyModel(dir.path(), testing::TinyEngineSpec()), IsOk());
+  constexpr double kUtilization = 0.01;  // ~41 MiB: the pool is host memory here
+  const double share = kUtilization * static_cast<double>(EmulatedGpuRuntime::kUncappedTotalBytes);
+  for (int tp : {1, 2}) {
+    SCOPED_TRACE(tp);
+    auto engine = Engine::Create(EngineConfig{.model_dir = dir.path(),
+                                              .parallel = {.tp_size = tp},
+                                              .device = DeviceKind::kCudaEmulated,
+                                              .kv_cache_bytes = 0,
+                                              .gpu_memory_utilization = kUtilization,
+                                              .max_model_len = 64});
+    ASSERT_THAT(engine, IsOk());
+    const double pool_bytes =
+        static_cast<double>((*engine)->ranks().num_blocks()) * (*engine)->ranks().kv_pool(0).BlockBytes();
+    EXPECT_LE(pool_bytes, share);
+    EXPECT_GT(pool_bytes, share - (4 << 20)) << "the tiny model's weights are well under 4 MiB";
+  }
+}
+
+TEST(DeviceShareKvBudgetTest, NoRoomLeftOrNoGpuIsAClearError) {
+  testing::ScopedTempDir dir;
+  ASSERT_THAT(testing::WriteTinyModel(dir.path(), testing::TinyEngineSpec()), IsOk());
+  EXPECT_THAT(Engine::Create(EngineConfig{.model_dir = dir.path(),
+                                          .device = DeviceKind::kCudaEmulated,
+                                          .kv_cache_bytes = 0,
+                                          .gpu_memory_utilization = 1e-9,
+                                          .max_model_len = 64}),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("leaves no room for the KV cache")));
+  EXPECT_THAT(Engine::Create(EngineConfig{.model_dir = dir.path(),
+                                          .kv_cache_bytes = 0,
+                                          .max_model_len = 64}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs a GPU")));
+}
 
 }  // namespace
 }  // namespace baton::runtime

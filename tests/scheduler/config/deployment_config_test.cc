@@ -76,6 +76,26 @@ constexpr char kFullJson[] = R"({
 	           "base_port": 6020}
 })";
 
+// A GPU phase's KV budget defaults to a share of its devices (auto); an explicit size stays.
+TEST(DeploymentConfigKvBudgetTest, GpuPhasesDefaultToAutoAndCpuPhasesTo256MiB) {
+  absl::StatusOr<DeploymentConfig> c = ParseDeploymentConfig(
+      "model: m\nprefill: {devices: [[0]]}\ndecode: {devices: [[1]], kv_cache_bytes: 1GiB, "
+      "gpu_memory_utilization: 0.8}\n");
+  ASSERT_THAT(c, IsOk());
+  EXPECT_EQ(c->prefill.kv_cache_bytes, 0u);  // auto
+  EXPECT_EQ(c->prefill.gpu_memory_utilization, 0.9);
+  EXPECT_EQ(c->decode.kv_cache_bytes, 1ull << 30);
+  EXPECT_EQ(c->decode.gpu_memory_utilization, 0.8);
+  const std::string yaml = ToYaml(*c);
+  EXPECT_THAT(yaml, HasSubstr("kv_cache_bytes: auto"));
+  absl::StatusOr<DeploymentConfig> again = ParseDeploymentConfig(yaml);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(*again, *c);
+  c = ParseDeploymentConfig("model: m\nprefill: {devices: cuda-emulated}\n");
+  ASSERT_THAT(c, IsOk());
+  EXPECT_EQ(c->prefill.kv_cache_bytes, 256ull << 20) << "the emulated device's pool is host memory";
+}
+
 TEST(DeploymentConfigTest, DefaultDeploymentIsOnePrefillOneDecodeOnLocalCpu) {
   const DeploymentConfig config = DefaultDeployment("/models/tiny");
   EXPECT_THAT(ValidateDeploymentConfig(config), IsOk());
@@ -279,10 +299,14 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
        "prefill.pipeline_stage_layers: expected a list of integers, got '3'"},
       {"model: m\nprefill: {pp: 2, pipeline_stage_layers: [3, x]}\n",
        "prefill.pipeline_stage_layers[1]: expected an integer, got 'x'"},
-      {"model: m\nprefill: {kv_cache_bytes: 0}\n", "prefill.kv_cache_bytes: must be > 0"},
+      {"model: m\nprefill: {kv_cache_bytes: 0}\n", "prefill.kv_cache_bytes: must be > 0 (or auto)"},
+      {"model: m\nprefill: {kv_cache_bytes: auto}\n",
+       "prefill.kv_cache_bytes: auto (a share of the device) needs GPU devices"},
+      {"model: m\nprefill: {devices: [[0]], gpu_memory_utilization: 1.5}\n",
+       "prefill.gpu_memory_utilization: must be in (0, 1], got 1.5"},
       {"model: m\nprefill: {kv_cache_bytes: 512XB}\n", "prefill.kv_cache_bytes: '512XB': unknown unit"},
       {"model: m\nprefill: {kv_cache_bytes: [1]}\n",
-       "prefill.kv_cache_bytes: expected a byte size such as 512MiB, got a list"},
+       "prefill.kv_cache_bytes: expected a byte size such as 512MiB, or auto, got a list"},
       {"model: m\ndecode: {max_num_seqs: 0}\n", "decode.max_num_seqs: must be >= 1, got 0"},
       {"model: m\ndecode: {max_num_batched_tokens: 0}\n",
        "decode.max_num_batched_tokens: must be >= 1, got 0"},
