@@ -76,7 +76,7 @@ struct ServeOptions {
   std::vector<std::string> served_model_names;
   std::optional<int> max_model_len;
   std::optional<double> gpu_memory_utilization;
-  std::string dtype;        // empty: the config's weight_dtype; else DtypeOf's names
+  std::string dtype;        // empty: auto, or with --config its weight_dtype; else DtypeOf's names
   double startup_timeout_s = 300;
   double stop_grace_s = 10;
   double drain_timeout_s = 30;
@@ -191,7 +191,8 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   DeploymentConfig config;
   ASSIGN_OR_RETURN(const std::string model_arg, ModelArgument(opts));
   std::optional<DType> dtype;
-  bool dtype_auto = false;
+  // vLLM's default is auto; a config file's weight_dtype says what it wants instead.
+  bool dtype_auto = opts.dtype.empty() && opts.config_path.empty();
   if (!opts.dtype.empty()) {
     ASSIGN_OR_RETURN(dtype, DtypeOf(opts.dtype));
     dtype_auto = !dtype.has_value();
@@ -628,7 +629,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "max_position_embeddings (default: that)");
   cmd->add_option("--dtype", opts->dtype,
                   "Weight dtype: auto (the checkpoint's torch_dtype), float32|float, bfloat16, "
-                  "float16|half (default: the config's weight_dtype, f32)");
+                  "float16|half (default: auto; with --config, its weight_dtype)");
   cmd->add_option("--startup-timeout", opts->startup_timeout_s,
                   "Seconds to wait for the scheduler to report SERVING")
       ->capture_default_str()

@@ -53,13 +53,21 @@ def bench_args(server, tiny_model, *extra) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def vllm_style_server(baton_binary, tiny_model):
+def tiny_bf16_model(make_checkpoint_module, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bf16") / "tiny-bf16"
+    make_checkpoint_module.write_checkpoint(out, "tiny", dtype="bf16")
+    return out
+
+
+@pytest.fixture(scope="module")
+def vllm_style_server(baton_binary, tiny_bf16_model):
     """The default deployment started with vLLM's flags: gRPC on P (prefill P+1, decode P+2, the
-    internal registry P+3), the OpenAI HTTP port (--port) on P+4."""
+    internal registry P+3), the OpenAI HTTP port (--port) on P+4. No --dtype: vLLM's auto, the
+    checkpoint's torch_dtype (bfloat16)."""
     base = pick_port_block(5, random.Random(time.time_ns()))
     launcher = subprocess.Popen(
-        [str(baton_binary), "serve", str(tiny_model), "--port", str(base + 4), "--grpc-port", str(base),
-         "--served-model-name", "tiny-chat", "tiny-alias", "--max-model-len", "512", "--dtype", "auto",
+        [str(baton_binary), "serve", str(tiny_bf16_model), "--port", str(base + 4), "--grpc-port", str(base),
+         "--served-model-name", "tiny-chat", "tiny-alias", "--max-model-len", "512",
          "--stop-grace", str(STOP_GRACE_S), "--startup-timeout", str(int(STARTUP_TIMEOUT_S))],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True)
@@ -95,6 +103,7 @@ def test_serve_with_vllm_flags_and_bench_the_chat_endpoint(run_baton, vllm_style
         assert json.load(answer)["model"] == "tiny-chat"
     with server.client() as client:  # the gRPC port
         assert client.complete(prompt="Hello", max_tokens=3, ignore_eos=True).token_ids
+        assert client.model_info().dtype == "bf16"
 
     out = tmp_path / "chat.jsonl"
     summary_path = tmp_path / "summary.json"
