@@ -69,6 +69,9 @@ class ServeCommandTest : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() / absl::StrCat("baton_serve_test_", getpid());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_ / "model");
+    // `baton serve --model DIR` reads its config.json (--dtype auto, the default): a model
+    // directory has one.
+    WriteModelConfig();
     unsetenv("FAKE_BATON_HEALTH");
     unsetenv("FAKE_BATON_FAIL_WORKER");
     absl::StatusOr<std::unique_ptr<ProcessSupervisor>> supervisor = ProcessSupervisor::Create();
@@ -304,7 +307,6 @@ TEST_F(ServeCommandTest, TheSchedulerDyingStopsTheDeployment) {
 }
 
 TEST_F(ServeCommandTest, ParallelFlagsLayOutEveryPhaseAndTheRanksAreLogged) {
-  WriteModelConfig();
   const int port = FreePort();
   const pid_t launcher = StartServe({"--model", (dir_ / "model").string(), "--grpc-port",
                                      std::to_string(port), "--port", "0",
@@ -324,7 +326,6 @@ TEST_F(ServeCommandTest, ParallelFlagsLayOutEveryPhaseAndTheRanksAreLogged) {
 }
 
 TEST_F(ServeCommandTest, AConfigLayoutWithAnExplicitStageSplitIsLogged) {
-  WriteModelConfig();
   const int port = FreePort();
   const pid_t launcher = StartServe(
       {"--config",
@@ -341,7 +342,6 @@ TEST_F(ServeCommandTest, AConfigLayoutWithAnExplicitStageSplitIsLogged) {
 }
 
 TEST_F(ServeCommandTest, BadConfigurationExitsTwoNamingTheProblem) {
-  WriteModelConfig();
   struct Case {
     std::vector<std::string> args;
     std::string message;
