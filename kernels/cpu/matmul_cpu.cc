@@ -1,7 +1,8 @@
 // MatmulCpu: picks a kernel by weight dtype and m.
-//   f32, m <= kStreamMaxRows: a SIMD dot-product kernel (AVX-512, or AVX2 + FMA) that streams each
-//     weight row once past row groups of activation rows (decode batches), columns split over the
-//     pool; on AVX2 a lone activation row reads long weight rows four at a time.
+//   f32, m <= kF32GemvMaxRows (64 on AVX-512, 16 on AVX2): a SIMD dot-product kernel (AVX-512, or
+//     AVX2 + FMA) that streams each weight row once past row groups of activation rows (decode
+//     batches), columns split over the pool; on AVX2 a lone activation row reads long weight rows
+//     four at a time.
 //   f32, larger m: OpenBLAS sgemm, columns split over the pool, OpenBLAS itself single-threaded.
 //   bf16: activations rounded to bf16 once, then the AVX512_BF16 kernel (matmul_bf16_avx512.cc)
 //     or, on CPUs without it, the same rounding of the activations and f32 arithmetic: the AVX2
@@ -61,6 +62,10 @@ void ForColumnRanges(ThreadPool* pool, int n, int64_t work_per_column, Fn&& fn) 
 // keeps 24 accumulators + 3 weight vectors + 1 activation vector in the 32 registers.
 constexpr int kGemvRowGroup = 4;
 constexpr int kGemvTileCols = 3;
+// f32 products up to this m take the GEMV rather than OpenBLAS: once its tiles kept their operands
+// in registers it beat sgemm well past decode sizes (matmul_bench, 32000 x 768, one thread,
+// interleaved: m = 32 1.48x, m = 64 1.17-1.21x; at m = 512, 2048 x 768, sgemm is 1.27x faster).
+constexpr int kF32GemvMaxRows = 64;
 
 // 16 weights as f32: f32 loads as is, f16 widens through vcvtph2ps.
 inline __m512 LoadWeights16(const float* w) { return _mm512_loadu_ps(w); }
@@ -202,6 +207,9 @@ void Gemv(const float* in, int m, const W* weight, const float* bias, float* out
 // 12 accumulators + 2 weight vectors in the 16 registers. Reading each weight row once per 6
 // activation rows instead of once per 4 measured 1.02-1.17x at m = 8 and 16 (interleaved A/B, Zen 3).
 constexpr int kGemvRowGroup = 6;
+// f32 products up to this m take the GEMV rather than OpenBLAS (measured on Zen 3, see
+// kStreamMaxRows).
+constexpr int kF32GemvMaxRows = kStreamMaxRows;
 
 // 8 weights as f32: f32 loads as is; bf16 (uint16_t) is the high half of an f32, so widen and
 // shift; f16 (_Float16) widens through F16C's vcvtph2ps.
@@ -380,7 +388,7 @@ void ForGroupColumnRanges(ThreadPool* pool, absl::Span<const MatmulParams> group
 void MatmulF32(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   const int m = group[0].m;
 #if defined(BATON_SIMD_GEMV)
-  if (m <= kStreamMaxRows) {
+  if (m <= kF32GemvMaxRows) {
     ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) { GemvF32(group[i], n0, n1); });
     return;
   }
