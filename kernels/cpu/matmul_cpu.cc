@@ -3,6 +3,7 @@
 //     AVX2 + FMA) that streams each weight row once past row groups of activation rows (decode
 //     batches), columns split over the pool; on AVX2 a lone activation row reads long weight rows
 //     four at a time.
+//     Builds with neither: the same loop order with a plain dot product per (row, column).
 //   f32, larger m: OpenBLAS sgemm, columns split over the pool, OpenBLAS itself single-threaded.
 //   bf16: activations rounded to bf16 once, then the AVX512_BF16 kernel (matmul_bf16_avx512.cc)
 //     or, on CPUs without it, the same rounding of the activations and f32 arithmetic: the AVX2
@@ -351,6 +352,21 @@ void Gemv(const float* in, int m, const W* weight, const float* bias, float* out
 void GemvF32(const MatmulParams& p, int n_begin, int n_end) {
   Gemv(p.in, p.m, static_cast<const float*>(p.weight), p.bias, p.out, p.n, p.k, n_begin, n_end);
 }
+#else
+constexpr int kF32GemvMaxRows = kStreamMaxRows;
+// The portable twin of the SIMD GEMV: one weight row at a time against every activation row, each
+// (row, column) one internal::Dot, so here too a column's value does not depend on the batch size
+// (sgemm, which this build used for every m before, gives no such guarantee, and
+// F32DecodeRowsDoNotDependOnTheBatchSize failed).
+void GemvF32(const MatmulParams& p, int n_begin, int n_end) {
+  const float* w = static_cast<const float*>(p.weight);
+  for (int j = n_begin; j < n_end; ++j) {
+    const float b = p.bias != nullptr ? p.bias[j] : 0.0f;
+    for (int i = 0; i < p.m; ++i) {
+      p.out[int64_t{i} * p.n + j] = internal::Dot(p.in + int64_t{i} * p.k, w + int64_t{j} * p.k, p.k) + b;
+    }
+  }
+}
 #endif  // BATON_SIMD_GEMV
 
 // out[:, :rows] (+)= a . w^T with OpenBLAS: a is [m, k], w is [rows, k], out has row stride
@@ -387,12 +403,10 @@ void ForGroupColumnRanges(ThreadPool* pool, absl::Span<const MatmulParams> group
 
 void MatmulF32(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   const int m = group[0].m;
-#if defined(BATON_SIMD_GEMV)
   if (m <= kF32GemvMaxRows) {
     ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) { GemvF32(group[i], n0, n1); });
     return;
   }
-#endif
   MakeOpenBlasSingleThreaded();
   for (const MatmulParams& p : group) {
     ForColumnRanges(pool, p.n, int64_t{m} * p.k, [&](int n0, int n1) { SgemmColumns(p, n0, n1); });
@@ -577,6 +591,8 @@ void MatmulBf16(absl::Span<const MatmulParams> group, ThreadPool* pool) {
 }  // namespace
 
 namespace internal {
+
+int F32GemvMaxRows() { return kF32GemvMaxRows; }
 
 void MatmulBf16Portable(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   MatmulWidened<Bf16Format>(group, pool);
