@@ -35,9 +35,10 @@ void MicroTile(const uint16_t* a, int64_t a_stride, const uint16_t* w, int k, co
     __m512bh wv[NW];
     for (int c = 0; c < NW; ++c) wv[c] = LoadBf16(w + int64_t{c} * k + l);
     // The next tile's rows at the same offset: one line per row stream, a tile ahead (the
-    // hardware prefetchers do not keep up with NW short interleaved streams).
+    // hardware prefetchers do not keep up with NW short interleaved streams). Into L2: see the
+    // f32 GEMV tile in matmul_cpu.cc for what prefetching into L1 cost.
     for (int c = 0; c < NW; ++c) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + int64_t{c + NW} * k + l), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w + int64_t{c + NW} * k + l), _MM_HINT_T1);
     }
     for (int r = 0; r < MA; ++r) {
       const __m512bh av = LoadBf16(a + r * a_stride + l);
@@ -101,6 +102,8 @@ void StreamRows(const uint16_t* a, int64_t a_stride, const uint16_t* w, int k, c
 }
 
 constexpr int kStreamMaxRows = 4;
+// Up to here (decode batches) the tiles go tile-major (see MatmulBf16Avx512), past it in panels.
+constexpr int kTileMajorMaxRows = 64;
 
 using TileFn = void (*)(const uint16_t*, int64_t, const uint16_t*, int, const float*, float*,
                         int64_t);
@@ -134,6 +137,21 @@ void MatmulBf16Avx512(const uint16_t* a, int64_t a_stride, const uint16_t* w, co
       case 2: StreamRows<2>(a, a_stride, w, k, bias, out, out_stride, n_begin, n_end); break;
       case 3: StreamRows<3>(a, a_stride, w, k, bias, out, out_stride, n_begin, n_end); break;
       default: StreamRows<4>(a, a_stride, w, k, bias, out, out_stride, n_begin, n_end); break;
+    }
+    return;
+  }
+  if (m <= kTileMajorMaxRows) {
+    // Every group of 4 activation rows takes its turn on one tile of 4 weight rows before the
+    // next tile: the tile is read from memory once, then from L1, and the reads of the next tile
+    // (prefetched) overlap the products of all the groups. The panels below read a panel from
+    // memory with the first row group and then ran the others from L2 with no memory traffic.
+    for (int j = n_begin; j < n_end; j += 4) {
+      const int nw = std::min(4, n_end - j);
+      for (int i = 0; i < m; i += 4) {
+        PickTile(std::min(4, m - i), nw)(a + i * a_stride, a_stride, w + int64_t{j} * k, k,
+                                         bias != nullptr ? bias + j : nullptr,
+                                         out + i * out_stride + j, out_stride);
+      }
     }
     return;
   }

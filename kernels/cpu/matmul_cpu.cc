@@ -1,7 +1,9 @@
 // MatmulCpu: picks a kernel by weight dtype and m.
-//   f32, m <= kStreamMaxRows: a SIMD dot-product kernel (AVX-512, or AVX2 + FMA) that streams each
-//     weight row once past row groups of activation rows (decode batches), columns split over the
-//     pool; on AVX2 a lone activation row reads long weight rows four at a time.
+//   f32, m <= kF32GemvMaxRows (64 on AVX-512, 16 on AVX2): a SIMD dot-product kernel (AVX-512, or
+//     AVX2 + FMA) that streams each weight row once past row groups of activation rows (decode
+//     batches), columns split over the pool; on AVX2 a lone activation row reads long weight rows
+//     four at a time.
+//     Builds with neither: the same loop order with a plain dot product per (row, column).
 //   f32, larger m: OpenBLAS sgemm, columns split over the pool, OpenBLAS itself single-threaded.
 //   bf16: activations rounded to bf16 once, then the AVX512_BF16 kernel (matmul_bf16_avx512.cc)
 //     or, on CPUs without it, the same rounding of the activations and f32 arithmetic: the AVX2
@@ -61,6 +63,10 @@ void ForColumnRanges(ThreadPool* pool, int n, int64_t work_per_column, Fn&& fn) 
 // keeps 24 accumulators + 3 weight vectors + 1 activation vector in the 32 registers.
 constexpr int kGemvRowGroup = 4;
 constexpr int kGemvTileCols = 3;
+// f32 products up to this m take the GEMV rather than OpenBLAS: once its tiles kept their operands
+// in registers it beat sgemm well past decode sizes (matmul_bench, 32000 x 768, one thread,
+// interleaved: m = 32 1.48x, m = 64 1.17-1.21x; at m = 512, 2048 x 768, sgemm is 1.27x faster).
+constexpr int kF32GemvMaxRows = 64;
 
 // 16 weights as f32: f32 loads as is, f16 widens through vcvtph2ps.
 inline __m512 LoadWeights16(const float* w) { return _mm512_loadu_ps(w); }
@@ -99,16 +105,25 @@ void GemvTile(const float* in, const W* weight, const float* bias, float* out, i
     if constexpr (MA > 1) {
       // The next tile's rows at the same offset, one line per row: without it the demand misses
       // of NW streams, each line waiting behind MA FMAs, read at 5-6 GB/s (perf: the stalls sit
-      // on each line's first load). Past the matrix's end this is a hint to a stray line, never
-      // a fault.
+      // on each line's first load). Into L2, not L1: prefetcht0 stalled on the L1's few miss
+      // buffers (perf: the samples sat on the prefetches) and m = 8 ran 1.48x slower (32000 x
+      // 768, interleaved A/B; 2 tiles ahead instead of 1 changed nothing). Past the matrix's end
+      // this is a hint to a stray line, never a fault.
       for (int c = 0; c < NW; ++c) {
-        _mm_prefetch(reinterpret_cast<const char*>(w + int64_t{c + NW} * k + l), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(w + int64_t{c + NW} * k + l), _MM_HINT_T1);
       }
     }
     __m512 wv[NW];
-    for (int c = 0; c < NW; ++c) wv[c] = LoadWeights16(w + int64_t{c} * k + l);
+    // The empty asm statements pin each loaded vector to a register. Without them GCC folds either
+    // the weight or the activation loads into the FMAs as memory operands, one load per FMA: 15-16
+    // loads per 12 FMAs in the 4 x 3 tile instead of 7.
+    for (int c = 0; c < NW; ++c) {
+      wv[c] = LoadWeights16(w + int64_t{c} * k + l);
+      if constexpr (MA > 1) asm("" : "+v"(wv[c]));
+    }
     for (int r = 0; r < MA; ++r) {
-      const __m512 a = _mm512_loadu_ps(in + int64_t{r} * k + l);
+      __m512 a = _mm512_loadu_ps(in + int64_t{r} * k + l);
+      if constexpr (NW > 1) asm("" : "+v"(a));
       for (int c = 0; c < NW; ++c) acc[r][c] = _mm512_fmadd_ps(a, wv[c], acc[r][c]);
     }
   };
@@ -138,23 +153,51 @@ void GemvTile(const float* in, const W* weight, const float* bias, float* out, i
   }
 }
 
-// out[r, c] = in[r, :] . w[c, :] (+ bias[c]) for r < MA and every c in [n_begin, n_end).
+// GemvTile<MA, NW> at columns [j, j + NW) for every row of `in` ([m, k]): groups of kGemvRowGroup
+// rows, then the rows left.
+template <int NW, typename W>
+void GemvAllRows(const float* in, int m, const W* weight, const float* bias, float* out,
+                 int64_t out_stride, int k, int j) {
+  static_assert(kGemvRowGroup == 4, "the switch below covers the rows left by groups of 4");
+  int i = 0;
+  for (; i + kGemvRowGroup <= m; i += kGemvRowGroup) {
+    GemvTile<kGemvRowGroup, NW>(in + int64_t{i} * k, weight, bias, out + i * out_stride, out_stride,
+                                k, j);
+  }
+  const float* in_rest = in + int64_t{i} * k;
+  float* out_rest = out + i * out_stride;
+  switch (m - i) {
+    case 1: GemvTile<1, NW>(in_rest, weight, bias, out_rest, out_stride, k, j); break;
+    case 2: GemvTile<2, NW>(in_rest, weight, bias, out_rest, out_stride, k, j); break;
+    case 3: GemvTile<3, NW>(in_rest, weight, bias, out_rest, out_stride, k, j); break;
+    default: break;
+  }
+}
+
+// out[:, n_begin:n_end] for every row of `in` ([m, k]).
 //
 // A lone activation row (batch-1 decode) reads one weight row at a time, start to end: the weights
 // are then a single sequential stream, which the hardware prefetchers follow at full read
 // bandwidth (tiles of several weight rows side by side measured ~35% slower on Zen 4 there, when
 // the weights were on 4 KiB pages). Several activation rows are bound by loads instead, and read
 // kGemvTileCols weight rows side by side.
-template <int MA, typename W>
-void GemvRows(const float* in, const W* weight, const float* bias, float* out, int64_t out_stride,
-              int k, int n_begin, int n_end) {
+//
+// Every row group takes its turn on one tile of weight rows before the next tile, so a tile is
+// read from memory once and then from L1, and the memory reads (the next tile, prefetched) overlap
+// the FMAs of all the groups. Passing a 256 KiB block of weight rows per group instead (the AVX2
+// scheme below) read the block from memory with the first group, then ran the other groups from L2
+// with no memory traffic at all: at m = 8 the time was the sum of a memory-bound and a
+// compute-bound pass.
+template <typename W>
+void Gemv(const float* in, int m, const W* weight, const float* bias, float* out, int64_t out_stride,
+          int k, int n_begin, int n_end) {
   int j = n_begin;
-  if constexpr (MA > 1) {
+  if (m > 1) {
     for (; j + kGemvTileCols <= n_end; j += kGemvTileCols) {
-      GemvTile<MA, kGemvTileCols>(in, weight, bias, out, out_stride, k, j);
+      GemvAllRows<kGemvTileCols>(in, m, weight, bias, out, out_stride, k, j);
     }
   }
-  for (; j < n_end; ++j) GemvTile<MA, 1>(in, weight, bias, out, out_stride, k, j);
+  for (; j < n_end; ++j) GemvAllRows<1>(in, m, weight, bias, out, out_stride, k, j);
 }
 
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -165,6 +208,9 @@ void GemvRows(const float* in, const W* weight, const float* bias, float* out, i
 // 12 accumulators + 2 weight vectors in the 16 registers. Reading each weight row once per 6
 // activation rows instead of once per 4 measured 1.02-1.17x at m = 8 and 16 (interleaved A/B, Zen 3).
 constexpr int kGemvRowGroup = 6;
+// f32 products up to this m take the GEMV rather than OpenBLAS (measured on Zen 3, see
+// kStreamMaxRows).
+constexpr int kF32GemvMaxRows = kStreamMaxRows;
 
 // 8 weights as f32: f32 loads as is; bf16 (uint16_t) is the high half of an f32, so widen and
 // shift; f16 (_Float16) widens through F16C's vcvtph2ps.
@@ -267,9 +313,7 @@ void GemvRows(const float* in, const W* weight, const float* bias, float* out, i
   }
   for (; j < n_end; ++j) GemvTile<MA, 1>(in, weight, bias, out, out_stride, k, j);
 }
-#endif
 
-#if defined(BATON_SIMD_GEMV)
 // GemvRows<rows_left> for the last rows_left (< kGemvRowGroup) activation rows.
 template <int MA, typename W>
 void GemvLastRows(int rows_left, const float* in, const W* weight, const float* bias, float* out,
@@ -302,8 +346,26 @@ void Gemv(const float* in, int m, const W* weight, const float* bias, float* out
   }
 }
 
+#endif
+
+#if defined(BATON_SIMD_GEMV)
 void GemvF32(const MatmulParams& p, int n_begin, int n_end) {
   Gemv(p.in, p.m, static_cast<const float*>(p.weight), p.bias, p.out, p.n, p.k, n_begin, n_end);
+}
+#else
+constexpr int kF32GemvMaxRows = kStreamMaxRows;
+// The portable twin of the SIMD GEMV: one weight row at a time against every activation row, each
+// (row, column) one internal::Dot, so here too a column's value does not depend on the batch size
+// (sgemm, which this build used for every m before, gives no such guarantee, and
+// F32DecodeRowsDoNotDependOnTheBatchSize failed).
+void GemvF32(const MatmulParams& p, int n_begin, int n_end) {
+  const float* w = static_cast<const float*>(p.weight);
+  for (int j = n_begin; j < n_end; ++j) {
+    const float b = p.bias != nullptr ? p.bias[j] : 0.0f;
+    for (int i = 0; i < p.m; ++i) {
+      p.out[int64_t{i} * p.n + j] = internal::Dot(p.in + int64_t{i} * p.k, w + int64_t{j} * p.k, p.k) + b;
+    }
+  }
 }
 #endif  // BATON_SIMD_GEMV
 
@@ -341,12 +403,10 @@ void ForGroupColumnRanges(ThreadPool* pool, absl::Span<const MatmulParams> group
 
 void MatmulF32(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   const int m = group[0].m;
-#if defined(BATON_SIMD_GEMV)
-  if (m <= kStreamMaxRows) {
+  if (m <= kF32GemvMaxRows) {
     ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) { GemvF32(group[i], n0, n1); });
     return;
   }
-#endif
   MakeOpenBlasSingleThreaded();
   for (const MatmulParams& p : group) {
     ForColumnRanges(pool, p.n, int64_t{m} * p.k, [&](int n0, int n1) { SgemmColumns(p, n0, n1); });
@@ -531,6 +591,8 @@ void MatmulBf16(absl::Span<const MatmulParams> group, ThreadPool* pool) {
 }  // namespace
 
 namespace internal {
+
+int F32GemvMaxRows() { return kF32GemvMaxRows; }
 
 void MatmulBf16Portable(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   MatmulWidened<Bf16Format>(group, pool);

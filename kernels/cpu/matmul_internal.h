@@ -13,6 +13,10 @@ namespace baton::kernels::internal {
 // True when the CPU executes AVX512_BF16 (and AVX512BW/VL) instructions.
 bool CpuHasAvx512Bf16();
 
+// The largest m for which f32 products go through the GEMV, whose values of a row do not depend on
+// m (sgemm, above it, gives no such guarantee): 64 when the kernels are built for AVX-512, else 16.
+int F32GemvMaxRows();
+
 // bf16 x bf16 with f32 accumulation through _mm512_dpbf16_ps. `a` is [m, a_stride] bf16 with
 // a_stride >= k a multiple of 32 and zeros in [k, a_stride). Call only if CpuHasAvx512Bf16().
 // out[i, j] = dot + (bias ? bias[j] : 0), out is [m, out_stride].

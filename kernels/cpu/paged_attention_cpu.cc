@@ -45,37 +45,79 @@ void PrefetchRows(const std::vector<const float*>& rows, int begin, int end, int
 #endif
 }
 
-// p[g, j - tile] = q[g, :] . k_rows[j][:] for j in [tile, tile + len).
-void Scores(const Scratch& sc, float* p, int group, int tile, int len, int head_dim) {
 #if defined(__AVX512F__)
-  const int num_vecs = (head_dim + 15) / 16;
-  const __mmask16 last_mask = internal::TailMask(head_dim - 16 * (num_vecs - 1));
+// Lines [0, NV) of 64 bytes from `row` into L2 (NV vectors of 16 floats, as the kernels read them).
+// The kernels call it for the row one tile ahead of each row they read, so the prefetches are
+// spread over the tile's work: issued as a burst of a tile's rows (PrefetchRows) they filled the
+// miss queue and stalled (perf: the samples sat on the prefetches and on each row's first load).
+template <int NV>
+inline void PrefetchVectors(const float* row) {
+  for (int c = 0; c < NV; ++c) _mm_prefetch(reinterpret_cast<const char*>(row + 16 * c), _MM_HINT_T1);
+}
+
+// q . k over NV vectors of 16 lanes (the masks zero the lanes past head_dim), summed in c order.
+template <int NV>
+inline __m512 DotVectors(const __m512 (&q)[NV], const float* k, const __mmask16 (&masks)[NV]) {
+  __m512 sum = _mm512_mul_ps(q[0], _mm512_maskz_loadu_ps(masks[0], k));
+  for (int c = 1; c < NV; ++c) sum = _mm512_fmadd_ps(q[c], _mm512_maskz_loadu_ps(masks[c], k + 16 * c), sum);
+  return sum;
+}
+
+// Scores (below) with head_dim in (16 * (NV - 1), 16 * NV]: q's NV vectors stay in registers and a
+// block of 16 keys is unrolled, so its 16 sums stay in registers too until the transpose-add.
+// The loop it replaced reloaded q for every key and kept the sums on the stack, and decode
+// attention was bound by those instructions, not by its reads (attention_bench PagedDecode ran at
+// 15 GB/s with the whole KV in L3).
+template <int NV>
+void ScoresVectors(const Scratch& sc, float* p, int group, int tile, int len, int head_dim) {
+  __mmask16 masks[NV];
+  for (int c = 0; c < NV; ++c) masks[c] = internal::TailMask(std::min(16, head_dim - 16 * c));
+  const int num_rows = static_cast<int>(sc.k_rows.size());
   for (int j0 = 0; j0 < len; j0 += 16) {
     const int num_keys = std::min(16, len - j0);
+    const float* const* k_rows = sc.k_rows.data() + tile + j0;
     for (int g = 0; g < group; ++g) {
-      const float* q = sc.q.data() + g * head_dim;
+      __m512 q[NV];
+      for (int c = 0; c < NV; ++c) q[c] = _mm512_maskz_loadu_ps(masks[c], sc.q.data() + g * head_dim + 16 * c);
       __m512 acc[16];
-      for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
-      for (int j = 0; j < num_keys; ++j) {
-        const float* k = sc.k_rows[tile + j0 + j];
-        int c = 0;
-        for (; c + 1 < num_vecs; ++c) {
-          acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * c), _mm512_loadu_ps(k + 16 * c), acc[j]);
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        if (j < num_keys) {
+          if (g == 0 && tile + j0 + j + kKeyTile < num_rows) {
+            PrefetchVectors<NV>(k_rows[j + kKeyTile]);
+          }
+          acc[j] = DotVectors(q, k_rows[j], masks);
+        } else {
+          acc[j] = _mm512_setzero_ps();
         }
-        acc[j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(last_mask, q + 16 * c),
-                                 _mm512_maskz_loadu_ps(last_mask, k + 16 * c), acc[j]);
       }
       _mm512_mask_storeu_ps(p + g * kKeyTile + j0, internal::TailMask(num_keys),
                             internal::Reduce16(acc));
     }
   }
-#else
+}
+#endif
+
+// p[g, j - tile] = q[g, :] . k_rows[j][:] for j in [tile, tile + len).
+void Scores(const Scratch& sc, float* p, int group, int tile, int len, int head_dim) {
+#if defined(__AVX512F__)
+  switch ((head_dim + 15) / 16) {
+    case 1: return ScoresVectors<1>(sc, p, group, tile, len, head_dim);
+    case 2: return ScoresVectors<2>(sc, p, group, tile, len, head_dim);
+    case 3: return ScoresVectors<3>(sc, p, group, tile, len, head_dim);
+    case 4: return ScoresVectors<4>(sc, p, group, tile, len, head_dim);
+    case 5: return ScoresVectors<5>(sc, p, group, tile, len, head_dim);
+    case 6: return ScoresVectors<6>(sc, p, group, tile, len, head_dim);
+    case 7: return ScoresVectors<7>(sc, p, group, tile, len, head_dim);
+    case 8: return ScoresVectors<8>(sc, p, group, tile, len, head_dim);
+    default: break;  // head_dim > 128: the loop below
+  }
+#endif
   for (int g = 0; g < group; ++g) {
     for (int j = 0; j < len; ++j) {
       p[g * kKeyTile + j] = internal::Dot(sc.q.data() + g * head_dim, sc.k_rows[tile + j], head_dim);
     }
   }
-#endif
 }
 
 #if defined(__AVX512F__)
@@ -85,21 +127,26 @@ void PvBlock(const Scratch& sc, const float* p, float* const* out, int g0, int d
              int len, int head_dim) {
   __mmask16 masks[NV];
   for (int c = 0; c < NV; ++c) masks[c] = internal::TailMask(std::min(16, head_dim - d0 - 16 * c));
-  __m512 acc[GA][NV];
+  float* rows[GA];
+  for (int a = 0; a < GA; ++a) rows[a] = out[g0 + a] + d0;
+  __m512 acc[GA * NV];
   for (int a = 0; a < GA; ++a) {
-    for (int c = 0; c < NV; ++c) acc[a][c] = _mm512_maskz_loadu_ps(masks[c], out[g0 + a] + d0 + 16 * c);
+    for (int c = 0; c < NV; ++c) acc[a * NV + c] = _mm512_maskz_loadu_ps(masks[c], rows[a] + 16 * c);
   }
+  const float* const* v_rows = sc.v_rows.data() + tile;
+  const int num_ahead = std::min(len, static_cast<int>(sc.v_rows.size()) - tile - kKeyTile);
   for (int j = 0; j < len; ++j) {
-    const float* v = sc.v_rows[tile + j] + d0;
+    if (j < num_ahead) PrefetchVectors<NV>(v_rows[j + kKeyTile] + d0);
+    const float* v = v_rows[j] + d0;
     __m512 vv[NV];
     for (int c = 0; c < NV; ++c) vv[c] = _mm512_maskz_loadu_ps(masks[c], v + 16 * c);
     for (int a = 0; a < GA; ++a) {
       const __m512 pa = _mm512_set1_ps(p[(g0 + a) * kKeyTile + j]);
-      for (int c = 0; c < NV; ++c) acc[a][c] = _mm512_fmadd_ps(pa, vv[c], acc[a][c]);
+      for (int c = 0; c < NV; ++c) acc[a * NV + c] = _mm512_fmadd_ps(pa, vv[c], acc[a * NV + c]);
     }
   }
   for (int a = 0; a < GA; ++a) {
-    for (int c = 0; c < NV; ++c) _mm512_mask_storeu_ps(out[g0 + a] + d0 + 16 * c, masks[c], acc[a][c]);
+    for (int c = 0; c < NV; ++c) _mm512_mask_storeu_ps(rows[a] + 16 * c, masks[c], acc[a * NV + c]);
   }
 }
 
@@ -171,13 +218,21 @@ void RunItem(const PagedAttentionParams& params, int seq, int kv_head, Scratch& 
   for (int g = 0; g < group; ++g) sc.acc_rows[g] = sc.acc.data() + g * head_dim;
 
   const int row_bytes = head_dim * static_cast<int>(sizeof(float));
+#if defined(__AVX512F__)
+  // ScoresVectors and PvBlock prefetch each row a tile ahead as they go; only the first tile's
+  // rows are fetched here.
+  const bool kernels_prefetch = head_dim <= 16 * 8;
+#else
+  const bool kernels_prefetch = false;
+#endif
   PrefetchRows(sc.k_rows, 0, std::min(len, kKeyTile), row_bytes);
+  if (kernels_prefetch) PrefetchRows(sc.v_rows, 0, std::min(len, kKeyTile), row_bytes);
   for (int tile = 0; tile < len; tile += kKeyTile) {
     const int n = std::min(kKeyTile, len - tile);
     const int next_end = std::min(len, tile + n + kKeyTile);
-    PrefetchRows(sc.v_rows, tile, tile + n, row_bytes);
+    if (!kernels_prefetch) PrefetchRows(sc.v_rows, tile, tile + n, row_bytes);
     Scores(sc, sc.p.data(), group, tile, n, head_dim);
-    PrefetchRows(sc.k_rows, tile + n, next_end, row_bytes);
+    if (!kernels_prefetch) PrefetchRows(sc.k_rows, tile + n, next_end, row_bytes);
     for (int g = 0; g < group; ++g) {
       float* p = sc.p.data() + g * kKeyTile;
       const float m_new = std::max(sc.m[g], internal::Max(p, n));
