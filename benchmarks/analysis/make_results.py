@@ -106,6 +106,24 @@ def comparison_table(experiments: list[tuple[str, list[Deployment]]]) -> list[st
     return lines if len(lines) > 2 else []
 
 
+def llama_server_table(experiments: list[tuple[str, list[Deployment]]]) -> list[str]:
+    """Baton's best deployment against llama-server ("llama-server"), in every experiment that
+    searched both (benchmarks/comparison/compare_llama_server.py), fault-free."""
+    lines = ["| experiment | llama-server goodput | best Baton deployment | goodput | ratio |",
+             "|---|---|---|---|---|"]
+    for title, deployments in experiments:
+        searched = [d for d in deployments if d.goodput is not None and not d.goodput.get("faults")]
+        theirs = next((d for d in searched if d.name == "llama-server"), None)
+        ours = [d for d in searched if d.name != "llama-server"]
+        if theirs is None or not ours:
+            continue
+        best = max(ours, key=lambda d: d.goodput["goodput_per_s"])
+        g_ours, g_theirs = best.goodput["goodput_per_s"], theirs.goodput["goodput_per_s"]
+        ratio = "–" if g_theirs == 0 else f"{g_ours / g_theirs:.2f}×"
+        lines.append(f"| {title} | {g_theirs:.3g} | {best.name} | {g_ours:.3g} | {ratio} |")
+    return lines if len(lines) > 2 else []
+
+
 def miss_table(deployments: list[Deployment]) -> list[str]:
     """Where each deployment loses requests: the lowest rate that missed the target, which objective
     the misses broke, and the mean TTFT breakdown and TPOT there."""
@@ -171,10 +189,14 @@ def write_results(results_dir: Path, out: Path, plots_dir: Path | None = None) -
         " phases) and `benchmarks/bench/goodput_search.h` (the search and its steady-state rule).",
         "",
     ]
-    comparison = comparison_table([(title or directory.name, deployments) for (title, deployments),
-                                   directory in zip(experiments, experiment_dirs)])
+    titled = [(title or directory.name, deployments)
+              for (title, deployments), directory in zip(experiments, experiment_dirs)]
+    comparison = comparison_table(titled)
     if comparison:
         lines += ["## Disaggregated vs colocated", "", *comparison, ""]
+    against_llama_server = llama_server_table(titled)
+    if against_llama_server:
+        lines += ["## Against llama-server", "", *against_llama_server, ""]
     single = len(experiments) == 1
     for (title, deployments), directory in zip(experiments, experiment_dirs):
         section_plots = plots_dir if (single and plots_dir is not None) else directory / "plots"

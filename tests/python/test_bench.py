@@ -374,6 +374,28 @@ def test_results_tree_finds_every_experiment_and_compares_goodput(tmp_path):
     assert table[2:] == ["| tiny/chatbot | disagg-1p1d | 3 | coloc-1x2 | 2 | 1.50× |"]
 
 
+def test_llama_server_table_compares_the_best_baton_deployment(tmp_path):
+    def deployment(directory: Path, goodput: float, faults=None) -> None:
+        directory.mkdir(parents=True)
+        (directory / "goodput.json").write_text(json.dumps({
+            "goodput_per_s": goodput, "runs": [], "faults": faults or [],
+            "slo": {"ttft_s": 1.0, "tpot_s": 0.1}, "workload": "chatbot", "target_attainment": 0.9,
+            "converged": True, "bracketed": True}))
+
+    both = tmp_path / "small-bf16" / "chatbot-vs-llama-server"
+    deployment(both / "llama-server", 0.5)
+    deployment(both / "disagg-1p1d", 0.75)
+    deployment(both / "coloc-1x2-chunked", 1.5)
+    deployment(both / "coloc-2x1-chunked+faults", 9.0, faults=["decode:kill:20s"])  # not compared
+    deployment(tmp_path / "tiny" / "chatbot" / "coloc-2x1", 1.0)  # no llama-server: left out
+
+    found = make_results.find_experiments(tmp_path)
+    table = make_results.llama_server_table(
+        [(str(d.relative_to(tmp_path)), bench_results.load_results(d)) for d in found])
+    assert table[2:] == [
+        "| small-bf16/chatbot-vs-llama-server | 0.5 | coloc-1x2-chunked | 1.5 | 3.00× |"]
+
+
 def test_common_rate_is_the_highest_rate_every_search_ran_at():
     def searched(name: str, rates: list[float]) -> bench_results.Deployment:
         runs = [{"rate_per_s": r, "attainment": 1.0, "records": f"run-{r}.jsonl"} for r in rates]
