@@ -8,13 +8,14 @@ in the server. The SLOs are --slo-scale (5) times Baton's unloaded single-thread
 workload's median prompt and decode step at batch 1 after it, as `baton_engine_bench` measures them
 a moment before (benchmarks/README.md's rule), unless --slo-ttft / --slo-tpot give them. With
 --rounds N the whole sequence (llama-server, then each Baton deployment) runs N times, each round in
-a directory of its own, so a slow minute of a shared machine is seen by both sides of a round.
+a directory of its own (after any rounds already there), so a slow minute of a shared machine is
+seen by both sides of a round.
 
     .venv/bin/python benchmarks/comparison/compare_llama_server.py --llama-cpp-bin /path/to/llama.cpp/build/bin
 
 llama.cpp is not a Baton dependency and nothing here builds it (benchmarks/README.md says one way,
 with the llama-server target). Results: one `baton bench goodput` directory per server under
---out (default benchmarks/results/<machine>/<model>-<dtype>/<workload>-vs-llama-server[-roundN]/),
+--out (default benchmarks/results/<machine>/<model>-<dtype>)/<workload>-vs-llama-server/roundN/,
 which benchmarks/analysis/make_results.py turns into RESULTS.md sections; a Markdown table of the
 goodputs and their ratio to llama-server's goes to stderr.
 """
@@ -194,10 +195,11 @@ def main() -> None:
     base = args.out or (ROOT / "benchmarks/results" / machine_tag() / f"{args.model}-{args.dtype}")
     table = ["| round | llama-server (req/s) | " + " | ".join(args.deployments) + " |",
              "|---|---|" + "---|" * len(args.deployments)]
-    for round_index in range(1, args.rounds + 1):
-        suffix = f"-round{round_index}" if args.rounds > 1 else ""
-        out = base / f"{args.workload}-vs-llama-server{suffix}"
-        out.mkdir(parents=True, exist_ok=True)
+    experiment = base / f"{args.workload}-vs-llama-server"
+    done = len(list(experiment.glob("round*"))) if experiment.exists() else 0
+    for round_index in range(done + 1, done + args.rounds + 1):
+        out = experiment / f"round{round_index}"
+        out.mkdir(parents=True)
         theirs = llama_server(args, gguf, out, slos)
         ours = {name: baton_server(args, name, out, slos) for name in args.deployments}
         row = {"round": round_index, "slo_ttft_ms": slos[0], "slo_tpot_ms": slos[1],
