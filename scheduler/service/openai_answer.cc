@@ -12,6 +12,14 @@ json FinishReasonJson(runtime::FinishReason finish) {
   return reason ? json(reason) : json(nullptr);
 }
 
+// Appends each of `from`'s arrays (OpenAI's completion logprobs: tokens, token_logprobs, ...) to
+// the same key's array in `into`.
+void AppendLogprobs(json from, json& into) {
+  for (auto& [key, values] : from.items()) {
+    for (json& v : values) into[key].push_back(std::move(v));
+  }
+}
+
 class CompletionAnswer : public AnswerChoices {
  public:
   CompletionAnswer(const runtime::Tokenizer& tokenizer, bool want_logprobs,
@@ -24,9 +32,7 @@ class CompletionAnswer : public AnswerChoices {
   void Add(const GenerateChunk& chunk) override {
     auto [text, logprobs] = Part(chunk);
     text_ += text;
-    for (auto& [key, values] : logprobs.items()) {
-      for (json& v : values) logprobs_[key].push_back(std::move(v));
-    }
+    AppendLogprobs(std::move(logprobs), logprobs_);
   }
   json BodyChoice(runtime::FinishReason finish) override {
     if (want_logprobs_) {
@@ -55,12 +61,7 @@ class CompletionAnswer : public AnswerChoices {
     }
     if (echo_ && echo_->only) return {std::move(text), std::move(logprobs)};
     text += chunk.text;
-    if (want_logprobs_) {
-      json own = logprobs_of_.Next(chunk);
-      for (auto& [key, values] : own.items()) {
-        for (json& v : values) logprobs[key].push_back(std::move(v));
-      }
-    }
+    if (want_logprobs_) AppendLogprobs(logprobs_of_.Next(chunk), logprobs);
     return {std::move(text), std::move(logprobs)};
   }
 
