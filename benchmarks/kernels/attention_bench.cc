@@ -91,6 +91,8 @@ BENCHMARK(BM_PagedDecode)
     ->Args({1, 1024, 1, 0, 0})->Args({1, 1024, 2, 0, 0})->Args({16, 1024, 1, 0, 0})
     ->Args({16, 1024, 1, 1, 0})->Args({16, 1024, 2, 1, 0})->Args({64, 256, 2, 1, 0})
     ->Args({8, 2000, 1, 1, 1})->Args({8, 2000, 2, 1, 1})->Args({8, 2000, 1, 1, 2})
+    // `small` with 131 MB of K/V, four times a 32 MiB L3: the serving case, read from DRAM.
+    ->Args({32, 2000, 1, 1, 2})->Args({32, 2000, 2, 1, 2})
     ->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 void BM_Prefill(benchmark::State& state) {
