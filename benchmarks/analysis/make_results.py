@@ -87,22 +87,34 @@ def find_experiments(root: Path) -> list[Path]:
     return sorted(d for d in root.rglob("*") if d.is_dir() and d.name != "plots" and load_results(d))
 
 
+def _fault_free_searches(deployments: list[Deployment]) -> list[Deployment]:
+    """The deployments with a goodput search not run under `--fault` (a search under faults is
+    compared with its own fault-free run in its experiment's table)."""
+    return [d for d in deployments if d.goodput is not None and not d.goodput.get("faults")]
+
+
+def _best_against(ours: list[Deployment], theirs: Deployment) -> tuple[Deployment, str]:
+    """The best of `ours` by goodput, and its goodput over `theirs`' as a table cell."""
+    best = max(ours, key=lambda d: d.goodput["goodput_per_s"])
+    g_ours, g_theirs = best.goodput["goodput_per_s"], theirs.goodput["goodput_per_s"]
+    return best, "–" if g_theirs == 0 else f"{g_ours / g_theirs:.2f}×"
+
+
 def comparison_table(experiments: list[tuple[str, list[Deployment]]]) -> list[str]:
     """Disaggregated (names starting "disagg") against the best colocated ("coloc") deployment, both
-    fault-free (a search under `--fault` is compared with its own fault-free run in its table)."""
+    fault-free."""
     lines = ["| experiment | disaggregated | goodput | best colocated | goodput | ratio |",
              "|---|---|---|---|---|---|"]
     for title, deployments in experiments:
-        searched = [d for d in deployments if d.goodput is not None and not d.goodput.get("faults")]
+        searched = _fault_free_searches(deployments)
         disagg = [d for d in searched if d.name.startswith("disagg")]
         coloc = [d for d in searched if d.name.startswith("coloc")]
         if not disagg or not coloc:
             continue
-        best_disagg = max(disagg, key=lambda d: d.goodput["goodput_per_s"])
         best_coloc = max(coloc, key=lambda d: d.goodput["goodput_per_s"])
-        g_d, g_c = best_disagg.goodput["goodput_per_s"], best_coloc.goodput["goodput_per_s"]
-        ratio = "–" if g_c == 0 else f"{g_d / g_c:.2f}×"
-        lines.append(f"| {title} | {best_disagg.name} | {g_d:.3g} | {best_coloc.name} | {g_c:.3g} | {ratio} |")
+        best_disagg, ratio = _best_against(disagg, best_coloc)
+        lines.append(f"| {title} | {best_disagg.name} | {best_disagg.goodput['goodput_per_s']:.3g} | "
+                     f"{best_coloc.name} | {best_coloc.goodput['goodput_per_s']:.3g} | {ratio} |")
     return lines if len(lines) > 2 else []
 
 
@@ -112,15 +124,14 @@ def llama_server_table(experiments: list[tuple[str, list[Deployment]]]) -> list[
     lines = ["| experiment | llama-server goodput | best Baton deployment | goodput | ratio |",
              "|---|---|---|---|---|"]
     for title, deployments in experiments:
-        searched = [d for d in deployments if d.goodput is not None and not d.goodput.get("faults")]
+        searched = _fault_free_searches(deployments)
         theirs = next((d for d in searched if d.name == "llama-server"), None)
         ours = [d for d in searched if d.name != "llama-server"]
         if theirs is None or not ours:
             continue
-        best = max(ours, key=lambda d: d.goodput["goodput_per_s"])
-        g_ours, g_theirs = best.goodput["goodput_per_s"], theirs.goodput["goodput_per_s"]
-        ratio = "–" if g_theirs == 0 else f"{g_ours / g_theirs:.2f}×"
-        lines.append(f"| {title} | {g_theirs:.3g} | {best.name} | {g_ours:.3g} | {ratio} |")
+        best, ratio = _best_against(ours, theirs)
+        lines.append(f"| {title} | {theirs.goodput['goodput_per_s']:.3g} | {best.name} | "
+                     f"{best.goodput['goodput_per_s']:.3g} | {ratio} |")
     return lines if len(lines) > 2 else []
 
 
