@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "baton/kernels/kv_gather.h"
+#include "kernels/common/dtype.h"
 #include "kernels/common/status_macros.h"
 #include "kernels/cpu/parallel.h"
 
@@ -38,6 +39,11 @@ absl::Status CheckIndices(const KvGatherParams& p) {
   return absl::OkStatus();
 }
 
+// bf16 is the high half of an f32: widening is exact (a shift the compiler vectorizes).
+void WidenBf16(const uint16_t* in, float* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = Bf16ToF32(in[i]);
+}
+
 }  // namespace
 
 absl::Status KvGatherCpu(const KvGatherParams& p, ThreadPool* pool) {
@@ -47,7 +53,8 @@ absl::Status KvGatherCpu(const KvGatherParams& p, ThreadPool* pool) {
   const PagedKvView& cache = p.cache;
   const int64_t num_rows = p.out_start[p.num_seqs];
   const int64_t row_elems = int64_t{cache.num_kv_heads} * cache.head_dim;
-  const size_t head_bytes = cache.head_dim * sizeof(float);
+  const int head_dim = cache.head_dim;
+  const bool bf16 = cache.dtype == DType::kBF16;
   // Rows are split over the pool; a chunk finds the sequence of its first row, then walks on.
   internal::ParallelChunks(pool, num_rows, 2 * row_elems, [&](int64_t begin, int64_t end, int) {
     int s = static_cast<int>(std::upper_bound(p.out_start, p.out_start + p.num_seqs + 1, begin) -
@@ -62,8 +69,15 @@ absl::Status KvGatherCpu(const KvGatherParams& p, ThreadPool* pool) {
       float* v_row = p.v_out + row * p.out_stride;
       for (int h = 0; h < cache.num_kv_heads; ++h) {
         const int64_t src = KvOffset(cache, slot_idx, h);
-        std::memcpy(k_row + int64_t{h} * cache.head_dim, cache.k + src, head_bytes);
-        std::memcpy(v_row + int64_t{h} * cache.head_dim, cache.v + src, head_bytes);
+        float* k_out = k_row + int64_t{h} * head_dim;
+        float* v_out = v_row + int64_t{h} * head_dim;
+        if (bf16) {
+          WidenBf16(KvData<const uint16_t>(cache.k) + src, k_out, head_dim);
+          WidenBf16(KvData<const uint16_t>(cache.v) + src, v_out, head_dim);
+        } else {
+          std::memcpy(k_out, KvData<const float>(cache.k) + src, head_dim * sizeof(float));
+          std::memcpy(v_out, KvData<const float>(cache.v) + src, head_dim * sizeof(float));
+        }
       }
     }
   });

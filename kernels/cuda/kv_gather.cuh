@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "baton/kernels/kv_gather.h"
 #include "kernels/common/status_macros.h"
+#include "kernels/cuda/kv_element.cuh"
 #include "kernels/simt/device.h"
 
 namespace baton::kernels::cuda_detail {
@@ -33,6 +34,7 @@ inline simt::LaunchShape KvGatherLaunchShape(const KvGatherParams& p) {
   return shape;
 }
 
+template <typename T>  // the cache element (kv_element.cuh)
 BATON_GLOBAL void KvGatherKernel(KvGatherParams p) {
   const int seq = static_cast<int>(blockIdx.y);
   const int pos = static_cast<int>(blockIdx.x);
@@ -46,10 +48,12 @@ BATON_GLOBAL void KvGatherKernel(KvGatherParams p) {
   const int64_t row = int64_t{row_begin} + pos;
   float* k = p.k_out + row * p.out_stride;
   float* v = p.v_out + row * p.out_stride;
+  const T* cache_k = KvData<const T>(p.cache.k);
+  const T* cache_v = KvData<const T>(p.cache.v);
   for (int i = static_cast<int>(threadIdx.x); i < row_elems; i += static_cast<int>(blockDim.x)) {
     const int64_t src = KvOffset(p.cache, slot_idx, i / head_dim) + i % head_dim;
-    k[i] = p.cache.k[src];
-    v[i] = p.cache.v[src];
+    k[i] = LoadKv(cache_k + src);
+    v[i] = LoadKv(cache_v + src);
   }
 }
 

@@ -1,10 +1,12 @@
 // KV write kernel body: one block per token; a slot's kv heads are adjacent in a block, so the
-// token's K row and V row are each one contiguous copy of num_kv_heads * head_dim floats.
+// token's K row and V row are each one contiguous run of num_kv_heads * head_dim elements (T: the
+// cache element, kv_element.cuh).
 #pragma once
 
 #include <cstdint>
 
 #include "baton/kernels/kv_write.h"
+#include "kernels/cuda/kv_element.cuh"
 #include "kernels/simt/device.h"
 
 namespace baton::kernels::cuda_detail {
@@ -18,6 +20,7 @@ inline simt::LaunchShape KvWriteLaunchShape(const KvWriteParams& p) {
   return shape;
 }
 
+template <typename T>
 BATON_GLOBAL void KvWriteKernel(KvWriteParams p) {
   const int64_t token = blockIdx.x;
   const int64_t slot_idx = p.slot_mapping[token];
@@ -26,10 +29,12 @@ BATON_GLOBAL void KvWriteKernel(KvWriteParams p) {
   const int row_elems = p.cache.num_kv_heads * head_dim;
   const float* k = p.k + token * p.kv_stride;
   const float* v = p.v + token * p.kv_stride;
+  T* cache_k = KvData<T>(p.cache.k);
+  T* cache_v = KvData<T>(p.cache.v);
   for (int i = static_cast<int>(threadIdx.x); i < row_elems; i += static_cast<int>(blockDim.x)) {
     const int64_t dst = KvOffset(p.cache, slot_idx, i / head_dim) + i % head_dim;
-    p.cache.k[dst] = k[i];
-    p.cache.v[dst] = v[i];
+    StoreKv(cache_k + dst, k[i]);
+    StoreKv(cache_v + dst, v[i]);
   }
 }
 

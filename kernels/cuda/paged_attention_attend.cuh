@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "baton/kernels/paged_attention.h"
+#include "kernels/cuda/kv_element.cuh"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/simt/device.h"
 
@@ -25,7 +26,8 @@ inline constexpr int kDecodeDimsPerThread = kDecodeMaxHeadDim / kDecodeThreads;
 // return every thread holds the running max and sum of the (scaled) scores, and in acc[i] dim
 // tid + i * blockDim.x of sum_j e^(score_j - running_max) v_j (not yet divided by the sum; dims past
 // head_dim stay 0). q_s holds q * scale, published by a barrier. Contains barriers: every thread of
-// the block calls it with the same range.
+// the block calls it with the same range. T is the cache element (kv_element.cuh).
+template <typename T>
 BATON_DEVICE void DecodeAttendKeys(const PagedAttentionParams& p, int seq, int head, int key_begin,
                                    int key_end, const float* q_s, float* p_s, float* scratch,
                                    float (&acc)[kDecodeDimsPerThread], float& running_max,
@@ -36,6 +38,8 @@ BATON_DEVICE void DecodeAttendKeys(const PagedAttentionParams& p, int seq, int h
   const int head_dim = cache.head_dim;
   const int kv_head = head / (p.num_heads / cache.num_kv_heads);
   const int32_t* table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
+  const T* cache_k = KvData<const T>(cache.k);
+  const T* cache_v = KvData<const T>(cache.v);
 
   for (int i = 0; i < kDecodeDimsPerThread; ++i) acc[i] = 0.0f;
   running_max = -INFINITY;
@@ -47,9 +51,9 @@ BATON_DEVICE void DecodeAttendKeys(const PagedAttentionParams& p, int seq, int h
       const int key = c0 + j;
       const int64_t slot_idx =
           int64_t{table[key / cache.block_size]} * cache.block_size + key % cache.block_size;
-      const float* k = cache.k + KvOffset(cache, slot_idx, kv_head);
+      const T* k = cache_k + KvOffset(cache, slot_idx, kv_head);
       float score = 0.0f;
-      for (int d = 0; d < head_dim; ++d) score += q_s[d] * k[d];
+      for (int d = 0; d < head_dim; ++d) score += q_s[d] * LoadKv(k + d);
       p_s[j] = score;
       local_max = fmaxf(local_max, score);
     }
@@ -70,11 +74,11 @@ BATON_DEVICE void DecodeAttendKeys(const PagedAttentionParams& p, int seq, int h
       const int key = c0 + j;
       const int64_t slot_idx =
           int64_t{table[key / cache.block_size]} * cache.block_size + key % cache.block_size;
-      const float* v = cache.v + KvOffset(cache, slot_idx, kv_head);
+      const T* v = cache_v + KvOffset(cache, slot_idx, kv_head);
       const float pj = p_s[j];
       for (int i = 0; i < kDecodeDimsPerThread; ++i) {
         const int d = tid + i * num_threads;
-        if (d < head_dim) acc[i] += pj * v[d];
+        if (d < head_dim) acc[i] += pj * LoadKv(v + d);
       }
     }
     __syncthreads();  // p_s is rewritten by the next chunk

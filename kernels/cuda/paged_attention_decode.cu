@@ -20,8 +20,10 @@ absl::Status PagedAttentionDecode(const PagedAttentionParams& params, cudaStream
   }
   if (params.num_seqs == 0) return absl::OkStatus();
   const simt::LaunchShape s = cuda_detail::PagedAttentionDecodeLaunchShape(params);
-  cuda_detail::PagedAttentionDecodeKernel<<<dim3(s.grid_x, s.grid_y), dim3(s.block_x), 0,
-                                            stream>>>(params);
+  cuda_detail::ForKvElement(params.cache.dtype, [&](auto element) {
+    cuda_detail::PagedAttentionDecodeKernel<decltype(element)>
+        <<<dim3(s.grid_x, s.grid_y), dim3(s.block_x), 0, stream>>>(params);
+  });
   BATON_CUDA_CALL(cudaGetLastError());
   return absl::OkStatus();
 }

@@ -18,6 +18,7 @@ inline simt::LaunchShape PagedAttentionDecodeLaunchShape(const PagedAttentionPar
   return shape;
 }
 
+template <typename T>  // the cache element (kv_element.cuh)
 BATON_GLOBAL void PagedAttentionDecodeKernel(PagedAttentionParams p) {
   BATON_SHARED_ARRAY(float, q_s, kDecodeMaxHeadDim);
   BATON_SHARED_ARRAY(float, p_s, kDecodeChunk);
@@ -32,7 +33,7 @@ BATON_GLOBAL void PagedAttentionDecodeKernel(PagedAttentionParams p) {
   float acc[kDecodeDimsPerThread];
   float running_max;
   float running_sum;
-  DecodeAttendKeys(p, seq, head, 0, p.context_lens[seq], q_s, p_s, scratch, acc, running_max,
+  DecodeAttendKeys<T>(p, seq, head, 0, p.context_lens[seq], q_s, p_s, scratch, acc, running_max,
                    running_sum);
   float* out = p.out + (int64_t{seq} * p.num_heads + head) * head_dim;
   const float inv_sum = 1.0f / running_sum;

@@ -21,8 +21,10 @@ absl::Status PagedAttentionSplitKv(const PagedAttentionSplitKvParams& params,
   }
   if (params.attn.num_seqs == 0) return absl::OkStatus();
   const simt::LaunchShape s = cuda_detail::PagedAttentionSplitKvLaunchShape(params);
-  cuda_detail::PagedAttentionSplitKvKernel<<<dim3(s.grid_x, s.grid_y, s.grid_z), dim3(s.block_x),
-                                             0, stream>>>(params);
+  cuda_detail::ForKvElement(params.attn.cache.dtype, [&](auto element) {
+    cuda_detail::PagedAttentionSplitKvKernel<decltype(element)>
+        <<<dim3(s.grid_x, s.grid_y, s.grid_z), dim3(s.block_x), 0, stream>>>(params);
+  });
   BATON_CUDA_CALL(cudaGetLastError());
   const simt::LaunchShape m = cuda_detail::PagedAttentionSplitKvMergeLaunchShape(params);
   cuda_detail::PagedAttentionSplitKvMergeKernel<<<dim3(m.grid_x, m.grid_y), dim3(m.block_x), 0,

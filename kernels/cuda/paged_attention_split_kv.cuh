@@ -44,6 +44,7 @@ BATON_DEVICE int SplitKvNumSplitsOf(int len, int tokens_per_split) {
   return (len + tokens_per_split - 1) / tokens_per_split;
 }
 
+template <typename T>  // the cache element (kv_element.cuh)
 BATON_GLOBAL void PagedAttentionSplitKvKernel(PagedAttentionSplitKvParams sp) {
   BATON_SHARED_ARRAY(float, q_s, kDecodeMaxHeadDim);
   BATON_SHARED_ARRAY(float, p_s, kDecodeChunk);
@@ -66,7 +67,7 @@ BATON_GLOBAL void PagedAttentionSplitKvKernel(PagedAttentionSplitKvParams sp) {
   float acc[kDecodeDimsPerThread];
   float running_max;
   float running_sum;
-  DecodeAttendKeys(p, seq, head, key_begin, key_end, q_s, p_s, scratch, acc, running_max,
+  DecodeAttendKeys<T>(p, seq, head, key_begin, key_end, q_s, p_s, scratch, acc, running_max,
                    running_sum);
   const int64_t row = layout.Row(seq, head, p.num_heads) + split;
   float* partial = sp.workspace + row * head_dim;

@@ -21,6 +21,21 @@ float LoadAsF32(const void* data, DType dtype, int64_t idx) {
   return std::numeric_limits<float>::quiet_NaN();
 }
 
+// Stores `value` rounded to `dtype` (nearest even).
+void StoreFromF32(void* data, DType dtype, int64_t idx, float value) {
+  switch (dtype) {
+    case DType::kF32:
+      static_cast<float*>(data)[idx] = value;
+      return;
+    case DType::kF16:
+      static_cast<uint16_t*>(data)[idx] = F32ToF16(value);
+      return;
+    case DType::kBF16:
+      static_cast<uint16_t*>(data)[idx] = F32ToBf16(value);
+      return;
+  }
+}
+
 }  // namespace
 
 void Embedding(const EmbeddingParams& p) {
@@ -103,8 +118,8 @@ void KvWrite(const KvWriteParams& p) {
       const int64_t dst = KvOffset(c, slot_idx, h);
       const int64_t src = int64_t{t} * p.kv_stride + int64_t{h} * c.head_dim;
       for (int d = 0; d < c.head_dim; ++d) {
-        c.k[dst + d] = p.k[src + d];
-        c.v[dst + d] = p.v[src + d];
+        StoreFromF32(c.k, c.dtype, dst + d, p.k[src + d]);
+        StoreFromF32(c.v, c.dtype, dst + d, p.v[src + d]);
       }
     }
   }
@@ -121,8 +136,8 @@ void KvGather(const KvGatherParams& p) {
         const int64_t src = KvOffset(c, slot_idx, h);
         const int64_t dst = row * p.out_stride + int64_t{h} * c.head_dim;
         for (int d = 0; d < c.head_dim; ++d) {
-          p.k_out[dst + d] = c.k[src + d];
-          p.v_out[dst + d] = c.v[src + d];
+          p.k_out[dst + d] = LoadAsF32(c.k, c.dtype, src + d);
+          p.v_out[dst + d] = LoadAsF32(c.v, c.dtype, src + d);
         }
       }
     }
@@ -213,8 +228,8 @@ void PagedAttentionDecode(const PagedAttentionParams& p) {
       for (int h = 0; h < c.num_kv_heads; ++h) {
         const int64_t src = KvOffset(c, slot_idx, h);
         for (int d = 0; d < c.head_dim; ++d) {
-          k_dense[j * row_elems + h * c.head_dim + d] = c.k[src + d];
-          v_dense[j * row_elems + h * c.head_dim + d] = c.v[src + d];
+          k_dense[j * row_elems + h * c.head_dim + d] = LoadAsF32(c.k, c.dtype, src + d);
+          v_dense[j * row_elems + h * c.head_dim + d] = LoadAsF32(c.v, c.dtype, src + d);
         }
       }
     }

@@ -98,6 +98,26 @@ BATON_DEVICE float BitsToFloat(uint32_t bits) {
 
 BATON_DEVICE float Bf16BitsToFloat(uint16_t bits) { return BitsToFloat(uint32_t{bits} << 16); }
 
+// The bits of the f32 `value`.
+BATON_DEVICE uint32_t FloatToBits(float value) {
+#if defined(__CUDACC__)
+  return __float_as_uint(value);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+#endif
+}
+
+// f32 to bf16 bits, to nearest even, NaN kept quiet: the rounding of kernels/common/dtype.h's
+// F32ToBf16, so the CPU and GPU paths store the same bits.
+BATON_DEVICE uint16_t FloatToBf16Bits(float value) {
+  uint32_t bits = FloatToBits(value);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
 // IEEE binary16 to f32, exact (subnormals, inf and NaN included).
 BATON_DEVICE float HalfBitsToFloat(uint16_t bits) {
   const uint32_t sign = (uint32_t{bits} & 0x8000u) << 16;

@@ -7,8 +7,12 @@ namespace baton::kernels {
 absl::Status KvGatherEmulated(const KvGatherParams& params) {
   RETURN_IF_ERROR(cuda_detail::KvGatherCheckSupported(params));
   if (params.num_seqs == 0) return absl::OkStatus();
-  return simt::Launch(cuda_detail::KvGatherLaunchShape(params),
-                      [&] { cuda_detail::KvGatherKernel(params); });
+  absl::Status status;
+  cuda_detail::ForKvElement(params.cache.dtype, [&](auto element) {
+    status = simt::Launch(cuda_detail::KvGatherLaunchShape(params),
+                          [&] { cuda_detail::KvGatherKernel<decltype(element)>(params); });
+  });
+  return status;
 }
 
 }  // namespace baton::kernels

@@ -7,8 +7,12 @@ namespace baton::kernels {
 absl::Status KvWriteEmulated(const KvWriteParams& params) {
   RETURN_IF_ERROR(Validate(params));
   if (params.num_tokens == 0) return absl::OkStatus();
-  return simt::Launch(cuda_detail::KvWriteLaunchShape(params),
-                      [&] { cuda_detail::KvWriteKernel(params); });
+  absl::Status status;
+  cuda_detail::ForKvElement(params.cache.dtype, [&](auto element) {
+    status = simt::Launch(cuda_detail::KvWriteLaunchShape(params),
+                          [&] { cuda_detail::KvWriteKernel<decltype(element)>(params); });
+  });
+  return status;
 }
 
 }  // namespace baton::kernels

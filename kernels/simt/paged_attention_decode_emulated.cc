@@ -13,8 +13,13 @@ absl::Status PagedAttentionDecodeEmulated(const PagedAttentionParams& params) {
                      cuda_detail::kDecodeMaxHeadDim));
   }
   if (params.num_seqs == 0) return absl::OkStatus();
-  return simt::Launch(cuda_detail::PagedAttentionDecodeLaunchShape(params),
-                      [&] { cuda_detail::PagedAttentionDecodeKernel(params); });
+  absl::Status status;
+  cuda_detail::ForKvElement(params.cache.dtype, [&](auto element) {
+    status = simt::Launch(cuda_detail::PagedAttentionDecodeLaunchShape(params), [&] {
+      cuda_detail::PagedAttentionDecodeKernel<decltype(element)>(params);
+    });
+  });
+  return status;
 }
 
 }  // namespace baton::kernels

@@ -13,8 +13,13 @@ absl::Status PagedAttentionSplitKvEmulated(const PagedAttentionSplitKvParams& pa
                                                    cuda_detail::kDecodeMaxHeadDim));
   }
   if (params.attn.num_seqs == 0) return absl::OkStatus();
-  RETURN_IF_ERROR(simt::Launch(cuda_detail::PagedAttentionSplitKvLaunchShape(params),
-                               [&] { cuda_detail::PagedAttentionSplitKvKernel(params); }));
+  absl::Status status;
+  cuda_detail::ForKvElement(params.attn.cache.dtype, [&](auto element) {
+    status = simt::Launch(cuda_detail::PagedAttentionSplitKvLaunchShape(params), [&] {
+      cuda_detail::PagedAttentionSplitKvKernel<decltype(element)>(params);
+    });
+  });
+  RETURN_IF_ERROR(status);
   return simt::Launch(cuda_detail::PagedAttentionSplitKvMergeLaunchShape(params),
                       [&] { cuda_detail::PagedAttentionSplitKvMergeKernel(params); });
 }

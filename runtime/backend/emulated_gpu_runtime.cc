@@ -168,7 +168,8 @@ absl::Status EmulatedGpuRuntime::CheckCache(absl::string_view op, const kernels:
                                             int64_t num_blocks) const {
   if (num_blocks <= 0) return absl::OkStatus();
   const int64_t block_elems = int64_t{cache.block_size} * cache.num_kv_heads * cache.head_dim;
-  const size_t bytes = RowsBytes<float>(num_blocks, cache.block_stride, block_elems);
+  const size_t elems = RowsBytes<char>(num_blocks, cache.block_stride, block_elems);
+  const size_t bytes = elems * DTypeBytes(cache.dtype);
   RETURN_IF_ERROR(CheckDevice(op, "cache.k", cache.k, bytes));
   return CheckDevice(op, "cache.v", cache.v, bytes);
 }

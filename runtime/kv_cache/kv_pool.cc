@@ -81,6 +81,10 @@ absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const KvPoolShape& shape,
         "KV pool: invalid shape (layers ", shape.num_layers, ", kv heads ", shape.num_kv_heads,
         ", head_dim ", shape.head_dim, ", block_size ", shape.block_size, ", blocks ", num_blocks, ")"));
   }
+  if (shape.dtype != DType::kF32 && shape.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(absl::StrCat("KV pool: dtype ", std::string(DTypeName(shape.dtype)),
+                                                   " is not supported (f32 or bf16)"));
+  }
   if (options.device_storage != nullptr) {
     if (!options.shm_name.empty()) {
       return absl::InvalidArgumentError("KV pool: a pool in device storage cannot be shared memory");
@@ -128,18 +132,20 @@ kernels::PagedKvView KvPool::LayerView(int layer_idx) const {
   BATON_DCHECK(layer_idx >= 0 && layer_idx < shape_.num_layers);
   const int64_t side_elems =
       static_cast<int64_t>(shape_.block_size) * shape_.num_kv_heads * shape_.head_dim;
-  float* k = data_ + static_cast<int64_t>(layer_idx) * 2 * side_elems;
+  const int64_t side_bytes = side_elems * static_cast<int64_t>(DTypeBytes(shape_.dtype));
+  std::byte* k = data_ + static_cast<int64_t>(layer_idx) * 2 * side_bytes;
   return kernels::PagedKvView{.k = k,
-                              .v = k + side_elems,
+                              .v = k + side_bytes,
                               .block_stride = shape_.BlockElems(),
                               .block_size = shape_.block_size,
                               .num_kv_heads = shape_.num_kv_heads,
-                              .head_dim = shape_.head_dim};
+                              .head_dim = shape_.head_dim,
+                              .dtype = shape_.dtype};
 }
 
 std::byte* KvPool::BlockData(BlockId block) const {
   BATON_DCHECK(block >= 0 && block < num_blocks_);
-  return reinterpret_cast<std::byte*>(data_ + static_cast<int64_t>(block) * shape_.BlockElems());
+  return data_ + static_cast<int64_t>(block) * static_cast<int64_t>(shape_.BlockBytes());
 }
 
 }  // namespace baton::runtime

@@ -1,6 +1,7 @@
 // KvPool: the storage of a paged KV cache on the host (the CPU backend).
 //
-// Layout: [num_blocks][num_layers][2 (K, V)][num_kv_heads][block_size][head_dim] f32. A block
+// Layout: [num_blocks][num_layers][2 (K, V)][num_kv_heads][block_size][head_dim] of the shape's
+// dtype (f32, or bf16: half the bytes that decode attention reads per token). A block
 // holds its tokens' K and V for every layer contiguously, so migrating a block to another instance
 // is one copy of BlockBytes(), and a run of consecutive block ids is one contiguous range. Kernels
 // see one layer through LayerView(). Owns the memory; not thread-safe beyond concurrent
@@ -23,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "baton/kernels/paged_kv.h"
+#include "kernels/common/dtype.h"
 #include "runtime/kv_cache/block_allocator.h"
 
 namespace baton::runtime {
@@ -32,11 +34,12 @@ struct KvPoolShape {
   int num_kv_heads = 0;
   int head_dim = 0;
   int block_size = 16;  // tokens per block
+  DType dtype = DType::kF32;  // of the K and V elements: kF32 or kBF16
 
   int64_t BlockElems() const {
     return static_cast<int64_t>(num_layers) * 2 * block_size * num_kv_heads * head_dim;
   }
-  size_t BlockBytes() const { return static_cast<size_t>(BlockElems()) * sizeof(float); }
+  size_t BlockBytes() const { return static_cast<size_t>(BlockElems()) * DTypeBytes(dtype); }
   bool operator==(const KvPoolShape&) const = default;
 };
 
@@ -117,7 +120,7 @@ class KvPool {
         num_blocks_(num_blocks),
         mapping_(device ? nullptr : mapping),
         mapping_bytes_(mapping_bytes),
-        data_(reinterpret_cast<float*>(mapping + data_offset_bytes)),
+        data_(mapping + data_offset_bytes),
         shm_name_(std::move(shm_name)),
         owner_pid_(owner_pid) {}
 
@@ -126,7 +129,7 @@ class KvPool {
   std::byte* mapping_;    // [mapping_bytes_]: the header page (shared pools only), then data_;
                           // nullptr for a pool in device storage
   size_t mapping_bytes_;
-  float* data_;  // [num_blocks, BlockElems()]; zero pages, lazily (anonymous) or reserved (shm)
+  std::byte* data_;  // [num_blocks, BlockBytes()]; zero pages, lazily (anonymous) or reserved (shm)
   std::string shm_name_;  // "" for a private pool
   int64_t owner_pid_;     // the process that unlinks shm_name_
   int device_ordinal_ = 0;

@@ -134,11 +134,12 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesyst
   return model;
 }
 
-KvPoolShape LlamaModel::KvShape(int block_size) const {
+KvPoolShape LlamaModel::KvShape(int block_size, DType kv_dtype) const {
   return KvPoolShape{.num_layers = shard_.num_layers(),
                      .num_kv_heads = shard_.num_kv_heads,
                      .head_dim = config_.head_dim,
-                     .block_size = block_size};
+                     .block_size = block_size,
+                     .dtype = kv_dtype};
 }
 
 template <typename T>

@@ -75,8 +75,9 @@ class LlamaModel {
   DType matmul_dtype() const { return matmul_dtype_; }
   // The rank's weights (its slices only).
   const LlamaWeights& weights() const { return *weights_; }
-  // The KV pool shape this rank needs (its layers and kv heads), for a given block size.
-  KvPoolShape KvShape(int block_size) const;
+  // The KV pool shape this rank needs (its layers and kv heads), for a given block size and
+  // element type (f32 or bf16).
+  KvPoolShape KvShape(int block_size, DType kv_dtype = DType::kF32) const;
 
   // True on the pipeline's last stage, the one whose Forward answers the step.
   bool IsLastStage() const { return shard_.spec.pp_rank == shard_.spec.pp_size - 1; }

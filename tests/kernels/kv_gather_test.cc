@@ -37,8 +37,9 @@ struct GatherProblem {
   std::vector<float> v_out;
 
   GatherProblem(const std::vector<int>& lens, int block_size, int num_kv_heads, int head_dim,
-                uint64_t placement_seed)
-      : cache(lens, block_size, num_kv_heads, head_dim, /*content_seed=*/21, placement_seed),
+                uint64_t placement_seed, DType dtype = DType::kF32)
+      : cache(lens, block_size, num_kv_heads, head_dim, /*content_seed=*/21, placement_seed,
+              /*extra_blocks=*/3, dtype),
         row_elems(num_kv_heads * head_dim),
         out_stride(num_kv_heads * head_dim + 1) {
     out_start.push_back(0);
@@ -74,15 +75,17 @@ struct GatherProblem {
   }
 };
 
-using Shape = std::tuple<std::vector<int>, int, int>;  // lens, block_size, num_kv_heads
+// lens, block_size, num_kv_heads, the cache's dtype
+using Shape = std::tuple<std::vector<int>, int, int, DType>;
 
-// (a) the fast CPU twin vs the dense logical contents, and vs the reference.
+// (a) the fast CPU twin vs the dense logical contents (bf16: widened exactly), and vs the
+// reference.
 class KvGatherCpuTest : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(KvGatherCpuTest, MatchesDenseContents) {
-  const auto& [lens, block_size, num_kv_heads] = GetParam();
-  GatherProblem fast(lens, block_size, num_kv_heads, 24, 5);
-  GatherProblem ref(lens, block_size, num_kv_heads, 24, 5);
+  const auto& [lens, block_size, num_kv_heads, dtype] = GetParam();
+  GatherProblem fast(lens, block_size, num_kv_heads, 24, 5, dtype);
+  GatherProblem ref(lens, block_size, num_kv_heads, 24, 5, dtype);
   ThreadPool pool(2);
   ASSERT_THAT(KvGatherCpu(fast.Params(), &pool), IsOk());
   reference::KvGather(ref.Params());
@@ -96,7 +99,8 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, KvGatherCpuTest,
     ::testing::Combine(::testing::Values(std::vector<int>{1}, std::vector<int>{54, 0, 97},
                                          std::vector<int>{256, 1000, 17, 1}),
-                       ::testing::Values(1, 16), ::testing::Values(1, 8)));
+                       ::testing::Values(1, 16), ::testing::Values(1, 8),
+                       ::testing::Values(DType::kF32, DType::kBF16)));
 
 // (c) invariants: the gathered rows do not depend on where the blocks sit (a permutation of the
 // physical block ids), and no unused slot is read (they hold NaN, which would show in the output).
@@ -145,14 +149,15 @@ TEST(KvGatherCpuTest, RejectsBadIndicesBeforeWriting) {
 
 // (b) the CUDA kernel (emulated, or on a GPU) vs the CPU twin.
 using Backend = testing::KernelBackend<KvGatherParams>;
-class KvGatherKernelTest : public ::testing::TestWithParam<std::tuple<Backend, int, int>> {};
+class KvGatherKernelTest
+    : public ::testing::TestWithParam<std::tuple<Backend, int, int, DType>> {};
 
 TEST_P(KvGatherKernelTest, MatchesCpu) {
-  const auto [backend, num_kv_heads, block_size] = GetParam();
+  const auto [backend, num_kv_heads, block_size, dtype] = GetParam();
   if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
   const std::vector<int> lens = {1, 54, 0, 97};
-  GatherProblem expected(lens, block_size, num_kv_heads, 40, 11);
-  GatherProblem actual(lens, block_size, num_kv_heads, 40, 11);
+  GatherProblem expected(lens, block_size, num_kv_heads, 40, 11, dtype);
+  GatherProblem actual(lens, block_size, num_kv_heads, 40, 11, dtype);
   ASSERT_THAT(KvGatherCpu(expected.Params(), nullptr), IsOk());
   ASSERT_THAT(backend.run(actual.Params()), IsOk());
   EXPECT_TRUE(AllClose(actual.k_out, expected.k_out, {0, 0}));
@@ -167,23 +172,27 @@ TEST(KvGatherKernelTest, EmulatedRejectsMissingMaxLen) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_len")));
 }
 
-std::string KernelTestName(const ::testing::TestParamInfo<std::tuple<Backend, int, int>>& info) {
+std::string KernelTestName(
+    const ::testing::TestParamInfo<std::tuple<Backend, int, int, DType>>& info) {
   return std::string(std::get<0>(info.param).name) + "_h" +
-         std::to_string(std::get<1>(info.param)) + "_bs" + std::to_string(std::get<2>(info.param));
+         std::to_string(std::get<1>(info.param)) + "_bs" + std::to_string(std::get<2>(info.param)) +
+         "_" + std::string(DTypeName(std::get<3>(info.param)));
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Emulated, KvGatherKernelTest,
     ::testing::Combine(::testing::Values(Backend{"emulated", &KvGatherEmulated,
                                                  &testing::AlwaysAvailable}),
-                       ::testing::Values(1, 4), ::testing::Values(1, 16)),
+                       ::testing::Values(1, 4), ::testing::Values(1, 16),
+                       ::testing::Values(DType::kF32, DType::kBF16)),
     KernelTestName);
 #if BATON_HAS_CUDA
 INSTANTIATE_TEST_SUITE_P(
     Cuda, KvGatherKernelTest,
     ::testing::Combine(::testing::Values(Backend{"cuda", &testing::KvGatherOnDevice,
                                                  &testing::CudaDeviceAvailable}),
-                       ::testing::Values(1, 4, 8), ::testing::Values(1, 16)),
+                       ::testing::Values(1, 4, 8), ::testing::Values(1, 16),
+                       ::testing::Values(DType::kF32, DType::kBF16)),
     KernelTestName);
 #endif
 

@@ -1,6 +1,8 @@
 #include "baton/kernels/kv_write.h"
 
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -30,7 +32,21 @@ struct WriteCase {
   int block_size;
   int num_kv_heads;
   int head_dim;
+  DType dtype = DType::kF32;  // of the cache
 };
+
+// Element i of a cache's K or V as f32.
+float Element(const PagedKvView& view, const void* data, int64_t i) {
+  return view.dtype == DType::kBF16 ? Bf16ToF32(static_cast<const uint16_t*>(data)[i])
+                                    : static_cast<const float*>(data)[i];
+}
+
+// The pools' bytes are equal (NaN padding included, which AllClose would have to special-case).
+bool SamePools(TestPagedKvCache& a, TestPagedKvCache& b) {
+  return a.k_pool().size() == b.k_pool().size() &&
+         std::memcmp(a.k_pool().data(), b.k_pool().data(), a.k_pool().size() * sizeof(float)) == 0 &&
+         std::memcmp(a.v_pool().data(), b.v_pool().data(), a.v_pool().size() * sizeof(float)) == 0;
+}
 
 // New tokens for an existing cache: token t goes to a distinct slot of the cache's sequences
 // (overwriting), every fifth token is padding (slot -1).
@@ -44,7 +60,8 @@ struct WriteProblem {
 
   WriteProblem(const WriteCase& wc, uint64_t seed)
       : c(wc),
-        cache({wc.num_tokens + 5, 3}, wc.block_size, wc.num_kv_heads, wc.head_dim, seed, seed + 1),
+        cache({wc.num_tokens + 5, 3}, wc.block_size, wc.num_kv_heads, wc.head_dim, seed, seed + 1,
+              /*extra_blocks=*/3, wc.dtype),
         kv_stride(wc.num_kv_heads * wc.head_dim + 2),
         k(kernels::reference::RandomVector(size_t(wc.num_tokens) * kv_stride, seed + 2)),
         v(kernels::reference::RandomVector(size_t(wc.num_tokens) * kv_stride, seed + 3)) {
@@ -62,27 +79,32 @@ struct WriteProblem {
   }
 };
 
-// (a) fast CPU vs reference: the whole pools (NaN padding included) must be identical.
-class KvWriteCpuTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+// (a) fast CPU vs reference: the whole pools (NaN padding included) must be identical, bf16's
+// rounding too.
+class KvWriteCpuTest : public ::testing::TestWithParam<std::tuple<int, int, int, DType>> {};
 
 TEST_P(KvWriteCpuTest, MatchesReference) {
-  const auto [num_tokens, block_size, num_kv_heads] = GetParam();
-  WriteProblem fast({num_tokens, block_size, num_kv_heads, 24}, 3);
-  WriteProblem ref({num_tokens, block_size, num_kv_heads, 24}, 3);
+  const auto [num_tokens, block_size, num_kv_heads, dtype] = GetParam();
+  WriteProblem fast({num_tokens, block_size, num_kv_heads, 24, dtype}, 3);
+  WriteProblem ref({num_tokens, block_size, num_kv_heads, 24, dtype}, 3);
   ThreadPool pool(2);
   ASSERT_THAT(KvWriteCpu(fast.Params(), &pool), IsOk());
   reference::KvWrite(ref.Params());
-  EXPECT_TRUE(AllClose(fast.cache.k_pool(), ref.cache.k_pool(), {0, 0}));
-  EXPECT_TRUE(AllClose(fast.cache.v_pool(), ref.cache.v_pool(), {0, 0}));
+  EXPECT_TRUE(SamePools(fast.cache, ref.cache));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, KvWriteCpuTest,
                          ::testing::Combine(::testing::Values(1, 12, 17, 300),
-                                            ::testing::Values(1, 16), ::testing::Values(1, 8)));
+                                            ::testing::Values(1, 16), ::testing::Values(1, 8),
+                                            ::testing::Values(DType::kF32, DType::kBF16)));
 
-// (c) what was written reads back at its slot; padding tokens and other slots are untouched.
-TEST(KvWriteCpuTest, WrittenTokensReadBackAndPaddingIsSkipped) {
-  WriteProblem problem({23, 16, 2, 8}, 5);
+// (c) what was written reads back at its slot (bf16: rounded to nearest); padding tokens and other
+// slots are untouched.
+class KvWriteReadBackTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(KvWriteReadBackTest, WrittenTokensReadBackAndPaddingIsSkipped) {
+  const DType dtype = GetParam();
+  WriteProblem problem({23, 16, 2, 8, dtype}, 5);
   const std::vector<float> k_before = problem.cache.k_pool();
   ASSERT_THAT(KvWriteCpu(problem.Params(), nullptr), IsOk());
   const PagedKvView view = problem.cache.view();
@@ -93,16 +115,29 @@ TEST(KvWriteCpuTest, WrittenTokensReadBackAndPaddingIsSkipped) {
       const int64_t offset = KvOffset(view, problem.slot_mapping[t], h);
       for (int d = 0; d < head_dim; ++d) {
         const int64_t src = t * problem.kv_stride + h * head_dim + d;
-        ASSERT_EQ(view.k[offset + d], problem.k[src]) << "token " << t << " head " << h;
-        ASSERT_EQ(view.v[offset + d], problem.v[src]) << "token " << t << " head " << h;
+        const float k = problem.k[src], v = problem.v[src];
+        const float k_stored = dtype == DType::kBF16 ? Bf16ToF32(F32ToBf16(k)) : k;
+        const float v_stored = dtype == DType::kBF16 ? Bf16ToF32(F32ToBf16(v)) : v;
+        ASSERT_EQ(Element(view, view.k, offset + d), k_stored) << "token " << t << " head " << h;
+        ASSERT_EQ(Element(view, view.v, offset + d), v_stored) << "token " << t << " head " << h;
+        if (dtype == DType::kBF16) ASSERT_LE(std::abs(k_stored - k), std::abs(k) / 256);
       }
     }
   }
   // Token 4 was padding: its would-be slot (sequence 0, position 6) keeps the old value.
-  const int64_t untouched = KvOffset(view, problem.cache.SlotIndex(0, 6), 0) +
-                            (view.k - problem.cache.k_pool().data());
-  EXPECT_EQ(problem.cache.k_pool()[untouched], k_before[untouched]);
+  const int64_t layer_offset = (static_cast<std::byte*>(view.k) -
+                                reinterpret_cast<std::byte*>(problem.cache.k_pool().data())) /
+                               static_cast<int64_t>(DTypeBytes(dtype));
+  const int64_t untouched = KvOffset(view, problem.cache.SlotIndex(0, 6), 0) + layer_offset;
+  const float before = dtype == DType::kBF16
+                           ? Bf16ToF32(reinterpret_cast<const uint16_t*>(k_before.data())[untouched])
+                           : k_before[untouched];
+  EXPECT_EQ(problem.cache.PoolElement(problem.cache.k_pool(), untouched), before);
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, KvWriteReadBackTest,
+                         ::testing::Values(DType::kF32, DType::kBF16),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
 
 TEST(KvWriteCpuTest, RejectsOutOfRangeSlotsBeforeWriting) {
   WriteProblem problem({6, 16, 2, 8}, 7);
@@ -122,36 +157,40 @@ TEST(KvWriteCpuTest, RejectsOutOfRangeSlotsBeforeWriting) {
 
 // (b) the CUDA kernel (emulated, or on a GPU) vs the CPU twin.
 using Backend = testing::KernelBackend<KvWriteParams>;
-class KvWriteKernelTest : public ::testing::TestWithParam<std::tuple<Backend, int, int>> {};
+class KvWriteKernelTest
+    : public ::testing::TestWithParam<std::tuple<Backend, int, int, DType>> {};
 
 TEST_P(KvWriteKernelTest, MatchesCpu) {
-  const auto [backend, num_tokens, block_size] = GetParam();
+  const auto [backend, num_tokens, block_size, dtype] = GetParam();
   if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
-  WriteProblem expected({num_tokens, block_size, 2, 40}, 11);
-  WriteProblem actual({num_tokens, block_size, 2, 40}, 11);
+  WriteProblem expected({num_tokens, block_size, 2, 40, dtype}, 11);
+  WriteProblem actual({num_tokens, block_size, 2, 40, dtype}, 11);
   ASSERT_THAT(KvWriteCpu(expected.Params(), nullptr), IsOk());
   ASSERT_THAT(backend.run(actual.Params()), IsOk());
-  EXPECT_TRUE(AllClose(actual.cache.k_pool(), expected.cache.k_pool(), {0, 0}));
-  EXPECT_TRUE(AllClose(actual.cache.v_pool(), expected.cache.v_pool(), {0, 0}));
+  EXPECT_TRUE(SamePools(actual.cache, expected.cache));  // bf16: the same rounding, bit for bit
 }
 
-std::string KernelTestName(const ::testing::TestParamInfo<std::tuple<Backend, int, int>>& info) {
+std::string KernelTestName(
+    const ::testing::TestParamInfo<std::tuple<Backend, int, int, DType>>& info) {
   return std::string(std::get<0>(info.param).name) + "_t" +
-         std::to_string(std::get<1>(info.param)) + "_bs" + std::to_string(std::get<2>(info.param));
+         std::to_string(std::get<1>(info.param)) + "_bs" + std::to_string(std::get<2>(info.param)) +
+         "_" + std::string(DTypeName(std::get<3>(info.param)));
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Emulated, KvWriteKernelTest,
     ::testing::Combine(::testing::Values(Backend{"emulated", &KvWriteEmulated,
                                                  &testing::AlwaysAvailable}),
-                       ::testing::Values(1, 12, 17), ::testing::Values(1, 16)),
+                       ::testing::Values(1, 12, 17), ::testing::Values(1, 16),
+                       ::testing::Values(DType::kF32, DType::kBF16)),
     KernelTestName);
 #if BATON_HAS_CUDA
 INSTANTIATE_TEST_SUITE_P(
     Cuda, KvWriteKernelTest,
     ::testing::Combine(::testing::Values(Backend{"cuda", &testing::KvWriteOnDevice,
                                                  &testing::CudaDeviceAvailable}),
-                       ::testing::Values(1, 17, 300), ::testing::Values(1, 16)),
+                       ::testing::Values(1, 17, 300), ::testing::Values(1, 16),
+                       ::testing::Values(DType::kF32, DType::kBF16)),
     KernelTestName);
 #endif
 

@@ -45,11 +45,12 @@ struct SplitCase {
   int group;  // query heads per kv head
   int head_dim;
   int num_splits;
+  DType dtype = DType::kF32;  // of the cache
 };
 
 std::string CaseName(const SplitCase& c) {
   return absl::StrCat("len", absl::StrJoin(c.context_lens, "_"), "_bs", c.block_size, "_g",
-                      c.group, "_d", c.head_dim, "_s", c.num_splits);
+                      c.group, "_d", c.head_dim, "_s", c.num_splits, "_", std::string(DTypeName(c.dtype)));
 }
 void PrintTo(const SplitCase& c, std::ostream* os) { *os << CaseName(c); }
 
@@ -66,7 +67,8 @@ struct SplitProblem {
 
   SplitProblem(const SplitCase& sc, uint64_t seed)
       : c(sc),
-        cache(sc.context_lens, sc.block_size, kNumKvHeads, sc.head_dim, seed, seed + 1),
+        cache(sc.context_lens, sc.block_size, kNumKvHeads, sc.head_dim, seed, seed + 1,
+              /*extra_blocks=*/3, sc.dtype),
         num_heads(kNumKvHeads * sc.group),
         q_stride(num_heads * sc.head_dim + 3),
         q(kernels::reference::RandomVector(sc.context_lens.size() * q_stride, seed + 2)),
@@ -200,7 +202,9 @@ const auto kEmulatedCases = ::testing::Values(
     // Sequences of length 1 only, split in two (the second split is empty for both).
     SplitCase{{1, 1}, 1, 4, 64, 2},
     // head_dim 80 leaves threads idle; block_size 7 does not divide anything.
-    SplitCase{{250, 97}, 7, 2, 80, 6});
+    SplitCase{{250, 97}, 7, 2, 80, 6},
+    // A bf16 cache: the same loop, widening on load.
+    SplitCase{{1000, 1, 517}, 16, 4, 64, 3, DType::kBF16});
 
 INSTANTIATE_TEST_SUITE_P(Emulated, PagedAttentionSplitKvKernelTest,
                          ::testing::Combine(::testing::Values(Backend{
@@ -217,7 +221,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          SplitCase{{8000, 4000, 1}, 16, 4, 128, 16},
                                          SplitCase{{32768}, 16, 8, 128, 64},
                                          SplitCase{{1000, 999, 5}, 1, 1, 64, 64},
-                                         SplitCase{{1, 1}, 1, 4, 64, 2})),
+                                         SplitCase{{1, 1}, 1, 4, 64, 2},
+                                         SplitCase{{8000, 4000, 1}, 16, 4, 128, 16, DType::kBF16})),
     KernelTestName);
 #endif
 

@@ -36,6 +36,7 @@ struct DecodeCase {
   int block_size;
   int group;  // query heads per kv head
   int head_dim = 64;
+  DType dtype = DType::kF32;  // of the cache
 };
 
 // Context lengths in [1, max_kv_len], the first one exactly max_kv_len.
@@ -60,7 +61,7 @@ struct DecodeProblem {
   DecodeProblem(const DecodeCase& dc, uint64_t seed, uint64_t placement_seed = 99)
       : c(dc),
         cache(ContextLens(dc, seed), dc.block_size, kNumKvHeads, dc.head_dim, seed + 1,
-              placement_seed),
+              placement_seed, /*extra_blocks=*/3, dc.dtype),
         num_heads(kNumKvHeads * dc.group),
         q_stride(num_heads * dc.head_dim + 3),
         q(kernels::reference::RandomVector(size_t(dc.batch) * q_stride, seed + 2)),
@@ -87,7 +88,7 @@ struct DecodeProblem {
 
 std::string CaseName(const DecodeCase& c) {
   return absl::StrCat("b", c.batch, "_kv", c.max_kv_len, "_bs", c.block_size, "_g", c.group,
-                      "_d", c.head_dim);
+                      "_d", c.head_dim, "_", std::string(DTypeName(c.dtype)));
 }
 
 // (a) the fast CPU kernel vs the dense reference (gather through the block table, then textbook
@@ -125,6 +126,29 @@ TEST(PagedAttentionCpuTest, QueryGroupSizesMatchReference) {
         << "group " << group;
   }
 }
+
+// A bf16 cache: the kernel widens what the cache holds, so it matches the reference (which reads the
+// same bf16 values) to f32's tolerance, through every register-tile shape.
+class PagedAttentionCpuBf16Test : public ::testing::TestWithParam<DecodeCase> {};
+
+TEST_P(PagedAttentionCpuBf16Test, MatchesDenseReference) {
+  DecodeProblem problem(GetParam(), 500 + GetParam().head_dim);
+  ThreadPool pool(2);
+  ASSERT_THAT(PagedAttentionDecodeCpu(problem.Params(problem.out.data()), &pool), IsOk());
+  EXPECT_TRUE(AllFinite(problem.out));
+  EXPECT_TRUE(AllClose(problem.out, problem.Reference(), ToleranceFor(DType::kF32)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PagedAttentionCpuBf16Test,
+    ::testing::Values(DecodeCase{1, 1, 1, 1, 64, DType::kBF16},
+                      DecodeCase{12, 1000, 16, 4, 64, DType::kBF16},
+                      DecodeCase{17, 97, 1, 8, 64, DType::kBF16},
+                      DecodeCase{5, 77, 16, 3, 15, DType::kBF16},
+                      DecodeCase{5, 77, 16, 5, 80, DType::kBF16},
+                      DecodeCase{3, 300, 16, 2, 128, DType::kBF16},
+                      DecodeCase{3, 77, 16, 1, 200, DType::kBF16}),
+    [](const auto& info) { return CaseName(info.param); });
 
 // (c) invariants.
 TEST(PagedAttentionCpuTest, BatchedEqualsPerSequence) {
@@ -218,7 +242,8 @@ std::string KernelTestName(const ::testing::TestParamInfo<std::tuple<Backend, De
 const auto kEmulatedCases = ::testing::Values(
     DecodeCase{1, 1, 1, 1}, DecodeCase{1, 54, 16, 4}, DecodeCase{5, 97, 1, 1},
     DecodeCase{5, 97, 16, 8}, DecodeCase{2, 600, 16, 1}, DecodeCase{3, 54, 16, 4, 80},
-    DecodeCase{2, 40, 16, 1, 256});
+    DecodeCase{2, 40, 16, 1, 256}, DecodeCase{5, 97, 16, 8, 64, DType::kBF16},
+    DecodeCase{2, 600, 16, 1, 80, DType::kBF16});
 
 INSTANTIATE_TEST_SUITE_P(Emulated, PagedAttentionKernelTest,
                          ::testing::Combine(::testing::Values(Backend{
@@ -233,7 +258,8 @@ INSTANTIATE_TEST_SUITE_P(
                                                  &testing::CudaDeviceAvailable}),
                        ::testing::Values(DecodeCase{1, 1, 1, 1}, DecodeCase{12, 256, 16, 4},
                                          DecodeCase{17, 1000, 16, 8}, DecodeCase{17, 97, 1, 1},
-                                         DecodeCase{3, 54, 16, 4, 80})),
+                                         DecodeCase{3, 54, 16, 4, 80},
+                                         DecodeCase{17, 1000, 16, 8, 128, DType::kBF16})),
     KernelTestName);
 #endif
 

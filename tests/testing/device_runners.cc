@@ -41,6 +41,8 @@ template <typename T>
 constexpr size_t kElemBytes = sizeof(T);
 template <>
 constexpr size_t kElemBytes<const void> = 1;
+template <>
+constexpr size_t kElemBytes<void> = 1;
 
 // An array the kernel reads: `field` is a pointer member of the device-side params.
 template <typename T>
@@ -50,7 +52,7 @@ DeviceArray In(T*& field, size_t count) {
 // An array the kernel writes (and may read).
 template <typename T>
 DeviceArray Out(T*& field, size_t count) {
-  return {field, count * sizeof(T), true, [&field](void* d) { field = static_cast<T*>(d); }};
+  return {field, count * kElemBytes<T>, true, [&field](void* d) { field = static_cast<T*>(d); }};
 }
 
 // The K and V extents of a cache view (which may start inside a larger host pool).
@@ -60,8 +62,9 @@ absl::Status AppendCache(kernels::PagedKvView& cache, bool output, DeviceArrays*
   }
   const size_t elems = static_cast<size_t>(cache.num_blocks - 1) * cache.block_stride +
                        static_cast<size_t>(cache.block_size) * cache.num_kv_heads * cache.head_dim;
-  arrays->push_back(output ? Out(cache.k, elems) : In(cache.k, elems));
-  arrays->push_back(output ? Out(cache.v, elems) : In(cache.v, elems));
+  const size_t bytes = elems * DTypeBytes(cache.dtype);
+  arrays->push_back(output ? Out(cache.k, bytes) : In(cache.k, bytes));
+  arrays->push_back(output ? Out(cache.v, bytes) : In(cache.v, bytes));
   return absl::OkStatus();
 }
 

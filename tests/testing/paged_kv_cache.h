@@ -7,10 +7,15 @@
 // held two layers plus padding; the view points at "layer 1" (offset block_elems + 8). Block tables
 // are [num_seqs, max_blocks_per_seq]; unused entries point at a poison block (all NaN) that no
 // sequence owns.
+//
+// A bf16 cache (dtype kBF16) holds the same sequences rounded to bf16; dense_k/dense_v are then the
+// rounded values, so they are exactly what the cache holds. Its pools keep the element count (as
+// f32 vectors, twice the bytes needed), with the bf16 elements packed from the start.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -18,6 +23,7 @@
 
 #include "baton/kernels/paged_attention.h"
 #include "baton/kernels/paged_kv.h"
+#include "kernels/common/dtype.h"
 #include "kernels/reference/random_tensor.h"
 
 namespace baton::testing {
@@ -25,11 +31,13 @@ namespace baton::testing {
 class TestPagedKvCache {
  public:
   TestPagedKvCache(std::vector<int> context_lens, int block_size, int num_kv_heads, int head_dim,
-                   uint64_t content_seed, uint64_t placement_seed, int extra_blocks = 3)
+                   uint64_t content_seed, uint64_t placement_seed, int extra_blocks = 3,
+                   DType dtype = DType::kF32)
       : context_lens_(std::move(context_lens)),
         block_size_(block_size),
         num_kv_heads_(num_kv_heads),
-        head_dim_(head_dim) {
+        head_dim_(head_dim),
+        dtype_(dtype) {
     const int num_seqs = static_cast<int>(context_lens_.size());
     const int64_t row_elems = int64_t{num_kv_heads} * head_dim;
     max_blocks_per_seq_ = 1;
@@ -45,6 +53,10 @@ class TestPagedKvCache {
     layer_offset_ = block_elems + 8;
     k_pool_.assign(num_blocks_ * block_stride_, NAN);
     v_pool_.assign(num_blocks_ * block_stride_, NAN);
+    if (dtype_ == DType::kBF16) {  // NaN as bf16 too, over the packed elements
+      std::fill_n(reinterpret_cast<uint16_t*>(k_pool_.data()), k_pool_.size(), F32ToBf16(NAN));
+      std::fill_n(reinterpret_cast<uint16_t*>(v_pool_.data()), v_pool_.size(), F32ToBf16(NAN));
+    }
 
     // Physical ids: a shuffled permutation; the last id of the permutation is the poison block.
     std::vector<int32_t> ids(num_blocks_);
@@ -65,16 +77,16 @@ class TestPagedKvCache {
       }
       dense_k_[s].resize(len * row_elems);
       dense_v_[s].resize(len * row_elems);
-      for (float& x : dense_k_[s]) x = content.Uniform();
-      for (float& x : dense_v_[s]) x = content.Uniform();
+      for (float& x : dense_k_[s]) x = Representable(content.Uniform());
+      for (float& x : dense_v_[s]) x = Representable(content.Uniform());
       const kernels::PagedKvView v = view();
       for (int j = 0; j < len; ++j) {
         const int64_t slot_idx = SlotIndex(s, j);
         for (int h = 0; h < num_kv_heads; ++h) {
           const int64_t dst = kernels::KvOffset(v, slot_idx, h);
           for (int d = 0; d < head_dim; ++d) {
-            v.k[dst + d] = dense_k_[s][j * row_elems + h * head_dim + d];
-            v.v[dst + d] = dense_v_[s][j * row_elems + h * head_dim + d];
+            Store(v.k, dst + d, dense_k_[s][j * row_elems + h * head_dim + d]);
+            Store(v.v, dst + d, dense_v_[s][j * row_elems + h * head_dim + d]);
           }
         }
       }
@@ -82,13 +94,15 @@ class TestPagedKvCache {
   }
 
   kernels::PagedKvView view() {
-    return {.k = k_pool_.data() + layer_offset_,
-            .v = v_pool_.data() + layer_offset_,
+    const int64_t offset_bytes = layer_offset_ * static_cast<int64_t>(DTypeBytes(dtype_));
+    return {.k = reinterpret_cast<std::byte*>(k_pool_.data()) + offset_bytes,
+            .v = reinterpret_cast<std::byte*>(v_pool_.data()) + offset_bytes,
             .block_stride = block_stride_,
             .block_size = block_size_,
             .num_kv_heads = num_kv_heads_,
             .head_dim = head_dim_,
-            .num_blocks = num_blocks_};
+            .num_blocks = num_blocks_,
+            .dtype = dtype_};
   }
   // block_id * block_size + slot of token j of sequence s.
   int64_t SlotIndex(int s, int j) const {
@@ -113,14 +127,31 @@ class TestPagedKvCache {
   // The logical K/V of sequence s: [len, num_kv_heads * head_dim].
   const std::vector<float>& dense_k(int s) const { return dense_k_[s]; }
   const std::vector<float>& dense_v(int s) const { return dense_v_[s]; }
-  std::vector<float>& k_pool() { return k_pool_; }  // [num_blocks, block_stride]
+  std::vector<float>& k_pool() { return k_pool_; }  // [num_blocks, block_stride] (f32 caches)
   std::vector<float>& v_pool() { return v_pool_; }
+  // Element i of a pool, as f32 whatever the dtype.
+  float PoolElement(const std::vector<float>& pool, int64_t i) const {
+    return dtype_ == DType::kBF16 ? Bf16ToF32(reinterpret_cast<const uint16_t*>(pool.data())[i])
+                                  : pool[i];
+  }
 
  private:
+  float Representable(float x) const {
+    return dtype_ == DType::kBF16 ? Bf16ToF32(F32ToBf16(x)) : x;
+  }
+  void Store(void* data, int64_t i, float x) const {
+    if (dtype_ == DType::kBF16) {
+      static_cast<uint16_t*>(data)[i] = F32ToBf16(x);
+    } else {
+      static_cast<float*>(data)[i] = x;
+    }
+  }
+
   std::vector<int> context_lens_;
   int block_size_;
   int num_kv_heads_;
   int head_dim_;
+  DType dtype_;
   int max_blocks_per_seq_ = 0;
   int num_blocks_ = 0;
   int64_t block_stride_ = 0;

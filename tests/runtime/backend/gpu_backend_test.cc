@@ -457,7 +457,7 @@ TEST_F(GpuBackendTest, LongContextTakesTheSplitKvPathAndMatchesCpu) {
 
   float* out = Upload(std::vector<float>(expected.size(), NAN));
   kernels::PagedKvView view = cache.view();
-  const int64_t layer_offset = view.k - cache.k_pool().data();
+  const int64_t layer_offset = static_cast<float*>(view.k) - cache.k_pool().data();
   view.k = Upload(cache.k_pool()) + layer_offset;
   view.v = Upload(cache.v_pool()) + layer_offset;
   p.out = out;

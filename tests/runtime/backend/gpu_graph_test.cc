@@ -134,7 +134,7 @@ TEST_F(GpuGraphTest, SplitKvWorkspaceBelongsToTheGraph) {
   ASSERT_THAT(cpu.PagedAttentionDecode(p), IsOk());
 
   kernels::PagedKvView view = cache.view();
-  const int64_t layer_offset = view.k - cache.k_pool().data();
+  const int64_t layer_offset = static_cast<float*>(view.k) - cache.k_pool().data();
   view.k = Upload(cache.k_pool()) + layer_offset;
   view.v = Upload(cache.v_pool()) + layer_offset;
   p.out = Upload(std::vector<float>(expected.size(), NAN));

@@ -1,6 +1,7 @@
 #include "runtime/kv_cache/block_table.h"
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -34,24 +35,42 @@ TEST(BlockTableTest, NumBlocksForRoundsUp) {
   EXPECT_EQ(NumBlocksFor(17, 16), 2);
 }
 
-TEST(KvPoolTest, LayerViewsTileEachBlockWithoutOverlap) {
-  const KvPoolShape shape{.num_layers = 3, .num_kv_heads = 2, .head_dim = 4, .block_size = 5};
+class KvPoolDtypeTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(KvPoolDtypeTest, LayerViewsTileEachBlockWithoutOverlap) {
+  const DType dtype = GetParam();
+  const int64_t elem_bytes = static_cast<int64_t>(DTypeBytes(dtype));
+  const KvPoolShape shape{
+      .num_layers = 3, .num_kv_heads = 2, .head_dim = 4, .block_size = 5, .dtype = dtype};
   auto pool = KvPool::Create(shape, /*num_blocks=*/6);
   ASSERT_TRUE(pool.ok()) << pool.status();
   const int64_t side = 5 * 2 * 4;
-  EXPECT_EQ((*pool)->BlockBytes(), static_cast<size_t>(3 * 2 * side * 4));
+  EXPECT_EQ((*pool)->BlockBytes(), static_cast<size_t>(3 * 2 * side * elem_bytes));
   for (int layer = 0; layer < 3; ++layer) {
     const auto view = (*pool)->LayerView(layer);
+    EXPECT_EQ(view.dtype, dtype);
     EXPECT_EQ(view.block_stride, 3 * 2 * side);
-    EXPECT_EQ(view.v - view.k, side);
+    const auto* k = static_cast<std::byte*>(view.k);
+    EXPECT_EQ(static_cast<std::byte*>(view.v) - k, side * elem_bytes);
     // Layer l of block b sits inside block b's byte range.
     for (BlockId b : {0, 5}) {
-      const auto* k_begin = reinterpret_cast<std::byte*>(view.k + b * view.block_stride);
+      const std::byte* k_begin = k + b * view.block_stride * elem_bytes;
       EXPECT_GE(k_begin, (*pool)->BlockData(b));
       EXPECT_LT(k_begin, (*pool)->BlockData(b) + (*pool)->BlockBytes());
     }
   }
   EXPECT_EQ(KvPool::NumBlocksForBudget(shape, (*pool)->BlockBytes() * 10 + 7), 10);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, KvPoolDtypeTest, ::testing::Values(DType::kF32, DType::kBF16),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+
+TEST(KvPoolTest, RejectsAnF16Cache) {
+  const KvPoolShape shape{
+      .num_layers = 1, .num_kv_heads = 1, .head_dim = 4, .block_size = 4, .dtype = DType::kF16};
+  auto pool = KvPool::Create(shape, 2);
+  EXPECT_EQ(pool.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(pool.status().message(), ::testing::HasSubstr("f16"));
 }
 
 // A pool in device storage (a GPU backend's allocation) lays its blocks out in that memory and
