@@ -49,6 +49,7 @@ struct GenerateOptions {
   std::optional<int> logprobs;  // --logprobs K: the top K and the sampled token's
   std::string dump_logits;
   std::string dtype = "f32";
+  std::string kv_cache_dtype = "f32";
   std::string device = "cpu";
   bool enforce_eager = false;
   int threads = 0;
@@ -138,6 +139,14 @@ absl::Status RunLocal(const GenerateOptions& opts) {
   } else if (opts.dtype != "f32") {
     return absl::InvalidArgumentError(
         absl::StrCat("--dtype: '", opts.dtype, "' (f32, bf16 or f16)"));
+  }
+  {
+    const std::optional<DType> kv_dtype = DTypeFromName(opts.kv_cache_dtype);
+    if (kv_dtype != DType::kF32 && kv_dtype != DType::kBF16) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kv-cache-dtype: '", opts.kv_cache_dtype, "' (f32 or bf16)"));
+    }
+    config.kv_cache_dtype = *kv_dtype;
   }
   {
     absl::StatusOr<runtime::DeviceSpec> device = runtime::ParseDevice(opts.device);
@@ -310,6 +319,9 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", opts->threads, "CPU compute threads per rank (default 1)");
   AddParallelFlags(*cmd, &opts->parallel);
   cmd->add_option("--kv-cache-mib", opts->kv_cache_mib, "KV cache budget in MiB")->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype,
+                  "KV cache elements: f32, or bf16 (half the bytes per token)")
+      ->capture_default_str();
   cmd->callback([opts, exit_code] {
     const absl::Status status = RunGenerate(*opts);
     if (!status.ok()) {

@@ -77,6 +77,7 @@ struct ServeOptions {
   std::optional<int> max_model_len;
   std::optional<double> gpu_memory_utilization;
   std::string dtype;        // empty: auto, or with --config its weight_dtype; else DtypeOf's names
+  std::string kv_cache_dtype;  // empty: the config's (f32 by default); else f32 or bf16
   double startup_timeout_s = 300;
   double stop_grace_s = 10;
   double drain_timeout_s = 30;
@@ -243,6 +244,14 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
     }
   }
   if (dtype) config.weight_dtype = *dtype;
+  if (!opts.kv_cache_dtype.empty()) {
+    const std::optional<DType> kv_dtype = DTypeFromName(opts.kv_cache_dtype);
+    if (kv_dtype != DType::kF32 && kv_dtype != DType::kBF16) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--kv-cache-dtype '", opts.kv_cache_dtype, "': expected f32 or bf16"));
+    }
+    config.kv_cache_dtype = *kv_dtype;
+  }
   if (!opts.host.empty()) config.host = opts.host;
   if (!opts.tls_cert.empty() || !opts.tls_key.empty()) {
     if (opts.tls_cert.empty() || opts.tls_key.empty()) {
@@ -630,6 +639,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--dtype", opts->dtype,
                   "Weight dtype: auto (the checkpoint's torch_dtype), float32|float, bfloat16, "
                   "float16|half (default: auto; with --config, its weight_dtype)");
+  cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype,
+                  "KV cache elements: f32, or bf16 (half the memory per token and half the bytes "
+                  "decode attention reads) (default: f32; with --config, its kv_cache_dtype)");
   cmd->add_option("--startup-timeout", opts->startup_timeout_s,
                   "Seconds to wait for the scheduler to report SERVING")
       ->capture_default_str()

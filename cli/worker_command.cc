@@ -74,6 +74,7 @@ absl::Status RunWorker(const WorkerFlags& flags) {
                                       .decode_graphs = !phase.enforce_eager,
                                       .num_threads = phase.num_threads,  // per rank
                                       .block_size = config.block_size,
+                                      .kv_cache_dtype = config.kv_cache_dtype,
                                       .kv_cache_bytes = phase.kv_cache_bytes,
                                       .gpu_memory_utilization = phase.gpu_memory_utilization,
                                       .max_num_seqs = phase.max_num_seqs,

@@ -1,7 +1,8 @@
 // baton_engine_bench: prefill and decode throughput of the CPU engine on one checkpoint, and decode's
 // weight traffic against the memory bandwidth measured in the same run.
 //
-//   build/bin/baton_engine_bench --model build/models/small --dtype bf16 --threads 2
+//   build/bin/baton_engine_bench --model build/models/small --dtype bf16 --threads 2 \
+//       [--kv-cache-dtype bf16]
 //
 // Prints one JSON object: prefill tokens/s (one prompt of --prompt-len tokens), decode tokens/s summed
 // over batches of 1, 8 and 32 sequences after a --context-len prompt, the same at batch 1 and 8 after
@@ -66,12 +67,14 @@ double BestPrefillTokensPerSecond(Engine& engine, int prompt_len, int repeats, s
 
 int main(int argc, char** argv) {
   CLI::App app{"Prefill/decode throughput of the CPU engine"};
-  std::string model_dir, dtype = "f32";
+  std::string model_dir, dtype = "f32", kv_cache_dtype = "f32";
   int threads = 1, prompt_len = 512, context_len = 128, decode_steps = 32, rounds = 5;
   int long_context_len = 2000;
   std::vector<int> batches = {1, 8, 32}, long_batches = {1, 8};
   app.add_option("--model", model_dir, "Checkpoint directory")->required();
   app.add_option("--dtype", dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  app.add_option("--kv-cache-dtype", kv_cache_dtype, "KV cache elements: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--threads", threads, "Threads");
   app.add_option("--prompt-len", prompt_len, "Prefill prompt length");
   app.add_option("--context-len", context_len, "Prompt length before decode");
@@ -115,6 +118,9 @@ int main(int argc, char** argv) {
                                                       : dtype == "f16" ? baton::DType::kF16
                                                                        : baton::DType::kF32,
                                       .num_threads = threads,
+                                      .kv_cache_dtype = kv_cache_dtype == "bf16"
+                                                            ? baton::DType::kBF16
+                                                            : baton::DType::kF32,
                                       .kv_cache_bytes = size_t{1} << 30,
                                       .max_num_seqs = 64,
                                       .max_model_len = kMaxModelLen};
@@ -127,16 +133,21 @@ int main(int argc, char** argv) {
   std::mt19937 rng(42);
   (void)BestPrefillTokensPerSecond(**engine, 32, 1, rng);  // warm-up: page in the weights
 
-  nlohmann::json result = {{"model", model_dir}, {"dtype", dtype}, {"threads", threads}};
+  nlohmann::json result = {{"model", model_dir},
+                           {"dtype", dtype},
+                           {"kv_cache_dtype", kv_cache_dtype},
+                           {"threads", threads}};
   result["prefill_tokens_per_s"] = BestPrefillTokensPerSecond(**engine, prompt_len, 3, rng);
   // Bytes a batch-1 decode step must read: every matmul weight once, the embedding row, and the
-  // KV cache of its context (f32).
+  // KV cache of its context.
   const double weight_elem_bytes = dtype == "f32" ? 4 : 2;
   const double h = model.hidden_size, kv = model.num_kv_heads * model.head_dim,
                inter = model.intermediate_size;
   const double per_layer = h * (model.num_heads * model.head_dim) * 2 + h * kv * 2 + 3 * h * inter;
   const double matmul_bytes = (model.num_layers * per_layer + model.vocab_size * h) * weight_elem_bytes;
-  const double kv_bytes = 2.0 * model.num_layers * kv * (context_len + decode_steps / 2) * 4;
+  const double kv_elem_bytes = kv_cache_dtype == "f32" ? 4 : 2;
+  const double kv_bytes =
+      2.0 * model.num_layers * kv * (context_len + decode_steps / 2) * kv_elem_bytes;
   const double bytes_per_token = matmul_bytes + kv_bytes;
 
   // The machine is shared and its bandwidth drifts: each round measures decode and then the

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 namespace baton {
@@ -20,6 +21,14 @@ constexpr std::string_view DTypeName(DType dtype) {
     case DType::kBF16: return "bf16";
   }
   return "?";
+}
+
+// The DType whose DTypeName is `name` ("f32", "f16", "bf16"); nullopt for any other name.
+constexpr std::optional<DType> DTypeFromName(std::string_view name) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    if (DTypeName(dtype) == name) return dtype;
+  }
+  return std::nullopt;
 }
 
 // The scalar conversions below need C++20 and _Float16, which nvcc's C++17 front end lacks; CUDA

@@ -13,6 +13,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
     return absl::InvalidArgumentError(
         "engine: block_size, num_threads and max_num_seqs must be positive");
   }
+  if (config.kv_cache_dtype != DType::kF32 && config.kv_cache_dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine: kv_cache_dtype ", std::string(DTypeName(config.kv_cache_dtype)),
+                     " is not supported (f32 or bf16)"));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<ModelRanks> ranks,
                    ModelRanks::Create(ModelRanksOptions{.model_dir = config.model_dir,
                                                         .weight_dtype = config.weight_dtype,
@@ -22,6 +27,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
                                                         .decode_graphs = config.decode_graphs,
                                                         .threads_per_rank = config.num_threads,
                                                         .block_size = config.block_size,
+                                                        .kv_cache_dtype = config.kv_cache_dtype,
                                                         .kv_cache_bytes = config.kv_cache_bytes,
                                                         .gpu_memory_utilization =
                                                             config.gpu_memory_utilization,

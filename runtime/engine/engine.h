@@ -34,6 +34,9 @@ struct EngineConfig {
   bool decode_graphs = true;            // GPU devices: decode steps as graphs (model_ranks.h)
   int num_threads = 1;                  // compute threads per rank
   int block_size = 16;                  // tokens per KV block
+  // KV cache elements: kF32, or kBF16 (half the bytes per token, so twice the tokens per budget
+  // and half what decode attention reads; kernels/include/baton/kernels/paged_kv.h).
+  DType kv_cache_dtype = DType::kF32;
   // KV budget of the instance, split evenly over its ranks; 0 on GPU devices: each rank's
   // gpu_memory_utilization share of its device less its weights (ModelRanksOptions).
   size_t kv_cache_bytes = 256ull << 20;

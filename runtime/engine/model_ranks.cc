@@ -211,8 +211,8 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
   }
   int num_blocks = -1;
   for (int r = 0; r < num_ranks; ++r) {
-    const int n = KvPool::NumBlocksForBudget(state->ranks[r].model->KvShape(options.block_size),
-                                             rank_budget);
+    const int n = KvPool::NumBlocksForBudget(
+        state->ranks[r].model->KvShape(options.block_size, options.kv_cache_dtype), rank_budget);
     num_blocks = num_blocks < 0 ? n : std::min(num_blocks, n);
   }
   if (num_blocks < 1) {
@@ -223,7 +223,7 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
   state->num_blocks = num_blocks;
   for (int r = 0; r < num_ranks; ++r) {
     State::Rank& rank = state->ranks[r];
-    const KvPoolShape shape = rank.model->KvShape(options.block_size);
+    const KvPoolShape shape = rank.model->KvShape(options.block_size, options.kv_cache_dtype);
     KvPoolOptions pool_options;
     if (!options.kv_shm_names.empty()) pool_options.shm_name = options.kv_shm_names[r];
     if (!rank.backend->IsHostMemory()) {

@@ -60,6 +60,7 @@ struct ModelRanksOptions {
   bool decode_graphs = true;
   int threads_per_rank = 1;
   int block_size = 16;                  // tokens per KV block
+  DType kv_cache_dtype = DType::kF32;   // KV cache elements: kF32 or kBF16
   // The instance's KV budget, split evenly over its ranks. 0 (GPU devices): each rank takes
   // gpu_memory_utilization of its device's memory, less what is in use once its weights are
   // loaded (vLLM's rule), and every rank gets the smallest such share.

@@ -132,7 +132,8 @@ Worker::Worker(const WorkerOptions& options, std::unique_ptr<Engine> engine)
       kv_model_shape_(KvPoolShape{.num_layers = model_config_.num_layers,
                                   .num_kv_heads = model_config_.num_kv_heads,
                                   .head_dim = model_config_.head_dim,
-                                  .block_size = options.engine.block_size}) {
+                                  .block_size = options.engine.block_size,
+                                  .dtype = options.engine.kv_cache_dtype}) {
   for (int r = 0; r < engine->ranks().num_ranks(); ++r) {
     rank_holdings_.push_back(engine->ranks().holdings(r));
   }

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
+#include <optional>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -125,6 +127,24 @@ absl::Status ReadString(const YAML::Node& node, const std::string& path, std::st
   }
   *out = node.Scalar();
   return absl::OkStatus();
+}
+
+// One of `allowed`, by its name (DTypeName: f32, bf16, f16).
+absl::Status ReadDType(const YAML::Node& node, const std::string& path,
+                       std::initializer_list<DType> allowed, DType* out) {
+  std::string name;
+  RETURN_IF_ERROR(ReadString(node, path, &name));
+  const std::optional<DType> dtype = DTypeFromName(name);
+  if (dtype && std::find(allowed.begin(), allowed.end(), *dtype) != allowed.end()) {
+    *out = *dtype;
+    return absl::OkStatus();
+  }
+  std::vector<std::string> names;
+  for (DType d : allowed) names.emplace_back(DTypeName(d));
+  const std::string last = names.back();
+  names.pop_back();
+  return absl::InvalidArgumentError(absl::StrCat(path, ": '", name, "' is not supported (expected ",
+                                                 absl::StrJoin(names, ", "), " or ", last, ")"));
 }
 
 Field IntField(absl::string_view key, int* out) {
@@ -516,20 +536,12 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
          return CheckAtLeast(p, config.max_model_len, 1);
        }},
       {"weight_dtype",
-       [&](const YAML::Node& v, const std::string& p) -> absl::Status {
-         std::string name;
-         RETURN_IF_ERROR(ReadString(v, p, &name));
-         if (name == "f32") {
-           config.weight_dtype = DType::kF32;
-         } else if (name == "bf16") {
-           config.weight_dtype = DType::kBF16;
-         } else if (name == "f16") {
-           config.weight_dtype = DType::kF16;
-         } else {
-           return Invalid(p,
-                          absl::StrCat("'", name, "' is not supported (expected f32, bf16 or f16)"));
-         }
-         return absl::OkStatus();
+       [&](const YAML::Node& v, const std::string& p) {
+         return ReadDType(v, p, {DType::kF32, DType::kBF16, DType::kF16}, &config.weight_dtype);
+       }},
+      {"kv_cache_dtype",
+       [&](const YAML::Node& v, const std::string& p) {
+         return ReadDType(v, p, {DType::kF32, DType::kBF16}, &config.kv_cache_dtype);
        }},
       {"host", [&](const YAML::Node& v, const std::string& p) { return ReadString(v, p, &config.host); }},
       IntField("scheduler_port", &config.scheduler_port),
@@ -646,6 +658,10 @@ absl::Status ValidateDeploymentConfig(const DeploymentConfig& config) {
     return Invalid("weight_dtype", absl::StrCat(std::string(DTypeName(config.weight_dtype)),
                                                 " is not supported (expected f32, bf16 or f16)"));
   }
+  if (config.kv_cache_dtype != DType::kF32 && config.kv_cache_dtype != DType::kBF16) {
+    return Invalid("kv_cache_dtype", absl::StrCat(std::string(DTypeName(config.kv_cache_dtype)),
+                                                  " is not supported (expected f32 or bf16)"));
+  }
   if (config.max_model_len < 0) {
     return Invalid("max_model_len", absl::StrCat("must be >= 1, got ", config.max_model_len));
   }
@@ -709,6 +725,8 @@ std::string ToYaml(const DeploymentConfig& config) {
   }
   if (config.max_model_len > 0) out << YAML::Key << "max_model_len" << YAML::Value << config.max_model_len;
   out << YAML::Key << "weight_dtype" << YAML::Value << std::string(DTypeName(config.weight_dtype));
+  out << YAML::Key << "kv_cache_dtype" << YAML::Value
+      << std::string(DTypeName(config.kv_cache_dtype));
   out << YAML::Key << "host" << YAML::Value;
   EmitString(out, config.host);
   out << YAML::Key << "scheduler_port" << YAML::Value << config.scheduler_port;

@@ -18,6 +18,9 @@
 //                                   # model's max_position_embeddings (checked by `baton serve`,
 //                                   # which reads config.json); absent: max_position_embeddings
 //   weight_dtype: f32               # f32 | bf16 | f16 (matmul weights; see LlamaModel::Load)
+//   kv_cache_dtype: f32             # f32 | bf16: KV cache elements, one for the whole deployment so
+//                                   # both ends of a KV hand-off agree (vLLM's --kv-cache-dtype);
+//                                   # bf16 halves the bytes per token
 //   host: 127.0.0.1                 # address every process binds to (and the launcher polls)
 //   scheduler_port: 50051           # public gRPC API
 //   http_port: 8000                 # OpenAI-compatible HTTP; 0 disables it
@@ -151,6 +154,7 @@ struct DeploymentConfig {
   // max_position_embeddings. Not checked against the model here (that needs its config.json).
   int max_model_len = 0;
   DType weight_dtype = DType::kF32;  // kF32, kBF16 or kF16
+  DType kv_cache_dtype = DType::kF32;  // kF32 or kBF16, every instance's KV pools
   std::string host = "127.0.0.1";
   int scheduler_port = 50051;  // gRPC InferenceService
   int http_port = 8000;        // OpenAI-compatible HTTP; 0: disabled

@@ -7,7 +7,8 @@
 // difference of the attention kernels can move one across a rounding boundary, 2^-8 relative;
 // 2.5e-3 with f16 weights, whose step is a quarter of that, 2^-10; measured 0 for both), on
 // one rank, on tp 2 and on tp 2 x pp 2 (every collective handed device memory, as NCCL needs), with
-// prefill-first and chunked prefill (a cached prefix: KvGather).
+// prefill-first and chunked prefill (a cached prefix: KvGather); and with a bf16 KV cache, which
+// both devices round alike (to nearest even) and widen exactly, so the f32 tolerance holds.
 #include <cmath>
 #include <map>
 #include <string>
@@ -35,6 +36,7 @@ struct Case {
   bool chunked;
   float tolerance;  // of the row's largest |logit|
   int pp = 1;
+  DType kv_dtype = DType::kF32;
 };
 
 struct Generated {
@@ -55,6 +57,7 @@ class EmulatedDeviceTest : public ::testing::TestWithParam<Case> {
                         .parallel = {.tp_size = c.tp, .pp_size = c.pp},
                         .device = device,
                         .block_size = 4,
+                        .kv_cache_dtype = c.kv_dtype,
                         .kv_cache_bytes = 1 << 20,
                         .max_num_seqs = 8,
                         .max_num_batched_tokens = c.chunked ? 6 : 64,
@@ -118,7 +121,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"f32_tp2", DType::kF32, 2, false, 1e-4f},
                       // Every collective's buffer is checked to be device memory (NCCL's rule),
                       // the PP send/recv of the residual stream too (checked_communicator.h).
-                      Case{"f32_tp2_pp2", DType::kF32, 2, false, 1e-4f, 2}),
+                      Case{"f32_tp2_pp2", DType::kF32, 2, false, 1e-4f, 2},
+                      Case{"f32_kv_bf16", DType::kF32, 1, false, 1e-4f, 1, DType::kBF16},
+                      Case{"f32_chunked_kv_bf16", DType::kF32, 1, true, 1e-4f, 1, DType::kBF16},
+                      Case{"f32_tp2_kv_bf16", DType::kF32, 2, false, 1e-4f, 1, DType::kBF16}),
     [](const auto& info) { return info.param.name; });
 
 // kv_cache_bytes 0: each rank's KV pool is gpu_memory_utilization of its device less what its weights

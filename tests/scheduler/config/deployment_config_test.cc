@@ -28,6 +28,7 @@ model: /models/llama
 served_model_name: llama-3-8b-instruct
 max_model_len: 4096
 weight_dtype: bf16
+kv_cache_dtype: bf16
 host: 10.0.0.7
 scheduler_port: 6000
 http_port: 6100
@@ -64,7 +65,7 @@ decode:
 // The same deployment in JSON (with tabs, which JSON allows).
 constexpr char kFullJson[] = R"({
 	"model": "/models/llama", "served_model_name": "llama-3-8b-instruct", "max_model_len": 4096,
-	"weight_dtype": "bf16", "host": "10.0.0.7",
+	"weight_dtype": "bf16", "kv_cache_dtype": "bf16", "host": "10.0.0.7",
 	"scheduler_port": 6000, "http_port": 6100, "mode": "disaggregated", "block_size": 32,
 	"slo": {"ttft_ms": 250.5, "tpot_ms": 40, "attainment": 0.99, "admission": false},
 	"prefill": {"instances": 2, "tp": 2, "pp": 1, "devices": [[0, 1], [2, 3]], "threads": 4,
@@ -101,6 +102,7 @@ TEST(DeploymentConfigTest, DefaultDeploymentIsOnePrefillOneDecodeOnLocalCpu) {
   EXPECT_THAT(ValidateDeploymentConfig(config), IsOk());
   EXPECT_EQ(config.model_dir, "/models/tiny");
   EXPECT_EQ(config.weight_dtype, DType::kF32);
+  EXPECT_EQ(config.kv_cache_dtype, DType::kF32);
   EXPECT_EQ(config.host, "127.0.0.1");
   EXPECT_EQ(config.scheduler_port, 50051);
   EXPECT_EQ(config.http_port, 8000);
@@ -139,6 +141,7 @@ TEST(DeploymentConfigTest, ParsesEveryKey) {
   EXPECT_THAT(c.served_model_names, ElementsAre("llama-3-8b-instruct"));
   EXPECT_EQ(c.max_model_len, 4096);
   EXPECT_EQ(c.weight_dtype, DType::kBF16);
+  EXPECT_EQ(c.kv_cache_dtype, DType::kBF16);
   EXPECT_EQ(c.host, "10.0.0.7");
   EXPECT_EQ(c.scheduler_port, 6000);
   EXPECT_EQ(c.http_port, 6100);
@@ -265,6 +268,8 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
        "colocated.chunked_prefill: expected true or false, got 'maybe'"},
       {"model: m\nweight_dtype: fp8\n",
        "weight_dtype: 'fp8' is not supported (expected f32, bf16 or f16)"},
+      {"model: m\nkv_cache_dtype: f16\n",
+       "kv_cache_dtype: 'f16' is not supported (expected f32 or bf16)"},
       {"model: m\nmode: hybrid\n", "mode: 'hybrid' (expected disaggregated or colocated)"},
       {"model: m\ncolocated: {}\n", "colocated: section not used in disaggregated mode"},
       {"model: m\nmode: colocated\ndecode: {}\n", "decode: section not used in colocated mode"},
@@ -428,6 +433,7 @@ TEST(DeploymentConfigTest, ToYamlRoundTrips) {
   colocated.slo = {.ttft_ms = 0.1, .tpot_ms = 1.0 / 3.0, .attainment = 1};
   colocated.http_port = 0;
   colocated.weight_dtype = DType::kF16;
+  colocated.kv_cache_dtype = DType::kBF16;
   DeploymentConfig odd_bytes = DefaultDeployment("m");
   odd_bytes.prefill.kv_cache_bytes = 123456789;
   odd_bytes.slo = {.tpot_ms = 35, .admission = true};
