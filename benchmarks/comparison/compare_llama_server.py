@@ -9,7 +9,10 @@ workload's median prompt and decode step at batch 1 after it, as `baton_engine_b
 a moment before (benchmarks/README.md's rule), unless --slo-ttft / --slo-tpot give them. With
 --rounds N the whole sequence (llama-server, then each Baton deployment) runs N times, each round in
 a directory of its own (after any rounds already there), so a slow minute of a shared machine is
-seen by both sides of a round.
+seen by both sides of a round. --kv-cache-dtype bf16 gives every Baton deployment a bf16 KV cache
+(llama-server's is f16 by default: the same bytes per token); its deployments are labelled with a
+-kvbf16 suffix. The SLOs are derived as above either way (with an f32 cache), so rounds with either
+cache are held to the same objectives.
 
     .venv/bin/python benchmarks/comparison/compare_llama_server.py --llama-cpp-bin /path/to/llama.cpp/build/bin
 
@@ -37,8 +40,9 @@ from compare_llama_cpp import gguf_path, run_json_lines  # noqa: E402
 
 MAX_MODEL_LEN = 2048  # the chatbot workload's filter keeps prompt + output below it
 
-# Baton deployments on two cores, each phase with 1 GiB of KV (f32: ~43k tokens of `small`; the
-# machines have 24 GiB, so memory is not what is compared). Names as run_comparison.sh's.
+# Baton deployments on two cores, each phase with 1 GiB of KV (f32: ~43k tokens of `small`, bf16
+# twice that; the machines have 24 GiB, so memory is not what is compared). Names as
+# run_comparison.sh's.
 _PHASE = "threads: {threads}, kv_cache_bytes: 1GiB"
 _CHUNKED = ", chunked_prefill: true, max_num_batched_tokens: {tokens}"
 DEPLOYMENTS = {
@@ -126,12 +130,18 @@ def llama_server(args, gguf: pathlib.Path, out: pathlib.Path, slos) -> float:
         stop(proc)
 
 
+def baton_label(args, name: str) -> str:
+    return name if args.kv_cache_dtype == "f32" else f"{name}-kv{args.kv_cache_dtype}"
+
+
 def baton_server(args, name: str, out: pathlib.Path, slos) -> float:
+    label = baton_label(args, name)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
-        config, secret, log = tmp / "deployment.yaml", tmp / "secret", out / f"{name}.log"
+        config, secret, log = tmp / "deployment.yaml", tmp / "secret", out / f"{label}.log"
         config.write_text(
             f"model: {args.model_dir}\nweight_dtype: {args.dtype}\nmax_model_len: {MAX_MODEL_LEN}\n"
+            f"kv_cache_dtype: {args.kv_cache_dtype}\n"
             f"scheduler_port: {args.port + 1}\nhttp_port: {args.port}\ninternal_port: {args.port + 9}\n"
             + DEPLOYMENTS[name])
         secret.write_text(secrets.token_hex(32))
@@ -140,9 +150,9 @@ def baton_server(args, name: str, out: pathlib.Path, slos) -> float:
             proc = subprocess.Popen([str(args.build / "bin/baton"), "serve", "--config", str(config),
                                      "--secret-file", str(secret)], stdout=sink, stderr=subprocess.STDOUT)
         try:
-            wait_until(lambda: "baton: serving" in log.read_text(errors="replace"), 120, f"baton ({name})",
-                       proc, log)
-            return search(args, f"http://127.0.0.1:{args.port}", name, out, slos)
+            wait_until(lambda: "baton: serving" in log.read_text(errors="replace"), 120,
+                       f"baton ({label})", proc, log)
+            return search(args, f"http://127.0.0.1:{args.port}", label, out, slos)
         finally:
             stop(proc)
 
@@ -161,6 +171,8 @@ def main() -> None:
     parser.add_argument("--dtype", default="bf16", choices=["f32", "bf16"])
     parser.add_argument("--workload", default="chatbot")
     parser.add_argument("--deployments", nargs="+", default=list(DEPLOYMENTS), choices=list(DEPLOYMENTS))
+    parser.add_argument("--kv-cache-dtype", default="f32", choices=["f32", "bf16"],
+                        help="every Baton deployment's KV cache elements")
     parser.add_argument("--threads", type=int, default=2, help="llama-server's threads")
     parser.add_argument("--parallel", type=int, default=8, help="llama-server's slots (-np)")
     parser.add_argument("--llama-server-args", nargs=argparse.REMAINDER, default=[],
@@ -193,7 +205,8 @@ def main() -> None:
     measured = unloaded_slos(args) if args.slo_ttft is None or args.slo_tpot is None else (0, 0)
     slos = (args.slo_ttft or measured[0], args.slo_tpot or measured[1])
     base = args.out or (ROOT / "benchmarks/results" / machine_tag() / f"{args.model}-{args.dtype}")
-    table = ["| round | llama-server (req/s) | " + " | ".join(args.deployments) + " |",
+    labels = [baton_label(args, name) for name in args.deployments]
+    table = ["| round | llama-server (req/s) | " + " | ".join(labels) + " |",
              "|---|---|" + "---|" * len(args.deployments)]
     experiment = base / f"{args.workload}-vs-llama-server"
     done = len(list(experiment.glob("round*"))) if experiment.exists() else 0
@@ -201,7 +214,8 @@ def main() -> None:
         out = experiment / f"round{round_index}"
         out.mkdir(parents=True)
         theirs = llama_server(args, gguf, out, slos)
-        ours = {name: baton_server(args, name, out, slos) for name in args.deployments}
+        ours = {baton_label(args, name): baton_server(args, name, out, slos)
+                for name in args.deployments}
         row = {"round": round_index, "slo_ttft_ms": slos[0], "slo_tpot_ms": slos[1],
                "llama_server": theirs, "baton": ours}
         (out / "comparison.json").write_text(json.dumps(row, indent=2) + "\n")

@@ -1,6 +1,8 @@
 // Attention kernels on the CPU. Decode: GB/s of K/V read (memory-bound). Prefill: GFLOP/s of the
 // causal QK^T and PV products (compute-bound).
-//   PagedDecode args: {batch, context_len, threads, huge pages, shape}; Prefill args: {seq_len, threads}.
+//   PagedDecode args: {batch, context_len, threads, huge pages, shape, bf16 cache}; Prefill args:
+//   {seq_len, threads}. Decode also counts cached tokens per second ("tokens/s": batch x context),
+//   the figure an f32 and a bf16 cache compare on (GB/s counts the bytes each actually reads).
 //   Shapes (block_size 16): 0 = Llama-3-8B-like heads (32 query heads, 8 kv heads, head_dim 128),
 //   1 = our `tiny` (6, 6, 48), 2 = our `small` (12, 4, 64). Prefill uses shape 0.
 #include <sys/mman.h>
@@ -15,6 +17,7 @@
 #include "baton/kernels/paged_attention.h"
 #include "baton/kernels/prefill_attention.h"
 #include "benchmark/benchmark.h"
+#include "kernels/common/dtype.h"
 #include "kernels/reference/random_tensor.h"
 
 namespace baton::kernels {
@@ -34,13 +37,18 @@ constexpr HeadShape kShapes[] = {{kHeads, kKvHeads, kHeadDim}, {6, 6, 48}, {12, 
 // when state.range(3) is 1 (the pool is read at a 4 KiB stride per head, so 4 KiB pages cost a TLB
 // miss per row).
 struct Pool {
-  float* data = nullptr;
-  explicit Pool(size_t elems, bool huge_pages, uint64_t seed) {
-    const size_t bytes = (elems * sizeof(float) + (2u << 20) - 1) / (2u << 20) * (2u << 20);
-    data = static_cast<float*>(std::aligned_alloc(2u << 20, bytes));
+  void* data = nullptr;
+  Pool(size_t elems, DType dtype, bool huge_pages, uint64_t seed) {
+    const size_t used = elems * DTypeBytes(dtype);
+    const size_t bytes = (used + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+    data = std::aligned_alloc(2u << 20, bytes);
     if (huge_pages) madvise(data, bytes, MADV_HUGEPAGE);
     const std::vector<float> values = kernels::reference::RandomVector(elems, seed);
-    std::memcpy(data, values.data(), elems * sizeof(float));
+    if (dtype == DType::kBF16) {
+      for (size_t i = 0; i < elems; ++i) static_cast<uint16_t*>(data)[i] = F32ToBf16(values[i]);
+    } else {
+      std::memcpy(data, values.data(), used);
+    }
   }
   ~Pool() { std::free(data); }
 };
@@ -51,11 +59,12 @@ void BM_PagedDecode(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(2));
   const bool huge_pages = state.range(3) == 1;
   const HeadShape shape = kShapes[state.range(4)];
+  const DType dtype = state.range(5) == 1 ? DType::kBF16 : DType::kF32;
   const int blocks_per_seq = (len + kBlockSize - 1) / kBlockSize;
   const int num_blocks = batch * blocks_per_seq;
   const int64_t block_stride = int64_t{kBlockSize} * shape.kv_heads * shape.head_dim;
-  Pool k(num_blocks * block_stride, huge_pages, 1);
-  Pool v(num_blocks * block_stride, huge_pages, 2);
+  Pool k(num_blocks * block_stride, dtype, huge_pages, 1);
+  Pool v(num_blocks * block_stride, dtype, huge_pages, 2);
   std::vector<int32_t> tables(size_t(batch) * blocks_per_seq);
   std::iota(tables.begin(), tables.end(), 0);
   std::vector<int32_t> lens(batch, len);
@@ -71,7 +80,8 @@ void BM_PagedDecode(benchmark::State& state) {
                 .block_size = kBlockSize,
                 .num_kv_heads = shape.kv_heads,
                 .head_dim = shape.head_dim,
-                .num_blocks = num_blocks},
+                .num_blocks = num_blocks,
+                .dtype = dtype},
       .block_tables = tables.data(),
       .context_lens = lens.data(),
       .num_seqs = batch,
@@ -83,16 +93,21 @@ void BM_PagedDecode(benchmark::State& state) {
     if (!PagedAttentionDecodeCpu(params, pool.get()).ok()) state.SkipWithError("failed");
     benchmark::DoNotOptimize(out.data());
   }
-  const double kv_bytes = 2.0 * 4 * batch * len * shape.kv_heads * shape.head_dim;
+  const double kv_bytes =
+      2.0 * DTypeBytes(dtype) * batch * len * shape.kv_heads * shape.head_dim;
   state.counters["GB/s"] =
       benchmark::Counter(kv_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(double(batch) * len, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_PagedDecode)
-    ->Args({1, 1024, 1, 0, 0})->Args({1, 1024, 2, 0, 0})->Args({16, 1024, 1, 0, 0})
-    ->Args({16, 1024, 1, 1, 0})->Args({16, 1024, 2, 1, 0})->Args({64, 256, 2, 1, 0})
-    ->Args({8, 2000, 1, 1, 1})->Args({8, 2000, 2, 1, 1})->Args({8, 2000, 1, 1, 2})
-    // `small` with 131 MB of K/V, four times a 32 MiB L3: the serving case, read from DRAM.
-    ->Args({32, 2000, 1, 1, 2})->Args({32, 2000, 2, 1, 2})
+    ->Args({1, 1024, 1, 0, 0, 0})->Args({1, 1024, 2, 0, 0, 0})->Args({16, 1024, 1, 0, 0, 0})
+    ->Args({16, 1024, 1, 1, 0, 0})->Args({16, 1024, 2, 1, 0, 0})->Args({64, 256, 2, 1, 0, 0})
+    ->Args({8, 2000, 1, 1, 1, 0})->Args({8, 2000, 2, 1, 1, 0})->Args({8, 2000, 1, 1, 2, 0})
+    // `small` with 131 MB of K/V (f32), four times a 32 MiB L3: the serving case, read from DRAM;
+    // then the same with a bf16 cache (66 MB).
+    ->Args({32, 2000, 1, 1, 2, 0})->Args({32, 2000, 2, 1, 2, 0})
+    ->Args({32, 2000, 1, 1, 2, 1})->Args({32, 2000, 2, 1, 2, 1})
     ->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 void BM_Prefill(benchmark::State& state) {

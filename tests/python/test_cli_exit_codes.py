@@ -49,9 +49,10 @@ def test_parse_errors_exit_two_and_say_why(run_baton, args, says):
     (("--tensor-parallel-size", "4"), "baton serve: prefill: tp 4 x pp 1 does not fit the model"),
     (("--gpu-memory-utilization", "1.5"), "baton serve: --gpu-memory-utilization: must be in (0, 1], "
                                           "got 1.5"),
+    (("--kv-cache-dtype", "fp8"), "baton serve: --kv-cache-dtype 'fp8': expected f32 or bf16"),
 ], ids=["dtype", "max-model-len-too-large", "max-model-len-0", "served-model-name-empty",
         "model-twice", "port-and-http-port", "port-clash", "tp-with-positional-model",
-        "gpu-memory-utilization"])
+        "gpu-memory-utilization", "kv-cache-dtype"])
 def test_serve_vllm_flag_errors_are_one_line_and_exit_2(run_baton, tiny_model, args, line):
     proc = run_baton("serve", str(tiny_model), *args, check=False, timeout=30)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
