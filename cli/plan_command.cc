@@ -61,6 +61,7 @@ struct PlanFlags {
   std::string coefficients;
   std::string affinity = "high";
   std::string dtype = "bf16";
+  std::string kv_cache_dtype;  // empty: f32 on cpu (Baton's default), bf16 on GPUs
   std::string kv_cache_bytes;
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;
@@ -79,6 +80,7 @@ struct PlanInputs {
   planner::ModelShape shape;
   std::optional<std::filesystem::path> model_dir;  // a checkpoint (else a known name)
   DType weight_dtype = DType::kBF16;
+  DType kv_cache_dtype = DType::kF32;
   planner::DeviceSpec device;
   planner::LatencyCoefficients coefficients;
   std::vector<planner::SimRequest> unit_rate_requests;
@@ -112,9 +114,6 @@ absl::StatusOr<planner::ModelShape> ResolveShape(const PlanFlags& flags, PlanInp
         absl::StrCat("--model ", flags.model, ": not a directory, and ", known.status().message()));
   }
   known->bytes_per_param = in.weight_dtype == DType::kF32 ? 4 : 2;
-  // Baton's CPU workers keep f32 KV; on GPUs the plan assumes a 16-bit KV cache, as DistServe's
-  // and vLLM's engines keep (Baton's GPU KV pool is f32 today: the plan is then optimistic on KV).
-  if (flags.device == "cpu") known->kv_bytes_per_value = 4;
   return known;
 }
 
@@ -221,10 +220,23 @@ absl::StatusOr<PlanInputs> ResolveInputs(const PlanFlags& flags) {
   }
   PlanInputs in;
   ASSIGN_OR_RETURN(in.weight_dtype, ParseDtype(flags.dtype));
+  if (flags.kv_cache_dtype.empty()) {
+    // Baton's default on the CPU; on GPUs a 16-bit cache, as DistServe's and vLLM's engines keep
+    // (the written config then asks for bf16).
+    in.kv_cache_dtype = flags.device == "cpu" ? DType::kF32 : DType::kBF16;
+  } else {
+    const std::optional<DType> kv_dtype = DTypeFromName(flags.kv_cache_dtype);
+    if (kv_dtype != DType::kF32 && kv_dtype != DType::kBF16) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kv-cache-dtype ", flags.kv_cache_dtype, ": expected f32 or bf16"));
+    }
+    in.kv_cache_dtype = *kv_dtype;
+  }
   absl::StatusOr<planner::DeviceSpec> device = planner::KnownDevice(flags.device);
   if (!device.ok()) return absl::InvalidArgumentError(absl::StrCat("--device: ", device.status().message()));
   in.device = *device;
   ASSIGN_OR_RETURN(in.shape, ResolveShape(flags, in));
+  in.shape.kv_bytes_per_value = static_cast<int>(DTypeBytes(in.kv_cache_dtype));
   ASSIGN_OR_RETURN(in.coefficients, ResolveCoefficients(flags, in));
   ASSIGN_OR_RETURN(in.unit_rate_requests, ResolveWorkload(flags, in));
   return in;
@@ -289,6 +301,7 @@ absl::Status WriteConfig(const PlanFlags& flags, const PlanInputs& in, const pla
   scheduler::DeploymentConfig config =
       scheduler::DefaultDeployment(in.model_dir.value_or(std::filesystem::path(in.shape.name)));
   config.weight_dtype = in.weight_dtype;
+  config.kv_cache_dtype = in.kv_cache_dtype;
   config.mode = best.colocated ? scheduler::DeploymentMode::kColocated : scheduler::DeploymentMode::kDisaggregated;
   config.slo.ttft_ms = *flags.slo_ttft_s * 1e3;
   config.slo.tpot_ms = *flags.slo_tpot_s * 1e3;
@@ -345,12 +358,14 @@ absl::Status EvaluateDeployment(const PlanFlags& flags, const PlanInputs& in,
     return absl::InvalidArgumentError("--deployment needs --rate (req/s)");
   }
   ASSIGN_OR_RETURN(const scheduler::DeploymentConfig config, scheduler::LoadDeploymentConfig(flags.deployment));
+  planner::ModelShape shape = in.shape;  // its KV cache as the deployment keeps it
+  shape.kv_bytes_per_value = static_cast<int>(DTypeBytes(config.kv_cache_dtype));
   auto kv_tokens = [&](const scheduler::PhaseConfig& p) -> int64_t {
-    if (p.kv_cache_bytes > 0) return static_cast<int64_t>(p.kv_cache_bytes / in.shape.KvBytesPerToken());
+    if (p.kv_cache_bytes > 0) return static_cast<int64_t>(p.kv_cache_bytes / shape.KvBytesPerToken());
     // auto: gpu_memory_utilization of each device, less the instance's weights (model_ranks.h).
     const double usable = static_cast<double>(in.device.memory_bytes) * p.gpu_memory_utilization * p.tp * p.pp;
-    return static_cast<int64_t>(std::max(0.0, usable - static_cast<double>(in.shape.WeightBytes())) /
-                                in.shape.KvBytesPerToken());
+    return static_cast<int64_t>(std::max(0.0, usable - static_cast<double>(shape.WeightBytes())) /
+                                shape.KvBytesPerToken());
   };
   auto phase = [&](const scheduler::PhaseConfig& p) {
     return planner::SimPhase{.parallelism = {p.tp, p.pp},
@@ -541,7 +556,10 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
                   "Latency coefficients JSON (default: DistServe's for opt-13b/66b/175b on a100, else roofline)");
   cmd->add_option("--affinity", flags->affinity, "high | low node affinity (DistServe's two placements)")
       ->capture_default_str();
-  cmd->add_option("--dtype", flags->dtype, "Weights and KV: bf16 | f16 | f32")->capture_default_str();
+  cmd->add_option("--dtype", flags->dtype, "Weights: bf16 | f16 | f32")->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype,
+                  "KV cache elements: f32 | bf16 (default: f32 on cpu, bf16 on GPUs); the written "
+                  "config keeps it");
   cmd->add_option("--kv-cache-bytes", flags->kv_cache_bytes,
                   "KV budget per instance (default: device memory less weights; cpu: 256MiB)");
   cmd->add_option("--max-num-seqs", flags->max_num_seqs, "Per instance")->capture_default_str();

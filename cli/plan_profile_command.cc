@@ -38,6 +38,7 @@ struct PlanProfileOptions {
   std::string model_dir;
   std::string device;
   std::string dtype = "f32";
+  std::string kv_cache_dtype = "f32";
   int threads = 1;  // on `cpu` a device is one core: one compute thread per rank
   std::string tps = "1";
   int repeats = planner::ProfileOptions{}.repeats;
@@ -71,6 +72,11 @@ std::optional<Failure> CheckFlags(const PlanProfileOptions& opts, planner::Profi
   } else {
     return Usage(absl::StrCat("--dtype: '", opts.dtype, "' (f32, bf16 or f16)"));
   }
+  const std::optional<DType> kv_dtype = DTypeFromName(opts.kv_cache_dtype);
+  if (kv_dtype != DType::kF32 && kv_dtype != DType::kBF16) {
+    return Usage(absl::StrCat("--kv-cache-dtype: '", opts.kv_cache_dtype, "' (f32 or bf16)"));
+  }
+  out->kv_cache_dtype = *kv_dtype;
   if (opts.threads < 1) return Usage(absl::StrCat("--threads: ", opts.threads, ", must be >= 1"));
   if (opts.repeats < 1) return Usage(absl::StrCat("--repeats: ", opts.repeats, ", must be >= 1"));
   out->tps.clear();
@@ -154,6 +160,8 @@ void RegisterPlanProfileCommand(CLI::App& plan, int* exit_code) {
   cmd->add_option("--model", opts->model_dir, "Hugging Face checkpoint directory (required)");
   cmd->add_option("--device", opts->device, "What to profile: cpu (one core per rank; required)");
   cmd->add_option("--dtype", opts->dtype, "Weight dtype for matmuls: f32, bf16 or f16")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype, "KV cache elements: f32 or bf16")
       ->capture_default_str();
   cmd->add_option("--threads", opts->threads, "Compute threads per rank")->capture_default_str();
   cmd->add_option("--tp", opts->tps, "Tensor-parallel degrees to profile, comma-separated")

@@ -197,7 +197,7 @@ absl::StatusOr<std::unique_ptr<runtime::Engine>> CreateEngine(const ProfileOptio
   // whole model's heads. The pool is anonymous memory, so what the grid never touches costs
   // nothing.
   const size_t full_block_bytes = size_t{2} * model.num_layers * model.num_kv_heads *
-                                  model.head_dim * kBlockSize * sizeof(float);
+                                  model.head_dim * kBlockSize * DTypeBytes(options.kv_cache_dtype);
   const size_t kv_cache_bytes = static_cast<size_t>(tp) * (needs.num_blocks + 1) * full_block_bytes;
   return runtime::Engine::Create(
       runtime::EngineConfig{.model_dir = options.model_dir,
@@ -206,6 +206,7 @@ absl::StatusOr<std::unique_ptr<runtime::Engine>> CreateEngine(const ProfileOptio
                             .device = runtime::DeviceKind::kCpu,
                             .num_threads = options.num_threads_per_rank,
                             .block_size = kBlockSize,
+                            .kv_cache_dtype = options.kv_cache_dtype,
                             .kv_cache_bytes = kv_cache_bytes,
                             .max_num_seqs = needs.max_num_seqs,
                             .max_num_batched_tokens = needs.max_batch_tokens,
@@ -344,8 +345,8 @@ absl::StatusOr<ProfileResult> ProfileEngine(const ProfileOptions& requested) {
   result.coefficients.device = "cpu";
   const int threads = options.num_threads_per_rank;
   result.coefficients.source = absl::StrCat(
-      "baton plan profile: ", model_name, ", ", std::string(DTypeName(options.weight_dtype)), ", ",
-      threads, threads == 1 ? " thread" : " threads", " per rank, ", CpuModelName());
+      "baton plan profile: ", model_name, ", ", std::string(DTypeName(options.weight_dtype)),
+      options.kv_cache_dtype == DType::kF32 ? "" : ", kv cache bf16", ", ", threads, threads == 1 ? " thread" : " threads", " per rank, ", CpuModelName());
   for (int tp : options.tps) {
     TpCoefficients coefficients;
     ASSIGN_OR_RETURN(TpProfile profile, ProfileTp(options, model, needs, tp, &coefficients));

@@ -34,6 +34,7 @@ namespace baton::scheduler::planner {
 struct ProfileOptions {
   std::filesystem::path model_dir;  // a Hugging Face checkpoint directory
   DType weight_dtype = DType::kF32;
+  DType kv_cache_dtype = DType::kF32;  // kF32 or kBF16: the decode steps' context term follows it
   // On the CPU one "device" is a core: one compute thread per rank, unless asked otherwise.
   int num_threads_per_rank = 1;
   std::vector<int> tps = {1};  // tensor-parallel degrees to profile, each >= 1

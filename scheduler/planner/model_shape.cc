@@ -175,7 +175,7 @@ ModelShape ModelShapeFromConfig(const runtime::ModelConfig& config, DType weight
       .attention_bias = config.attention_bias,
       .num_learned_positions = 0,
       .bytes_per_param = static_cast<int>(DTypeBytes(weight_dtype)),
-      // The runtime's KV pool holds f32 whatever the weights (runtime/kv_cache/kv_pool.h).
+      // The runtime's default KV cache (kv_cache_dtype f32); `baton plan` sets the one it plans.
       .kv_bytes_per_value = 4,
   };
 }

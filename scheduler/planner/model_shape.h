@@ -41,8 +41,8 @@ struct ModelShape {
   bool attention_bias = false;     // q, k and v carry a bias (Qwen2); kPlain has biases everywhere
   int num_learned_positions = 0;   // rows of a learned position table (OPT: 2 + 2048); 0: RoPE
   int bytes_per_param = 2;         // of the served weights and activations (2: bf16/f16)
-  // Of one cached K or V value. 2 for a 16-bit KV cache (DistServe's, vLLM's); Baton's KV pool
-  // stores f32 today (runtime/kv_cache/kv_pool.h), so `baton plan` sets 4 for Baton's own workers.
+  // Of one cached K or V value: 2 for a 16-bit KV cache (DistServe's, vLLM's, Baton's
+  // kv_cache_dtype bf16), 4 for Baton's f32 default; `baton plan` sets what it plans for.
   int kv_bytes_per_value = 2;
 
   // Every parameter: embeddings (and learned positions), attention, MLP, biases, norms, the LM
