@@ -63,6 +63,7 @@ absl::StatusOr<std::byte*> CreateSharedMapping(const std::string& name, const Kv
   header->head_dim = shape.head_dim;
   header->block_size = shape.block_size;
   header->num_blocks = num_blocks;
+  header->dtype = static_cast<uint32_t>(shape.dtype);
   header->owner_pid = getpid();
   header->data_offset_bytes = kKvSegmentHeaderBytes;
   header->data_bytes = data_bytes;

@@ -61,7 +61,8 @@ struct KvPoolOptions {
 // `magic` is stored last (release), so a reader that sees kMagic (acquire) sees the other fields.
 struct KvSegmentHeader {
   static constexpr uint64_t kMagic = 0x31564b4e4f544142;  // "BATONKV1" little-endian
-  static constexpr uint32_t kVersion = 1;
+  // 2 added dtype; version 1 knew only f32 pools.
+  static constexpr uint32_t kVersion = 2;
 
   uint64_t magic;
   uint32_t version;
@@ -70,6 +71,7 @@ struct KvSegmentHeader {
   int32_t head_dim;
   int32_t block_size;
   int32_t num_blocks;
+  uint32_t dtype;              // static_cast<uint32_t>(shape.dtype): 0 f32, 2 bf16
   int64_t owner_pid;           // getpid() of the process that created (and will unlink) the segment
   uint64_t data_offset_bytes;  // where block 0 starts: kKvSegmentHeaderBytes
   uint64_t data_bytes;         // num_blocks * BlockBytes()

@@ -1,5 +1,10 @@
 #include "runtime/rpc/kv_handoff_conversion.h"
 
+#include <optional>
+#include <string>
+
+#include "runtime/transfer/kv_dtype.h"
+
 namespace baton::rpc {
 
 void ToProto(const runtime::ParallelLayout& layout, v1::ParallelLayout* out) {
@@ -33,18 +38,26 @@ void ToProto(const runtime::KvHandoff& handoff, v1::KvSource* out) {
   out->mutable_block_ids()->Assign(handoff.blocks.begin(), handoff.blocks.end());
   out->set_num_tokens(handoff.num_tokens);
   out->set_kv_grant(handoff.kv_grant);
+  out->set_kv_dtype(handoff.unknown_kv_dtype.empty()
+                        ? std::string(DTypeName(handoff.model_shape.dtype))
+                        : handoff.unknown_kv_dtype);
 }
 
 runtime::KvHandoff FromProto(const v1::KvSource& source) {
+  // Empty: a sender from before the field, whose pools were all f32.
+  const std::optional<DType> dtype =
+      source.kv_dtype().empty() ? DType::kF32 : runtime::KvDTypeFromName(source.kv_dtype());
   runtime::KvHandoff handoff{
       .model_shape = runtime::KvPoolShape{.num_layers = source.num_layers(),
                                           .num_kv_heads = source.num_kv_heads(),
                                           .head_dim = source.head_dim(),
-                                          .block_size = source.block_size()},
+                                          .block_size = source.block_size(),
+                                          .dtype = dtype.value_or(DType::kF32)},
       .layout = FromProto(source.layout()),
       .blocks = {source.block_ids().begin(), source.block_ids().end()},
       .num_tokens = source.num_tokens(),
-      .kv_grant = source.kv_grant()};
+      .kv_grant = source.kv_grant(),
+      .unknown_kv_dtype = dtype.has_value() ? std::string() : source.kv_dtype()};
   for (const v1::KvRankEndpoint& rank : source.ranks()) {
     handoff.rank_sources.push_back(runtime::KvSource{.hostname = rank.hostname(),
                                                      .boot_id = rank.boot_id(),

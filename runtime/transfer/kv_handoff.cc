@@ -45,6 +45,11 @@ bool SamePartition(const std::vector<KvRankShard>& a, const std::vector<KvRankSh
 }  // namespace
 
 absl::Status ValidateKvHandoff(const KvHandoff& handoff) {
+  if (!handoff.unknown_kv_dtype.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV hand-off: the prefill instance's KV element type \"", handoff.unknown_kv_dtype,
+        "\" is unknown here (this build knows f32 and bf16)"));
+  }
   absl::StatusOr<std::vector<KvRankShard>> shards = RankShards(handoff.model_shape, handoff.layout);
   if (!shards.ok()) return Prefixed("KV hand-off: prefill ", shards.status());
   if (static_cast<int>(handoff.rank_sources.size()) != handoff.layout.num_ranks()) {

@@ -36,13 +36,18 @@ struct KvHandoff {
   // The capability to read `blocks` from the ranks' KV servers (kv_grants.h): every pull presents
   // it. Empty when the prefill side grants nothing.
   std::string kv_grant;
+  // The element type a hand-off from another process named (v1::KvSource::kv_dtype) when this build
+  // does not know it; model_shape.dtype is meaningless then. Kept so that the scheduler carries it
+  // unchanged and the decode worker refuses it, naming it (ValidateKvHandoff). "" otherwise.
+  std::string unknown_kv_dtype;
   bool operator==(const KvHandoff&) const = default;
 };
 
-// What the hand-off alone can tell: InvalidArgument, naming the numbers, if the layout does not fit
-// model_shape (MakeKvRankShard), rank_sources does not have one entry per prefill rank, num_tokens
-// < 0, blocks.size() != ceil(num_tokens / block_size), a block id is negative, or kv_grant is neither
-// empty nor KvGrants::kTokenBytes long.
+// What the hand-off alone can tell: InvalidArgument, naming the numbers, if it names an unknown KV
+// element type (unknown_kv_dtype), the layout does not fit model_shape (MakeKvRankShard),
+// rank_sources does not have one entry per prefill rank, num_tokens < 0, blocks.size() !=
+// ceil(num_tokens / block_size), a block id is negative, or kv_grant is neither empty nor
+// KvGrants::kTokenBytes long.
 absl::Status ValidateKvHandoff(const KvHandoff& handoff);
 
 // The pull of every decode rank (index = decode rank_idx, stage-major) of an instance that runs
@@ -50,9 +55,9 @@ absl::Status ValidateKvHandoff(const KvHandoff& handoff);
 // partition: same-layout specs; otherwise re-slicing specs whose rank_sources hold the prefill
 // ranks' sources, pool shapes and (shared) block ids, filled only for the ranks the decode rank's
 // slabs name (the others are left empty; kv_transport.h allows it). InvalidArgument as
-// ValidateKvHandoff, and when the two models' KV shapes differ (num_layers, num_kv_heads, head_dim
-// or block_size: the instances run different models or block sizes) or decode_layout does not fit
-// the model.
+// ValidateKvHandoff, and when the two models' KV shapes differ (num_layers, num_kv_heads, head_dim,
+// block_size or dtype: the instances run different models, block sizes or KV cache element types)
+// or decode_layout does not fit the model.
 absl::StatusOr<std::vector<KvPullSpec>> PlanKvPulls(const KvHandoff& handoff,
                                                     const KvPoolShape& decode_model_shape,
                                                     const ParallelLayout& decode_layout);

@@ -9,9 +9,11 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/common/check.h"
+#include "runtime/transfer/kv_dtype.h"
 
 namespace baton::runtime {
 namespace {
@@ -72,10 +74,17 @@ absl::StatusOr<std::unique_ptr<KvPoolMapping>> KvPoolMapping::Open(const std::st
                                                       "\" is not a Baton KV pool of version ",
                                                       KvSegmentHeader::kVersion));
   }
+  const std::optional<DType> dtype = KvDTypeFromCode(header->dtype);
+  if (!dtype.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "KV segment \"", shm_name, "\": unknown KV element type ", header->dtype,
+        " in its header (this build knows f32 and bf16)"));
+  }
   result->shape_ = KvPoolShape{.num_layers = header->num_layers,
                                .num_kv_heads = header->num_kv_heads,
                                .head_dim = header->head_dim,
-                               .block_size = header->block_size};
+                               .block_size = header->block_size,
+                               .dtype = *dtype};
   result->num_blocks_ = header->num_blocks;
   result->owner_pid_ = header->owner_pid;
   const uint64_t expected_data_bytes = static_cast<uint64_t>(result->shape_.BlockBytes()) *

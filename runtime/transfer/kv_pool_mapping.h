@@ -23,7 +23,8 @@ class KvPoolMapping {
  public:
   // Unavailable if no such segment exists (its owner never created it or has gone) or its owner has
   // not finished initializing it; FailedPrecondition if it is not a Baton KV segment of this
-  // version or its size disagrees with its header; InvalidArgument for a malformed name.
+  // version, its header names an element type this build does not know, or its size disagrees
+  // with its header; InvalidArgument for a malformed name.
   static absl::StatusOr<std::unique_ptr<KvPoolMapping>> Open(const std::string& shm_name);
 
   ~KvPoolMapping();

@@ -8,11 +8,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <system_error>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/process/deployment_secret.h"
+#include "runtime/transfer/kv_dtype.h"
 #include "runtime/transfer/kv_slab_copy.h"
 #include "runtime/transfer/kv_transport.h"
 
@@ -205,10 +207,17 @@ bool KvServer::ServeRequest(int fd, const KvWireRequest& request, std::unique_pt
 
 absl::Status KvServer::CheckShape(const KvWireRequest& request) const {
   const KvPoolShape& shape = pool_.shape();
+  const std::optional<DType> dtype = KvDTypeFromCode(request.dtype);
+  if (!dtype.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV server: the request expects a pool of unknown KV element type ", request.dtype,
+        " but this pool is (", ShapeString(shape), ")"));
+  }
   const KvPoolShape expected{.num_layers = request.num_layers,
                              .num_kv_heads = request.num_kv_heads,
                              .head_dim = request.head_dim,
-                             .block_size = request.block_size};
+                             .block_size = request.block_size,
+                             .dtype = *dtype};
   if (expected == shape) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("KV server: the request expects a pool of shape (",
                                                  ShapeString(expected), ") but this pool is (",

@@ -114,7 +114,8 @@ class KvServer {
   bool SendOverLink(int fd, const KvWireRequest& request, KvLink* link);
   // Sends a response without payload: `status` (OK, or the error and its message).
   bool SendStatus(int fd, const absl::Status& status);
-  // InvalidArgument unless the request's shape is this pool's.
+  // InvalidArgument, naming both, unless the request's shape (element type included) is this
+  // pool's.
   absl::Status CheckShape(const KvWireRequest& request) const;
   // The slab of this pool that `piece` names (source-local indices), or InvalidArgument if its
   // blocks, layers or KV heads are empty or reach outside the pool.

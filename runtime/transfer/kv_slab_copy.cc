@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -9,6 +10,12 @@ namespace baton::runtime {
 
 absl::Status CheckSlabFits(const KvPoolShape& src_shape, const KvPoolShape& dst_shape,
                            const KvSlab& slab) {
+  // The copy moves bytes: elements of another width would land as garbage, not converted.
+  if (src_shape.dtype != dst_shape.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV slab copy: the source pool holds ", std::string(DTypeName(src_shape.dtype)),
+        " elements but the destination holds ", std::string(DTypeName(dst_shape.dtype))));
+  }
   if (src_shape.head_dim != dst_shape.head_dim || src_shape.block_size != dst_shape.block_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KV slab copy: source head_dim ", src_shape.head_dim, ", block_size ",
@@ -44,10 +51,9 @@ absl::Status CheckSlabFits(const KvPoolShape& src_shape, const KvPoolShape& dst_
 std::vector<KvByteRange> SlabByteRanges(const KvPoolShape& src_shape, const KvPoolShape& dst_shape,
                                         const KvSlab& slab, std::span<const BlockId> src_blocks,
                                         std::span<const BlockId> dst_blocks) {
-  constexpr int64_t kElemBytes = sizeof(float);
   // One KV head of one layer's K (or V) in a block: block_size x head_dim elements.
-  const int64_t head_bytes =
-      static_cast<int64_t>(src_shape.block_size) * src_shape.head_dim * kElemBytes;
+  const int64_t head_bytes = static_cast<int64_t>(src_shape.block_size) * src_shape.head_dim *
+                             static_cast<int64_t>(DTypeBytes(src_shape.dtype));
   const int64_t chunk_bytes = head_bytes * slab.num_kv_heads();
   const int64_t src_block_bytes = static_cast<int64_t>(src_shape.BlockBytes());
   const int64_t dst_block_bytes = static_cast<int64_t>(dst_shape.BlockBytes());
@@ -97,7 +103,8 @@ KvPoolShape PackedSlabShape(const KvSlab& slab, const KvPoolShape& pool_shape) {
   return KvPoolShape{.num_layers = slab.num_layers(),
                      .num_kv_heads = slab.num_kv_heads(),
                      .head_dim = pool_shape.head_dim,
-                     .block_size = pool_shape.block_size};
+                     .block_size = pool_shape.block_size,
+                     .dtype = pool_shape.dtype};
 }
 
 std::vector<KvByteRange> PackedSlabByteRanges(const KvPoolShape& src_shape, const KvSlab& slab,

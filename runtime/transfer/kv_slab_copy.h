@@ -1,7 +1,8 @@
 // KV slab copy: the byte ranges that move one slab (layers x KV heads, kv_slab_mapping.h) of a list
 // of blocks from a source pool into a destination pool of a different shape, and the copy itself.
 //
-// A KvPool block is [num_layers][2 (K, V)][num_kv_heads][block_size][head_dim] f32 (kv_pool.h):
+// A KvPool block is [num_layers][2 (K, V)][num_kv_heads][block_size][head_dim] of its dtype
+// (kv_pool.h), the same on both sides (the copy moves bytes, it does not convert):
 // head-major within a layer, so KV heads [h0, h1) of one layer's K (or V) are one contiguous range
 // of (h1 - h0) * block_size * head_dim elements on either side. One slab of one block is therefore
 // 2 x slab.num_layers() ranges. SlabByteRanges emits them in order (block, layer, K then V) and
@@ -36,8 +37,8 @@ struct KvByteRange {
   bool operator==(const KvByteRange&) const = default;
 };
 
-// OK if `slab` can be copied between pools of these shapes: equal head_dim and block_size, the
-// slab non-empty, and its source-local layers/heads (src_layer_idx, src_kv_head_idx, sizes) inside
+// OK if `slab` can be copied between pools of these shapes: equal dtype, head_dim and block_size,
+// the slab non-empty, and its source-local layers/heads (src_layer_idx, src_kv_head_idx, sizes) inside
 // src_shape and its destination-local ones inside dst_shape. InvalidArgument naming the numbers
 // otherwise. The global indices of the slab (layer_begin, ...) are only used for its sizes.
 absl::Status CheckSlabFits(const KvPoolShape& src_shape, const KvPoolShape& dst_shape,
@@ -46,7 +47,8 @@ absl::Status CheckSlabFits(const KvPoolShape& src_shape, const KvPoolShape& dst_
 // The ranges that copy `slab` of source block src_blocks[i] into destination block dst_blocks[i],
 // for every i, merged as described at the top. Pre-conditions: CheckSlabFits(...) is OK,
 // src_blocks.size() == dst_blocks.size(), ids non-negative. The sum of num_bytes is
-// src_blocks.size() * slab.num_layers() * slab.num_kv_heads() * 2 * block_size * head_dim * 4.
+// src_blocks.size() * slab.num_layers() * slab.num_kv_heads() * 2 * block_size * head_dim *
+// DTypeBytes(dtype).
 std::vector<KvByteRange> SlabByteRanges(const KvPoolShape& src_shape, const KvPoolShape& dst_shape,
                                         const KvSlab& slab, std::span<const BlockId> src_blocks,
                                         std::span<const BlockId> dst_blocks);
@@ -55,7 +57,8 @@ std::vector<KvByteRange> SlabByteRanges(const KvPoolShape& src_shape, const KvPo
 // same-layout (whole-block) pull is this one slab, and its ranges are the block runs.
 KvSlab WholePoolSlab(const KvPoolShape& shape);
 
-// The shape of `slab` alone: its layers and KV heads, with head_dim and block_size of `pool_shape`.
+// The shape of `slab` alone: its layers and KV heads, with head_dim, block_size and dtype of
+// `pool_shape`.
 KvPoolShape PackedSlabShape(const KvSlab& slab, const KvPoolShape& pool_shape);
 
 // The ranges that send `slab` of blocks src_start .. src_start + num_blocks - 1 of a pool of

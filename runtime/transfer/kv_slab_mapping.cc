@@ -89,27 +89,27 @@ absl::StatusOr<std::vector<std::vector<KvSlab>>> MapKvSlabs(const KvPoolShape& m
 
 namespace {
 
-KvBytes BytesOf(int64_t num_layer_heads, const KvPoolShape& shape, int64_t dtype_bytes) {
+KvBytes BytesOf(int64_t num_layer_heads, const KvPoolShape& shape) {
   KvBytes bytes;
-  bytes.per_token_bytes = num_layer_heads * shape.head_dim * 2 * dtype_bytes;
+  bytes.per_token_bytes =
+      num_layer_heads * shape.head_dim * 2 * static_cast<int64_t>(DTypeBytes(shape.dtype));
   bytes.per_block_bytes = bytes.per_token_bytes * shape.block_size;
   return bytes;
 }
 
 }  // namespace
 
-KvBytes OwnedKvBytes(const KvRankShard& rank, int64_t dtype_bytes) {
+KvBytes OwnedKvBytes(const KvRankShard& rank) {
   return BytesOf(static_cast<int64_t>(rank.pool_shape.num_layers) * rank.pool_shape.num_kv_heads,
-                 rank.pool_shape, dtype_bytes);
+                 rank.pool_shape);
 }
 
-KvBytes SlabKvBytes(std::span<const KvSlab> slabs, const KvPoolShape& model_shape,
-                    int64_t dtype_bytes) {
+KvBytes SlabKvBytes(std::span<const KvSlab> slabs, const KvPoolShape& model_shape) {
   int64_t num_layer_heads = 0;
   for (const KvSlab& slab : slabs) {
     num_layer_heads += static_cast<int64_t>(slab.num_layers()) * slab.num_kv_heads();
   }
-  return BytesOf(num_layer_heads, model_shape, dtype_bytes);
+  return BytesOf(num_layer_heads, model_shape);
 }
 
 }  // namespace baton::runtime

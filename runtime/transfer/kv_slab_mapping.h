@@ -58,7 +58,7 @@ struct KvRankShard {
   int layer_end = 0;
   int kv_head_begin = 0;
   int kv_head_end = 0;
-  KvPoolShape pool_shape;  // num_layers, num_kv_heads of this rank; head_dim, block_size as model's
+  KvPoolShape pool_shape;  // num_layers, num_kv_heads of this rank; the rest as the model's
 };
 
 // `model_shape` is the whole model's KV shape (all layers, all KV heads). InvalidArgument, naming
@@ -77,17 +77,17 @@ absl::StatusOr<std::vector<std::vector<KvSlab>>> MapKvSlabs(const KvPoolShape& m
                                                             const ParallelLayout& decode);
 
 struct KvBytes {
-  int64_t per_token_bytes = 0;  // sum of num_layers * num_kv_heads * head_dim * 2 * dtype_bytes
+  int64_t per_token_bytes = 0;  // sum of num_layers * num_kv_heads * head_dim * 2 * DTypeBytes
   int64_t per_block_bytes = 0;  // per_token_bytes * block_size
   bool operator==(const KvBytes&) const = default;
 };
 
-// The KV bytes a rank's pool holds per token and per block.
-KvBytes OwnedKvBytes(const KvRankShard& rank, int64_t dtype_bytes = sizeof(float));
+// The KV bytes a rank's pool holds per token and per block, in elements of its pool's dtype.
+KvBytes OwnedKvBytes(const KvRankShard& rank);
 
-// The KV bytes a list of slabs moves per token and per block of the request. For the slabs of a
-// decode rank from MapKvSlabs this equals OwnedKvBytes of that rank.
-KvBytes SlabKvBytes(std::span<const KvSlab> slabs, const KvPoolShape& model_shape,
-                    int64_t dtype_bytes = sizeof(float));
+// The KV bytes a list of slabs moves per token and per block of the request, in elements of
+// model_shape.dtype. For the slabs of a decode rank from MapKvSlabs this equals OwnedKvBytes of
+// that rank.
+KvBytes SlabKvBytes(std::span<const KvSlab> slabs, const KvPoolShape& model_shape);
 
 }  // namespace baton::runtime

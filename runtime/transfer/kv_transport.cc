@@ -14,7 +14,8 @@ namespace baton::runtime {
 
 std::string ShapeString(const KvPoolShape& shape) {
   return absl::StrCat("layers ", shape.num_layers, ", kv heads ", shape.num_kv_heads, ", head_dim ",
-                      shape.head_dim, ", block_size ", shape.block_size);
+                      shape.head_dim, ", block_size ", shape.block_size, ", dtype ",
+                      std::string(DTypeName(shape.dtype)));
 }
 
 namespace {

@@ -38,12 +38,13 @@
 // is bounded by it, a pull never hangs); Internal for a protocol violation.
 //
 // Shapes: a same-layout pull (spec.slabs empty) needs source and destination pools of the same
-// KvPoolShape; a mismatch is InvalidArgument. When the prefill and decode instances shard the model
+// KvPoolShape, element type included (transports move bytes, they never convert f32 and bf16); a
+// mismatch is InvalidArgument. When the prefill and decode instances shard the model
 // differently (TP/PP), the decode rank pulls a re-slicing spec instead: spec.slabs (its entry of
 // MapKvSlabs, kv_slab_mapping.h) names, per slab, the prefill rank holding it
 // (spec.rank_sources[slab.src_rank_idx]: that rank's KvSource, pool shape and block ids) and its
 // layers x KV heads; every (layer, KV head) of the destination pool must be covered by exactly one
-// slab, and head_dim and block_size must agree (InvalidArgument otherwise). Both transports
+// slab, and dtype, head_dim and block_size must agree (InvalidArgument otherwise). Both transports
 // re-slice, with the same checks and codes: shm copies each slab's byte ranges out of every named
 // rank's segment; TCP asks each named rank's KvServer (rank_sources[i].source.tcp_address, one
 // connection per rank, concurrently) for its slabs' pieces (tcp_wire.h) and receives them straight
@@ -146,7 +147,7 @@ class KvTransport {
 absl::Status ValidatePull(const KvPullSpec& spec, const KvPool& dst,
                           std::span<const BlockId> dst_blocks);
 
-// "layers 12, kv heads 4, head_dim 64, block_size 16", for error messages.
+// "layers 12, kv heads 4, head_dim 64, block_size 16, dtype bf16", for error messages.
 std::string ShapeString(const KvPoolShape& shape);
 
 }  // namespace baton::runtime

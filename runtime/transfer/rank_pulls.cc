@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/transfer/block_runs.h"
+#include "runtime/transfer/kv_dtype.h"
 
 namespace baton::runtime {
 namespace {
@@ -122,6 +123,7 @@ KvWireRequest KvRequestHeader(const KvPoolShape& shape, std::string_view kv_gran
                         .num_kv_heads = shape.num_kv_heads,
                         .head_dim = shape.head_dim,
                         .block_size = shape.block_size,
+                        .dtype = KvDTypeCode(shape.dtype),
                         .kind = kind,
                         .grant = {}};
   std::memcpy(request.grant, kv_grant.data(), std::min(kv_grant.size(), sizeof(request.grant)));

@@ -1,5 +1,5 @@
 // The KV pull wire protocol between the decode side (TcpKvTransport, NcclKvTransport) and KvServer
-// (prefill side), version 5. A connection opens with a hello (KvWireHello, then secret_bytes of the
+// (prefill side), version 6. A connection opens with a hello (KvWireHello, then secret_bytes of the
 // deployment secret, runtime/process/deployment_secret.h): a server with a secret compares it and,
 // when it does not match, answers Unauthenticated to the first request and closes the connection,
 // before it reads or sends any KV. Then a request is one of three kinds (KvWireRequest::kind):
@@ -30,14 +30,16 @@
 //   response := KvWireResponse, then message_bytes of UTF-8 (an error message, only if status_code
 //               != 0), then payload_bytes of KV data: for each piece in request order, for each
 //               block src_start .. src_start + num_blocks - 1, for each of its layers, K then V:
-//               its KV heads' [num_kv_heads][block_size][head_dim] f32, exactly as they lie in the
-//               pool. That is, each piece packed as blocks 0, 1, ... of a pool holding only its
-//               layers and heads (PackedSlabByteRanges, kv_slab_copy.h); a piece's payload is
-//               num_blocks * num_layers * 2 * num_kv_heads * block_size * head_dim * 4 bytes.
+//               its KV heads' [num_kv_heads][block_size][head_dim] elements of the pool's
+//               dtype, exactly as they lie in the pool. That is, each piece packed as blocks 0,
+//               1, ... of a pool holding only its layers and heads (PackedSlabByteRanges,
+//               kv_slab_copy.h); a piece's payload is num_blocks * num_layers * 2 *
+//               num_kv_heads * block_size * head_dim * DTypeBytes(dtype) bytes.
 //
 // The server checks magic and version (a mismatch: it answers InvalidArgument and closes the
-// connection, since it cannot trust the framing), num_pieces (too many: the same), the shape
-// against its pool (InvalidArgument), and that every piece lies inside its pool: blocks, layers
+// connection, since it cannot trust the framing), num_pieces (too many: the same), the shape,
+// element type included, against its pool (InvalidArgument: bytes of another width cannot land
+// as the client expects), and that every piece lies inside its pool: blocks, layers
 // and KV heads non-empty and in range (InvalidArgument naming the piece); every range likewise
 // (non-empty, inside the pool's block data). It checks every piece before sending a byte: an error
 // response has payload_bytes 0 and the connection stays usable. status_code is an
@@ -60,7 +62,8 @@ static_assert(std::endian::native == std::endian::little,
               "the KV wire protocol sends its structs as they are in memory");
 
 inline constexpr uint32_t kKvWireMagic = 0x5650564b;  // "KVPV"
-inline constexpr uint32_t kKvWireVersion = 5;
+// 6: KvWireRequest::dtype (5 and before: f32 only).
+inline constexpr uint32_t kKvWireVersion = 6;
 // Upper bound on a hello's secret (a longer one is garbage).
 inline constexpr uint32_t kKvWireMaxSecretBytes = 1024;
 
@@ -88,12 +91,13 @@ struct KvWireRequest {
   int32_t num_kv_heads;
   int32_t head_dim;
   int32_t block_size;
-  uint32_t kind;  // KvWireKind
+  uint32_t dtype;  // KvDTypeCode (kv_dtype.h) of its elements
+  uint32_t kind;   // KvWireKind
   // The KV grant (KvGrants::kTokenBytes) of the request whose blocks this reads; zeros for none.
   // Unused by a join.
   uint8_t grant[16];
 };
-static_assert(sizeof(KvWireRequest) == 48);
+static_assert(sizeof(KvWireRequest) == 52);
 
 // Layers [layer_idx, layer_idx + num_layers) x KV heads [kv_head_idx, kv_head_idx + num_kv_heads)
 // of blocks [src_start, src_start + num_blocks), all local to the server's pool.

@@ -11,6 +11,7 @@ namespace baton::rpc {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 runtime::KvHandoff TwoByTwoHandoff() {
   runtime::KvHandoff handoff{
@@ -56,6 +57,51 @@ TEST(KvHandoffConversionTest, AOneRankHandoffWithNoSharedMemoryRoundTrips) {
   ToProto(handoff, &message);
   EXPECT_TRUE(message.layout().stage_num_layers().empty());
   EXPECT_EQ(FromProto(message), handoff);
+}
+
+TEST(KvHandoffConversionTest, TheKvElementTypeRoundTrips) {
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    runtime::KvHandoff handoff = TwoByTwoHandoff();
+    handoff.model_shape.dtype = dtype;
+    v1::KvSource message;
+    ToProto(handoff, &message);
+    EXPECT_EQ(message.kv_dtype(), DTypeName(dtype));
+    v1::KvSource parsed;
+    ASSERT_TRUE(parsed.ParseFromString(message.SerializeAsString()));
+    EXPECT_EQ(FromProto(parsed), handoff) << DTypeName(dtype);
+    EXPECT_EQ(FromProto(parsed).model_shape.dtype, dtype);
+  }
+}
+
+TEST(KvHandoffConversionTest, ASenderWithoutTheFieldMeansF32) {
+  v1::KvSource message;
+  ToProto(TwoByTwoHandoff(), &message);
+  message.clear_kv_dtype();
+  const runtime::KvHandoff handoff = FromProto(message);
+  EXPECT_EQ(handoff.model_shape.dtype, DType::kF32);
+  EXPECT_TRUE(handoff.unknown_kv_dtype.empty());
+  EXPECT_EQ(handoff, TwoByTwoHandoff());
+}
+
+// A type this build does not know converts without failing, is carried on unchanged (the scheduler
+// converts a hand-off in and out), and the decode worker's first check refuses it by name.
+TEST(KvHandoffConversionTest, AnUnknownKvElementTypeIsCarriedAndThenRefused) {
+  for (const std::string name : {"fp8", "f16", "BF16", "f32 "}) {
+    SCOPED_TRACE(name);
+    v1::KvSource message;
+    ToProto(TwoByTwoHandoff(), &message);
+    message.set_kv_dtype(name);
+    const runtime::KvHandoff handoff = FromProto(message);
+    EXPECT_EQ(handoff.unknown_kv_dtype, name);
+    v1::KvSource forwarded;
+    ToProto(handoff, &forwarded);
+    EXPECT_EQ(forwarded.kv_dtype(), name);
+    const absl::Status status = runtime::ValidateKvHandoff(handoff);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(status.message()), HasSubstr("\"" + name + "\" is unknown"));
+    EXPECT_EQ(runtime::PlanKvPulls(handoff, handoff.model_shape, handoff.layout).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
 }
 
 TEST(ParallelLayoutConversionTest, RoundTrips) {

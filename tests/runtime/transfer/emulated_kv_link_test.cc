@@ -61,6 +61,29 @@ TEST(EmulatedKvLinkTest, SpansArriveInOrderIntoTheirBuffers) {
   EXPECT_EQ(rb, b);
 }
 
+// A bf16 pool's slab ranges are whole elements, not whole words: spans of any byte count, at any
+// address, arrive as they were.
+TEST(EmulatedKvLinkTest, SpansOfOddSizesAtUnalignedAddressesArriveExactly) {
+  EmulatedKvLinkFactory prefill, decode;
+  LinkPair link = Join(prefill, decode);
+  const std::vector<size_t> sizes = {2, 6, 18, 1, 3, (1 << 20) + 2};
+  const std::vector<std::byte> src = Bytes(4096 + (1 << 20) + 64, 3);
+  std::vector<std::byte> dst(src.size());
+  std::vector<KvDeviceSpan> send, recv;
+  size_t offset = 1;  // odd: no span is word-aligned on either side
+  for (size_t n : sizes) {
+    send.push_back({const_cast<std::byte*>(src.data()) + offset, n});
+    recv.push_back({dst.data() + offset + 2, n});  // elsewhere in the receiver's buffer
+    offset += n + 3;
+  }
+  auto sent = std::async(std::launch::async, [&] { return link.sender->Send(send, Soon()); });
+  EXPECT_THAT(link.receiver->Recv(recv, Soon()), IsOk());
+  EXPECT_THAT(sent.get(), IsOk());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(std::memcmp(recv[i].data, send[i].data, sizes[i]), 0) << "span " << i;
+  }
+}
+
 TEST(EmulatedKvLinkTest, BothRanksMayJoinThroughOneFactory) {
   EmulatedKvLinkFactory both;
   LinkPair link = Join(both, both);

@@ -163,13 +163,51 @@ TEST(PlanKvPullsTest, RefusesModelsWhoseKvShapesDiffer) {
            {"head_dim", {.num_layers = 4, .num_kv_heads = 2, .head_dim = 16, .block_size = 4}},
            {"block_size", {.num_layers = 4, .num_kv_heads = 2, .head_dim = 8, .block_size = 16}},
            {"num_layers", {.num_layers = 6, .num_kv_heads = 2, .head_dim = 8, .block_size = 4}},
-           {"num_kv_heads", {.num_layers = 4, .num_kv_heads = 4, .head_dim = 8, .block_size = 4}}}) {
+           {"num_kv_heads", {.num_layers = 4, .num_kv_heads = 4, .head_dim = 8, .block_size = 4}},
+           {"dtype",
+            {.num_layers = 4, .num_kv_heads = 2, .head_dim = 8, .block_size = 4,
+             .dtype = DType::kBF16}}}) {
     SCOPED_TRACE(what);
     EXPECT_THAT(PlanKvPulls(Handoff(L(2, 1)), decode_model, L(2, 1)),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          HasSubstr("the prefill instance's model KV (layers 4, kv heads 2, "
-                                   "head_dim 8, block_size 4) differs from the decode instance's")));
+                                   "head_dim 8, block_size 4, dtype f32) differs from the decode "
+                                   "instance's")));
   }
+  // The message names the decode side's element type too.
+  KvPoolShape bf16_model = kModel;
+  bf16_model.dtype = DType::kBF16;
+  EXPECT_THAT(PlanKvPulls(Handoff(L(2, 1)), bf16_model, L(2, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("block_size 4, dtype bf16)")));
+}
+
+TEST(PlanKvPullsTest, ABf16HandoffPlansBf16Pulls) {
+  KvPoolShape bf16_model = kModel;
+  bf16_model.dtype = DType::kBF16;
+  // Same layout: whole-block pulls of bf16 pools.
+  auto same = PlanKvPulls(Handoff(L(2, 1), bf16_model), bf16_model, L(2, 1));
+  ASSERT_THAT(same, IsOk());
+  for (const KvPullSpec& spec : *same) EXPECT_EQ(spec.shape.dtype, DType::kBF16);
+  // Re-sliced: every source rank's pool is bf16, and the bytes are counted as bf16.
+  auto resliced = PlanKvPulls(Handoff(L(2, 1), bf16_model), bf16_model, L(1, 1));
+  ASSERT_THAT(resliced, IsOk());
+  ASSERT_EQ(resliced->size(), 1u);
+  for (const KvRankSource& source : (*resliced)[0].rank_sources) {
+    EXPECT_EQ(source.shape.dtype, DType::kBF16);
+  }
+  auto dst = MakeKvRankShard(bf16_model, L(1, 1), 0);
+  ASSERT_THAT(dst, IsOk());
+  EXPECT_EQ(SlabKvBytes((*resliced)[0].slabs, bf16_model), OwnedKvBytes(*dst));
+  EXPECT_EQ(OwnedKvBytes(*dst).per_token_bytes, 4 * 2 * 8 * 2 * 2);
+}
+
+TEST(PlanKvPullsTest, RefusesAHandoffOfAnUnknownElementType) {
+  KvHandoff handoff = Handoff(L(1, 1));
+  handoff.unknown_kv_dtype = "fp8";
+  EXPECT_THAT(ValidateKvHandoff(handoff),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"fp8\" is unknown")));
+  EXPECT_THAT(PlanKvPulls(handoff, kModel, L(1, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"fp8\"")));
 }
 
 TEST(PlanKvPullsTest, RefusesBlockListsThatDoNotMatchTheTokens) {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/common/check.h"
 #include "runtime/kv_cache/kv_pool.h"
 #include "runtime/transfer/kv_pool_mapping.h"
 #include "runtime/transfer/kv_segment_names.h"
@@ -126,6 +127,66 @@ TEST(KvPoolShmTest, ForeignOrUninitializedSegmentsAreRejected) {
   close(fd);
   shm_unlink(name.c_str());
   EXPECT_THAT(KvPoolMapping::Open("bad/name"), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(KvPoolShmTest, TheHeaderCarriesTheDtype) {
+  KvPoolShape bf16_shape = kShape;
+  bf16_shape.dtype = DType::kBF16;
+  const std::string name = NewKvSegmentName();
+  auto pool = KvPool::Create(bf16_shape, kNumBlocks, KvPoolOptions{.shm_name = name});
+  ASSERT_THAT(pool, IsOk());
+  FillPool(**pool, kSeed);
+  auto mapping = KvPoolMapping::Open(name);
+  ASSERT_THAT(mapping, IsOk());
+  EXPECT_EQ((*mapping)->shape(), bf16_shape);
+  EXPECT_EQ((*mapping)->BlockBytes(), kShape.BlockBytes() / 2);
+  for (BlockId b = 0; b < kNumBlocks; ++b) {
+    EXPECT_TRUE(HoldsPattern((*mapping)->BlockData(b), bf16_shape.BlockBytes(), kSeed, b));
+  }
+}
+
+// A segment of one f32 block whose header the test writes by hand, as another build might have.
+class HandWrittenSegment {
+ public:
+  explicit HandWrittenSegment(uint32_t version, uint32_t dtype) : name_(NewKvSegmentName()) {
+    const int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    BATON_CHECK(fd >= 0);
+    BATON_CHECK(ftruncate(fd, kKvSegmentHeaderBytes + kShape.BlockBytes()) == 0);
+    KvSegmentHeader header{.magic = KvSegmentHeader::kMagic,
+                           .version = version,
+                           .num_layers = kShape.num_layers,
+                           .num_kv_heads = kShape.num_kv_heads,
+                           .head_dim = kShape.head_dim,
+                           .block_size = kShape.block_size,
+                           .num_blocks = 1,
+                           .dtype = dtype,
+                           .owner_pid = getpid(),
+                           .data_offset_bytes = kKvSegmentHeaderBytes,
+                           .data_bytes = kShape.BlockBytes()};
+    BATON_CHECK(pwrite(fd, &header, sizeof(header), 0) == static_cast<ssize_t>(sizeof(header)));
+    close(fd);
+  }
+  ~HandWrittenSegment() { shm_unlink(name_.c_str()); }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+};
+
+TEST(KvPoolShmTest, UnknownDtypesAndOldVersionsAreFailedPrecondition) {
+  EXPECT_THAT(KvPoolMapping::Open(HandWrittenSegment(KvSegmentHeader::kVersion, 0).name()), IsOk());
+  EXPECT_THAT(KvPoolMapping::Open(HandWrittenSegment(KvSegmentHeader::kVersion, 7).name()),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("unknown KV element type 7")));
+  // f16 is a DType, but not one a KV pool holds.
+  EXPECT_THAT(KvPoolMapping::Open(
+                  HandWrittenSegment(KvSegmentHeader::kVersion, static_cast<uint32_t>(DType::kF16))
+                      .name()),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("unknown KV element type")));
+  // Version 1 had no dtype: its segments are refused, not read as f32 or as garbage.
+  EXPECT_THAT(KvPoolMapping::Open(HandWrittenSegment(1, 0).name()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("version 2")));
 }
 
 // Reads a line (the segment name) the child writes to `fd`.

@@ -4,7 +4,8 @@
 // Every case runs over both transports: shared memory (ShmTransport, and AutoKvTransport, which
 // picks it on one host) and TCP (TcpKvTransport from a real KvServer per prefill rank, and
 // AutoKvTransport, which picks it for private pools); the error cases too, with the same codes.
-// Then TCP only: a server stopped mid-pull, and a rank that never answers.
+// Every layout runs with f32 and with bf16 pools. Then TCP only: a server stopped mid-pull, and a
+// rank that never answers.
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -39,11 +40,15 @@ namespace {
 
 using ::absl_testing::IsOk;
 using ::absl_testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using transfer_testing::BlockHoldsPattern;
 using transfer_testing::BlockListKind;
 using transfer_testing::FillPool;
+using transfer_testing::KvElementBits;
+using transfer_testing::LoadKvElement;
 using transfer_testing::RandomBlockList;
+using transfer_testing::StoreKvElement;
 
 constexpr int kPoolBlocks = 24;
 constexpr int kRequestBlocks = 9;
@@ -66,7 +71,8 @@ template <typename Fn>
 void ForEachElement(const KvPool& pool, const KvRankShard& shard, BlockId block,
                     int request_block_idx, Fn fn) {
   const KvPoolShape& s = pool.shape();
-  auto* data = reinterpret_cast<uint32_t*>(pool.BlockData(block));
+  std::byte* const data = pool.BlockData(block);
+  const int64_t elem_bytes = static_cast<int64_t>(DTypeBytes(s.dtype));
   for (int l = 0; l < s.num_layers; ++l) {
     for (int kv = 0; kv < 2; ++kv) {
       for (int h = 0; h < s.num_kv_heads; ++h) {
@@ -74,7 +80,7 @@ void ForEachElement(const KvPool& pool, const KvRankShard& shard, BlockId block,
           for (int d = 0; d < s.head_dim; ++d) {
             const int64_t idx = (((int64_t{l} * 2 + kv) * s.num_kv_heads + h) * s.block_size + slot) *
                                     s.head_dim + d;
-            fn(data + idx, shard.layer_begin + l, shard.kv_head_begin + h,
+            fn(data + idx * elem_bytes, shard.layer_begin + l, shard.kv_head_begin + h,
                request_block_idx * s.block_size + slot, d, kv);
           }
         }
@@ -147,9 +153,11 @@ Prefill MakePrefill(const Case& c, int num_tokens, std::mt19937& rng, KvTranspor
     const int num_blocks = (num_tokens + c.model.block_size - 1) / c.model.block_size;
     std::vector<BlockId> blocks = RandomBlockList(rng, kPoolBlocks, num_blocks, BlockListKind::kMixed);
     for (int i = 0; i < num_blocks; ++i) {
-      ForEachElement(**pool, *shard, blocks[i], i, [](uint32_t* p, int l, int h, int t, int d, int kv) {
-        *p = KvWord(l, h, t, d, kv);
-      });
+      const DType dtype = shard->pool_shape.dtype;
+      ForEachElement(**pool, *shard, blocks[i], i,
+                     [dtype](std::byte* p, int l, int h, int t, int d, int kv) {
+                       StoreKvElement(p, dtype, KvElementBits(KvWord(l, h, t, d, kv), dtype));
+                     });
     }
     std::string tcp_address;
     if (kind == KvTransportKind::kTcp) {
@@ -180,12 +188,14 @@ Prefill MakePrefill(const Case& c, int num_tokens, std::mt19937& rng, KvTranspor
     }
     int64_t wrong = 0;
     std::string first;
-    ForEachElement(dst, shard, b, request_idx[b], [&](uint32_t* p, int l, int h, int t, int d, int kv) {
-      if (*p == KvWord(l, h, t, d, kv)) return;
+    const DType dtype = dst.shape().dtype;
+    const auto check = [&](std::byte* p, int l, int h, int t, int d, int kv) {
+      if (LoadKvElement(p, dtype) == KvElementBits(KvWord(l, h, t, d, kv), dtype)) return;
       if (wrong++ == 0) {
         first = absl::StrCat("layer ", l, " head ", h, " token ", t, " dim ", d, " kv ", kv);
       }
-    });
+    };
+    ForEachElement(dst, shard, b, request_idx[b], check);
     if (wrong > 0) {
       return ::testing::AssertionFailure() << "destination block " << b << ": " << wrong
                                            << " wrong elements, first at " << first;
@@ -220,10 +230,13 @@ class Transports {
 
 std::string KindName(KvTransportKind kind) { return std::string(KvTransportKindName(kind)); }
 
-class KvResliceTest : public ::testing::TestWithParam<std::tuple<Case, KvTransportKind>> {};
+class KvResliceTest
+    : public ::testing::TestWithParam<std::tuple<Case, KvTransportKind, DType>> {};
 
 TEST_P(KvResliceTest, EveryDecodeRankGetsExactlyTheBytesItOwns) {
-  const auto& [c, kind] = GetParam();
+  const auto& [layouts, kind, dtype] = GetParam();
+  Case c = layouts;
+  c.model.dtype = dtype;
   absl::StatusOr<std::vector<std::vector<KvSlab>>> plan = MapKvSlabs(c.model, c.prefill, c.decode);
   ASSERT_THAT(plan, IsOk());
   std::mt19937 rng(13);
@@ -267,10 +280,11 @@ TEST_P(KvResliceTest, EveryDecodeRankGetsExactlyTheBytesItOwns) {
 INSTANTIATE_TEST_SUITE_P(
     Layouts, KvResliceTest,
     ::testing::Combine(::testing::ValuesIn(Cases()),
-                       ::testing::Values(KvTransportKind::kShm, KvTransportKind::kTcp)),
+                       ::testing::Values(KvTransportKind::kShm, KvTransportKind::kTcp),
+                       ::testing::Values(DType::kF32, DType::kBF16)),
     [](const auto& info) {
-      return absl::StrCat(std::get<0>(info.param).name, "_",
-                          KindName(std::get<1>(info.param)));
+      return absl::StrCat(std::get<0>(info.param).name, "_", KindName(std::get<1>(info.param)),
+                          "_", std::string(DTypeName(std::get<2>(info.param))));
     });
 
 // P(tp2) -> D(tp1), for the error paths, over either transport.
@@ -358,6 +372,32 @@ TEST_P(KvResliceErrorTest, MalformedSlabsAndSourcesAreInvalidArgument) {
   EXPECT_THAT(transport_.Pull(Spec(), *dst_, std::vector<BlockId>{3, 3}, Soon()),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("twice")));
   EXPECT_TRUE(Untouched());
+}
+
+// The prefill pools hold f32; a bf16 destination cannot take their bytes, however the spec puts it.
+TEST_P(KvResliceErrorTest, ADtypeMismatchIsInvalidArgumentNamingBothDtypes) {
+  KvPoolShape bf16_model = case_.model;
+  bf16_model.dtype = DType::kBF16;
+  auto dst = KvPool::Create(bf16_model, kPoolBlocks);
+  ASSERT_THAT(dst, IsOk());
+  FillPool(**dst, kDstSeed);
+  // The spec says what the sources are (f32): the slab check refuses before any source is read.
+  EXPECT_THAT(transport_.Pull(Spec(), **dst, dst_blocks_, Soon()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("holds f32 elements"),
+                             HasSubstr("destination holds bf16"))));
+  // The spec claims bf16 sources: the sources themselves refuse (the segment's header, or the
+  // KvServer's shape check).
+  KvPullSpec spec = Spec();
+  for (KvRankSource& source : spec.rank_sources) source.shape.dtype = DType::kBF16;
+  EXPECT_THAT(transport_.Pull(spec, **dst, dst_blocks_, Soon()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("dtype f32"), HasSubstr("dtype bf16"))));
+  for (BlockId b = 0; b < kPoolBlocks; ++b) EXPECT_TRUE(BlockHoldsPattern(**dst, b, kDstSeed, b));
+  if (GetParam() == KvTransportKind::kTcp) {
+    EXPECT_EQ(prefill_.servers[0]->num_requests_served(), 0);
+    EXPECT_EQ(prefill_.servers[1]->num_requests_served(), 0);
+  }
 }
 
 TEST_P(KvResliceErrorTest, MalformedAddressIsInvalidArgumentBeforeAnyRankIsPulled) {

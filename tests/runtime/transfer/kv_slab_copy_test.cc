@@ -20,13 +20,19 @@ namespace {
 
 using ::absl_testing::IsOk;
 using ::absl_testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-// head_dim 2, block_size 2: one KV head of one layer's K (or V) in a block is 2 x 2 x 4 = 16 bytes.
-KvPoolShape Shape(int num_layers, int num_kv_heads) {
+// head_dim 2, block_size 2: one KV head of one layer's K (or V) in a block is 2 x 2 x 4 = 16 bytes
+// (f32), 8 (bf16).
+KvPoolShape Shape(int num_layers, int num_kv_heads, DType dtype = DType::kF32) {
   return KvPoolShape{.num_layers = num_layers, .num_kv_heads = num_kv_heads, .head_dim = 2,
-                     .block_size = 2};
+                     .block_size = 2, .dtype = dtype};
+}
+
+KvPoolShape Bf16Shape(int num_layers, int num_kv_heads) {
+  return Shape(num_layers, num_kv_heads, DType::kBF16);
 }
 
 // Source-local (layer, head), destination-local (layer, head), and the slab's size.
@@ -69,6 +75,15 @@ std::vector<Case> Cases() {
       {"all heads, all layers of both, scattered blocks: one range per block", Shape(2, 2),
        Shape(2, 2), Slab(0, 0, 0, 0, 2, 2), {9, 4}, {1, 0}, {{1152, 128, 128}, {512, 0, 128}}},
       {"no blocks: no ranges", Shape(2, 2), Shape(2, 1), Slab(0, 1, 0, 0, 2, 1), {}, {}, {}},
+      // bf16: every offset and size of the f32 cases above, halved (block bytes 64 and 32).
+      {"bf16: same shape, whole pool, two runs: two ranges", Bf16Shape(2, 2), Bf16Shape(2, 2),
+       Slab(0, 0, 0, 0, 2, 2), {3, 5}, {0, 1}, {{192, 0, 64}, {320, 64, 64}}},
+      {"bf16: tp1 -> tp2 rank 1: head 1 of 2 per layer and K/V", Bf16Shape(2, 2), Bf16Shape(2, 1),
+       Slab(0, 1, 0, 0, 2, 1), {0}, {0}, {{8, 0, 8}, {24, 8, 8}, {40, 16, 8}, {56, 24, 8}}},
+      {"bf16: tp2 rank 1 -> tp1 into scattered blocks", Bf16Shape(2, 1), Bf16Shape(2, 2),
+       Slab(0, 0, 0, 1, 1, 1), {7}, {2}, {{224, 136, 8}, {232, 152, 8}}},
+      {"bf16: pp: all heads of one layer", Bf16Shape(2, 2), Bf16Shape(1, 2),
+       Slab(1, 0, 0, 0, 1, 2), {2, 3}, {1, 2}, {{160, 32, 32}, {224, 64, 32}}},
   };
 }
 
@@ -80,7 +95,8 @@ TEST(KvSlabCopyTest, ByteRangesTable) {
         SlabByteRanges(c.src, c.dst, c.slab, c.src_blocks, c.dst_blocks);
     EXPECT_THAT(ranges, ElementsAreArray(c.ranges));
     const int64_t slab_block_bytes = int64_t{c.slab.num_layers()} * c.slab.num_kv_heads() * 2 *
-                                     c.src.block_size * c.src.head_dim * 4;
+                                     c.src.block_size * c.src.head_dim *
+                                     static_cast<int64_t>(DTypeBytes(c.src.dtype));
     EXPECT_EQ(TotalBytes(ranges), slab_block_bytes * static_cast<int64_t>(c.src_blocks.size()));
   }
 }
@@ -113,6 +129,11 @@ TEST(KvSlabCopyTest, PackedRangesAreTheWireOrderFromTheSource) {
   // The whole pool: one range per run, as the blocks lie.
   EXPECT_THAT(PackedSlabByteRanges(Shape(2, 2), WholePoolSlab(Shape(2, 2)), 5, 3),
               ElementsAreArray(std::vector<KvByteRange>{{640, 0, 384}}));
+  // A bf16 pool packs into a bf16 stream: the same ranges at half the bytes.
+  EXPECT_EQ(PackedSlabShape(Slab(1, 0, 0, 0, 1, 2), Bf16Shape(2, 2)), Bf16Shape(1, 2));
+  EXPECT_THAT(PackedSlabByteRanges(Bf16Shape(2, 2), Slab(1, 1, 7, 7, 1, 1), 3, 2),
+              ElementsAreArray(std::vector<KvByteRange>{
+                  {232, 0, 8}, {248, 8, 8}, {296, 16, 8}, {312, 24, 8}}));
 }
 
 TEST(KvSlabCopyTest, CheckSlabFitsNamesWhatDoesNotFit) {
@@ -133,6 +154,17 @@ TEST(KvSlabCopyTest, CheckSlabFitsNamesWhatDoesNotFit) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("destination")));
   EXPECT_THAT(CheckSlabFits(Shape(2, 2), Shape(2, 2), Slab(-1, 0, 0, 0, 1, 1)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("source")));
+}
+
+TEST(KvSlabCopyTest, PoolsOfDifferentDtypesAreInvalidArgumentNamingBoth) {
+  EXPECT_THAT(CheckSlabFits(Bf16Shape(2, 2), Bf16Shape(2, 1), Slab(0, 1, 0, 0, 2, 1)), IsOk());
+  // Same layers, heads, head_dim and block_size: only the element type differs.
+  EXPECT_THAT(CheckSlabFits(Shape(2, 2), Bf16Shape(2, 2), WholePoolSlab(Shape(2, 2))),
+              StatusIs(absl::StatusCode::kInvalidArgument, AllOf(HasSubstr("source pool holds f32"),
+                                                                 HasSubstr("destination holds bf16"))));
+  EXPECT_THAT(CheckSlabFits(Bf16Shape(2, 2), Shape(2, 1), Slab(0, 1, 0, 0, 2, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, AllOf(HasSubstr("source pool holds bf16"),
+                                                                 HasSubstr("destination holds f32"))));
 }
 
 }  // namespace

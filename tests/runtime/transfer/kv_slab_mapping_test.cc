@@ -113,8 +113,18 @@ TEST(MapKvSlabsTest, BytesOfOneCase) {
   const KvBytes expected{.per_token_bytes = 512, .per_block_bytes = 512 * 16};
   EXPECT_EQ(OwnedKvBytes(*dst), expected);
   EXPECT_EQ(SlabKvBytes((*slabs)[0], model), expected);
-  EXPECT_EQ(OwnedKvBytes(*dst, 2).per_token_bytes, 256);  // bf16
   EXPECT_EQ(dst->pool_shape.BlockBytes(), size_t{512 * 16});
+
+  // bf16: half the bytes, taken from the shape's dtype (and a rank's pool inherits the model's).
+  KvPoolShape bf16_model = model;
+  bf16_model.dtype = DType::kBF16;
+  auto bf16_dst = MakeKvRankShard(bf16_model, {}, 0);
+  ASSERT_THAT(bf16_dst, IsOk());
+  EXPECT_EQ(bf16_dst->pool_shape.dtype, DType::kBF16);
+  const KvBytes bf16_expected{.per_token_bytes = 256, .per_block_bytes = 256 * 16};
+  EXPECT_EQ(OwnedKvBytes(*bf16_dst), bf16_expected);
+  EXPECT_EQ(SlabKvBytes((*slabs)[0], bf16_model), bf16_expected);
+  EXPECT_EQ(bf16_dst->pool_shape.BlockBytes(), size_t{256 * 16});
 }
 
 // For every layout pair of a sweep, checked against MakeModelShard (what each rank holds, derived

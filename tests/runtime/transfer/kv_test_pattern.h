@@ -1,8 +1,14 @@
 // Test helpers for KV transfer: a byte pattern that differs per (pool seed, block, layer, slot,
 // head, dim), checks against it, and random block lists with contiguous runs and scattered ids.
+//
+// Whole-block patterns are raw 32-bit words over the block's bytes, whatever the pool's dtype (a
+// transport moves bytes; a bf16 block is simply half as many of them). Tests that place values per
+// element (one (layer, head, token, dim) at a time) go through KvElementBits, StoreKvElement and
+// LoadKvElement, which give each dtype its own element width.
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -10,6 +16,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/common/dtype.h"
 #include "runtime/kv_cache/kv_pool.h"
 
 namespace baton::runtime::transfer_testing {
@@ -24,9 +31,38 @@ inline uint32_t PatternWord(uint32_t seed, BlockId block, uint64_t word_idx) {
   return static_cast<uint32_t>(x ^ (x >> 31));
 }
 
+// The element a pattern word becomes in a pool of `dtype`, as its bits: the word itself for f32;
+// for bf16, what a prefill writing the f32 with those bits would store (F32ToBf16).
+inline uint32_t KvElementBits(uint32_t word, DType dtype) {
+  return dtype == DType::kBF16 ? F32ToBf16(std::bit_cast<float>(word)) : word;
+}
+
+// The element at `p` of a pool of `dtype` (DTypeBytes(dtype) bytes), as bits.
+inline uint32_t LoadKvElement(const std::byte* p, DType dtype) {
+  if (dtype == DType::kBF16) {
+    uint16_t bits;
+    std::memcpy(&bits, p, sizeof(bits));
+    return bits;
+  }
+  uint32_t bits;
+  std::memcpy(&bits, p, sizeof(bits));
+  return bits;
+}
+
+// Stores `bits` (from KvElementBits) as the element at `p` of a pool of `dtype`.
+inline void StoreKvElement(std::byte* p, DType dtype, uint32_t bits) {
+  if (dtype == DType::kBF16) {
+    const auto half = static_cast<uint16_t>(bits);
+    std::memcpy(p, &half, sizeof(half));
+    return;
+  }
+  std::memcpy(p, &bits, sizeof(bits));
+}
+
 // Writes the pattern of (seed, pattern_block) into `block` of `pool`.
 inline void FillBlock(const KvPool& pool, BlockId block, uint32_t seed, BlockId pattern_block) {
   auto* words = reinterpret_cast<uint32_t*>(pool.BlockData(block));
+  // Whole words for bf16 too: a block holds K and V, an even number of elements.
   const uint64_t num_words = pool.BlockBytes() / sizeof(uint32_t);
   for (uint64_t i = 0; i < num_words; ++i) words[i] = PatternWord(seed, pattern_block, i);
 }

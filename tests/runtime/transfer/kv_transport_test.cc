@@ -24,6 +24,7 @@ namespace {
 
 using ::absl_testing::IsOk;
 using ::absl_testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using transfer_testing::BlockHoldsPattern;
 using transfer_testing::BlockListKind;
@@ -156,6 +157,62 @@ TEST_P(KvTransportTest, ShapeMismatchWithTheSourcePoolIsInvalidArgument) {
   EXPECT_THAT(transport_->Pull(spec, *dst_, std::vector<BlockId>{0, 1}, Soon()),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("head_dim 16")));
   EXPECT_TRUE(PulledExactly(*dst_, kDstSeed, {}, {}, kSrcSeed));
+}
+
+constexpr KvPoolShape kBf16Shape{
+    .num_layers = 3, .num_kv_heads = 2, .head_dim = 8, .block_size = 4, .dtype = DType::kBF16};
+
+TEST_P(KvTransportTest, Bf16PoolsArriveBitExact) {
+  auto src =
+      KvPool::Create(kBf16Shape, kNumSrcBlocks, KvPoolOptions{.shm_name = NewKvSegmentName()});
+  ASSERT_THAT(src, IsOk());
+  FillPool(**src, kSrcSeed);
+  auto server = KvServer::Start(**src, KvServerOptions{});
+  ASSERT_THAT(server, IsOk());
+  auto dst = KvPool::Create(kBf16Shape, kNumDstBlocks);
+  ASSERT_THAT(dst, IsOk());
+  ASSERT_EQ((*dst)->BlockBytes() * 2, dst_->BlockBytes());
+  std::mt19937 rng(99);
+  for (int trial = 0; trial < 6; ++trial) {
+    FillPool(**dst, kDstSeed);
+    const int count = std::uniform_int_distribution<int>(1, 40)(rng);
+    const std::vector<BlockId> src_blocks =
+        RandomBlockList(rng, kNumSrcBlocks, count, BlockListKind::kMixed);
+    const std::vector<BlockId> dst_blocks =
+        RandomBlockList(rng, kNumDstBlocks, count, BlockListKind::kMixed);
+    const KvPullSpec spec{.source = LocalKvSource(**src, (*server)->address()),
+                          .shape = kBf16Shape,
+                          .src_blocks = src_blocks,
+                          .num_tokens = count * kBf16Shape.block_size - 1};
+    ASSERT_THAT(transport_->Pull(spec, **dst, dst_blocks, Soon()), IsOk()) << "trial " << trial;
+    ASSERT_TRUE(PulledExactly(**dst, kDstSeed, src_blocks, dst_blocks, kSrcSeed))
+        << "trial " << trial;
+  }
+}
+
+TEST_P(KvTransportTest, DtypeMismatchWithTheDestinationIsInvalidArgumentNamingBoth) {
+  auto dst = KvPool::Create(kBf16Shape, kNumDstBlocks);
+  ASSERT_THAT(dst, IsOk());
+  FillPool(**dst, kDstSeed);
+  EXPECT_THAT(transport_->Pull(Spec({0, 1}), **dst, std::vector<BlockId>{0, 1}, Soon()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("dtype f32"), HasSubstr("dtype bf16"))));
+  EXPECT_TRUE(PulledExactly(**dst, kDstSeed, {}, {}, kSrcSeed));
+}
+
+TEST_P(KvTransportTest, DtypeMismatchWithTheSourcePoolIsInvalidArgumentNamingBoth) {
+  // The spec and the destination say bf16, but the source pool holds f32: its segment header
+  // (shm) or its KvServer (tcp) says so.
+  auto dst = KvPool::Create(kBf16Shape, kNumDstBlocks);
+  ASSERT_THAT(dst, IsOk());
+  FillPool(**dst, kDstSeed);
+  KvPullSpec spec = Spec({0, 1});
+  spec.shape = kBf16Shape;
+  EXPECT_THAT(transport_->Pull(spec, **dst, std::vector<BlockId>{0, 1}, Soon()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("dtype f32"), HasSubstr("dtype bf16"))));
+  EXPECT_TRUE(PulledExactly(**dst, kDstSeed, {}, {}, kSrcSeed));
+  EXPECT_EQ(server_->num_requests_served(), 0);
 }
 
 TEST_P(KvTransportTest, MalformedSpecsAreInvalidArgument) {

@@ -4,6 +4,7 @@
 // made by the server, the over-link requests, the span order, the link pool — without a GPU.
 #include "runtime/transfer/nccl_kv_transport.h"
 
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -25,6 +26,7 @@ namespace {
 
 using ::absl_testing::IsOk;
 using ::absl_testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using transfer_testing::BlockListKind;
 using transfer_testing::FillPool;
@@ -105,9 +107,11 @@ TEST_F(NcclKvTransportTest, SameLayoutPullsMoveExactlyTheBlocksAndReuseOneLink) 
   EXPECT_EQ(transport_.num_bytes_received(), 3 * 6 * static_cast<int64_t>(kShape.BlockBytes()));
 }
 
-TEST_F(NcclKvTransportTest, ReslicedPullGivesTheBytesTheTcpTransportGives) {
-  // Prefill tp 2 (each rank one KV head) into a decode tp 1: two prefill ranks, two links.
-  const KvPoolShape model{.num_layers = 3, .num_kv_heads = 2, .head_dim = 4, .block_size = 4};
+// Prefill tp 2 (each rank one KV head) into a decode tp 1 of `model`: two prefill ranks, two
+// links; the destination ends up byte for byte as a TCP pull of the same sources leaves it.
+void ExpectReslicedPullGivesTheBytesTheTcpTransportGives(NcclKvTransport& transport,
+                                                         std::mt19937& rng,
+                                                         const KvPoolShape& model) {
   const ParallelLayout prefill_layout{.tp_size = 2, .pp_size = 1};
   const ParallelLayout decode_layout{.tp_size = 1, .pp_size = 1};
   auto plan = MapKvSlabs(model, prefill_layout, decode_layout);
@@ -126,7 +130,7 @@ TEST_F(NcclKvTransportTest, ReslicedPullGivesTheBytesTheTcpTransportGives) {
     FillPool(**host, kSrcSeed + r);
     auto server = KvServer::Start(**host, KvServerOptions{});
     ASSERT_THAT(server, IsOk());
-    const std::vector<BlockId> blocks = RandomBlockList(rng_, kNumBlocks, 5, BlockListKind::kMixed);
+    const std::vector<BlockId> blocks = RandomBlockList(rng, kNumBlocks, 5, BlockListKind::kMixed);
     link_spec.rank_sources.push_back(
         {.source = ranks[r]->source(), .shape = shard->pool_shape, .src_blocks = blocks});
     tcp_spec.rank_sources.push_back({.source = LocalKvSource(**host, (*server)->address()),
@@ -142,15 +146,47 @@ TEST_F(NcclKvTransportTest, ReslicedPullGivesTheBytesTheTcpTransportGives) {
   ASSERT_THAT(reference, IsOk());
   FillPool(*dst.pool, kDstSeed);
   FillPool(**reference, kDstSeed);
-  const std::vector<BlockId> dst_blocks = RandomBlockList(rng_, kNumBlocks, 5, BlockListKind::kMixed);
-  ASSERT_THAT(transport_.Pull(link_spec, *dst.pool, dst_blocks, Soon()), IsOk());
+  const std::vector<BlockId> dst_blocks = RandomBlockList(rng, kNumBlocks, 5, BlockListKind::kMixed);
+  ASSERT_THAT(transport.Pull(link_spec, *dst.pool, dst_blocks, Soon()), IsOk());
   TcpKvTransport tcp;
   ASSERT_THAT(tcp.Pull(tcp_spec, **reference, dst_blocks, Soon()), IsOk());
   EXPECT_EQ(std::memcmp(dst.pool->BlockData(0), (*reference)->BlockData(0),
                         model.BlockBytes() * kNumBlocks),
             0);
-  EXPECT_EQ(transport_.num_links_joined(), 2);
-  EXPECT_EQ(transport_.num_bytes_received(), tcp.num_bytes_received());
+  EXPECT_EQ(transport.num_links_joined(), 2);
+  EXPECT_EQ(transport.num_bytes_received(), tcp.num_bytes_received());
+  EXPECT_EQ(tcp.num_bytes_received(), 5 * static_cast<int64_t>(model.BlockBytes()));
+}
+
+TEST_F(NcclKvTransportTest, ReslicedPullGivesTheBytesTheTcpTransportGives) {
+  ExpectReslicedPullGivesTheBytesTheTcpTransportGives(
+      transport_, rng_,
+      KvPoolShape{.num_layers = 3, .num_kv_heads = 2, .head_dim = 4, .block_size = 4});
+}
+
+// bf16 with head_dim 3 x block_size 3: one head of one layer is 18 bytes, so the link's spans are
+// not whole 4-byte words (nothing on the way may assume f32 elements).
+TEST_F(NcclKvTransportTest, ABf16ReslicedPullGivesTheBytesTheTcpTransportGives) {
+  ExpectReslicedPullGivesTheBytesTheTcpTransportGives(
+      transport_, rng_,
+      KvPoolShape{.num_layers = 3, .num_kv_heads = 2, .head_dim = 3, .block_size = 3,
+                  .dtype = DType::kBF16});
+}
+
+TEST_F(NcclKvTransportTest, Bf16SameLayoutPullsMoveExactlyTheBlocks) {
+  KvPoolShape bf16 = kShape;
+  bf16.dtype = DType::kBF16;
+  PrefillRank prefill(bf16, kSrcSeed);
+  DevicePool dst(bf16, kNumBlocks);
+  FillPool(*dst.pool, kDstSeed);
+  const std::vector<BlockId> src = RandomBlockList(rng_, kNumBlocks, 7, BlockListKind::kMixed);
+  const std::vector<BlockId> dst_blocks =
+      RandomBlockList(rng_, kNumBlocks, 7, BlockListKind::kMixed);
+  KvPullSpec spec = SameLayoutSpec(prefill, src);
+  spec.shape = bf16;
+  ASSERT_THAT(transport_.Pull(spec, *dst.pool, dst_blocks, Soon()), IsOk());
+  EXPECT_TRUE(PulledExactly(*dst.pool, kDstSeed, src, dst_blocks, kSrcSeed));
+  EXPECT_EQ(transport_.num_bytes_received(), 7 * static_cast<int64_t>(bf16.BlockBytes()));
 }
 
 TEST_F(NcclKvTransportTest, AWarmLinkTheServerClosedIsReplacedOnce) {
@@ -209,6 +245,13 @@ TEST_F(NcclKvTransportTest, MismatchedPoolsAndSourcesAreInvalidArgument) {
   DevicePool wide(other_shape.shape, kNumBlocks);
   EXPECT_THAT(transport_.Pull(other_shape, *wide.pool, blocks, Soon()),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("this pool is")));
+  // So is the element type: a bf16 decode pool cannot take an f32 prefill pool's bytes.
+  KvPullSpec bf16 = SameLayoutSpec(prefill, blocks);
+  bf16.shape.dtype = DType::kBF16;
+  DevicePool bf16_dst(bf16.shape, kNumBlocks);
+  EXPECT_THAT(transport_.Pull(bf16, *bf16_dst.pool, blocks, Soon()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("dtype bf16) but this pool is"), HasSubstr("dtype f32)"))));
   EXPECT_EQ(prefill.server->num_links_joined(), 0);
 }
 

@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "kernels/common/check.h"
 #include "kernels/common/status_macros.h"
+#include "runtime/transfer/kv_dtype.h"
 #include "runtime/transfer/kv_server.h"
 #include "runtime/transfer/rank_pulls.h"
 #include "runtime/transfer/socket_io.h"
@@ -35,6 +36,7 @@ namespace {
 
 using ::absl_testing::IsOk;
 using ::absl_testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using transfer_testing::BlockHoldsPattern;
 using transfer_testing::FillPool;
@@ -294,6 +296,7 @@ KvWireRequest RequestFor(const KvPoolShape& shape, uint32_t num_pieces) {
                        .num_kv_heads = shape.num_kv_heads,
                        .head_dim = shape.head_dim,
                        .block_size = shape.block_size,
+                       .dtype = KvDTypeCode(shape.dtype),
                        .kind = kKvWireInline};
 }
 
@@ -331,6 +334,26 @@ TEST_F(TcpTransportTest, ServerAnswersSeveralRequestsAndErrorsOnOneConnection) {
   ASSERT_THAT(response, IsOk());
   EXPECT_EQ(response->status_code, static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(message, HasSubstr("layers 5"));
+  // And so is a request for another element type: bytes of another width cannot land as the
+  // client expects.
+  KvPoolShape bf16 = kShape;
+  bf16.dtype = DType::kBF16;
+  ASSERT_THAT(client.Send(RequestFor(bf16, 1), {Blocks(0, 1)}), IsOk());
+  response = client.ReadResponse(&message, &payload);
+  ASSERT_THAT(response, IsOk());
+  EXPECT_EQ(response->status_code, static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(message, AllOf(HasSubstr("expects a pool of shape (layers 2, kv heads 2, head_dim 8, "
+                                       "block_size 4, dtype bf16)"),
+                             HasSubstr("this pool is (layers 2, kv heads 2, head_dim 8, "
+                                       "block_size 4, dtype f32)")));
+  EXPECT_TRUE(payload.empty());
+  KvWireRequest unknown_dtype = RequestFor(kShape, 1);
+  unknown_dtype.dtype = 9;
+  ASSERT_THAT(client.Send(unknown_dtype, {Blocks(0, 1)}), IsOk());
+  response = client.ReadResponse(&message, &payload);
+  ASSERT_THAT(response, IsOk());
+  EXPECT_EQ(response->status_code, static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(message, AllOf(HasSubstr("unknown KV element type 9"), HasSubstr("dtype f32")));
   // And a good request still works afterwards.
   ASSERT_THAT(client.Send(RequestFor(kShape, 1), {Blocks(0, 1)}), IsOk());
   response = client.ReadResponse(&message, &payload);
@@ -342,7 +365,7 @@ TEST_F(TcpTransportTest, ServerAnswersSeveralRequestsAndErrorsOnOneConnection) {
 // The bytes of (layer, K or V, kv head) of `block` in a kShape pool, computed from the layout in
 // kv_pool.h rather than through kv_slab_copy.h.
 const std::byte* HeadData(const KvPool& pool, BlockId block, int layer, int kv, int kv_head) {
-  const size_t head_bytes = size_t{kShape.block_size} * kShape.head_dim * sizeof(float);
+  const size_t head_bytes = size_t{kShape.block_size} * kShape.head_dim * DTypeBytes(kShape.dtype);
   return pool.BlockData(block) +
          ((size_t(layer) * 2 + kv) * kShape.num_kv_heads + kv_head) * head_bytes;
 }
@@ -369,7 +392,7 @@ TEST_F(TcpTransportTest, ServerSendsSlabPiecesPackedInProtocolOrder) {
     int layer;
   };
   const Expected order[] = {{5, 1}, {6, 1}, {9, 0}, {9, 1}};
-  const size_t head_bytes = size_t{kShape.block_size} * kShape.head_dim * sizeof(float);
+  const size_t head_bytes = size_t{kShape.block_size} * kShape.head_dim * DTypeBytes(kShape.dtype);
   ASSERT_EQ(payload.size(), std::size(order) * 2 * head_bytes);
   const auto* data = reinterpret_cast<const std::byte*>(payload.data());
   for (size_t i = 0; i < std::size(order); ++i) {
