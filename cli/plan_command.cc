@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "baton/kernels/paged_kv.h"
 #include "benchmarks/bench/arrivals.h"
 #include "benchmarks/bench/plan.h"
 #include "benchmarks/bench/trace.h"
@@ -225,8 +226,8 @@ absl::StatusOr<PlanInputs> ResolveInputs(const PlanFlags& flags) {
     // (the written config then asks for bf16).
     in.kv_cache_dtype = flags.device == "cpu" ? DType::kF32 : DType::kBF16;
   } else {
-    const std::optional<DType> kv_dtype = DTypeFromName(flags.kv_cache_dtype);
-    if (kv_dtype != DType::kF32 && kv_dtype != DType::kBF16) {
+    const std::optional<DType> kv_dtype = kernels::KvDTypeFromName(flags.kv_cache_dtype);
+    if (!kv_dtype) {
       return absl::InvalidArgumentError(
           absl::StrCat("--kv-cache-dtype ", flags.kv_cache_dtype, ": expected f32 or bf16"));
     }

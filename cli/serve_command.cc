@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "baton/kernels/paged_kv.h"
 #include "baton/v1/worker.grpc.pb.h"
 #include "cli/commands.h"
 #include "cli/log_level.h"
@@ -245,8 +246,8 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   }
   if (dtype) config.weight_dtype = *dtype;
   if (!opts.kv_cache_dtype.empty()) {
-    const std::optional<DType> kv_dtype = DTypeFromName(opts.kv_cache_dtype);
-    if (kv_dtype != DType::kF32 && kv_dtype != DType::kBF16) {
+    const std::optional<DType> kv_dtype = kernels::KvDTypeFromName(opts.kv_cache_dtype);
+    if (!kv_dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--kv-cache-dtype '", opts.kv_cache_dtype, "': expected f32 or bf16"));
     }

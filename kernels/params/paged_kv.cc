@@ -22,7 +22,7 @@ absl::Status Validate(const PagedKvView& view) {
   const int64_t block_elems =
       int64_t{view.block_size} * view.num_kv_heads * view.head_dim;
   RETURN_IF_ERROR(CheckAtLeast(kOp, "block_stride", view.block_stride, block_elems));
-  if (view.dtype != DType::kF32 && view.dtype != DType::kBF16) {
+  if (!IsKvDType(view.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat("PagedKvView: dtype ", std::string(DTypeName(view.dtype)),
                                                    " is not supported (f32 or bf16)"));
   }
