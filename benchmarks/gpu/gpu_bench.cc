@@ -59,6 +59,7 @@ struct Flags {
   int context_len = 512, decode_steps = 32, warmup_steps = 2, repeats = 3;
   int copy_mib = 4096, gemm_size = 8192;
   std::string work_dir, out;
+  std::string kv_cache_dtype = "bf16";  // the engine's KV cache: bf16, as the baseline's, or f32
   int threads = 0;
   bool predict = false, probe = false;
   double peak_GBps = 3350, peak_TFLOPs = 989;
@@ -192,7 +193,8 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const runtime::DeviceSpec& 
 
   // Room for every decode sequence's blocks (or the longest prompt), plus slack for rounding.
   constexpr int kBlockSize = 16;
-  const size_t block_bytes = size_t(KvElemsPerToken(s)) * kBlockSize * sizeof(float);
+  const DType kv_dtype = *kernels::KvDTypeFromName(f.kv_cache_dtype);  // checked by the parser
+  const size_t block_bytes = size_t(KvElemsPerToken(s)) * kBlockSize * DTypeBytes(kv_dtype);
   const int64_t blocks = std::max<int64_t>(int64_t{max_batch} * ((decode_len + kBlockSize - 1) / kBlockSize),
                                            (max_prefill + kBlockSize) / kBlockSize) + 8;
   const runtime::EngineConfig config{.model_dir = dir,
@@ -200,6 +202,7 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const runtime::DeviceSpec& 
                                      .device = device.kind,
                                      .first_device_index = device.index,
                                      .block_size = kBlockSize,
+                                     .kv_cache_dtype = kv_dtype,
                                      .kv_cache_bytes = size_t(blocks) * block_bytes,
                                      .max_num_seqs = max_batch,
                                      .max_num_batched_tokens = max_model_len,
@@ -218,7 +221,7 @@ absl::StatusOr<json> Measure(const Flags& f) {
                  {"device_name", roofline.device_name},
                  {"shape", ShapeJson(s)},
                  {"weight_dtype", "bf16"},
-                 {"kv_dtype", "f32"},
+                 {"kv_dtype", f.kv_cache_dtype},
                  {"roofline", {{"copy_bytes", size_t(f.copy_mib) << 20},
                                {"copy_GBps", roofline.copy_GBps},
                                {"gemm_mnk", {f.gemm_size, f.gemm_size, f.gemm_size}},
@@ -246,7 +249,8 @@ absl::StatusOr<json> Measure(const Flags& f) {
   for (int batch : f.batches) {
     ASSIGN_OR_RETURN(double tokens_per_s, DecodeTokensPerSecond(*engine, batch, f.context_len,
                                                                 f.warmup_steps, f.decode_steps, rng));
-    const double bytes = DecodeBytesPerStep(s, batch, ctx, 2, 4);
+    const double bytes =
+        DecodeBytesPerStep(s, batch, ctx, 2, f.kv_cache_dtype == "f32" ? 4.0 : 2.0);
     const double gbps = bytes * (tokens_per_s / batch) / 1e9;
     result["decode"][std::to_string(batch)] = {
         {"tokens_per_s", tokens_per_s}, {"context_len", f.context_len},
@@ -288,6 +292,9 @@ int Main(int argc, char** argv) {
   app.add_option("--gemm-size", f.gemm_size, "Roofline GEMM m = n = k")->check(CLI::PositiveNumber);
   app.add_option("--work-dir", f.work_dir, "Where the generated checkpoint is kept (default $TMPDIR/baton_gpu_bench)");
   app.add_option("--threads", f.threads, "Threads generating the weights (default: all)");
+  app.add_option("--kv-cache-dtype", f.kv_cache_dtype, "The engine's KV cache: bf16 or f32")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   app.add_option("--out", f.out, "Also write the JSON here");
   app.add_flag("--probe", f.probe, "Print one line naming the CUDA device of --device; measure nothing");
   app.add_flag("--predict", f.predict, "Print datasheet upper bounds for the shape; measure nothing");
