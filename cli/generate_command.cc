@@ -141,7 +141,7 @@ absl::Status RunLocal(const GenerateOptions& opts) {
         absl::StrCat("--dtype: '", opts.dtype, "' (f32, bf16 or f16)"));
   }
   {
-    const std::optional<DType> kv_dtype = kernels::KvDTypeFromName(opts.kv_cache_dtype);
+    const std::optional<DType> kv_dtype = KvDTypeFromName(opts.kv_cache_dtype);
     if (!kv_dtype) {
       return absl::InvalidArgumentError(
           absl::StrCat("--kv-cache-dtype: '", opts.kv_cache_dtype, "' (f32 or bf16)"));

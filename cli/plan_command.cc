@@ -21,7 +21,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "baton/kernels/paged_kv.h"
 #include "benchmarks/bench/arrivals.h"
 #include "benchmarks/bench/plan.h"
 #include "benchmarks/bench/trace.h"
@@ -29,6 +28,7 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "cli/signals.h"
+#include "kernels/common/dtype.h"
 #include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "runtime/model/model_config.h"
@@ -226,7 +226,7 @@ absl::StatusOr<PlanInputs> ResolveInputs(const PlanFlags& flags) {
     // (the written config then asks for bf16).
     in.kv_cache_dtype = flags.device == "cpu" ? DType::kF32 : DType::kBF16;
   } else {
-    const std::optional<DType> kv_dtype = kernels::KvDTypeFromName(flags.kv_cache_dtype);
+    const std::optional<DType> kv_dtype = KvDTypeFromName(flags.kv_cache_dtype);
     if (!kv_dtype) {
       return absl::InvalidArgumentError(
           absl::StrCat("--kv-cache-dtype ", flags.kv_cache_dtype, ": expected f32 or bf16"));

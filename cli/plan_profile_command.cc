@@ -22,7 +22,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "baton/kernels/paged_kv.h"
 #include "cli/parallel_layout.h"
 #include "runtime/model/model_config.h"
 #include "scheduler/planner/engine_profiler.h"
@@ -73,7 +72,7 @@ std::optional<Failure> CheckFlags(const PlanProfileOptions& opts, planner::Profi
   } else {
     return Usage(absl::StrCat("--dtype: '", opts.dtype, "' (f32, bf16 or f16)"));
   }
-  const std::optional<DType> kv_dtype = kernels::KvDTypeFromName(opts.kv_cache_dtype);
+  const std::optional<DType> kv_dtype = KvDTypeFromName(opts.kv_cache_dtype);
   if (!kv_dtype) {
     return Usage(absl::StrCat("--kv-cache-dtype: '", opts.kv_cache_dtype, "' (f32 or bf16)"));
   }

@@ -30,7 +30,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "baton/kernels/paged_kv.h"
 #include "baton/v1/worker.grpc.pb.h"
 #include "cli/commands.h"
 #include "cli/log_level.h"
@@ -38,6 +37,7 @@
 #include "cli/parallel_layout.h"
 #include "cli/worker_restarter.h"
 #include "grpcpp/grpcpp.h"
+#include "kernels/common/dtype.h"
 #include "kernels/common/status_macros.h"
 #include "runtime/process/await_ready.h"
 #include "runtime/process/deployment_secret.h"
@@ -246,7 +246,7 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   }
   if (dtype) config.weight_dtype = *dtype;
   if (!opts.kv_cache_dtype.empty()) {
-    const std::optional<DType> kv_dtype = kernels::KvDTypeFromName(opts.kv_cache_dtype);
+    const std::optional<DType> kv_dtype = KvDTypeFromName(opts.kv_cache_dtype);
     if (!kv_dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--kv-cache-dtype '", opts.kv_cache_dtype, "': expected f32 or bf16"));

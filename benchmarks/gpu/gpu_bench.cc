@@ -193,7 +193,7 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const runtime::DeviceSpec& 
 
   // Room for every decode sequence's blocks (or the longest prompt), plus slack for rounding.
   constexpr int kBlockSize = 16;
-  const DType kv_dtype = *kernels::KvDTypeFromName(f.kv_cache_dtype);  // checked by the parser
+  const DType kv_dtype = *KvDTypeFromName(f.kv_cache_dtype);  // checked by the parser
   const size_t block_bytes = size_t(KvElemsPerToken(s)) * kBlockSize * DTypeBytes(kv_dtype);
   const int64_t blocks = std::max<int64_t>(int64_t{max_batch} * ((decode_len + kBlockSize - 1) / kBlockSize),
                                            (max_prefill + kBlockSize) / kBlockSize) + 8;

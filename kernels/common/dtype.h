@@ -31,6 +31,16 @@ constexpr std::optional<DType> DTypeFromName(std::string_view name) {
   return std::nullopt;
 }
 
+// The element types a paged KV cache holds (kernels/include/baton/kernels/paged_kv.h). Every layer
+// asks here: the kernels, the pool, the engine, the deployment config and the command lines.
+constexpr bool IsKvDType(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16; }
+
+// The KV element type named `name` ("f32", "bf16"); nullopt for any other name.
+constexpr std::optional<DType> KvDTypeFromName(std::string_view name) {
+  const std::optional<DType> dtype = DTypeFromName(name);
+  return dtype && IsKvDType(*dtype) ? dtype : std::nullopt;
+}
+
 // The scalar conversions below need C++20 and _Float16, which nvcc's C++17 front end lacks; CUDA
 // translation units (which include this header for DType only) convert with kernels/simt/device.h.
 #if !defined(__CUDACC__)

@@ -13,7 +13,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
     return absl::InvalidArgumentError(
         "engine: block_size, num_threads and max_num_seqs must be positive");
   }
-  if (!kernels::IsKvDType(config.kv_cache_dtype)) {
+  if (!IsKvDType(config.kv_cache_dtype)) {
     return absl::InvalidArgumentError(
         absl::StrCat("engine: kv_cache_dtype ", std::string(DTypeName(config.kv_cache_dtype)),
                      " is not supported (f32 or bf16)"));

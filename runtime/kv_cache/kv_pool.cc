@@ -82,7 +82,7 @@ absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const KvPoolShape& shape,
         "KV pool: invalid shape (layers ", shape.num_layers, ", kv heads ", shape.num_kv_heads,
         ", head_dim ", shape.head_dim, ", block_size ", shape.block_size, ", blocks ", num_blocks, ")"));
   }
-  if (!kernels::IsKvDType(shape.dtype)) {
+  if (!IsKvDType(shape.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat("KV pool: dtype ", std::string(DTypeName(shape.dtype)),
                                                    " is not supported (f32 or bf16)"));
   }

@@ -3,7 +3,7 @@
 #include <optional>
 #include <string>
 
-#include "baton/kernels/paged_kv.h"
+#include "kernels/common/dtype.h"
 
 namespace baton::rpc {
 
@@ -46,7 +46,7 @@ void ToProto(const runtime::KvHandoff& handoff, v1::KvSource* out) {
 runtime::KvHandoff FromProto(const v1::KvSource& source) {
   // Empty: a sender from before the field, whose pools were all f32.
   const std::optional<DType> dtype =
-      source.kv_dtype().empty() ? DType::kF32 : kernels::KvDTypeFromName(source.kv_dtype());
+      source.kv_dtype().empty() ? DType::kF32 : KvDTypeFromName(source.kv_dtype());
   runtime::KvHandoff handoff{
       .model_shape = runtime::KvPoolShape{.num_layers = source.num_layers(),
                                           .num_kv_heads = source.num_kv_heads(),

@@ -2,7 +2,7 @@
 // segment header (KvSegmentHeader::dtype) and the TCP request (KvWireRequest::dtype), and a name in
 // the hand-off proto (v1::KvSource::kv_dtype). A reader turns what it got back into a DType only
 // through these, so a value it does not know (a newer peer's, or garbage) is an error it can name
-// rather than an out-of-range enum. The names are DTypeName's (kernels::KvDTypeFromName reads them).
+// rather than an out-of-range enum. The names are DTypeName's (KvDTypeFromName, kernels/common/dtype.h, reads them).
 #pragma once
 
 #include <cstdint>

@@ -18,8 +18,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "baton/kernels/paged_kv.h"
 #include "kernels/common/check.h"
+#include "kernels/common/dtype.h"
 #include "kernels/common/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
@@ -659,7 +659,7 @@ absl::Status ValidateDeploymentConfig(const DeploymentConfig& config) {
     return Invalid("weight_dtype", absl::StrCat(std::string(DTypeName(config.weight_dtype)),
                                                 " is not supported (expected f32, bf16 or f16)"));
   }
-  if (!kernels::IsKvDType(config.kv_cache_dtype)) {
+  if (!IsKvDType(config.kv_cache_dtype)) {
     return Invalid("kv_cache_dtype", absl::StrCat(std::string(DTypeName(config.kv_cache_dtype)),
                                                   " is not supported (expected f32 or bf16)"));
   }

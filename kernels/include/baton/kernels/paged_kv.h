@@ -17,8 +17,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
-#include <string_view>
 
 #include "absl/status/status.h"
 #include "baton/kernels/host_device.h"
@@ -36,7 +34,7 @@ struct PagedKvView {
   int head_dim;
   // Blocks in the pool. 0 means "unknown": block ids and slots are then not range-checked.
   int num_blocks = 0;
-  DType dtype = DType::kF32;  // of k and v: kF32 or kBF16
+  DType dtype = DType::kF32;  // of k and v: IsKvDType (kF32 or kBF16)
 };
 
 // Checks the view's geometry: non-null pointers, positive sizes,
@@ -48,16 +46,6 @@ BATON_HOST_DEVICE inline int64_t KvOffset(const PagedKvView& view, int64_t slot_
   const int64_t block_id = slot_idx / view.block_size;
   const int64_t slot = slot_idx % view.block_size;
   return block_id * view.block_stride + (kv_head * int64_t{view.block_size} + slot) * view.head_dim;
-}
-
-// The element types a paged KV cache holds (every layer above asks here: the kernels, the pool,
-// the engine, the deployment config and the command lines).
-constexpr bool IsKvDType(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16; }
-
-// The KV element type named `name` ("f32", "bf16"); nullopt for any other name.
-constexpr std::optional<DType> KvDTypeFromName(std::string_view name) {
-  const std::optional<DType> dtype = DTypeFromName(name);
-  return dtype && IsKvDType(*dtype) ? dtype : std::nullopt;
 }
 
 // k or v typed as the view's element: T is float for kF32, uint16_t (the bf16 bits) for kBF16.
