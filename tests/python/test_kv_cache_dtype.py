@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from serving_fixtures import DeploymentFactory, generate_args, parse_generate_json
+from serving_fixtures import generate_args, parse_generate_json
 
 PROMPT = "In a hole in the ground there lived a hobbit."
 MAX_TOKENS = 6
@@ -50,20 +50,12 @@ def test_generate_with_an_unknown_kv_cache_dtype_is_one_line_and_exit_2(run_bato
     assert proc.stderr.splitlines() == ["baton generate: --kv-cache-dtype: 'f16' (f32 or bf16)"]
 
 
-@pytest.fixture
-def deployments(baton_binary, models_dir, tmp_path):
-    factory = DeploymentFactory(baton_binary, models_dir / "tiny", tmp_path)
-    yield factory
-    problems = factory.stop_all()
-    assert not problems, "\n".join(problems)
-
-
 @pytest.mark.engine
 @pytest.mark.parametrize("device", ["cpu", "cuda-emulated"])
-def test_disaggregated_serve_hands_off_a_bf16_cache(deployments, run_baton, models_dir, tmp_path,
-                                                    device):
-    local, _ = generate(run_baton, models_dir / "tiny", tmp_path, "bf16", device)
-    deployment = deployments.start(f"kv-bf16-{device}", config={"kv_cache_dtype": "bf16"},
+def test_disaggregated_serve_hands_off_a_bf16_cache(fresh_deployments, run_baton, tiny_model,
+                                                    tmp_path, device):
+    local, _ = generate(run_baton, tiny_model, tmp_path, "bf16", device)
+    deployment = fresh_deployments.start(f"kv-bf16-{device}", config={"kv_cache_dtype": "bf16"},
                                    prefill={"devices": device}, decode={"devices": device})
     for _ in range(2):  # the second request reuses the mapping or the warm link
         with deployment.client() as client, client.generate(prompt=PROMPT, max_tokens=MAX_TOKENS,
