@@ -1,8 +1,8 @@
 // baton_engine_bench: prefill and decode throughput of the CPU engine on one checkpoint, and decode's
 // weight traffic against the memory bandwidth measured in the same run.
 //
-//   build/bin/baton_engine_bench --model build/models/small --dtype bf16 --threads 2 \
-//       [--kv-cache-dtype bf16]
+//   build/bin/baton_engine_bench --model build/models/small --dtype bf16 --threads 2
+//   (add --kv-cache-dtype bf16 for a bf16 KV cache)
 //
 // Prints one JSON object: prefill tokens/s (one prompt of --prompt-len tokens), decode tokens/s summed
 // over batches of 1, 8 and 32 sequences after a --context-len prompt, the same at batch 1 and 8 after
