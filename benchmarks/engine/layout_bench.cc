@@ -3,8 +3,9 @@
 //
 //   build/bin/baton_layout_bench --model build/models/small --layouts 1x1x2,2x1x1,1x2x1
 //
-// A layout is TPxPPxTHREADS (threads per rank): 1x1x2 is one rank with 2 threads, 2x1x1 two
-// tensor-parallel ranks of one thread each. Each round runs every layout once, in turn, so drift of
+// A layout is TPxPPxTHREADS[/STEPS] (threads per rank; steps in flight, by default one per
+// stage): 1x1x2 is one rank with 2 threads, 2x1x1 two tensor-parallel ranks of one thread each,
+// 1x2x1/1 two pipeline stages that run one step at a time (the engine before steps in flight). Each round runs every layout once, in turn, so drift of
 // a shared machine hits all of them alike; medians over --rounds rounds are reported. Measured:
 //   - prefill of one prompt of --prompt-len tokens (one sequence: one micro-batch, no pipeline
 //     overlap), and of --prompts prompts of --prompt-len / --prompts tokens each (pp stages overlap
@@ -44,17 +45,24 @@ struct Layout {
   int tp = 1;
   int pp = 1;
   int threads = 1;
+  int steps_in_flight = 0;  // 0: the engine's default, pp
   std::string name;
 };
 
 bool ParseLayout(const std::string& text, Layout* layout) {
-  const std::vector<std::string> parts = absl::StrSplit(text, 'x');
-  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &layout->tp) ||
+  const std::vector<std::string> shape_steps = absl::StrSplit(text, '/');
+  const std::vector<std::string> parts = absl::StrSplit(shape_steps[0], 'x');
+  if (shape_steps.size() > 2 || parts.size() != 3 || !absl::SimpleAtoi(parts[0], &layout->tp) ||
       !absl::SimpleAtoi(parts[1], &layout->pp) || !absl::SimpleAtoi(parts[2], &layout->threads) ||
       layout->tp < 1 || layout->pp < 1 || layout->threads < 1) {
     return false;
   }
+  if (shape_steps.size() == 2 &&
+      (!absl::SimpleAtoi(shape_steps[1], &layout->steps_in_flight) || layout->steps_in_flight < 1)) {
+    return false;
+  }
   layout->name = "tp" + parts[0] + "_pp" + parts[1] + "_t" + parts[2];
+  if (shape_steps.size() == 2) layout->name += "_steps" + shape_steps[1];
   return true;
 }
 
@@ -90,7 +98,8 @@ int main(int argc, char** argv) {
   std::vector<int> batches = {1, 8, 32};
   app.add_option("--model", model_dir, "Checkpoint directory")->required();
   app.add_option("--dtype", dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
-  app.add_option("--layouts", layout_texts, "TPxPPxTHREADS per layout; the first is the baseline")
+  app.add_option("--layouts", layout_texts,
+                 "TPxPPxTHREADS[/STEPS] per layout; the first is the baseline")
       ->delimiter(',');
   app.add_option("--prompt-len", prompt_len, "Prefill tokens per measurement");
   app.add_option("--prompts", prompts, "Prompts the batched prefill splits --prompt-len into");
@@ -111,7 +120,7 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<Engine>> engines;
   for (size_t i = 0; i < layouts.size(); ++i) {
     if (!ParseLayout(layout_texts[i], &layouts[i])) {
-      std::fprintf(stderr, "baton_layout_bench: --layouts: '%s' is not TPxPPxTHREADS\n",
+      std::fprintf(stderr, "baton_layout_bench: --layouts: '%s' is not TPxPPxTHREADS[/STEPS]\n",
                    layout_texts[i].c_str());
       return 2;
     }
@@ -124,7 +133,8 @@ int main(int argc, char** argv) {
         .num_threads = layouts[i].threads,
         .kv_cache_bytes = size_t{1} << 30,
         .max_num_seqs = 64,
-        .max_model_len = kMaxModelLen};
+        .max_model_len = kMaxModelLen,
+        .max_steps_in_flight = layouts[i].steps_in_flight};
     auto engine = Engine::Create(config);
     if (!engine.ok()) {
       std::fprintf(stderr, "baton_layout_bench: %s: %s\n", layout_texts[i].c_str(),

@@ -50,7 +50,10 @@ struct Sequence {
   BlockTable block_table;
   int num_computed_tokens = 0;  // tokens whose K/V is in the cache
   SeqStatus status = SeqStatus::kWaiting;
-  FinishReason finish_reason = FinishReason::kNone;
+  FinishReason finish_reason = FinishReason::kNone;  // kCancelled: cancelled while in a step
+  // In a step the ranks are still running (StepScheduler::Schedule to StepDone): not scheduled
+  // again, not preempted, and its blocks stay allocated, since the step still writes them.
+  bool in_step = false;
   int64_t first_scheduled_us = 0;  // when its prefill first entered a step (Unix micros)
   // Its next sampled token ends a prefill this engine ran (its first token, or a resumed request's
   // next one): that output reports when the prefill started. False once reported, and from the

@@ -13,6 +13,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
     return absl::InvalidArgumentError(
         "engine: block_size, num_threads and max_num_seqs must be positive");
   }
+  if (config.max_steps_in_flight < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "engine: max_steps_in_flight ", config.max_steps_in_flight, " must be >= 0 (0: the pp size)"));
+  }
   if (!IsKvDType(config.kv_cache_dtype)) {
     return absl::InvalidArgumentError(
         absl::StrCat("engine: kv_cache_dtype ", std::string(DTypeName(config.kv_cache_dtype)),
@@ -45,6 +49,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
         ranks->kv_pool(0).BlockBytes(), " bytes on rank 0)"));
   }
   EngineConfig effective = config;
+  if (config.max_steps_in_flight == 0) effective.max_steps_in_flight = config.parallel.pp_size;
   if (!config.chunked_prefill) {
     effective.max_num_batched_tokens = std::max(config.max_num_batched_tokens, max_model_len);
   } else if (config.max_num_batched_tokens < 2) {
@@ -60,9 +65,11 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRanks> ranks, in
       allocator_(ranks_->num_blocks()),
       scheduler_(StepSchedulerConfig{.max_num_seqs = config.max_num_seqs,
                                      .max_num_batched_tokens = config.max_num_batched_tokens,
-                                     .chunked_prefill = config.chunked_prefill},
+                                     .chunked_prefill = config.chunked_prefill,
+                                     .max_steps_in_flight = config.max_steps_in_flight},
                  &allocator_),
-      runner_(ranks_.get()) {}
+      runner_(ranks_.get(), config.max_steps_in_flight),
+      max_steps_in_flight_(config.max_steps_in_flight) {}
 
 absl::Status Engine::ValidateRequest(SeqId seq_id, const std::vector<int32_t>& prompt_token_ids,
                                      const std::vector<int32_t>& generated_token_ids,
@@ -129,7 +136,16 @@ absl::StatusOr<SeqId> Engine::AddRequest(std::vector<int32_t> prompt_token_ids,
 
 Sequence* Engine::Find(SeqId seq_id) const {
   auto it = seqs_.find(seq_id);
-  return it == seqs_.end() ? nullptr : it->second.get();
+  // A sequence cancelled in a step is gone to callers; it stays until the step is done.
+  return it == seqs_.end() || it->second->finish_reason == FinishReason::kCancelled
+             ? nullptr
+             : it->second.get();
+}
+
+void Engine::Erase(Sequence* seq) {
+  scheduler_.Remove(seq);
+  const SeqId id = seq->id;  // erase destroys seq
+  seqs_.erase(id);
 }
 
 absl::StatusOr<Engine::HeldKv> Engine::GetHeldKv(SeqId seq_id) const {
@@ -208,12 +224,15 @@ absl::Status Engine::StartDecoding(SeqId seq_id) {
 }
 
 absl::Status Engine::Cancel(SeqId seq_id) {
-  auto it = seqs_.find(seq_id);
-  if (it == seqs_.end()) {
+  Sequence* seq = Find(seq_id);
+  if (seq == nullptr) {
     return absl::NotFoundError(absl::StrCat("request ", seq_id, " is not in the engine"));
   }
-  scheduler_.Remove(it->second.get());
-  seqs_.erase(it);
+  if (seq->in_step) {
+    seq->finish_reason = FinishReason::kCancelled;  // erased when its step is done
+  } else {
+    Erase(seq);
+  }
   return absl::OkStatus();
 }
 
@@ -231,38 +250,92 @@ FinishReason Engine::CheckFinished(const Sequence& seq, int32_t token) const {
 }
 
 absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
-  std::vector<TokenOutput> outputs;
-  const ScheduledStep step = scheduler_.Schedule();
-  if (step.empty()) return outputs;
+  while (static_cast<int>(in_flight_.size()) < max_steps_in_flight_) {
+    ScheduledStep step = scheduler_.Schedule();
+    if (step.empty()) break;
+    StartStep(std::move(step));
+  }
+  if (in_flight_.empty()) return std::vector<TokenOutput>();
+  return FinishOldestStep();
+}
+
+void Engine::StartStep(ScheduledStep step) {
+  std::unique_ptr<InFlightStep> flight;
+  if (spare_steps_.empty()) {
+    flight = std::make_unique<InFlightStep>();
+  } else {
+    flight = std::move(spare_steps_.back());
+    spare_steps_.pop_back();
+  }
+  flight->step = std::move(step);
   const int64_t now_us = absl::ToUnixMicros(absl::Now());
-  for (Sequence* seq : step.seqs) {
+  for (Sequence* seq : flight->step.seqs) {
     if (seq->first_scheduled_us == 0) seq->first_scheduled_us = now_us;
   }
   // Draw n of the seed's stream samples generated token n: a function of the sequence alone, so a
   // decode worker continues a prefill worker's stream, and a recomputed sequence its own, with no
   // generator state to hand over. The logits come to the host only for what needs them.
-  sampling_.clear();
-  processing_.resize(step.seqs.size());  // sized before any pointer into it is taken
-  bool return_logits = false;
-  for (size_t i = 0; i < step.seqs.size(); ++i) {
-    Sequence* seq = step.seqs[i];
-    TokenSampling& sampling = sampling_.emplace_back(TokenSampling{
+  const ScheduledStep& scheduled = flight->step;
+  flight->sampling.clear();
+  flight->processing.resize(scheduled.seqs.size());  // sized before any pointer into it is taken
+  flight->return_logits = false;
+  for (size_t i = 0; i < scheduled.seqs.size(); ++i) {
+    Sequence* seq = scheduled.seqs[i];
+    TokenSampling& sampling = flight->sampling.emplace_back(TokenSampling{
         .options = seq->params.sampling,
         .seed = seq->params.seed,
         .draw_idx = static_cast<uint64_t>(seq->num_generated_tokens())});
     // The processors' counts come from the sequence's tokens, so a resumed or handed-over
     // sequence gets the same ones; a prefill chunk short of the prompt's end samples nothing.
     const LogitsProcessorOptions& processors = seq->params.logits_processors;
-    if (seq->num_uncomputed_tokens() <= step.q_lens[i] &&
+    if (seq->num_uncomputed_tokens() <= scheduled.q_lens[i] &&
         NeedsLogitsProcessing(processors, seq->num_generated_tokens())) {
       seq->history.Update(seq->token_ids, seq->num_prompt_tokens);
       seq->history.Fill(processors, seq->params.stop_token_ids, seq->num_generated_tokens(),
-                        &processing_[i]);
-      sampling.processing = &processing_[i];
+                        &flight->processing[i]);
+      sampling.processing = &flight->processing[i];
     }
-    return_logits = return_logits || seq->params.num_logprobs.has_value() || seq->params.return_logits;
+    flight->return_logits = flight->return_logits || seq->params.num_logprobs.has_value() ||
+                            seq->params.return_logits;
   }
-  RETURN_IF_ERROR(runner_.Run(step, sampling_, return_logits, &output_));
+  runner_.Submit(scheduled, flight->sampling, flight->return_logits);
+  in_flight_.push_back(std::move(flight));
+}
+
+absl::StatusOr<std::vector<TokenOutput>> Engine::FinishOldestStep() {
+  spare_steps_.push_back(std::move(in_flight_.front()));
+  in_flight_.pop_front();
+  const ScheduledStep& step = spare_steps_.back()->step;
+  const bool return_logits = spare_steps_.back()->return_logits;
+  const absl::Status status = runner_.Wait(step, &output_);
+  scheduler_.StepDone(step);
+  if (!status.ok()) {
+    // The instance failed: the steps behind this one fail too; none of them is waited for again.
+    while (!in_flight_.empty()) {
+      (void)runner_.Wait(in_flight_.front()->step, &output_);
+      scheduler_.StepDone(in_flight_.front()->step);
+      spare_steps_.push_back(std::move(in_flight_.front()));
+      in_flight_.pop_front();
+    }
+    std::vector<Sequence*> cancelled;
+    for (const auto& [id, seq] : seqs_) {
+      if (seq->finish_reason == FinishReason::kCancelled) cancelled.push_back(seq.get());
+    }
+    for (Sequence* seq : cancelled) Erase(seq);
+    return status;
+  }
+  std::vector<Sequence*> cancelled;  // taken first: TakeOutputs erases the finished ones
+  for (Sequence* seq : step.seqs) {
+    if (seq->finish_reason == FinishReason::kCancelled) cancelled.push_back(seq);
+  }
+  absl::StatusOr<std::vector<TokenOutput>> outputs = TakeOutputs(step, return_logits);
+  for (Sequence* seq : cancelled) Erase(seq);
+  return outputs;
+}
+
+absl::StatusOr<std::vector<TokenOutput>> Engine::TakeOutputs(const ScheduledStep& step,
+                                                             bool return_logits) {
+  std::vector<TokenOutput> outputs;
   for (PromptTokenLogprobs& scored : output_.prompt_logprobs) {
     Sequence& seq = *step.seqs[scored.seq];
     if (seq.prompt_logprobs.empty()) seq.prompt_logprobs.emplace_back();  // the first token's: none
@@ -274,6 +347,7 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
   const int vocab_size = ranks_->config().vocab_size;
   for (size_t i = 0; i < step.seqs.size(); ++i) {
     Sequence& seq = *step.seqs[i];
+    if (seq.finish_reason == FinishReason::kCancelled) continue;
     if (seq.num_uncomputed_tokens() > 0) continue;  // a prefill chunk short of the prompt's end
     const int32_t token = output_.token_ids[i];
     if (token < 0) {
@@ -299,12 +373,11 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
     seq.ends_prefill = false;
   }
   for (const TokenOutput& out : outputs) {
-    auto it = seqs_.find(out.seq_id);
+    Sequence* seq = seqs_.at(out.seq_id).get();
     if (out.finish_reason != FinishReason::kNone) {
-      scheduler_.Remove(it->second.get());
-      seqs_.erase(it);
-    } else if (it->second->params.hold_kv_after_prefill) {
-      scheduler_.Park(it->second.get());
+      Erase(seq);
+    } else if (seq->params.hold_kv_after_prefill) {
+      scheduler_.Park(seq);
     }
   }
   return outputs;

@@ -3,12 +3,20 @@
 // allocator and one batch for all of them.
 //
 // Lifecycle: Create() loads the model and sizes the KV pool from a memory budget; AddRequest() queues
-// a prompt; each Step() runs one forward pass and returns the token sampled for every sequence that
-// produced one; a sequence leaves the batch (and frees its blocks) as soon as it finishes or is
-// cancelled, except that a prefill held for a hand-off keeps its blocks until ReleaseKv. Not thread-safe: a single engine thread owns it (see engine_loop for the threaded form).
+// a prompt; each Step() finishes one forward pass and returns the token sampled for every sequence
+// that produced one; a sequence leaves the batch (and frees its blocks) as soon as it finishes or is
+// cancelled, except that a prefill held for a hand-off keeps its blocks until ReleaseKv.
+//
+// Steps in flight: an instance of pp stages keeps up to max_steps_in_flight (default pp) steps on
+// its ranks at once, over disjoint sequences, so its stages never wait between steps
+// (model_ranks.h, step_scheduler.h). Step() starts as many steps as may be in flight and are
+// ready, then waits for the oldest and returns its tokens; with one step in flight it is one
+// synchronous forward pass. A sequence cancelled while its step runs leaves once the step is done.
+// Not thread-safe: a single engine thread owns it (see engine_loop for the threaded form).
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -47,6 +55,8 @@ struct EngineConfig {
   int max_model_len = 0;                // 0: the model's max_position_embeddings
   // Empty: private KV pools. Else [num_ranks]: rank r's pool lives in shm segment kv_shm_names[r].
   std::vector<std::string> kv_shm_names;
+  // Steps on the ranks at once; 0: one per pipeline stage (parallel.pp_size), 1: one at a time.
+  int max_steps_in_flight = 0;
 };
 
 struct TokenOutput {
@@ -112,12 +122,30 @@ class Engine {
   int num_running() const { return scheduler_.num_running(); }
   int num_sequences() const { return static_cast<int>(seqs_.size()); }
 
-  bool HasWork() const { return scheduler_.HasWork(); }
-  // Runs one step. An error here is an engine failure (kernel or model), not a per-request one.
+  bool HasWork() const { return scheduler_.HasWork() || !in_flight_.empty(); }
+  // Starts the steps that may start (see the top of this file), then waits for the oldest in flight
+  // and returns its tokens; empty when nothing could run. An error here is an engine failure
+  // (kernel or model), not a per-request one: every step in flight is dropped with it.
   absl::StatusOr<std::vector<TokenOutput>> Step();
+  int max_steps_in_flight() const { return max_steps_in_flight_; }
 
  private:
   Engine(const EngineConfig& config, std::unique_ptr<ModelRanks> ranks, int max_model_len);
+
+  // A step on the ranks and what its sampling views.
+  struct InFlightStep {
+    ScheduledStep step;
+    std::vector<TokenSampling> sampling;        // [num_seqs]
+    std::vector<LogitsProcessing> processing;   // [num_seqs]: what sampling[i].processing views
+    bool return_logits = false;
+  };
+  void StartStep(ScheduledStep step);
+  absl::StatusOr<std::vector<TokenOutput>> FinishOldestStep();
+  // The tokens of a finished step's sequences (not of those cancelled during it); finished
+  // sequences leave, held prefills are parked.
+  absl::StatusOr<std::vector<TokenOutput>> TakeOutputs(const ScheduledStep& step, bool return_logits);
+  // Forgets a sequence: its blocks, its queue slot, its state.
+  void Erase(Sequence* seq);
 
   FinishReason CheckFinished(const Sequence& seq, int32_t token) const;
   absl::Status ValidateRequest(SeqId seq_id, const std::vector<int32_t>& prompt_token_ids,
@@ -133,8 +161,9 @@ class Engine {
   ModelRunner runner_;
   absl::flat_hash_map<SeqId, std::unique_ptr<Sequence>> seqs_;
   SeqId next_seq_id_ = 0;
-  std::vector<TokenSampling> sampling_;  // [num_seqs] of the current step
-  std::vector<LogitsProcessing> processing_;  // [num_seqs]: what sampling_[i].processing views
+  int max_steps_in_flight_;
+  std::deque<std::unique_ptr<InFlightStep>> in_flight_;  // oldest first
+  std::vector<std::unique_ptr<InFlightStep>> spare_steps_;  // finished, kept for their buffers
   StepOutput output_;                    // of the last step
 };
 

@@ -1,7 +1,9 @@
 #include "runtime/engine/model_ranks.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <thread>
 #include <utility>
@@ -9,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/common/check.h"
 #include "kernels/common/cpu_affinity.h"
 #include "kernels/common/status_macros.h"
 #include "kernels/common/thread_pool.h"
@@ -29,12 +32,20 @@ struct ModelRanks::State {
     std::unique_ptr<LlamaModel> model;
     DeviceBuffer kv_storage;  // the pool's blocks on a device whose memory is not the host's
     std::unique_ptr<KvPool> kv_pool;
-    std::vector<StepOutput> outputs;  // [micro-batch] on the last stage, else empty
-    absl::Status status;                     // of the rank's last Forward
+    StepOutput scratch;  // what a rank other than output_rank writes
   };
 
-  // Runs the current micro-batches on rank r; on error aborts the groups so no peer waits.
-  void RunRank(int r);
+  // One submitted step.
+  struct Job {
+    uint64_t ticket = 0;
+    std::span<const StepBatch> batches;
+    std::vector<StepOutput> outputs;   // [micro-batch], written by output_rank
+    std::vector<absl::Status> status;  // [rank]
+    int num_done = 0;                  // ranks done with it; guarded by State::mu
+  };
+
+  // Runs the job's micro-batches on rank r; on error aborts the groups so no peer waits.
+  void RunRank(int r, Job& job);
   void RankThread(int r);
   void AbortGroups(absl::string_view reason);
 
@@ -48,16 +59,22 @@ struct ModelRanks::State {
   std::unique_ptr<InstanceComms> comms;
   std::vector<std::thread> threads;  // one per rank when there are several; none for one rank
   std::vector<std::vector<int>> rank_cpus;  // [rank]: the CPUs its threads are pinned to, or empty
-  bool failed = false;               // a Forward failed: the groups are aborted
+  bool failed = false;               // a step failed: the groups are aborted (engine thread)
+  std::atomic<bool> aborted = false; // the same, seen by the rank threads: later jobs are skipped
+  uint64_t next_ticket = 1;          // engine thread
+  std::vector<std::unique_ptr<Job>> spare_jobs;  // waited for, kept for their buffers
 
   absl::Mutex mu;
-  uint64_t generation ABSL_GUARDED_BY(mu) = 0;  // bumped by each Forward
-  int num_done ABSL_GUARDED_BY(mu) = 0;         // rank threads done with the current generation
+  // Submitted and not yet waited for, in ticket order. Elements stay put while others come and go
+  // (a rank thread holds a reference to its job outside mu).
+  std::deque<std::unique_ptr<Job>> jobs ABSL_GUARDED_BY(mu);
   bool stopping ABSL_GUARDED_BY(mu) = false;
-  std::span<const StepBatch> batches;  // the current Forward's; written before generation is bumped
 };
 
-void ModelRanks::State::AbortGroups(absl::string_view reason) { comms->Abort(reason); }
+void ModelRanks::State::AbortGroups(absl::string_view reason) {
+  aborted = true;
+  comms->Abort(reason);
+}
 
 namespace {
 
@@ -91,16 +108,19 @@ absl::StatusOr<size_t> DeviceShareBudget(std::span<DeviceBackend* const> backend
 
 }  // namespace
 
-void ModelRanks::State::RunRank(int r) {
+void ModelRanks::State::RunRank(int r, Job& job) {
   Rank& rank = ranks[r];
-  rank.status = absl::OkStatus();
-  if (rank.outputs.size() < batches.size()) rank.outputs.resize(batches.size());
-  for (size_t m = 0; m < batches.size(); ++m) {
-    rank.status = rank.model->Forward(batches[m], *rank.kv_pool, &rank.outputs[m]);
-    if (!rank.status.ok()) {
-      rank.status = absl::Status(rank.status.code(),
-                                 absl::StrCat("rank ", r, ": ", rank.status.message()));
-      AbortGroups(rank.status.message());
+  absl::Status& status = job.status[r];
+  if (aborted) {
+    status = absl::AbortedError(absl::StrCat("rank ", r, ": an earlier step failed"));
+    return;
+  }
+  for (size_t m = 0; m < job.batches.size(); ++m) {
+    StepOutput* out = r == output_rank ? &job.outputs[m] : &rank.scratch;
+    status = rank.model->Forward(job.batches[m], *rank.kv_pool, out);
+    if (!status.ok()) {
+      status = absl::Status(status.code(), absl::StrCat("rank ", r, ": ", status.message()));
+      AbortGroups(status.message());
       return;
     }
   }
@@ -108,20 +128,23 @@ void ModelRanks::State::RunRank(int r) {
 
 void ModelRanks::State::RankThread(int r) {
   if (!rank_cpus[r].empty()) (void)PinThisThread(rank_cpus[r][0]);
-  uint64_t seen = 0;
+  uint64_t next = 1;  // the ticket this rank runs next
   while (true) {
+    Job* job = nullptr;
     {
       absl::MutexLock lock(&mu);
-      auto ready = [this, &seen]() ABSL_SHARED_LOCKS_REQUIRED(mu) {
-        return generation != seen || stopping;
+      // Submitted jobs run even once stopping: a peer may already be inside one, waiting for us.
+      auto ready = [this, &next]() ABSL_SHARED_LOCKS_REQUIRED(mu) {
+        return stopping || (!jobs.empty() && jobs.back()->ticket >= next);
       };
       mu.Await(absl::Condition(&ready));
-      if (stopping) return;
-      seen = generation;
+      if (jobs.empty() || jobs.back()->ticket < next) return;  // stopping, nothing left
+      job = jobs[next - jobs.front()->ticket].get();
     }
-    RunRank(r);
+    RunRank(r, *job);
+    ++next;
     absl::MutexLock lock(&mu);
-    ++num_done;
+    ++job->num_done;
   }
 }
 
@@ -270,54 +293,88 @@ RankHoldings ModelRanks::holdings(int rank_idx) const {
       .kv_block_bytes = static_cast<int64_t>(rank.kv_pool->BlockBytes())};
 }
 
-absl::Status ModelRanks::Forward(std::span<const StepBatch> micro_batches, StepOutput* out) {
+int ModelRanks::num_in_flight() const {
+  absl::MutexLock lock(&state_->mu);
+  return static_cast<int>(state_->jobs.size());
+}
+
+uint64_t ModelRanks::Submit(std::span<const StepBatch> micro_batches) {
   State& s = *state_;
-  if (s.failed) {
-    return absl::FailedPreconditionError("ranks: an earlier step failed and aborted the instance");
-  }
   const int num_ranks = static_cast<int>(s.ranks.size());
-  s.batches = micro_batches;
-  if (num_ranks == 1) {
-    s.RunRank(0);
+  std::unique_ptr<State::Job> job;
+  if (s.spare_jobs.empty()) {
+    job = std::make_unique<State::Job>();
   } else {
+    job = std::move(s.spare_jobs.back());
+    s.spare_jobs.pop_back();
+  }
+  job->ticket = s.next_ticket++;
+  job->batches = micro_batches;
+  if (job->outputs.size() < micro_batches.size()) job->outputs.resize(micro_batches.size());
+  job->status.assign(num_ranks, absl::OkStatus());
+  job->num_done = 0;
+  State::Job* raw = job.get();
+  {
     absl::MutexLock lock(&s.mu);
-    s.num_done = 0;
-    ++s.generation;
-    auto all_done = [&s, num_ranks]() ABSL_SHARED_LOCKS_REQUIRED(s.mu) {
-      return s.num_done == num_ranks;
+    s.jobs.push_back(std::move(job));
+  }
+  if (num_ranks == 1) {
+    s.RunRank(0, *raw);
+    absl::MutexLock lock(&s.mu);
+    raw->num_done = 1;
+  }
+  return raw->ticket;
+}
+
+absl::Status ModelRanks::Wait(uint64_t ticket, StepOutput* out) {
+  State& s = *state_;
+  const int num_ranks = static_cast<int>(s.ranks.size());
+  std::unique_ptr<State::Job> job;
+  {
+    absl::MutexLock lock(&s.mu);
+    BATON_CHECK(!s.jobs.empty() && s.jobs.front()->ticket == ticket);  // waited in order
+    State::Job* front = s.jobs.front().get();
+    auto done = [front, num_ranks]() ABSL_SHARED_LOCKS_REQUIRED(s.mu) {
+      return front->num_done == num_ranks;
     };
-    s.mu.Await(absl::Condition(&all_done));
+    s.mu.Await(absl::Condition(&done));
+    job = std::move(s.jobs.front());
+    s.jobs.pop_front();
   }
-  // The first failure is the cause; the others are its Aborted echoes.
-  for (const State::Rank& rank : s.ranks) {
-    if (!rank.status.ok() && !absl::IsAborted(rank.status)) {
-      s.failed = true;
-      return rank.status;
+  absl::Status status = absl::OkStatus();
+  if (s.failed) {
+    status = absl::FailedPreconditionError("ranks: an earlier step failed and aborted the instance");
+  } else {
+    // The first failure is the cause; the others are its Aborted echoes.
+    for (const absl::Status& rank_status : job->status) {
+      if (!rank_status.ok() && (status.ok() || absl::IsAborted(status))) status = rank_status;
     }
+    if (!status.ok()) s.failed = true;
   }
-  for (const State::Rank& rank : s.ranks) {
-    if (!rank.status.ok()) {
-      s.failed = true;
-      return rank.status;
-    }
-  }
-  std::vector<StepOutput>& parts = s.ranks[s.output_rank].outputs;
-  if (micro_batches.size() == 1) {
+  const std::span<const StepBatch> batches = job->batches;
+  std::vector<StepOutput>& parts = job->outputs;
+  if (status.ok() && batches.size() == 1) {
     std::swap(*out, parts[0]);
-    return absl::OkStatus();
-  }
-  out->clear();
-  for (size_t m = 0; m < micro_batches.size(); ++m) {
-    const int first_seq = static_cast<int>(out->token_ids.size());
-    out->token_ids.insert(out->token_ids.end(), parts[m].token_ids.begin(),
-                          parts[m].token_ids.end());
-    out->logits.insert(out->logits.end(), parts[m].logits.begin(), parts[m].logits.end());
-    for (PromptTokenLogprobs& scored : parts[m].prompt_logprobs) {
-      scored.seq += first_seq;  // rows follow the micro-batches' sequences, in order
-      out->prompt_logprobs.push_back(std::move(scored));
+  } else if (status.ok()) {
+    out->clear();
+    for (size_t m = 0; m < batches.size(); ++m) {
+      const int first_seq = static_cast<int>(out->token_ids.size());
+      out->token_ids.insert(out->token_ids.end(), parts[m].token_ids.begin(),
+                            parts[m].token_ids.end());
+      out->logits.insert(out->logits.end(), parts[m].logits.begin(), parts[m].logits.end());
+      for (PromptTokenLogprobs& scored : parts[m].prompt_logprobs) {
+        scored.seq += first_seq;  // rows follow the micro-batches' sequences, in order
+        out->prompt_logprobs.push_back(std::move(scored));
+      }
     }
   }
-  return absl::OkStatus();
+  job->batches = {};
+  s.spare_jobs.push_back(std::move(job));
+  return status;
+}
+
+absl::Status ModelRanks::Forward(std::span<const StepBatch> micro_batches, StepOutput* out) {
+  return Wait(Submit(micro_batches), out);
 }
 
 }  // namespace baton::runtime

@@ -17,15 +17,22 @@
 // Blocks: every rank's pool has the same number of blocks, and a sequence's block ids are the same
 // on every rank (one allocator for the instance, in the engine); only the bytes per block differ.
 //
-// Pipeline micro-batches: Forward takes the step as a list of micro-batches. Each rank runs them in
-// order; a stage sends micro-batch m to the next stage and starts m + 1 at once (the CPU
-// communicator buffers sends), so with pp stages and m micro-batches the stages overlap except for
-// a bubble of (pp - 1) micro-batch times per step. With one stage, one micro-batch is best.
+// Pipeline micro-batches: a step is a list of micro-batches. Each rank runs them in order; a stage
+// sends micro-batch m to the next stage and starts m + 1 at once (the CPU communicator buffers
+// sends), so with pp stages and m micro-batches the stages overlap except for a bubble of (pp - 1)
+// micro-batch times per step. With one stage, one micro-batch is best.
+//
+// Steps in flight: Submit starts a step and returns at once; Wait gives its outputs. Every rank
+// runs the submitted steps in submission order, so stage 0 starts step t + 1 as soon as it is done
+// with step t while the later stages finish t: with a step in flight per stage there is no bubble
+// between steps (the engine keeps pp of them, over disjoint sequences). The same order on every
+// rank is also what keeps the KV cache right: a block freed by step t and reused by step t + 1 is
+// written by t first on every rank. Forward is Submit then Wait.
 //
 // Failure: an error on any rank aborts the communicator group, so no rank waits for a peer that
 // will never come; Forward returns the first rank's error and every later Forward returns
 // FailedPrecondition: the instance must be recreated. Not thread-safe: one thread (the engine's)
-// calls everything but the const accessors.
+// calls everything but the const accessors. Destruction waits for the submitted steps to finish.
 #pragma once
 
 #include <cstdint>
@@ -96,12 +103,20 @@ class ModelRanks {
   const KvPool& kv_pool(int rank_idx) const;
   RankHoldings holdings(int rank_idx) const;
 
-  // Runs the micro-batches, in order, on every rank. Pre-condition: each is consistent (StepBatch)
-  // and its slots and block ids are below num_blocks(). On OK, (*out) holds the last stage's
-  // answers to the micro-batches one after another: a token per sequence, and the logits
-  // [sum of the micro-batches' num_seqs, vocab_size] of the micro-batches that return_logits; the
-  // scored prompt tokens' seq counts those sequences likewise.
+  // Starts the micro-batches, in order, on every rank and returns a ticket for Wait. With one rank
+  // the step runs here, before Submit returns. Pre-condition: each micro-batch is consistent
+  // (StepBatch), its slots and block ids are below num_blocks(), and the arrays it views stay alive
+  // and unchanged until its Wait returns.
+  uint64_t Submit(std::span<const StepBatch> micro_batches);
+  // Waits for the oldest submitted step, whose ticket this must be (steps are waited in submission
+  // order). On OK, (*out) holds the last stage's answers to its micro-batches one after another: a
+  // token per sequence, and the logits [sum of the micro-batches' num_seqs, vocab_size] of the
+  // micro-batches that return_logits; the scored prompt tokens' seq counts those sequences
+  // likewise. An error means the instance failed (see Failure above).
+  absl::Status Wait(uint64_t ticket, StepOutput* out);
+  // Submit, then Wait.
   absl::Status Forward(std::span<const StepBatch> micro_batches, StepOutput* out);
+  int num_in_flight() const;  // steps submitted and not yet waited for
 
  private:
   struct State;

@@ -8,7 +8,8 @@
 
 namespace baton::runtime {
 
-std::vector<std::vector<StepPiece>> PlanMicroBatches(std::span<const int> q_lens, int num_stages) {
+std::vector<std::vector<StepPiece>> PlanMicroBatches(std::span<const int> q_lens, int num_stages,
+                                                     int steps_in_flight) {
   const int num_seqs = static_cast<int>(q_lens.size());
   std::vector<std::vector<StepPiece>> plan;
   if (num_seqs == 0) return plan;
@@ -18,7 +19,8 @@ std::vector<std::vector<StepPiece>> PlanMicroBatches(std::span<const int> q_lens
     total += q;
     has_prompt = has_prompt || q > 1;
   }
-  int64_t parts = num_stages <= 1 ? 1 : has_prompt ? 2 * num_stages : num_stages;
+  const int64_t decode_parts = (num_stages + steps_in_flight - 1) / std::max(steps_in_flight, 1);
+  int64_t parts = num_stages <= 1 ? 1 : has_prompt ? 2 * num_stages : decode_parts;
   parts = std::max<int64_t>(1, std::min<int64_t>(parts, has_prompt ? total / kMinChunkTokens
                                                                     : num_seqs));
   if (parts == 1) {
@@ -114,29 +116,46 @@ void ModelRunner::Build(const ScheduledStep& step, std::span<const StepPiece> pi
   }
 }
 
-absl::Status ModelRunner::Run(const ScheduledStep& step, std::span<const TokenSampling> sampling,
-                              bool return_logits, StepOutput* out) {
-  const std::vector<std::vector<StepPiece>> plan =
-      PlanMicroBatches(step.q_lens, ranks_->layout().pp_size);
-  if (micro_batches_.size() < plan.size()) micro_batches_.resize(plan.size());
-  batches_.clear();
-  size_t num_pieces = 0;
-  for (size_t m = 0; m < plan.size(); ++m) {
-    Build(step, plan[m], sampling, return_logits, micro_batches_[m]);
-    batches_.push_back(micro_batches_[m].batch);
-    num_pieces += plan[m].size();
+void ModelRunner::Submit(const ScheduledStep& step, std::span<const TokenSampling> sampling,
+                         bool return_logits) {
+  std::unique_ptr<Flight> flight;
+  if (spare_.empty()) {
+    flight = std::make_unique<Flight>();
+  } else {
+    flight = std::move(spare_.back());
+    spare_.pop_back();
   }
+  flight->plan = PlanMicroBatches(step.q_lens, ranks_->layout().pp_size, steps_in_flight_);
+  flight->return_logits = return_logits;
+  if (flight->micro_batches.size() < flight->plan.size()) {
+    flight->micro_batches.resize(flight->plan.size());
+  }
+  flight->batches.clear();
+  for (size_t m = 0; m < flight->plan.size(); ++m) {
+    Build(step, flight->plan[m], sampling, return_logits, flight->micro_batches[m]);
+    flight->batches.push_back(flight->micro_batches[m].batch);
+  }
+  flight->ticket = ranks_->Submit(flight->batches);
+  flights_.push_back(std::move(flight));
+}
+
+absl::Status ModelRunner::Wait(const ScheduledStep& step, StepOutput* out) {
+  spare_.push_back(std::move(flights_.front()));  // its arrays stay valid until the next Submit
+  flights_.pop_front();
+  const Flight& flight = *spare_.back();
+  size_t num_pieces = 0;
+  for (const auto& pieces : flight.plan) num_pieces += pieces.size();
   if (num_pieces == step.seqs.size()) {
     // No sequence was cut: the rows are the sequences', in order.
-    RETURN_IF_ERROR(ranks_->Forward(batches_, out));
+    RETURN_IF_ERROR(ranks_->Wait(flight.ticket, out));
   } else {
-    RETURN_IF_ERROR(ranks_->Forward(batches_, &piece_output_));
-    const size_t vocab = return_logits ? piece_output_.logits.size() / num_pieces : 0;
+    RETURN_IF_ERROR(ranks_->Wait(flight.ticket, &piece_output_));
+    const size_t vocab = flight.return_logits ? piece_output_.logits.size() / num_pieces : 0;
     out->token_ids.resize(step.seqs.size());
     out->logits.resize(step.seqs.size() * vocab);
     out->prompt_logprobs.clear();
     std::vector<int> seq_of_piece;  // [num_pieces] the step's sequence each piece is of
-    for (const auto& pieces : plan) {
+    for (const auto& pieces : flight.plan) {
       for (const StepPiece& piece : pieces) seq_of_piece.push_back(piece.seq);
     }
     for (PromptTokenLogprobs& scored : piece_output_.prompt_logprobs) {
@@ -144,7 +163,7 @@ absl::Status ModelRunner::Run(const ScheduledStep& step, std::span<const TokenSa
       out->prompt_logprobs.push_back(std::move(scored));
     }
     size_t row = 0;
-    for (const auto& pieces : plan) {
+    for (const auto& pieces : flight.plan) {
       for (const StepPiece& piece : pieces) {
         if (piece.q_begin + piece.q_len == step.q_lens[piece.seq]) {  // the sequence's last chunk
           out->token_ids[piece.seq] = piece_output_.token_ids[row];

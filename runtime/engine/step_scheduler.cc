@@ -32,7 +32,13 @@ bool StepScheduler::TryAdmit(Sequence* seq, int* token_budget) {
 }
 
 ScheduledStep StepScheduler::Schedule() {
-  return config_.chunked_prefill ? ScheduleChunked() : SchedulePrefillFirst();
+  ScheduledStep step = config_.chunked_prefill ? ScheduleChunked() : SchedulePrefillFirst();
+  for (Sequence* seq : step.seqs) seq->in_step = true;
+  return step;
+}
+
+void StepScheduler::StepDone(const ScheduledStep& step) {
+  for (Sequence* seq : step.seqs) seq->in_step = false;
 }
 
 ScheduledStep StepScheduler::SchedulePrefillFirst() {
@@ -55,24 +61,29 @@ ScheduledStep StepScheduler::SchedulePrefillFirst() {
 }
 
 std::vector<Sequence*> StepScheduler::ReserveDecodes() {
-  for (size_t i = 0; i < running_.size();) {
+  auto decoding = [](const Sequence* seq) { return seq->num_uncomputed_tokens() == 1; };
+  const int64_t num_decoding = std::count_if(running_.begin(), running_.end(), decoding);
+  const size_t share = static_cast<size_t>(
+      (num_decoding + config_.max_steps_in_flight - 1) / config_.max_steps_in_flight);
+  std::vector<Sequence*> decodes;
+  for (size_t i = 0; i < running_.size() && decodes.size() < share;) {
     Sequence* seq = running_[i];
-    if (seq->num_uncomputed_tokens() != 1) {  // mid-prompt (chunked prefill)
+    if (seq->in_step || !decoding(seq)) {  // in flight, or mid-prompt (chunked prefill)
       ++i;
       continue;
     }
     const int num_new_blocks = seq->block_table.NumBlocksToAppend(1);
     if (allocator_->CanAllocate(num_new_blocks)) {
       seq->block_table.AddBlocks(*allocator_->Allocate(num_new_blocks));
+      decodes.push_back(seq);
       ++i;
       continue;
     }
-    Preempt(running_.back());
-    running_.pop_back();
-  }
-  std::vector<Sequence*> decodes;
-  for (Sequence* seq : running_) {
-    if (seq->num_uncomputed_tokens() == 1) decodes.push_back(seq);
+    // The last sequence not in a step: at index i or after it, so none already reserved.
+    const auto victim = std::find_if(running_.rbegin(), running_.rend(),
+                                     [](const Sequence* s) { return !s->in_step; });
+    Preempt(*victim);
+    running_.erase(std::next(victim).base());
   }
   return decodes;
 }
@@ -99,7 +110,7 @@ ScheduledStep StepScheduler::ScheduleChunked() {
   int token_budget = config_.max_num_batched_tokens - step.num_decode_seqs;
   for (Sequence* seq : running_) {
     if (token_budget <= 0) break;
-    if (seq->num_uncomputed_tokens() <= 1) continue;
+    if (seq->in_step || seq->num_uncomputed_tokens() <= 1) continue;
     if (const int chunk = ReserveChunk(seq, &token_budget); chunk > 0) {
       step.seqs.push_back(seq);
       step.q_lens.push_back(chunk);
@@ -127,6 +138,7 @@ void StepScheduler::Preempt(Sequence* seq) {
 }
 
 void StepScheduler::Remove(Sequence* seq) {
+  BATON_CHECK(!seq->in_step);  // its step still writes its blocks
   allocator_->Release(seq->block_table.TakeBlocks());
   std::erase(running_, seq);
   std::erase(waiting_, seq);

@@ -48,16 +48,19 @@ struct Instance {
                       .max_num_batched_tokens = phase.chunked_prefill
                                                     ? phase.max_num_batched_tokens
                                                     : std::max(phase.max_num_batched_tokens, max_context),
-                      .chunked_prefill = phase.chunked_prefill},
-                  &allocator) {}
+                      .chunked_prefill = phase.chunked_prefill,
+                      .max_steps_in_flight = phase.parallelism.pp},
+                  &allocator),
+        stage_free_s(phase.parallelism.pp, 0.0) {}
 
   WorkerRole role;
   int idx;
   const SimPhase& phase;
   BlockAllocator allocator;
   StepScheduler scheduler;
-  bool busy = false;
-  ScheduledStep step;  // the one in flight
+  std::deque<ScheduledStep> in_flight;  // oldest first, at most pp (Engine::Step)
+  std::vector<double> stage_free_s;     // [pp] when each stage is done with what it was given
+  bool finished_step = false;           // a step just finished: the engine starts new ones
   // The scheduler's accounting, as routing reads it.
   int64_t outstanding_prefill_tokens = 0;
   int num_active_requests = 0;
@@ -205,45 +208,53 @@ class Simulation {
     }
   }
 
+  // Engine::Step: the engine waits for its oldest step whenever it has one in flight, so it starts
+  // steps only when idle or right after one finished, and then as many as may be in flight.
   void Start(Instance& inst) {
-    if (inst.busy || !inst.scheduler.HasWork()) return;
-    inst.step = inst.scheduler.Schedule();
-    if (inst.step.empty()) return;  // waits for blocks: a finish or a hand-off frees them
+    const bool may_start = inst.in_flight.empty() || inst.finished_step;
+    inst.finished_step = false;
+    if (!may_start) return;
     const Parallelism p = inst.phase.parallelism;
-    const std::vector<std::vector<runtime::StepPiece>> plan =
-        runtime::PlanMicroBatches(inst.step.q_lens, p.pp);
-    std::vector<double> stage_free(p.pp, 0.0);
-    for (const std::vector<runtime::StepPiece>& pieces : plan) {
-      MicroBatchShape shape;
-      for (const runtime::StepPiece& piece : pieces) {
-        const Sequence& seq = *inst.step.seqs[piece.seq];
-        if (piece.seq < inst.step.num_decode_seqs) {
-          ++shape.num_decode_seqs;
-          shape.decode_context += seq.num_tokens();
-        } else {
-          const double q = piece.q_len;
-          const double offset = seq.num_computed_tokens + piece.q_begin;
-          shape.prompt_tokens += q;
-          shape.prompt_tokens_squared += q * (q + 2 * offset);
+    while (static_cast<int>(inst.in_flight.size()) < p.pp) {
+      ScheduledStep step = inst.scheduler.Schedule();
+      if (step.empty()) return;  // all in steps, or waiting for blocks: a finish or hand-off frees them
+      const bool has_prompt = step.seqs.size() > static_cast<size_t>(step.num_decode_seqs);
+      const ServingSlowdown& served = model_.coefficients().serving_slowdown;
+      const double slowdown =
+          served.IsIdentity() ? 1.0 : served.Factor(has_prompt, AnotherInstanceBusy(inst));
+      // Micro-batch m enters stage s once stage s is done with what came before it (this step's
+      // m - 1, or an earlier step's last) and stage s - 1 handed m on.
+      double ready_s = now_s_;
+      for (const std::vector<runtime::StepPiece>& pieces :
+           runtime::PlanMicroBatches(step.q_lens, p.pp, p.pp)) {
+        MicroBatchShape shape;
+        for (const runtime::StepPiece& piece : pieces) {
+          const Sequence& seq = *step.seqs[piece.seq];
+          if (piece.seq < step.num_decode_seqs) {
+            ++shape.num_decode_seqs;
+            shape.decode_context += seq.num_tokens();
+          } else {
+            const double q = piece.q_len;
+            const double offset = seq.num_computed_tokens + piece.q_begin;
+            shape.prompt_tokens += q;
+            shape.prompt_tokens_squared += q * (q + 2 * offset);
+          }
+        }
+        const double stage_s = slowdown * model_.StageMs(p, shape, inst.phase.stages_cross_nodes) / 1e3;
+        ready_s = now_s_;
+        for (int s = 0; s < p.pp; ++s) {
+          inst.stage_free_s[s] = std::max(inst.stage_free_s[s], ready_s) + stage_s;
+          ready_s = inst.stage_free_s[s];
         }
       }
-      const double stage_s = model_.StageMs(p, shape, inst.phase.stages_cross_nodes) / 1e3;
-      double ready_s = 0;  // when the previous stage handed this micro-batch on
-      for (int s = 0; s < p.pp; ++s) {
-        stage_free[s] = std::max(stage_free[s], ready_s) + stage_s;
-        ready_s = stage_free[s];
+      for (size_t i = step.num_decode_seqs; i < step.seqs.size(); ++i) {
+        const Sequence& seq = *step.seqs[i];
+        if (seq.num_computed_tokens == 0 && seq.num_generated_tokens() > 0) ++result_.num_preemptions;
       }
+      ++result_.num_steps;
+      inst.in_flight.push_back(std::move(step));
+      Push(ready_s, EventKind::kStepDone, InstanceId(inst));
     }
-    for (size_t i = inst.step.num_decode_seqs; i < inst.step.seqs.size(); ++i) {
-      const Sequence& seq = *inst.step.seqs[i];
-      if (seq.num_computed_tokens == 0 && seq.num_generated_tokens() > 0) ++result_.num_preemptions;
-    }
-    const bool has_prompt = inst.step.seqs.size() > static_cast<size_t>(inst.step.num_decode_seqs);
-    const ServingSlowdown& served = model_.coefficients().serving_slowdown;
-    const double slowdown = served.IsIdentity() ? 1.0 : served.Factor(has_prompt, AnotherInstanceBusy(inst));
-    inst.busy = true;
-    ++result_.num_steps;
-    Push(now_s_ + slowdown * stage_free[p.pp - 1], EventKind::kStepDone, InstanceId(inst));
   }
 
   static int InstanceId(const Instance& inst) { return inst.event_id; }
@@ -251,13 +262,17 @@ class Simulation {
   // ServingSlowdown's "shared": another instance is in a step as this one starts its own.
   bool AnotherInstanceBusy(const Instance& inst) const {
     return std::any_of(instances_.begin(), instances_.end(),
-                       [&](const Instance* other) { return other != &inst && other->busy; });
+                       [&](const Instance* other) {
+                         return other != &inst && !other->in_flight.empty();
+                       });
   }
 
   void FinishStep(Instance& inst) {
-    inst.busy = false;
-    const ScheduledStep step = std::move(inst.step);
-    inst.step = {};
+    // Steps finish in the order they started: the last stage takes them in that order.
+    const ScheduledStep step = std::move(inst.in_flight.front());
+    inst.in_flight.pop_front();
+    inst.scheduler.StepDone(step);
+    inst.finished_step = true;
     // The model runner's bookkeeping: the new tokens' K/V is in the cache.
     for (size_t i = 0; i < step.seqs.size(); ++i) {
       step.seqs[i]->num_computed_tokens += step.q_lens[i];

@@ -11,7 +11,9 @@
 //     in colocated instances and preemption on a full cache are the engine's own;
 //   - pipeline stages (runtime/engine/model_runner.h): a step is cut by PlanMicroBatches into the
 //     micro-batches the runtime runs, and the stages work on them as a pipeline (micro-batch m
-//     enters stage s when stage s finished m - 1 and stage s - 1 finished m);
+//     enters stage s when stage s finished what came before it and stage s - 1 finished m), with
+//     up to pp steps in flight over disjoint sequences, started as Engine::Step starts them (when
+//     the instance is idle or a step has just finished);
 //   - migration: a request's first token leaves the prefill instance holding its KV; the decode
 //     instance the router picked pulls it, first come first served, only when its allocator has
 //     room for the prompt and the next token (Engine::CanAdmitPrefilled), one transfer at a time

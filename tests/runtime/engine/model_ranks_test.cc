@@ -32,31 +32,42 @@ using ::testing::HasSubstr;
 using Plan = std::vector<std::vector<StepPiece>>;
 
 TEST(PlanMicroBatchesTest, OneStageIsOneBatchOfWholeSequences) {
-  EXPECT_EQ(PlanMicroBatches(std::vector<int>{}, 2), Plan{});
-  EXPECT_EQ(PlanMicroBatches(std::vector<int>{1, 1, 300}, 1),
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{}, 2, 1), Plan{});
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{1, 1, 300}, 1, 1),
             (Plan{{{0, 0, 1}, {1, 0, 1}, {2, 0, 300}}}));
 }
 
-TEST(PlanMicroBatchesTest, DecodeStepsGetOneMicroBatchPerStage) {
-  EXPECT_EQ(PlanMicroBatches(std::vector<int>{1, 1, 1, 1}, 2),
+TEST(PlanMicroBatchesTest, DecodeStepsOneAtATimeGetOneMicroBatchPerStage) {
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{1, 1, 1, 1}, 2, 1),
             (Plan{{{0, 0, 1}, {1, 0, 1}}, {{2, 0, 1}, {3, 0, 1}}}));
-  EXPECT_EQ(PlanMicroBatches(std::vector<int>{1, 1, 1}, 2),
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{1, 1, 1}, 2, 1),
             (Plan{{{0, 0, 1}, {1, 0, 1}}, {{2, 0, 1}}}));
-  EXPECT_EQ(PlanMicroBatches(std::vector<int>{1}, 3), (Plan{{{0, 0, 1}}}));
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{1}, 3, 1), (Plan{{{0, 0, 1}}}));
+}
+
+TEST(PlanMicroBatchesTest, DecodeStepsInFlightPerStageAreOneMicroBatch) {
+  // The steps in flight fill the pipeline: cutting a step would only read the weights again.
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{1, 1, 1, 1}, 2, 2),
+            (Plan{{{0, 0, 1}, {1, 0, 1}, {2, 0, 1}, {3, 0, 1}}}));
+  // Two steps in flight on four stages: each step cut in two.
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{1, 1, 1, 1}, 4, 2),
+            (Plan{{{0, 0, 1}, {1, 0, 1}}, {{2, 0, 1}, {3, 0, 1}}}));
 }
 
 TEST(PlanMicroBatchesTest, ALonePromptIsCutIntoChunksForTheStages) {
-  EXPECT_EQ(PlanMicroBatches(std::vector<int>{512}, 2),
-            (Plan{{{0, 0, 128}}, {{0, 128, 128}}, {{0, 256, 128}}, {{0, 384, 128}}}));
+  for (int in_flight : {1, 2}) {
+    EXPECT_EQ(PlanMicroBatches(std::vector<int>{512}, 2, in_flight),
+              (Plan{{{0, 0, 128}}, {{0, 128, 128}}, {{0, 256, 128}}, {{0, 384, 128}}}));
+  }
   // Chunks keep at least kMinChunkTokens tokens: a short prompt is not cut.
-  EXPECT_EQ(PlanMicroBatches(std::vector<int>{20}, 2), (Plan{{{0, 0, 20}}}));
-  EXPECT_EQ(PlanMicroBatches(std::vector<int>{40}, 2), (Plan{{{0, 0, 20}}, {{0, 20, 20}}}));
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{20}, 2, 2), (Plan{{{0, 0, 20}}}));
+  EXPECT_EQ(PlanMicroBatches(std::vector<int>{40}, 2, 2), (Plan{{{0, 0, 20}}, {{0, 20, 20}}}));
 }
 
 TEST(PlanMicroBatchesTest, DecodeSequencesStayFirstAndEveryTokenIsInOnePiece) {
   const std::vector<int> q_lens = {1, 1, 1, 1, 30, 97, 5};
   for (int stages : {2, 3, 4}) {
-    const Plan plan = PlanMicroBatches(q_lens, stages);
+    const Plan plan = PlanMicroBatches(q_lens, stages, 1);
     EXPECT_LE(static_cast<int>(plan.size()), 2 * stages);
     std::vector<int> covered(q_lens.size(), 0);
     for (const auto& pieces : plan) {

@@ -156,9 +156,11 @@ TEST(SimulatorTest, FullDecodeInstanceDelaysThePull) {
   EXPECT_GE(result->requests[1].finish_s, result->requests[0].finish_s + 0.2);
 }
 
-// Pipeline stages: a decode step of 4 sequences on pp = 2 runs as 2 micro-batches of 2
-// (PlanMicroBatches), each stage taking half the pass: 3 stage-slots of (a + 2c) / 2.
-TEST(SimulatorTest, PipelineStagesOverlapMicroBatches) {
+// Pipeline stages: 4 decoding sequences on pp = 2 go as 2 steps in flight of 2 sequences (the
+// engine's share per step), each one micro-batch, each stage taking half the pass (a + 2c) / 2:
+// the first step is done after 2 stage-slots, the second, which entered stage 0 as the first left
+// it, after 3. One step at a time in 2 micro-batches would give every sequence 3.
+TEST(SimulatorTest, PipelineStagesRunAStepInFlightEach) {
   const StepLatencyModel model(TestCoefficients({.b_ms = 1.0}, {.a_ms = 8, .c_ms = 1}), TestModel(),
                                TestDevice());
   std::vector<SimRequest> requests(4, SimRequest{.arrival_s = 0, .input_len = 16, .output_len = 2});
@@ -169,7 +171,9 @@ TEST(SimulatorTest, PipelineStagesOverlapMicroBatches) {
   // The stage link adds (2 tokens x hidden x 2 bytes) / 1 GB/s per micro-batch and stage.
   const double send_ms = 2.0 * 1024 * 2 / 1e9 * 1e3;
   const double stage_ms = (8 + 2 * 1) / 2.0 + send_ms;
-  EXPECT_NEAR(result->requests[0].tpot_s, 3 * stage_ms / 1e3, 1e-9);
+  EXPECT_EQ(result->num_steps, 2);
+  for (int r : {0, 1}) EXPECT_NEAR(result->requests[r].tpot_s, 2 * stage_ms / 1e3, 1e-9);
+  for (int r : {2, 3}) EXPECT_NEAR(result->requests[r].tpot_s, 3 * stage_ms / 1e3, 1e-9);
 }
 
 TEST(SimulatorTest, SameInputGivesTheSameResult) {

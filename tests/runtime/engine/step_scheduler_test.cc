@@ -1,0 +1,134 @@
+// StepScheduler with steps in flight (step_scheduler.h): a sequence in a step is neither scheduled
+// again nor preempted until StepDone; the running decodes are shared out over the steps in flight;
+// with one step in flight every decode goes in every step, as before.
+#include "runtime/engine/step_scheduler.h"
+
+#include <memory>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace baton::runtime {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAreArray;
+
+constexpr int kBlockSize = 4;
+
+class StepSchedulerTest : public ::testing::Test {
+ protected:
+  Sequence* Add(StepScheduler& scheduler, int prompt_len) {
+    GenerationParams params;
+    params.max_tokens = 100;
+    seqs_.push_back(std::make_unique<Sequence>(static_cast<SeqId>(seqs_.size()),
+                                               std::vector<int32_t>(prompt_len, 1), params,
+                                               kBlockSize));
+    scheduler.Add(seqs_.back().get());
+    return seqs_.back().get();
+  }
+
+  // What the engine does when a step's forward pass is done: the KV is in, a finished prompt or a
+  // decode gets its next token.
+  static void Finish(StepScheduler& scheduler, const ScheduledStep& step) {
+    for (size_t i = 0; i < step.seqs.size(); ++i) {
+      Sequence& seq = *step.seqs[i];
+      seq.num_computed_tokens += step.q_lens[i];
+      seq.block_table.AppendTokens(step.q_lens[i]);
+      if (seq.num_uncomputed_tokens() == 0) seq.token_ids.push_back(7);
+    }
+    scheduler.StepDone(step);
+  }
+
+  std::vector<std::unique_ptr<Sequence>> seqs_;
+};
+
+TEST_F(StepSchedulerTest, OneStepInFlightDecodesEveryRunningSequence) {
+  BlockAllocator allocator(64);
+  StepScheduler scheduler({.max_steps_in_flight = 1}, &allocator);
+  for (int i = 0; i < 4; ++i) Add(scheduler, 3);
+  const ScheduledStep prefill = scheduler.Schedule();
+  ASSERT_EQ(prefill.seqs.size(), 4u);
+  for (Sequence* seq : prefill.seqs) EXPECT_TRUE(seq->in_step);
+  Finish(scheduler, prefill);
+  const ScheduledStep decode = scheduler.Schedule();
+  EXPECT_EQ(decode.num_decode_seqs, 4);
+  EXPECT_THAT(decode.q_lens, ElementsAre(1, 1, 1, 1));
+}
+
+TEST_F(StepSchedulerTest, DecodesAreSharedOutOverTheStepsInFlight) {
+  BlockAllocator allocator(64);
+  StepScheduler scheduler({.max_steps_in_flight = 2}, &allocator);
+  for (int i = 0; i < 5; ++i) Add(scheduler, 3);
+  Finish(scheduler, scheduler.Schedule());  // the prefill of all five
+  // ceil(5 / 2) = 3, then the 2 left; nothing more while both are in flight.
+  const ScheduledStep first = scheduler.Schedule();
+  const ScheduledStep second = scheduler.Schedule();
+  EXPECT_EQ(first.num_decode_seqs, 3);
+  EXPECT_EQ(second.num_decode_seqs, 2);
+  EXPECT_TRUE(scheduler.Schedule().empty());
+  std::vector<Sequence*> both = first.seqs;
+  both.insert(both.end(), second.seqs.begin(), second.seqs.end());
+  std::vector<Sequence*> all;
+  for (const auto& seq : seqs_) all.push_back(seq.get());
+  EXPECT_THAT(both, UnorderedElementsAreArray(all));
+  // The first step done: its sequences go again, the second's stay out.
+  Finish(scheduler, first);
+  const ScheduledStep third = scheduler.Schedule();
+  EXPECT_EQ(third.seqs, first.seqs);
+}
+
+TEST_F(StepSchedulerTest, APromptInAStepIsNotChunkedAgainUntilItIsDone) {
+  BlockAllocator allocator(64);
+  StepScheduler scheduler({.max_num_batched_tokens = 8, .chunked_prefill = true,
+                           .max_steps_in_flight = 2},
+                          &allocator);
+  Sequence* seq = Add(scheduler, 20);
+  const ScheduledStep first = scheduler.Schedule();
+  EXPECT_THAT(first.q_lens, ElementsAre(8));
+  EXPECT_TRUE(scheduler.Schedule().empty()) << "its next chunk needs this one's KV bookkeeping";
+  Finish(scheduler, first);
+  const ScheduledStep second = scheduler.Schedule();
+  ASSERT_EQ(second.seqs.size(), 1u);
+  EXPECT_EQ(second.seqs[0], seq);
+  EXPECT_THAT(second.q_lens, ElementsAre(8));
+}
+
+TEST_F(StepSchedulerTest, PreemptionPassesOverSequencesInAStep) {
+  // 4 blocks: two sequences of 8 tokens fill them; the next decode needs a fifth.
+  BlockAllocator allocator(4);
+  StepScheduler scheduler({.max_steps_in_flight = 2}, &allocator);
+  Sequence* a = Add(scheduler, 8);
+  Sequence* b = Add(scheduler, 8);
+  Finish(scheduler, scheduler.Schedule());  // both prompts: 4 blocks in use, a token each
+  // a's decode needs a block; b is not in a step, so b (the most recent) is preempted for it.
+  const ScheduledStep first = scheduler.Schedule();
+  EXPECT_THAT(first.seqs, ElementsAre(a));
+  EXPECT_EQ(b->status, SeqStatus::kWaiting);
+  EXPECT_EQ(b->num_computed_tokens, 0);
+  // b's prefill needs 3 blocks and 1 is free; a, in its step, is never the victim.
+  EXPECT_TRUE(scheduler.Schedule().empty());
+  EXPECT_EQ(a->status, SeqStatus::kRunning);
+  EXPECT_TRUE(a->in_step);
+  Finish(scheduler, first);
+  EXPECT_FALSE(a->in_step);
+}
+
+TEST_F(StepSchedulerTest, ASequenceOutOfItsStepCanBeRemoved) {
+  BlockAllocator allocator(8);
+  StepScheduler scheduler({.max_steps_in_flight = 2}, &allocator);
+  Sequence* seq = Add(scheduler, 5);
+  const ScheduledStep step = scheduler.Schedule();
+  EXPECT_EQ(allocator.num_blocks_used(), 2);
+  EXPECT_DEATH(scheduler.Remove(seq), "in_step");
+  Finish(scheduler, step);
+  scheduler.Remove(seq);
+  EXPECT_EQ(allocator.num_blocks_used(), 0);
+  EXPECT_FALSE(scheduler.HasWork());
+  EXPECT_THAT(scheduler.Schedule().seqs, IsEmpty());
+}
+
+}  // namespace
+}  // namespace baton::runtime
