@@ -100,7 +100,9 @@ def cells(args):
     for d, name in enumerate(DEPLOYMENTS):
         for workload in WORKLOADS:
             for rate in RATES[workload]:
-                yield name, 52400 + 10 * d, workload, rate, f"{name}-{workload}-{rate}"
+                stem = f"{name}-{workload}-{rate}"
+                if args.only in stem:
+                    yield name, 52400 + 10 * d, workload, rate, stem
 
 
 def main() -> None:
@@ -112,6 +114,8 @@ def main() -> None:
     parser.add_argument("--dtype", default="f32")
     parser.add_argument("--num-requests", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--only", default="",
+                        help="only the cells whose name (DEPLOYMENT-WORKLOAD-RATE) contains this")
     parser.add_argument("--coefficients", action="append", default=[],
                         help="predict: latency coefficients (repeat for one column each)")
     args = parser.parse_args()
