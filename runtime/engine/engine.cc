@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "kernels/common/status_macros.h"
+#include "runtime/engine/spare_objects.h"
 
 namespace baton::runtime {
 
@@ -260,13 +261,7 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::Step() {
 }
 
 void Engine::StartStep(ScheduledStep step) {
-  std::unique_ptr<InFlightStep> flight;
-  if (spare_steps_.empty()) {
-    flight = std::make_unique<InFlightStep>();
-  } else {
-    flight = std::move(spare_steps_.back());
-    spare_steps_.pop_back();
-  }
+  std::unique_ptr<InFlightStep> flight = TakeSpare(spare_steps_);
   flight->step = std::move(step);
   const int64_t now_us = absl::ToUnixMicros(absl::Now());
   for (Sequence* seq : flight->step.seqs) {

@@ -18,6 +18,7 @@
 #include "runtime/backend/backend_registry.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/engine/checked_communicator.h"
+#include "runtime/engine/spare_objects.h"
 #include "runtime/parallel/instance_comms.h"
 
 namespace baton::runtime {
@@ -301,13 +302,7 @@ int ModelRanks::num_in_flight() const {
 uint64_t ModelRanks::Submit(std::span<const StepBatch> micro_batches) {
   State& s = *state_;
   const int num_ranks = static_cast<int>(s.ranks.size());
-  std::unique_ptr<State::Job> job;
-  if (s.spare_jobs.empty()) {
-    job = std::make_unique<State::Job>();
-  } else {
-    job = std::move(s.spare_jobs.back());
-    s.spare_jobs.pop_back();
-  }
+  std::unique_ptr<State::Job> job = TakeSpare(s.spare_jobs);
   job->ticket = s.next_ticket++;
   job->batches = micro_batches;
   if (job->outputs.size() < micro_batches.size()) job->outputs.resize(micro_batches.size());

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/common/status_macros.h"
+#include "runtime/engine/spare_objects.h"
 
 namespace baton::runtime {
 
@@ -118,13 +119,7 @@ void ModelRunner::Build(const ScheduledStep& step, std::span<const StepPiece> pi
 
 void ModelRunner::Submit(const ScheduledStep& step, std::span<const TokenSampling> sampling,
                          bool return_logits) {
-  std::unique_ptr<Flight> flight;
-  if (spare_.empty()) {
-    flight = std::make_unique<Flight>();
-  } else {
-    flight = std::move(spare_.back());
-    spare_.pop_back();
-  }
+  std::unique_ptr<Flight> flight = TakeSpare(spare_);
   flight->plan = PlanMicroBatches(step.q_lens, ranks_->layout().pp_size, steps_in_flight_);
   flight->return_logits = return_logits;
   if (flight->micro_batches.size() < flight->plan.size()) {
