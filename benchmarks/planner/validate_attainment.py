@@ -114,11 +114,20 @@ def main() -> None:
     parser.add_argument("--dtype", default="f32")
     parser.add_argument("--num-requests", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--rates", action="append", default=[], metavar="WORKLOAD=R1,R2,...",
+                        help="the rates of a workload instead of the defaults (a faster machine's knee "
+                             "lies further out)")
     parser.add_argument("--only", default="",
                         help="only the cells whose name (DEPLOYMENT-WORKLOAD-RATE) contains this")
     parser.add_argument("--coefficients", action="append", default=[],
                         help="predict: latency coefficients (repeat for one column each)")
     args = parser.parse_args()
+    for spec in args.rates:
+        workload, _, rates = spec.partition("=")
+        if workload not in WORKLOADS or not rates:
+            sys.exit(f"validate_attainment: --rates {spec}: want WORKLOAD=R1,R2,... with WORKLOAD one of "
+                     f"{', '.join(WORKLOADS)}")
+        RATES[workload] = [float(r) for r in rates.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     args.model = args.model.resolve()
     if args.step == "measure":
