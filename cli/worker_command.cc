@@ -1,7 +1,7 @@
 // `baton worker`: one prefill, decode or colocated instance of a deployment. `baton serve` starts
 // one per instance on its own host; on another host one joins the deployment by hand:
-//   baton worker --config deployment.yaml --secret-file secret --role decode --instance 1 \
-//       --host 10.0.0.7 --scheduler 10.0.0.2:50054
+//   baton worker --config deployment.yaml --secret-file secret --role decode --instance 1
+//       --host 10.0.0.7 --scheduler 10.0.0.2:50054   (one command line)
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
