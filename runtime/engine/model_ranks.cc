@@ -294,11 +294,6 @@ RankHoldings ModelRanks::holdings(int rank_idx) const {
       .kv_block_bytes = static_cast<int64_t>(rank.kv_pool->BlockBytes())};
 }
 
-int ModelRanks::num_in_flight() const {
-  absl::MutexLock lock(&state_->mu);
-  return static_cast<int>(state_->jobs.size());
-}
-
 uint64_t ModelRanks::Submit(std::span<const StepBatch> micro_batches) {
   State& s = *state_;
   const int num_ranks = static_cast<int>(s.ranks.size());

@@ -116,7 +116,6 @@ class ModelRanks {
   absl::Status Wait(uint64_t ticket, StepOutput* out);
   // Submit, then Wait.
   absl::Status Forward(std::span<const StepBatch> micro_batches, StepOutput* out);
-  int num_in_flight() const;  // steps submitted and not yet waited for
 
  private:
   struct State;

@@ -20,7 +20,8 @@ std::vector<std::vector<StepPiece>> PlanMicroBatches(std::span<const int> q_lens
     total += q;
     has_prompt = has_prompt || q > 1;
   }
-  const int64_t decode_parts = (num_stages + steps_in_flight - 1) / std::max(steps_in_flight, 1);
+  const int in_flight = std::max(steps_in_flight, 1);
+  const int64_t decode_parts = (num_stages + in_flight - 1) / in_flight;
   int64_t parts = num_stages <= 1 ? 1 : has_prompt ? 2 * num_stages : decode_parts;
   parts = std::max<int64_t>(1, std::min<int64_t>(parts, has_prompt ? total / kMinChunkTokens
                                                                     : num_seqs));

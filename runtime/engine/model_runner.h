@@ -64,7 +64,6 @@ class ModelRunner {
   // sequences that ScoresPrompt() (seq: the index into step.seqs), and each sequence's
   // num_computed_tokens has advanced by its q_len. An error means the instance failed.
   absl::Status Wait(const ScheduledStep& step, StepOutput* out);
-  int num_in_flight() const { return static_cast<int>(flights_.size()); }
 
  private:
   // The index arrays of one micro-batch; batch views them.

@@ -224,7 +224,7 @@ class Simulation {
           served.IsIdentity() ? 1.0 : served.Factor(has_prompt, AnotherInstanceBusy(inst));
       // Micro-batch m enters stage s once stage s is done with what came before it (this step's
       // m - 1, or an earlier step's last) and stage s - 1 handed m on.
-      double ready_s = now_s_;
+      double done_s = now_s_;  // when the step's last micro-batch leaves the last stage
       for (const std::vector<runtime::StepPiece>& pieces :
            runtime::PlanMicroBatches(step.q_lens, p.pp, p.pp)) {
         MicroBatchShape shape;
@@ -241,11 +241,12 @@ class Simulation {
           }
         }
         const double stage_s = slowdown * model_.StageMs(p, shape, inst.phase.stages_cross_nodes) / 1e3;
-        ready_s = now_s_;
+        double ready_s = now_s_;  // all of the step's micro-batches are there at once
         for (int s = 0; s < p.pp; ++s) {
           inst.stage_free_s[s] = std::max(inst.stage_free_s[s], ready_s) + stage_s;
           ready_s = inst.stage_free_s[s];
         }
+        done_s = ready_s;
       }
       for (size_t i = step.num_decode_seqs; i < step.seqs.size(); ++i) {
         const Sequence& seq = *step.seqs[i];
@@ -253,7 +254,7 @@ class Simulation {
       }
       ++result_.num_steps;
       inst.in_flight.push_back(std::move(step));
-      Push(ready_s, EventKind::kStepDone, InstanceId(inst));
+      Push(done_s, EventKind::kStepDone, InstanceId(inst));
     }
   }
 
