@@ -16,7 +16,9 @@ using SeqId = int64_t;
 // kWaiting: queued for prefill. kRunning: in the continuous batch. kHoldingKv: a prefill-role
 // sequence that produced its first token and keeps its KV blocks for a decode worker to pull.
 // kAwaitingKv: a decode-role sequence whose blocks are allocated and being filled by a transfer.
-enum class SeqStatus { kWaiting, kRunning, kHoldingKv, kAwaitingKv };
+// kSwapped: preempted with its KV copied to the instance's swap pool (runtime/kv_cache/kv_swap.h);
+// its block table names swap-pool blocks until it is swapped back in.
+enum class SeqStatus { kWaiting, kRunning, kHoldingKv, kAwaitingKv, kSwapped };
 
 enum class FinishReason { kNone, kLength, kStop, kCancelled };
 

@@ -36,7 +36,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
                                                         .kv_cache_bytes = config.kv_cache_bytes,
                                                         .gpu_memory_utilization =
                                                             config.gpu_memory_utilization,
-                                                        .kv_shm_names = config.kv_shm_names}));
+                                                        .kv_shm_names = config.kv_shm_names,
+                                                        .swap_space_bytes = config.swap_space_bytes}));
   const int model_len = ranks->config().max_position_embeddings;
   const int max_model_len = config.max_model_len > 0 ? std::min(config.max_model_len, model_len)
                                                      : model_len;
@@ -64,11 +65,12 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRanks> ranks, in
       block_size_(config.block_size),
       max_model_len_(max_model_len),
       allocator_(ranks_->num_blocks()),
+      swap_allocator_(ranks_->num_swap_blocks()),
       scheduler_(StepSchedulerConfig{.max_num_seqs = config.max_num_seqs,
                                      .max_num_batched_tokens = config.max_num_batched_tokens,
                                      .chunked_prefill = config.chunked_prefill,
                                      .max_steps_in_flight = config.max_steps_in_flight},
-                 &allocator_),
+                 &allocator_, ranks_->num_swap_blocks() > 0 ? &swap_allocator_ : nullptr),
       runner_(ranks_.get(), config.max_steps_in_flight),
       max_steps_in_flight_(config.max_steps_in_flight) {}
 

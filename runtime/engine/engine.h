@@ -12,6 +12,10 @@
 // (model_ranks.h, step_scheduler.h). Step() starts as many steps as may be in flight and are
 // ready, then waits for the oldest and returns its tokens; with one step in flight it is one
 // synchronous forward pass. A sequence cancelled while its step runs leaves once the step is done.
+//
+// Swap space (EngineConfig::swap_space_bytes): a sequence preempted because the KV cache is full
+// has its blocks copied to host memory and back (runtime/kv_cache/kv_swap.h) instead of being
+// computed again; a step may then carry copies alone and return no token.
 // Not thread-safe: a single engine thread owns it (see engine_loop for the threaded form).
 #pragma once
 
@@ -57,6 +61,10 @@ struct EngineConfig {
   std::vector<std::string> kv_shm_names;
   // Steps on the ranks at once; 0: one per pipeline stage (parallel.pp_size), 1: one at a time.
   int max_steps_in_flight = 0;
+  // Host memory for the KV of sequences preempted when the cache is full, split over the ranks
+  // (runtime/kv_cache/kv_swap.h): they are swapped out and back in rather than recomputed. 0: none,
+  // every preemption recomputes (vLLM v1's rule; vLLM v0's --swap-space and DistServe swap).
+  size_t swap_space_bytes = 0;
 };
 
 struct TokenOutput {
@@ -120,6 +128,8 @@ class Engine {
 
   int num_waiting() const { return scheduler_.num_waiting(); }
   int num_running() const { return scheduler_.num_running(); }
+  int num_swapped() const { return scheduler_.num_swapped(); }
+  const BlockAllocator& swap_allocator() const { return swap_allocator_; }
   int num_sequences() const { return static_cast<int>(seqs_.size()); }
 
   bool HasWork() const { return scheduler_.HasWork() || !in_flight_.empty(); }
@@ -157,6 +167,7 @@ class Engine {
   int block_size_;
   int max_model_len_;
   BlockAllocator allocator_;
+  BlockAllocator swap_allocator_;  // the ranks' swap pools; no blocks without swap space
   StepScheduler scheduler_;
   ModelRunner runner_;
   absl::flat_hash_map<SeqId, std::unique_ptr<Sequence>> seqs_;

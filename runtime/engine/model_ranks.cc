@@ -33,6 +33,7 @@ struct ModelRanks::State {
     std::unique_ptr<LlamaModel> model;
     DeviceBuffer kv_storage;  // the pool's blocks on a device whose memory is not the host's
     std::unique_ptr<KvPool> kv_pool;
+    std::unique_ptr<KvPool> swap_pool;  // host memory; null without swap space
     StepOutput scratch;  // what a rank other than output_rank writes
   };
 
@@ -40,19 +41,24 @@ struct ModelRanks::State {
   struct Job {
     uint64_t ticket = 0;
     std::span<const StepBatch> batches;
+    std::span<const BlockCopy> swap_out;
+    std::span<const BlockCopy> swap_in;
     std::vector<StepOutput> outputs;   // [micro-batch], written by output_rank
     std::vector<absl::Status> status;  // [rank]
     int num_done = 0;                  // ranks done with it; guarded by State::mu
   };
 
-  // Runs the job's micro-batches on rank r; on error aborts the groups so no peer waits.
+  // Runs the job's swaps and micro-batches on rank r; on error aborts the groups so no peer waits.
   void RunRank(int r, Job& job);
+  // Copies blocks of rank r between its KV pool and its swap pool.
+  absl::Status Swap(Rank& rank, std::span<const BlockCopy> copies, bool out);
   void RankThread(int r);
   void AbortGroups(absl::string_view reason);
 
   ModelConfig config;
   ParallelLayout layout;
   int num_blocks = 0;
+  int num_swap_blocks = 0;
   int output_rank = 0;  // the last stage's tp rank 0: its outputs are returned
   std::vector<Rank> ranks;
   // The ranks' TP and PP groups, which the models point into. Destroyed before `ranks`: NCCL
@@ -109,6 +115,21 @@ absl::StatusOr<size_t> DeviceShareBudget(std::span<DeviceBackend* const> backend
 
 }  // namespace
 
+absl::Status ModelRanks::State::Swap(Rank& rank, std::span<const BlockCopy> copies, bool out) {
+  const size_t block_bytes = rank.kv_pool->BlockBytes();
+  for (const BlockCopyRun& run : CoalesceBlockCopies(copies)) {
+    const size_t bytes = block_bytes * run.num_blocks;
+    if (out) {
+      RETURN_IF_ERROR(rank.backend->CopyToHost(rank.swap_pool->BlockData(run.dst),
+                                               rank.kv_pool->BlockData(run.src), bytes));
+    } else {
+      RETURN_IF_ERROR(rank.backend->CopyToDevice(rank.kv_pool->BlockData(run.dst),
+                                                 rank.swap_pool->BlockData(run.src), bytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
 void ModelRanks::State::RunRank(int r, Job& job) {
   Rank& rank = ranks[r];
   absl::Status& status = job.status[r];
@@ -116,14 +137,15 @@ void ModelRanks::State::RunRank(int r, Job& job) {
     status = absl::AbortedError(absl::StrCat("rank ", r, ": an earlier step failed"));
     return;
   }
-  for (size_t m = 0; m < job.batches.size(); ++m) {
+  status = Swap(rank, job.swap_out, /*out=*/true);
+  if (status.ok()) status = Swap(rank, job.swap_in, /*out=*/false);
+  for (size_t m = 0; status.ok() && m < job.batches.size(); ++m) {
     StepOutput* out = r == output_rank ? &job.outputs[m] : &rank.scratch;
     status = rank.model->Forward(job.batches[m], *rank.kv_pool, out);
-    if (!status.ok()) {
-      status = absl::Status(status.code(), absl::StrCat("rank ", r, ": ", status.message()));
-      AbortGroups(status.message());
-      return;
-    }
+  }
+  if (!status.ok()) {
+    status = absl::Status(status.code(), absl::StrCat("rank ", r, ": ", status.message()));
+    AbortGroups(status.message());
   }
 }
 
@@ -245,6 +267,20 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
         " ranks holds no block of ", options.block_size, " tokens"));
   }
   state->num_blocks = num_blocks;
+  // The swap pools: as many blocks on every rank as the smallest per-rank share holds.
+  for (int r = 0; options.swap_space_bytes > 0 && r < num_ranks; ++r) {
+    const int n = KvPool::NumBlocksForBudget(
+        state->ranks[r].model->KvShape(options.block_size, options.kv_cache_dtype),
+        options.swap_space_bytes / num_ranks);
+    state->num_swap_blocks = r == 0 ? n : std::min(state->num_swap_blocks, n);
+  }
+  if (options.swap_space_bytes > 0 && state->num_swap_blocks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ranks: a swap space of ", options.swap_space_bytes, " bytes over ", num_ranks,
+        " ranks holds no KV block of ", options.block_size, " tokens (",
+        state->ranks[0].model->KvShape(options.block_size, options.kv_cache_dtype).BlockBytes(),
+        " bytes on rank 0)"));
+  }
   for (int r = 0; r < num_ranks; ++r) {
     State::Rank& rank = state->ranks[r];
     const KvPoolShape shape = rank.model->KvShape(options.block_size, options.kv_cache_dtype);
@@ -262,6 +298,9 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
       pool_options.device_ordinal = options.first_device_index + r;
     }
     ASSIGN_OR_RETURN(rank.kv_pool, KvPool::Create(shape, num_blocks, pool_options));
+    if (state->num_swap_blocks > 0) {
+      ASSIGN_OR_RETURN(rank.swap_pool, KvPool::Create(shape, state->num_swap_blocks));
+    }
   }
   for (int r = 0; num_ranks > 1 && r < num_ranks; ++r) {
     state->threads.emplace_back([s = state.get(), r] { s->RankThread(r); });
@@ -283,6 +322,7 @@ const ModelConfig& ModelRanks::config() const { return state_->config; }
 const ParallelLayout& ModelRanks::layout() const { return state_->layout; }
 int ModelRanks::num_ranks() const { return static_cast<int>(state_->ranks.size()); }
 int ModelRanks::num_blocks() const { return state_->num_blocks; }
+int ModelRanks::num_swap_blocks() const { return state_->num_swap_blocks; }
 const KvPool& ModelRanks::kv_pool(int rank_idx) const { return *state_->ranks[rank_idx].kv_pool; }
 
 RankHoldings ModelRanks::holdings(int rank_idx) const {
@@ -294,12 +334,15 @@ RankHoldings ModelRanks::holdings(int rank_idx) const {
       .kv_block_bytes = static_cast<int64_t>(rank.kv_pool->BlockBytes())};
 }
 
-uint64_t ModelRanks::Submit(std::span<const StepBatch> micro_batches) {
+uint64_t ModelRanks::Submit(std::span<const StepBatch> micro_batches,
+                            std::span<const BlockCopy> swap_out, std::span<const BlockCopy> swap_in) {
   State& s = *state_;
   const int num_ranks = static_cast<int>(s.ranks.size());
   std::unique_ptr<State::Job> job = TakeSpare(s.spare_jobs);
   job->ticket = s.next_ticket++;
   job->batches = micro_batches;
+  job->swap_out = swap_out;
+  job->swap_in = swap_in;
   if (job->outputs.size() < micro_batches.size()) job->outputs.resize(micro_batches.size());
   job->status.assign(num_ranks, absl::OkStatus());
   job->num_done = 0;
@@ -359,6 +402,8 @@ absl::Status ModelRanks::Wait(uint64_t ticket, StepOutput* out) {
     }
   }
   job->batches = {};
+  job->swap_out = {};
+  job->swap_in = {};
   s.spare_jobs.push_back(std::move(job));
   return status;
 }

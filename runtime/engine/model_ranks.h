@@ -29,6 +29,9 @@
 // rank is also what keeps the KV cache right: a block freed by step t and reused by step t + 1 is
 // written by t first on every rank. Forward is Submit then Wait.
 //
+// Swaps: a step may carry block copies between each rank's KV pool and its swap pool in host
+// memory (kv_swap.h); every rank runs them, swap-outs first, before the step's micro-batches.
+//
 // Failure: an error on any rank aborts the communicator group, so no rank waits for a peer that
 // will never come; Forward returns the first rank's error and every later Forward returns
 // FailedPrecondition: the instance must be recreated. Not thread-safe: one thread (the engine's)
@@ -49,6 +52,7 @@
 #include "runtime/backend/device_backend.h"
 #include "runtime/batch/step_batch.h"
 #include "runtime/kv_cache/kv_pool.h"
+#include "runtime/kv_cache/kv_swap.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/model_shard.h"
 
@@ -75,6 +79,10 @@ struct ModelRanksOptions {
   double gpu_memory_utilization = 0.9;  // in (0, 1], with kv_cache_bytes 0
   // Empty: private pools. Else [num_ranks]: rank r's pool lives in the shm segment kv_shm_names[r].
   std::vector<std::string> kv_shm_names;
+  // The instance's host swap space for preempted sequences' KV (runtime/kv_cache/kv_swap.h), split
+  // evenly over its ranks like kv_cache_bytes; each rank's swap pool has the same blocks as its KV
+  // pool, num_swap_blocks() of them. 0: none.
+  size_t swap_space_bytes = 0;
   absl::Duration comm_timeout = absl::Seconds(60);  // longest wait for a peer rank in one call
 };
 
@@ -100,14 +108,17 @@ class ModelRanks {
   const ParallelLayout& layout() const;
   int num_ranks() const;
   int num_blocks() const;  // of every rank's pool
+  int num_swap_blocks() const;  // of every rank's swap pool; 0 without swap space
   const KvPool& kv_pool(int rank_idx) const;
   RankHoldings holdings(int rank_idx) const;
 
   // Starts the micro-batches, in order, on every rank and returns a ticket for Wait. With one rank
   // the step runs here, before Submit returns. Pre-condition: each micro-batch is consistent
   // (StepBatch), its slots and block ids are below num_blocks(), and the arrays it views stay alive
-  // and unchanged until its Wait returns.
-  uint64_t Submit(std::span<const StepBatch> micro_batches);
+  // and unchanged until its Wait returns; so do the swap copies' (KV pool -> swap pool, and back),
+  // whose ids are below num_blocks() on the KV side and num_swap_blocks() on the swap side.
+  uint64_t Submit(std::span<const StepBatch> micro_batches,
+                  std::span<const BlockCopy> swap_out = {}, std::span<const BlockCopy> swap_in = {});
   // Waits for the oldest submitted step, whose ticket this must be (steps are waited in submission
   // order). On OK, (*out) holds the last stage's answers to its micro-batches one after another: a
   // token per sequence, and the logits [sum of the micro-batches' num_seqs, vocab_size] of the

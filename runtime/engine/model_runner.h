@@ -52,10 +52,11 @@ class ModelRunner {
   ModelRunner(ModelRanks* ranks, int steps_in_flight)
       : ranks_(ranks), steps_in_flight_(steps_in_flight) {}
 
-  // Builds the step's micro-batches and starts them on the ranks; returns at once (with one rank,
-  // once the step has run). Pre-condition: every sequence's block table has room for its q_len new
-  // tokens; sampling is [step.seqs.size()], and what its processing pointers view stays alive until
-  // Wait; no sequence of the step is in another step in flight.
+  // Builds the step's micro-batches and starts them, after the step's swap copies, on the ranks;
+  // returns at once (with one rank, once the step has run). Pre-condition: every sequence's block
+  // table has room for its q_len new tokens; step and sampling ([step.seqs.size()], and what its
+  // processing pointers view) stay alive until Wait; no sequence of the step is in another step in
+  // flight.
   void Submit(const ScheduledStep& step, std::span<const TokenSampling> sampling, bool return_logits);
   // Waits for the oldest step in flight, which must be `step`. On success, out->token_ids[i] is
   // sequence i's next token drawn on the device as sampling[i] said (meaningful only for a sequence

@@ -44,7 +44,9 @@ void StepScheduler::StepDone(const ScheduledStep& step) {
 ScheduledStep StepScheduler::SchedulePrefillFirst() {
   ScheduledStep step;
   int token_budget = config_.max_num_batched_tokens;
-  while (!waiting_.empty() && static_cast<int>(running_.size()) < config_.max_num_seqs) {
+  // Swapped sequences come back before anything new is admitted.
+  while (swapped_.empty() && !waiting_.empty() &&
+         static_cast<int>(running_.size()) < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     if (!TryAdmit(seq, &token_budget)) break;
     waiting_.pop_front();
@@ -54,13 +56,13 @@ ScheduledStep StepScheduler::SchedulePrefillFirst() {
     step.q_lens.push_back(seq->num_uncomputed_tokens());
   }
   if (!step.empty()) return step;
-  step.seqs = ReserveDecodes();
+  step.seqs = ReserveDecodes(&step);
   step.q_lens.assign(step.seqs.size(), 1);
   step.num_decode_seqs = static_cast<int>(step.seqs.size());
   return step;
 }
 
-std::vector<Sequence*> StepScheduler::ReserveDecodes() {
+std::vector<Sequence*> StepScheduler::ReserveDecodes(ScheduledStep* step) {
   auto decoding = [](const Sequence* seq) { return seq->num_uncomputed_tokens() == 1; };
   const int64_t num_decoding = std::count_if(running_.begin(), running_.end(), decoding);
   const size_t share = static_cast<size_t>(
@@ -82,10 +84,35 @@ std::vector<Sequence*> StepScheduler::ReserveDecodes() {
     // The last sequence not in a step: at index i or after it, so none already reserved.
     const auto victim = std::find_if(running_.rbegin(), running_.rend(),
                                      [](const Sequence* s) { return !s->in_step; });
-    Preempt(*victim);
+    Preempt(*victim, step);
     running_.erase(std::next(victim).base());
   }
+  if (step->swap_out.empty()) SwapIn(step, &decodes);
   return decodes;
+}
+
+void StepScheduler::SwapIn(ScheduledStep* step, std::vector<Sequence*>* decodes) {
+  while (!swapped_.empty() && static_cast<int>(running_.size()) < config_.max_num_seqs) {
+    Sequence* seq = swapped_.front();
+    const int num_blocks = static_cast<int>(seq->block_table.blocks().size());
+    const bool decoding = seq->num_uncomputed_tokens() == 1;
+    const int num_next = decoding ? seq->block_table.NumBlocksToAppend(1) : 0;
+    if (!allocator_->CanAllocate(num_blocks + num_next)) return;
+    swapped_.pop_front();
+    const std::vector<BlockId> swap_blocks =
+        seq->block_table.ReplaceBlocks(*allocator_->Allocate(num_blocks));
+    for (int b = 0; b < num_blocks; ++b) {
+      step->swap_in.push_back({.src = swap_blocks[b], .dst = seq->block_table.blocks()[b]});
+    }
+    // Free for later steps' swap-outs, which every rank runs after this step's swap-ins.
+    swap_allocator_->Release(swap_blocks);
+    seq->status = SeqStatus::kRunning;
+    running_.push_back(seq);
+    if (decoding) {
+      seq->block_table.AddBlocks(*allocator_->Allocate(num_next));
+      decodes->push_back(seq);
+    }
+  }
 }
 
 int StepScheduler::ReserveChunk(Sequence* seq, int* token_budget) {
@@ -104,7 +131,7 @@ int StepScheduler::ReserveChunk(Sequence* seq, int* token_budget) {
 
 ScheduledStep StepScheduler::ScheduleChunked() {
   ScheduledStep step;
-  step.seqs = ReserveDecodes();
+  step.seqs = ReserveDecodes(&step);
   step.q_lens.assign(step.seqs.size(), 1);
   step.num_decode_seqs = static_cast<int>(step.seqs.size());
   int token_budget = config_.max_num_batched_tokens - step.num_decode_seqs;
@@ -116,7 +143,7 @@ ScheduledStep StepScheduler::ScheduleChunked() {
       step.q_lens.push_back(chunk);
     }
   }
-  while (token_budget > 0 && !waiting_.empty() &&
+  while (token_budget > 0 && swapped_.empty() && !waiting_.empty() &&
          static_cast<int>(running_.size()) < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     const int chunk = ReserveChunk(seq, &token_budget);
@@ -130,7 +157,21 @@ ScheduledStep StepScheduler::ScheduleChunked() {
   return step;
 }
 
-void StepScheduler::Preempt(Sequence* seq) {
+void StepScheduler::Preempt(Sequence* seq, ScheduledStep* step) {
+  const int num_blocks = static_cast<int>(seq->block_table.blocks().size());
+  if (swap_allocator_ != nullptr && seq->num_computed_tokens > 0 &&
+      swap_allocator_->CanAllocate(num_blocks)) {
+    const std::vector<BlockId> blocks =
+        seq->block_table.ReplaceBlocks(*swap_allocator_->Allocate(num_blocks));
+    for (int b = 0; b < num_blocks; ++b) {
+      step->swap_out.push_back({.src = blocks[b], .dst = seq->block_table.blocks()[b]});
+    }
+    // Free for this step's sequences: every rank copies them out before the step writes them.
+    allocator_->Release(blocks);
+    seq->status = SeqStatus::kSwapped;
+    swapped_.push_front(seq);  // victims go from the back of running_: swapped_ keeps its order
+    return;
+  }
   allocator_->Release(seq->block_table.TakeBlocks());
   seq->num_computed_tokens = 0;
   seq->status = SeqStatus::kWaiting;
@@ -139,9 +180,11 @@ void StepScheduler::Preempt(Sequence* seq) {
 
 void StepScheduler::Remove(Sequence* seq) {
   BATON_CHECK(!seq->in_step);  // its step still writes its blocks
-  allocator_->Release(seq->block_table.TakeBlocks());
+  BlockAllocator* pool = seq->status == SeqStatus::kSwapped ? swap_allocator_ : allocator_;
+  pool->Release(seq->block_table.TakeBlocks());
   std::erase(running_, seq);
   std::erase(waiting_, seq);
+  std::erase(swapped_, seq);
 }
 
 }  // namespace baton::runtime

@@ -8,7 +8,13 @@
 //    running sequence, then spends the rest of the token budget on prefill chunks — unfinished
 //    prompts first, then waiting ones in FCFS order — so long prompts never stall decoding.
 // Either way, a decode that runs out of blocks preempts the most recently admitted sequence not in
-// a step (its blocks are freed and it is recomputed later).
+// a step. With a swap pool (a second allocator, over the instance's host swap space) that has room
+// for all the victim's blocks, the victim is swapped out: its blocks are copied to the swap pool
+// and freed, and it waits, ahead of every sequence not yet admitted, until the KV pool has room for
+// its blocks and its next token; then it is swapped back in and decodes in that very step. Without
+// room (or without a swap pool) its blocks are freed and it is recomputed later. A step never both
+// swaps out and swaps in, so its copies never read a block another of its copies writes
+// (runtime/kv_cache/kv_swap.h has the rest of the contract).
 //
 // Steps in flight: an instance of pp pipeline stages keeps up to max_steps_in_flight steps on its
 // ranks at once (the engine, engine.h), so stage 0 starts the next step while the last stage
@@ -25,6 +31,7 @@
 
 #include "runtime/batch/sequence.h"
 #include "runtime/kv_cache/block_allocator.h"
+#include "runtime/kv_cache/kv_swap.h"
 
 namespace baton::runtime {
 
@@ -40,13 +47,19 @@ struct ScheduledStep {
   std::vector<int> q_lens;      // [seqs.size()] new tokens fed this step (a prefill chunk may
                                 // leave the prompt unfinished: nothing is sampled for it then)
   int num_decode_seqs = 0;
-  bool empty() const { return seqs.empty(); }
+  // Run by every rank before the step's forward pass, swap_out first: KV pool -> swap pool, and
+  // swap pool -> KV pool. A step may be nothing but copies (its decodes all preempted).
+  std::vector<BlockCopy> swap_out;
+  std::vector<BlockCopy> swap_in;
+  bool empty() const { return seqs.empty() && swap_out.empty() && swap_in.empty(); }
 };
 
 class StepScheduler {
  public:
-  StepScheduler(StepSchedulerConfig config, BlockAllocator* allocator)
-      : config_(config), allocator_(allocator) {}
+  // swap_allocator: the blocks of the instance's swap pool, or nullptr (preemption recomputes).
+  StepScheduler(StepSchedulerConfig config, BlockAllocator* allocator,
+                BlockAllocator* swap_allocator = nullptr)
+      : config_(config), allocator_(allocator), swap_allocator_(swap_allocator) {}
 
   void Add(Sequence* seq);
   // Adds a sequence whose KV is already in its blocks straight to the running batch (decode role).
@@ -59,13 +72,14 @@ class StepScheduler {
   // The step's forward pass is done (its sequences' KV bookkeeping advanced): they may be
   // scheduled, preempted or removed again.
   void StepDone(const ScheduledStep& step);
-  // Frees a sequence's blocks and forgets it (finished, cancelled, or released after hand-off).
-  // Pre-condition: not in a step.
+  // Frees a sequence's blocks (in the swap pool when it is swapped out) and forgets it (finished,
+  // cancelled, or released after hand-off). Pre-condition: not in a step.
   void Remove(Sequence* seq);
 
-  bool HasWork() const { return !waiting_.empty() || !running_.empty(); }
+  bool HasWork() const { return !waiting_.empty() || !running_.empty() || !swapped_.empty(); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_running() const { return static_cast<int>(running_.size()); }
+  int num_swapped() const { return static_cast<int>(swapped_.size()); }
 
  private:
   ScheduledStep SchedulePrefillFirst();
@@ -73,16 +87,24 @@ class StepScheduler {
   bool TryAdmit(Sequence* seq, int* token_budget);
   // Gives the running sequences that have finished their prompt and are not in a step (at most this
   // step's share of them) room for one more token, preempting from the back when blocks run out;
-  // returns those sequences.
-  std::vector<Sequence*> ReserveDecodes();
+  // returns those sequences. Then, if nothing was swapped out, swaps sequences in (SwapIn).
+  std::vector<Sequence*> ReserveDecodes(ScheduledStep* step);
+  // Brings swapped sequences back, oldest admission first, while the KV pool has room for each one's
+  // blocks and its next token and the batch has room for the sequence; those that are decoding are
+  // appended to *decodes with their next token's block.
+  void SwapIn(ScheduledStep* step, std::vector<Sequence*>* decodes);
   // Allocates blocks for up to *token_budget tokens of seq's prompt; returns the chunk (0: none).
   int ReserveChunk(Sequence* seq, int* token_budget);
-  void Preempt(Sequence* seq);
+  // Swaps seq out (recording the copies in *step) when the swap pool has room, else frees its
+  // blocks for a recompute.
+  void Preempt(Sequence* seq, ScheduledStep* step);
 
   StepSchedulerConfig config_;
   BlockAllocator* allocator_;
+  BlockAllocator* swap_allocator_;  // nullptr: no swap pool
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order
+  std::deque<Sequence*> swapped_;   // admission order
 };
 
 }  // namespace baton::runtime

@@ -21,4 +21,9 @@ std::vector<BlockId> BlockTable::TakeBlocks() {
   return std::exchange(blocks_, {});
 }
 
+std::vector<BlockId> BlockTable::ReplaceBlocks(std::vector<BlockId> blocks) {
+  BATON_CHECK(blocks.size() == blocks_.size());
+  return std::exchange(blocks_, std::move(blocks));
+}
+
 }  // namespace baton::runtime

@@ -39,6 +39,9 @@ class BlockTable {
 
   // Hands the blocks to the caller (to release them) and empties the table.
   std::vector<BlockId> TakeBlocks();
+  // Moves the tokens to `blocks` (as many as the table has, holding the same tokens: a swap to or
+  // from another pool, kv_swap.h) and hands the old ones to the caller.
+  std::vector<BlockId> ReplaceBlocks(std::vector<BlockId> blocks);
 
  private:
   int block_size_;

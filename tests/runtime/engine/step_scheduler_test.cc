@@ -1,6 +1,8 @@
 // StepScheduler with steps in flight (step_scheduler.h): a sequence in a step is neither scheduled
 // again nor preempted until StepDone; the running decodes are shared out over the steps in flight;
-// with one step in flight every decode goes in every step, as before.
+// with one step in flight every decode goes in every step, as before. With a swap pool, a victim
+// is swapped out when the pool has room (else recomputed), comes back before anything new is
+// admitted, and a step may carry swap copies alone.
 #include "runtime/engine/step_scheduler.h"
 
 #include <memory>
@@ -12,7 +14,9 @@
 namespace baton::runtime {
 namespace {
 
+using ::testing::Each;
 using ::testing::ElementsAre;
+using ::testing::Field;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAreArray;
 
@@ -128,6 +132,104 @@ TEST_F(StepSchedulerTest, ASequenceOutOfItsStepCanBeRemoved) {
   EXPECT_EQ(allocator.num_blocks_used(), 0);
   EXPECT_FALSE(scheduler.HasWork());
   EXPECT_THAT(scheduler.Schedule().seqs, IsEmpty());
+}
+
+TEST_F(StepSchedulerTest, AVictimIsSwappedOutAndComesBackBeforeNewSequences) {
+  BlockAllocator allocator(4);
+  BlockAllocator swap(4);
+  StepScheduler scheduler({}, &allocator, &swap);
+  Sequence* a = Add(scheduler, 8);
+  Sequence* b = Add(scheduler, 8);
+  Finish(scheduler, scheduler.Schedule());  // both prompts: the 4 blocks, a token each
+  const std::vector<BlockId> b_blocks = b->block_table.blocks();
+  // a's decode needs a fifth block: b, the most recent, is swapped out rather than dropped.
+  const ScheduledStep first = scheduler.Schedule();
+  EXPECT_THAT(first.seqs, ElementsAre(a));
+  EXPECT_EQ(b->status, SeqStatus::kSwapped);
+  EXPECT_EQ(b->num_computed_tokens, 8) << "its KV is kept";
+  EXPECT_EQ(swap.num_blocks_used(), 2);
+  ASSERT_EQ(first.swap_out.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(first.swap_out[i].src, b_blocks[i]);
+    EXPECT_EQ(first.swap_out[i].dst, b->block_table.blocks()[i]) << "b's table names swap blocks";
+  }
+  EXPECT_THAT(first.swap_in, IsEmpty());
+  EXPECT_EQ(scheduler.num_swapped(), 1);
+  Finish(scheduler, first);
+  // b needs its 2 blocks and one for its next token; 1 is free. A new sequence waits behind b even
+  // though its prompt would fit.
+  Sequence* c = Add(scheduler, 1);
+  const ScheduledStep second = scheduler.Schedule();
+  EXPECT_THAT(second.seqs, ElementsAre(a));
+  EXPECT_EQ(c->status, SeqStatus::kWaiting);
+  Finish(scheduler, second);
+  scheduler.Remove(a);  // finished: 3 blocks freed
+  const ScheduledStep third = scheduler.Schedule();
+  EXPECT_THAT(third.seqs, ElementsAre(b)) << "swapped in and decoded in the same step";
+  EXPECT_EQ(third.num_decode_seqs, 1);
+  ASSERT_EQ(third.swap_in.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(third.swap_in[i].src, first.swap_out[i].dst);
+    EXPECT_EQ(third.swap_in[i].dst, b->block_table.blocks()[i]);
+  }
+  EXPECT_EQ(b->status, SeqStatus::kRunning);
+  EXPECT_EQ(b->block_table.blocks().size(), 3u) << "its 2 and its next token's";
+  EXPECT_EQ(swap.num_blocks_used(), 0);
+  Finish(scheduler, third);
+  // Nothing swapped any more: c is admitted.
+  EXPECT_THAT(scheduler.Schedule().seqs, ElementsAre(c));
+}
+
+TEST_F(StepSchedulerTest, AVictimTheSwapPoolCannotHoldIsRecomputed) {
+  BlockAllocator allocator(4);
+  BlockAllocator swap(1);
+  StepScheduler scheduler({}, &allocator, &swap);
+  Add(scheduler, 8);
+  Sequence* b = Add(scheduler, 8);
+  Finish(scheduler, scheduler.Schedule());
+  const ScheduledStep step = scheduler.Schedule();
+  EXPECT_EQ(b->status, SeqStatus::kWaiting);
+  EXPECT_EQ(b->num_computed_tokens, 0);
+  EXPECT_THAT(step.swap_out, IsEmpty());
+  EXPECT_EQ(swap.num_blocks_used(), 0);
+}
+
+TEST_F(StepSchedulerTest, AStepMayCarrySwapCopiesAlone) {
+  // a (7 tokens) has room for its next token; b (12) fills the rest. With a's decode in flight, b
+  // needs a block and is the only sequence out of a step: it swaps itself out, and the step that
+  // says so decodes nothing.
+  BlockAllocator allocator(5);
+  BlockAllocator swap(8);
+  StepScheduler scheduler({.max_steps_in_flight = 2}, &allocator, &swap);
+  Sequence* a = Add(scheduler, 7);
+  Sequence* b = Add(scheduler, 12);
+  Finish(scheduler, scheduler.Schedule());
+  EXPECT_THAT(scheduler.Schedule().seqs, ElementsAre(a));
+  const ScheduledStep copies = scheduler.Schedule();
+  EXPECT_THAT(copies.seqs, IsEmpty());
+  EXPECT_EQ(copies.swap_out.size(), 3u);
+  EXPECT_FALSE(copies.empty());
+  EXPECT_EQ(b->status, SeqStatus::kSwapped);
+  EXPECT_TRUE(scheduler.HasWork());
+}
+
+TEST_F(StepSchedulerTest, RemovingASwappedSequenceFreesItsSwapBlocks) {
+  BlockAllocator allocator(4);
+  BlockAllocator swap(4);
+  StepScheduler scheduler({.chunked_prefill = true}, &allocator, &swap);
+  Sequence* a = Add(scheduler, 8);
+  Sequence* b = Add(scheduler, 8);
+  Finish(scheduler, scheduler.Schedule());
+  const ScheduledStep step = scheduler.Schedule();
+  ASSERT_EQ(b->status, SeqStatus::kSwapped);
+  EXPECT_THAT(step.swap_out, Each(Field(&BlockCopy::src, ::testing::Lt(4))));
+  Finish(scheduler, step);
+  scheduler.Remove(b);
+  EXPECT_EQ(swap.num_blocks_used(), 0);
+  EXPECT_EQ(scheduler.num_swapped(), 0);
+  scheduler.Remove(a);
+  EXPECT_EQ(allocator.num_blocks_used(), 0);
+  EXPECT_FALSE(scheduler.HasWork());
 }
 
 }  // namespace
