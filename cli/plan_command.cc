@@ -374,7 +374,9 @@ absl::Status EvaluateDeployment(const PlanFlags& flags, const PlanInputs& in,
                              .max_num_seqs = p.max_num_seqs,
                              .max_num_batched_tokens = p.max_num_batched_tokens,
                              .chunked_prefill = p.chunked_prefill,
-                             .kv_capacity_tokens = kv_tokens(p)};
+                             .kv_capacity_tokens = kv_tokens(p),
+                             .swap_capacity_tokens = static_cast<int64_t>(
+                                 p.swap_space_bytes / shape.KvBytesPerToken())};
   };
   const bool colocated = config.mode == scheduler::DeploymentMode::kColocated;
   const planner::SimDeployment deployment{
@@ -417,6 +419,7 @@ absl::Status EvaluateDeployment(const PlanFlags& flags, const PlanInputs& in,
            {"tpot_p50_s", Percentile(tpot, 0.5)},
            {"tpot_p90_s", Percentile(tpot, 0.9)},
            {"num_preemptions", result.num_preemptions},
+           {"num_swapped_blocks", result.num_swapped_blocks},
            {"latency_model", in.coefficients.source}};
   if (flags.json) {
     std::printf("%s\n", doc.dump(2).c_str());

@@ -80,7 +80,8 @@ absl::Status RunWorker(const WorkerFlags& flags) {
                                       .max_num_seqs = phase.max_num_seqs,
                                       .max_num_batched_tokens = phase.max_num_batched_tokens,
                                       .chunked_prefill = phase.chunked_prefill,
-                                      .max_model_len = config.max_model_len}};
+                                      .max_model_len = config.max_model_len,
+                                      .swap_space_bytes = phase.swap_space_bytes}};
   return rpc::RunWorkerServer(options, StopFlag());
 }
 

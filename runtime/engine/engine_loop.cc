@@ -41,6 +41,7 @@ void EngineLoop::UpdateStats() {
               .num_blocks_used = engine_->allocator().num_blocks_used(),
               .num_waiting = engine_->num_waiting(),
               .num_running = engine_->num_running(),
+              .num_swapped = engine_->num_swapped(),
               .num_sequences = engine_->num_sequences()};
   absl::MutexLock lock(&mu_);
   stats_ = stats;

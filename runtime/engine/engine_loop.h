@@ -61,6 +61,7 @@ class EngineLoop {
     int num_blocks_used = 0;
     int num_waiting = 0;
     int num_running = 0;
+    int num_swapped = 0;  // preempted, KV in the swap space
     int num_sequences = 0;
   };
   Stats stats() const;

@@ -33,6 +33,7 @@ void ToProto(const runtime::WorkerStatsSnapshot& stats, v1::WorkerStats* out) {
   out->set_num_kv_blocks_used(stats.engine.num_blocks_used);
   out->set_num_requests_waiting(stats.engine.num_waiting);
   out->set_num_requests_running(stats.engine.num_running);
+  out->set_num_requests_swapped(stats.engine.num_swapped);
   out->set_num_prefill_tokens_outstanding(stats.num_prefill_tokens_outstanding);
   out->set_num_requests_holding_kv(stats.num_requests_holding_kv);
   for (const runtime::RankHoldings& holdings : stats.ranks) {

@@ -281,6 +281,14 @@ absl::Status ReadPhase(const YAML::Node& node, const std::string& path, PhaseCon
          phase->kv_cache_bytes = *bytes;
          return absl::OkStatus();
        }},
+      {"swap_space",
+       [phase](const YAML::Node& v, const std::string& p) -> absl::Status {
+         if (!v.IsScalar()) return TypeError(p, "a byte size such as 4GiB, or 0", v);
+         absl::StatusOr<uint64_t> bytes = ParseByteSize(v.Scalar());
+         if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat(p, ": ", bytes.status().message()));
+         phase->swap_space_bytes = *bytes;
+         return absl::OkStatus();
+       }},
       IntField("max_num_seqs", &phase->max_num_seqs),
       IntField("max_num_batched_tokens", &phase->max_num_batched_tokens),
       BoolField("chunked_prefill", &phase->chunked_prefill),
@@ -471,6 +479,9 @@ void EmitPhase(YAML::Emitter& out, WorkerRole role, const PhaseConfig& phase) {
       << (phase.kv_cache_bytes == 0 ? std::string("auto") : FormatByteSize(phase.kv_cache_bytes));
   if (!phase.on_cpu()) {
     out << YAML::Key << "gpu_memory_utilization" << YAML::Value << phase.gpu_memory_utilization;
+  }
+  if (phase.swap_space_bytes > 0) {
+    out << YAML::Key << "swap_space" << YAML::Value << FormatByteSize(phase.swap_space_bytes);
   }
   out << YAML::Key << "max_num_seqs" << YAML::Value << phase.max_num_seqs;
   out << YAML::Key << "max_num_batched_tokens" << YAML::Value << phase.max_num_batched_tokens;

@@ -52,6 +52,9 @@
 //                                   # or auto (GPU devices; their default): each rank takes
 //                                   # gpu_memory_utilization of its device less its weights
 //     gpu_memory_utilization: 0.9   # (0, 1], with kv_cache_bytes auto (vLLM's flag)
+//     swap_space: 4GiB              # host memory per instance for the KV of sequences preempted
+//                                   # on a full cache: swapped out and back rather than computed
+//                                   # again (vLLM v0's --swap-space; DistServe); 0 (default): none
 //     max_num_seqs: 64
 //     max_num_batched_tokens: 2048
 //     base_port: 50052              # instance i serves the worker API on base_port + i
@@ -117,6 +120,9 @@ struct PhaseConfig {
   // each rank's device less its weights (runtime/engine/model_ranks.h).
   uint64_t kv_cache_bytes = 256ull << 20;
   double gpu_memory_utilization = 0.9;
+  // yaml: swap_space. Host memory per instance for preempted sequences' KV (runtime/kv_cache/
+  // kv_swap.h); 0: a preempted sequence is computed again.
+  uint64_t swap_space_bytes = 0;
   int max_num_seqs = 64;                 // sequences in one continuous batch
   int max_num_batched_tokens = 2048;     // tokens in one forward pass
   bool chunked_prefill = false;          // colocated only: split long prompts across steps

@@ -29,6 +29,7 @@ struct WorkerLoad {
   int num_requests_waiting = 0;
   int num_requests_running = 0;
   int num_requests_holding_kv = 0;  // prefill: requests whose KV waits for a decode worker
+  int num_requests_swapped = 0;     // preempted with their KV in the swap space
 };
 
 struct WorkerEntry {

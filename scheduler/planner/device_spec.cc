@@ -20,6 +20,7 @@ constexpr double kNvlinkLatencyS = 5e-6;
 constexpr double kInfinibandLatencyS = 10e-6;
 constexpr double kSharedMemoryLatencyS = 5e-6;
 constexpr double kTcpLatencyS = 50e-6;
+constexpr double kPcieLatencyS = 10e-6;  // a cudaMemcpyAsync between pinned host and device memory
 
 // memory_bytes of the GPUs is what the driver reports as memory.total (nvidia-smi), the amount a
 // usable fraction applies to, rather than the data sheet's rounded "80GB" / "141GB".
@@ -32,13 +33,14 @@ DeviceSpec A100() {
       .source =
           "NVIDIA A100 Tensor Core GPU data sheet (nvidia-a100-datasheet-us-nvidia-1758950-r4), "
           "A100 80GB SXM: BF16 tensor core 312 TFLOPS dense, HBM2e 2,039 GB/s, NVLink 600 GB/s "
-          "(both directions); 81920 MiB reported by the driver; DGX A100: one 200 Gb/s HDR "
-          "InfiniBand NIC per GPU",
+          "(both directions), PCIe Gen4 x16 64 GB/s (both directions); 81920 MiB reported by the "
+          "driver; DGX A100: one 200 Gb/s HDR InfiniBand NIC per GPU",
       .peak_flops = 312e12,
       .mem_bytes_per_s = 2039 * kGB,
       .memory_bytes = 81920 * kMiB,
       .intra_node = {.bytes_per_s = 300 * kGB, .latency_s = kNvlinkLatencyS},
       .inter_node = {.bytes_per_s = 25 * kGB, .latency_s = kInfinibandLatencyS},
+      .host_link = {.bytes_per_s = 32 * kGB, .latency_s = kPcieLatencyS},
   };
 }
 
@@ -47,13 +49,14 @@ DeviceSpec H100() {
       .name = "h100",
       .source =
           "NVIDIA H100 Tensor Core GPU data sheet, H100 SXM: BF16 tensor core 1,979 TFLOPS with "
-          "sparsity (989 dense), HBM3 3.35 TB/s, 80 GB, NVLink 900 GB/s (both directions); "
-          "81559 MiB reported by the driver; DGX H100: one 400 Gb/s NDR InfiniBand NIC per GPU",
+          "sparsity (989 dense), HBM3 3.35 TB/s, 80 GB, NVLink 900 GB/s (both directions), PCIe "
+          "Gen5 x16 128 GB/s (both directions); 81559 MiB reported by the driver; DGX H100: one 400 Gb/s NDR InfiniBand NIC per GPU",
       .peak_flops = 989e12,
       .mem_bytes_per_s = 3350 * kGB,
       .memory_bytes = 81559 * kMiB,
       .intra_node = {.bytes_per_s = 450 * kGB, .latency_s = kNvlinkLatencyS},
       .inter_node = {.bytes_per_s = 50 * kGB, .latency_s = kInfinibandLatencyS},
+      .host_link = {.bytes_per_s = 64 * kGB, .latency_s = kPcieLatencyS},
   };
 }
 
@@ -62,13 +65,14 @@ DeviceSpec H200() {
       .name = "h200",
       .source =
           "NVIDIA H200 Tensor Core GPU data sheet, H200 SXM: BF16 tensor core 1,979 TFLOPS with "
-          "sparsity (989 dense), HBM3e 4.8 TB/s, 141 GB, NVLink 900 GB/s (both directions); 143771 "
-          "MiB reported by the driver; one 400 Gb/s NDR InfiniBand NIC per GPU as in DGX H200",
+          "sparsity (989 dense), HBM3e 4.8 TB/s, 141 GB, NVLink 900 GB/s (both directions), PCIe "
+          "Gen5 x16 128 GB/s (both directions); 143771 MiB reported by the driver; one 400 Gb/s NDR InfiniBand NIC per GPU as in DGX H200",
       .peak_flops = 989e12,
       .mem_bytes_per_s = 4800 * kGB,
       .memory_bytes = 143771 * kMiB,
       .intra_node = {.bytes_per_s = 450 * kGB, .latency_s = kNvlinkLatencyS},
       .inter_node = {.bytes_per_s = 50 * kGB, .latency_s = kInfinibandLatencyS},
+      .host_link = {.bytes_per_s = 64 * kGB, .latency_s = kPcieLatencyS},
   };
 }
 
@@ -80,7 +84,7 @@ DeviceSpec H200() {
 //     bandwidth is shared between all cores, so a core's share is not much more either).
 //   memory_bytes: this machine's RAM divided by its online cores, each core being one device.
 //   links: workers on one machine exchange through shared memory (~10 GB/s); between machines
-//     10 GbE (1.25 GB/s) over TCP.
+//     10 GbE (1.25 GB/s) over TCP; a swap to host memory is a copy at the shared-memory rate.
 // The default efficiencies stand: the engine's matmul kernels are AVX-512/AVX2 FMA loops, and a
 // core's copy rate is as far below its streaming peak as a GPU's.
 DeviceSpec Cpu() {
@@ -101,6 +105,7 @@ DeviceSpec Cpu() {
       .memory_bytes = ram_bytes / static_cast<uint64_t>(num_cores),
       .intra_node = {.bytes_per_s = 10 * kGB, .latency_s = kSharedMemoryLatencyS},
       .inter_node = {.bytes_per_s = 1.25 * kGB, .latency_s = kTcpLatencyS},
+      .host_link = {.bytes_per_s = 10 * kGB, .latency_s = kSharedMemoryLatencyS},
   };
 }
 

@@ -34,6 +34,9 @@ struct DeviceSpec {
   double mem_efficiency = 0.8;
   LinkSpec intra_node;  // between two devices of one node (NVLink; shared memory on cpu)
   LinkSpec inter_node;  // between nodes (InfiniBand / Ethernet)
+  // Between a device and its host's memory (PCIe on GPUs; a memory copy on cpu): what swapping a
+  // preempted sequence's KV out and back in costs.
+  LinkSpec host_link;
 };
 
 // Sorted: "a100", "cpu", "h100", "h200".

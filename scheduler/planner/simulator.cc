@@ -40,8 +40,9 @@ struct Event {
 
 // One simulated worker instance: the engine's own scheduler and allocator, priced by the model.
 struct Instance {
-  Instance(WorkerRole role, int idx, const SimPhase& phase, int num_blocks, int max_context)
-      : role(role), idx(idx), phase(phase), allocator(num_blocks),
+  Instance(WorkerRole role, int idx, const SimPhase& phase, int num_blocks, int num_swap_blocks,
+           int max_context)
+      : role(role), idx(idx), phase(phase), allocator(num_blocks), swap_allocator(num_swap_blocks),
         scheduler(runtime::StepSchedulerConfig{
                       .max_num_seqs = phase.max_num_seqs,
                       // As the engine does without chunked prefill: any prompt fits one step.
@@ -50,13 +51,14 @@ struct Instance {
                                                     : std::max(phase.max_num_batched_tokens, max_context),
                       .chunked_prefill = phase.chunked_prefill,
                       .max_steps_in_flight = phase.parallelism.pp},
-                  &allocator),
+                  &allocator, num_swap_blocks > 0 ? &swap_allocator : nullptr),
         stage_free_s(phase.parallelism.pp, 0.0) {}
 
   WorkerRole role;
   int idx;
   const SimPhase& phase;
   BlockAllocator allocator;
+  BlockAllocator swap_allocator;  // the instance's swap space; no blocks without one
   StepScheduler scheduler;
   std::deque<ScheduledStep> in_flight;  // oldest first, at most pp (Engine::Step)
   std::vector<double> stage_free_s;     // [pp] when each stage is done with what it was given
@@ -104,9 +106,15 @@ class Simulation {
           name, ": a request of ", max_request_tokens, " tokens does not fit the instance's KV (",
           num_blocks * deployment_.block_size, " tokens)"));
     }
+    if (phase.swap_capacity_tokens < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": swap capacity must be >= 0"));
+    }
+    const int64_t num_swap_blocks =
+        std::min<int64_t>(phase.swap_capacity_tokens / deployment_.block_size, 1 << 30);
     std::vector<std::unique_ptr<Instance>>& pool = Pool(role);
     for (int i = 0; i < phase.num_instances; ++i) {
       pool.push_back(std::make_unique<Instance>(role, i, phase, static_cast<int>(num_blocks),
+                                                static_cast<int>(num_swap_blocks),
                                                 model_.model().max_context));
     }
     return absl::OkStatus();
@@ -222,9 +230,18 @@ class Simulation {
       const ServingSlowdown& served = model_.coefficients().serving_slowdown;
       const double slowdown =
           served.IsIdentity() ? 1.0 : served.Factor(has_prompt, AnotherInstanceBusy(inst));
+      // Every stage first runs the step's swap copies, as soon as it is done with the steps before.
+      const int64_t num_copied = static_cast<int64_t>(step.swap_out.size() + step.swap_in.size());
+      const double swap_s = model_.KvSwapMs(num_copied * deployment_.block_size, p) / 1e3;
+      for (int s = 0; swap_s > 0 && s < p.pp; ++s) {
+        inst.stage_free_s[s] = std::max(inst.stage_free_s[s], now_s_) + swap_s;
+      }
+      result_.num_swapped_blocks += static_cast<int64_t>(step.swap_out.size());
       // Micro-batch m enters stage s once stage s is done with what came before it (this step's
       // m - 1, or an earlier step's last) and stage s - 1 handed m on.
-      double done_s = now_s_;  // when the step's last micro-batch leaves the last stage
+      // When the step's last micro-batch leaves the last stage (a step of copies alone: when its
+      // last stage is done with them).
+      double done_s = std::max(now_s_, inst.stage_free_s[p.pp - 1]);
       for (const std::vector<runtime::StepPiece>& pieces :
            runtime::PlanMicroBatches(step.q_lens, p.pp, p.pp)) {
         MicroBatchShape shape;

@@ -8,7 +8,9 @@
 //   - batching (runtime/engine/step_scheduler.h): every instance is a real StepScheduler over a real
 //     BlockAllocator of the instance's KV capacity, so the prefill batching rule (prefill-first,
 //     FCFS under the token budget and free blocks), continuous batching in decode, chunked prefill
-//     in colocated instances and preemption on a full cache are the engine's own;
+//     in colocated instances and preemption on a full cache (swapped to the instance's swap
+//     space when it has one, its copies priced by StepLatencyModel::KvSwapMs on every stage
+//     before the step's micro-batches, as each rank runs them) are the engine's own;
 //   - pipeline stages (runtime/engine/model_runner.h): a step is cut by PlanMicroBatches into the
 //     micro-batches the runtime runs, and the stages work on them as a pipeline (micro-batch m
 //     enters stage s when stage s finished what came before it and stage s - 1 finished m), with
@@ -46,6 +48,7 @@ struct SimPhase {
   int max_num_batched_tokens = 2048;  // prefill-first: raised to the longest prompt, as the engine does
   bool chunked_prefill = false;       // colocated only
   int64_t kv_capacity_tokens = 0;     // 0: StepLatencyModel::KvCapacityTokens(parallelism)
+  int64_t swap_capacity_tokens = 0;   // host swap space in KV tokens; 0: preemption recomputes
   bool stages_cross_nodes = false;    // the instance's pipeline stages talk over the inter-node link
 };
 
@@ -73,7 +76,8 @@ struct RequestTiming {
 struct SimResult {
   std::vector<RequestTiming> requests;  // in the input's order
   double end_s = 0;                     // when the last request finished
-  int num_preemptions = 0;
+  int num_preemptions = 0;         // sequences computed again after losing their KV
+  int64_t num_swapped_blocks = 0;  // KV blocks swapped out (each comes back in once, or is dropped)
   int num_steps = 0;
 };
 

@@ -63,6 +63,12 @@ double StepLatencyModel::KvTransferMs(int64_t num_tokens, Parallelism prefill, P
   return 1e3 * (link.latency_s + bytes / (num_links * link.bytes_per_s));
 }
 
+double StepLatencyModel::KvSwapMs(int64_t num_tokens, Parallelism p) const {
+  if (num_tokens <= 0) return 0;
+  const double bytes = static_cast<double>(num_tokens) * model_.KvBytesPerToken() / p.num_devices();
+  return 1e3 * (device_.host_link.latency_s + bytes / device_.host_link.bytes_per_s);
+}
+
 int64_t StepLatencyModel::KvCapacityTokens(Parallelism p) const {
   const double usable = static_cast<double>(device_.memory_bytes) * device_.usable_memory_fraction *
                         p.num_devices();

@@ -14,6 +14,8 @@
 //     chunk before it.
 //   - KV transfer: KvBytesPerToken x tokens over min(prefill ranks, decode ranks) links in
 //     parallel (each rank sends its shard of heads and layers), one link latency per transfer.
+//   - KV swap: a preempted sequence's KV copied to host memory or back, each device its share
+//     (KvBytesPerToken x tokens / devices) over its own host link, one link latency per copy.
 //   - KV capacity: every device's usable memory minus its share of the weights, in tokens.
 #pragma once
 
@@ -56,6 +58,9 @@ class StepLatencyModel {
   double StageMs(Parallelism p, const MicroBatchShape& batch, bool stages_cross_nodes) const;
   // Moving num_tokens tokens of KV from a prefill instance to a decode instance.
   double KvTransferMs(int64_t num_tokens, Parallelism prefill, Parallelism decode, bool same_node) const;
+  // Copying num_tokens tokens of an instance's KV to its swap space or back: what each of its
+  // devices spends on it, milliseconds; 0 for no tokens.
+  double KvSwapMs(int64_t num_tokens, Parallelism p) const;
   // Tokens of KV one instance holds; <= 0 when the weights do not fit.
   int64_t KvCapacityTokens(Parallelism p) const;
 

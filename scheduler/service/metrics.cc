@@ -142,6 +142,8 @@ std::string ServingMetrics::Scrape() const {
                                                  "Number of requests in the instance's running batch.");
   prometheus::MetricFamily waiting = GaugeFamily("baton:num_requests_waiting",
                                                  "Number of requests waiting on the instance.");
+  prometheus::MetricFamily swapped = GaugeFamily(
+      "baton:num_requests_swapped", "Number of requests preempted with their KV swapped to host memory.");
   prometheus::MetricFamily kv_usage = GaugeFamily("baton:kv_cache_usage_perc",
                                                   "KV-cache usage of the instance: 1 means 100 percent.");
   prometheus::MetricFamily handoff = GaugeFamily(
@@ -152,13 +154,14 @@ std::string ServingMetrics::Scrape() const {
     const WorkerLoad& load = worker.reported;
     AddGauge(running, worker, load.num_requests_running);
     AddGauge(waiting, worker, load.num_requests_waiting);
+    AddGauge(swapped, worker, load.num_requests_swapped);
     AddGauge(kv_usage, worker,
              load.num_kv_blocks_total > 0
                  ? static_cast<double>(load.num_kv_blocks_used) / load.num_kv_blocks_total
                  : 0.0);
     if (worker.role == WorkerRole::kPrefill) AddGauge(handoff, worker, load.num_requests_holding_kv);
   }
-  for (prometheus::MetricFamily* family : {&running, &waiting, &kv_usage, &handoff}) {
+  for (prometheus::MetricFamily* family : {&running, &waiting, &swapped, &kv_usage, &handoff}) {
     std::sort(family->metric.begin(), family->metric.end(),
               [](const prometheus::ClientMetric& a, const prometheus::ClientMetric& b) { return a.label < b.label; });
     families.push_back(std::move(*family));

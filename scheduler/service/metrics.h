@@ -19,6 +19,7 @@
 //   gauges per live worker instance, labelled role="prefill"|"decode"|"colocated" and instance="0"..,
 //   from the workers' heartbeats (WorkerStats):
 //     baton:num_requests_running, baton:num_requests_waiting, baton:kv_cache_usage_perc (0..1),
+//     baton:num_requests_swapped (preempted with their KV in the phase's swap_space),
 //     baton:kv_handoff_queue_depth (prefill instances: requests holding KV for a decode worker)
 //
 // Record is called once per executed request (RequestDriverOptions::on_request_done); Scrape reads

@@ -16,7 +16,8 @@ WorkerLoad FromProto(const v1::WorkerStats& stats) {
                     .num_kv_blocks_used = stats.num_kv_blocks_used(),
                     .num_requests_waiting = stats.num_requests_waiting(),
                     .num_requests_running = stats.num_requests_running(),
-                    .num_requests_holding_kv = stats.num_requests_holding_kv()};
+                    .num_requests_holding_kv = stats.num_requests_holding_kv(),
+                    .num_requests_swapped = stats.num_requests_swapped()};
 }
 
 }  // namespace

@@ -37,7 +37,8 @@ PER_REQUEST_HISTOGRAMS = [
     "baton:kv_transfer_time_seconds", "baton:kv_transfer_bytes",
 ]
 PHASES = ["queue", "prefill", "handoff_wait", "kv_transfer", "first_decode_step"]
-PER_INSTANCE_GAUGES = ["baton:num_requests_running", "baton:num_requests_waiting", "baton:kv_cache_usage_perc"]
+PER_INSTANCE_GAUGES = ["baton:num_requests_running", "baton:num_requests_waiting", "baton:num_requests_swapped",
+                       "baton:kv_cache_usage_perc"]
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 

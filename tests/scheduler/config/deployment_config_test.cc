@@ -57,6 +57,7 @@ decode:
   devices: [[4, 5]]
   threads: 2
   kv_cache_bytes: 1536MiB
+  swap_space: 4GiB
   max_num_seqs: 128
   max_num_batched_tokens: 512
   base_port: 6020
@@ -73,7 +74,8 @@ constexpr char kFullJson[] = R"({
 	            "base_port": 6010},
 	"decode": {"instances": 1, "tp": 1, "pp": 2, "pipeline_stage_layers": [5, 3],
 	           "devices": [[4, 5]], "threads": 2,
-	           "kv_cache_bytes": 1610612736, "max_num_seqs": 128, "max_num_batched_tokens": 512,
+	           "kv_cache_bytes": 1610612736, "swap_space": "4 GiB", "max_num_seqs": 128,
+	           "max_num_batched_tokens": 512,
 	           "base_port": 6020}
 })";
 
@@ -164,6 +166,7 @@ TEST(DeploymentConfigTest, ParsesEveryKey) {
                                    .cuda_device_ids = {{4, 5}},
                                    .num_threads = 2,
                                    .kv_cache_bytes = 1536ull << 20,
+                                   .swap_space_bytes = 4ull << 30,
                                    .max_num_seqs = 128,
                                    .max_num_batched_tokens = 512,
                                    .base_port = 6020}));
@@ -310,6 +313,9 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
       {"model: m\nprefill: {devices: [[0]], gpu_memory_utilization: 1.5}\n",
        "prefill.gpu_memory_utilization: must be in (0, 1], got 1.5"},
       {"model: m\nprefill: {kv_cache_bytes: 512XB}\n", "prefill.kv_cache_bytes: '512XB': unknown unit"},
+      {"model: m\ndecode: {swap_space: lots}\n", "decode.swap_space: 'lots'"},
+      {"model: m\ndecode: {swap_space: {a: 1}}\n",
+       "decode.swap_space: expected a byte size such as 4GiB, or 0, got a map"},
       {"model: m\nprefill: {kv_cache_bytes: [1]}\n",
        "prefill.kv_cache_bytes: expected a byte size such as 512MiB, or auto, got a list"},
       {"model: m\ndecode: {max_num_seqs: 0}\n", "decode.max_num_seqs: must be >= 1, got 0"},
@@ -436,6 +442,7 @@ TEST(DeploymentConfigTest, ToYamlRoundTrips) {
   colocated.kv_cache_dtype = DType::kBF16;
   DeploymentConfig odd_bytes = DefaultDeployment("m");
   odd_bytes.prefill.kv_cache_bytes = 123456789;
+  odd_bytes.decode.swap_space_bytes = 987654321;
   odd_bytes.slo = {.tpot_ms = 35, .admission = true};
   DeploymentConfig ttft_only = DefaultDeployment("m");
   ttft_only.slo = {.ttft_ms = 2800, .attainment = 0.5};

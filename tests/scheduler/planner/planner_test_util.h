@@ -17,11 +17,13 @@ inline ModelShape TestModel() {
                     .intermediate_size = 4096, .vocab_size = 32000, .max_context = 4096};
 }
 
-// 16 GiB devices, links of 1 GB/s intra-node and 0.1 GB/s inter-node, no latency.
+// 16 GiB devices, links of 1 GB/s intra-node, 0.1 GB/s inter-node and 0.5 GB/s to the host, no
+// latency.
 inline DeviceSpec TestDevice() {
   return DeviceSpec{.name = "test", .peak_flops = 1e12, .mem_bytes_per_s = 1e11,
                     .memory_bytes = 16ull << 30, .usable_memory_fraction = 1.0,
-                    .intra_node = {.bytes_per_s = 1e9}, .inter_node = {.bytes_per_s = 1e8}};
+                    .intra_node = {.bytes_per_s = 1e9}, .inter_node = {.bytes_per_s = 1e8},
+                    .host_link = {.bytes_per_s = 5e8}};
 }
 
 // Coefficients for tp 1 (and tp 2 at half the cost): prefill a + b Σt, decode a + c batch.

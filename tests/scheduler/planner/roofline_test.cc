@@ -31,6 +31,7 @@ TEST(DeviceSpecTest, EveryKnownDeviceHasPositiveRatesAndMemory) {
     EXPECT_GT(device->memory_bytes, 0u);
     EXPECT_GT(device->intra_node.bytes_per_s, device->inter_node.bytes_per_s);
     EXPECT_LT(device->intra_node.latency_s, device->inter_node.latency_s);
+    EXPECT_GT(device->host_link.bytes_per_s, 0);
   }
 }
 

@@ -156,6 +156,34 @@ TEST(SimulatorTest, FullDecodeInstanceDelaysThePull) {
   EXPECT_GE(result->requests[1].finish_s, result->requests[0].finish_s + 0.2);
 }
 
+// Swap space: two decoding requests of 16 + 2 tokens on 3 blocks of 16. The first step's decode
+// of A takes the last free block, so B is swapped out (its one block, on the host link) and waits
+// until A has finished; it comes back with its block and the one its next token needs, and the
+// step that brings it back pays the copy in before decoding.
+TEST(SimulatorTest, SwappedOutSequenceWaitsAndPaysBothCopies) {
+  const ModelShape shape = TestModel();
+  const StepLatencyModel model(TestCoefficients({.b_ms = 1.0}, {.a_ms = 10}), shape, TestDevice());
+  const std::vector<SimRequest> requests(2, SimRequest{.arrival_s = 0, .input_len = 16, .output_len = 3});
+  SimPhase decode = OneInstance();
+  decode.kv_capacity_tokens = 48;
+  decode.swap_capacity_tokens = 16;
+  absl::StatusOr<SimResult> result = Simulate({.mode = SimMode::kDecodeOnly, .decode = decode}, model, requests);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const double swap_s = 16.0 * shape.KvBytesPerToken() / 5e8;
+  EXPECT_EQ(result->num_preemptions, 0);
+  EXPECT_EQ(result->num_swapped_blocks, 1);
+  EXPECT_EQ(result->num_steps, 4);
+  EXPECT_NEAR(result->requests[0].finish_s, swap_s + 0.02, 1e-12);  // step 1 paid the copy out
+  EXPECT_NEAR(result->requests[1].finish_s, 2 * swap_s + 0.04, 1e-12);
+  // Without swap space B loses its KV and is computed again: a preemption, no copy.
+  decode.swap_capacity_tokens = 0;
+  result = Simulate({.mode = SimMode::kDecodeOnly, .decode = decode}, model, requests);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->num_preemptions, 1);
+  EXPECT_EQ(result->num_swapped_blocks, 0);
+  EXPECT_NEAR(result->requests[0].finish_s, 0.02, 1e-12);
+}
+
 // Pipeline stages: 4 decoding sequences on pp = 2 go as 2 steps in flight of 2 sequences (the
 // engine's share per step), each one micro-batch, each stage taking half the pass (a + 2c) / 2:
 // the first step is done after 2 stage-slots, the second, which entered stage 0 as the first left

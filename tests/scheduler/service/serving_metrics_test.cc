@@ -74,7 +74,7 @@ TEST(ServingMetricsTest, GaugesPerLiveInstanceFromTheHeartbeats) {
   registry.Heartbeat("p0", {.num_kv_blocks_total = 100, .num_kv_blocks_used = 10, .num_requests_waiting = 3,
                             .num_requests_running = 1, .num_requests_holding_kv = 2}, now);
   registry.Heartbeat("d0", {.num_kv_blocks_total = 200, .num_kv_blocks_used = 50, .num_requests_waiting = 0,
-                            .num_requests_running = 4}, now);
+                            .num_requests_running = 4, .num_requests_swapped = 5}, now);
   registry.MarkDead("p1", "gone");
   ServingMetrics metrics(&registry);
 
@@ -87,6 +87,8 @@ TEST(ServingMetricsTest, GaugesPerLiveInstanceFromTheHeartbeats) {
   EXPECT_THAT(lines, Contains("baton:kv_cache_usage_perc{instance=\"0\",role=\"decode\"} 0.25"));
   EXPECT_THAT(lines, Contains("baton:kv_cache_usage_perc{instance=\"0\",role=\"prefill\"} 0.1"));
   EXPECT_THAT(lines, Contains("baton:kv_handoff_queue_depth{instance=\"0\",role=\"prefill\"} 2"));
+  EXPECT_THAT(lines, Contains("baton:num_requests_swapped{instance=\"0\",role=\"decode\"} 5"));
+  EXPECT_THAT(lines, Contains("baton:num_requests_swapped{instance=\"0\",role=\"prefill\"} 0"));
   // Only prefill instances hold KV for a hand-off; a dead instance has no series.
   EXPECT_THAT(text, Not(HasSubstr("baton:kv_handoff_queue_depth{instance=\"0\",role=\"decode\"}")));
   EXPECT_THAT(text, Not(HasSubstr("instance=\"1\"")));
