@@ -15,6 +15,8 @@ workers (serving_fixtures.py), the Python client (python_client/baton) drives th
     either way Health turns DEGRADED naming the worker, new requests succeed on the other instance
     within 2 s, and with no live instance of a phase a request waits WORKER_WAIT_S, then fails;
   * server reflection lists the public service;
+  * a decode instance whose KV cache fills swaps requests to its swap_space and back, and each
+    gets the tokens of its solo run;
   * SLO admission: once the scheduler has observed an instance, a request predicted to miss
     slo.ttft_ms or slo.tpot_ms gets RESOURCE_EXHAUSTED (HTTP 429 with a JSON error body), and the
     server keeps serving with admission off or a relaxed SLO.
@@ -457,6 +459,48 @@ class TestColocated:
                 list(stream)
             assert caught.value.code == grpc.StatusCode.CANCELLED
         assert_idle_after_cancel(deployment, cancelled_at)
+
+
+# --- swap space ---------------------------------------------------------------------------------
+
+# tiny: 6 layers x 2 (K, V) x 6 KV heads x 48 dims x 4 bytes = 13824 bytes a token, 16 a block.
+TINY_KV_BLOCK_BYTES = 16 * 13824
+
+
+@pytest.mark.engine
+class TestSwapSpace:
+    # The decode instance holds 24 blocks (384 tokens): twelve requests of 20 + 100 tokens admitted
+    # at 2 blocks each outgrow it, and the ones preempted go to the 64 MiB swap space and back.
+    DEPLOYMENT = {"name": "swap", "config": {"max_model_len": 256},
+                  "decode": {"kv_cache_bytes": 24 * TINY_KV_BLOCK_BYTES, "swap_space": "64MiB"}}
+
+    def test_swapped_requests_get_their_solo_tokens(self, deployment, local_greedy):
+        prompts = [random_ids(20, seed=2000 + i) for i in range(12)]
+        refs = local_greedy([{"token_ids": p, "max_tokens": 100, "ignore_eos": True} for p in prompts])
+        most_swapped = 0
+        done = False
+
+        def watch():
+            nonlocal most_swapped
+            while not done:
+                stats = deployment.worker_stats_of("decode worker 0")
+                most_swapped = max(most_swapped, stats.num_requests_swapped)
+                time.sleep(0.005)
+
+        with deployment.client(timeout=180) as client, ThreadPoolExecutor(13) as pool:
+            watcher = pool.submit(watch)
+            futures = [pool.submit(client.complete, token_ids=p, max_tokens=100, ignore_eos=True)
+                       for p in prompts]
+            try:
+                results = [f.result() for f in futures]
+            finally:
+                done = True
+            watcher.result()
+        for i, (result, ref) in enumerate(zip(results, refs)):
+            assert list(result.token_ids) == list(ref.token_ids), f"request {i}: tokens differ from its solo run"
+        assert most_swapped > 0, "the decode cache never filled: the test proves nothing"
+        idle, stats = wait_for_idle_workers(deployment, 5.0)
+        assert idle, stats
 
 
 # --- cancellation -------------------------------------------------------------------------------
