@@ -129,6 +129,9 @@ class Engine {
   int num_waiting() const { return scheduler_.num_waiting(); }
   int num_running() const { return scheduler_.num_running(); }
   int num_swapped() const { return scheduler_.num_swapped(); }
+  // Preemptions so far: victims swapped out, and victims whose KV was dropped to compute again.
+  int64_t num_swap_outs() const { return scheduler_.num_swap_outs(); }
+  int64_t num_recomputes() const { return scheduler_.num_recomputes(); }
   const BlockAllocator& swap_allocator() const { return swap_allocator_; }
   int num_sequences() const { return static_cast<int>(seqs_.size()); }
 

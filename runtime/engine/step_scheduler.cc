@@ -170,8 +170,10 @@ void StepScheduler::Preempt(Sequence* seq, ScheduledStep* step) {
     allocator_->Release(blocks);
     seq->status = SeqStatus::kSwapped;
     swapped_.push_front(seq);  // victims go from the back of running_: swapped_ keeps its order
+    ++num_swap_outs_;
     return;
   }
+  ++num_recomputes_;
   allocator_->Release(seq->block_table.TakeBlocks());
   seq->num_computed_tokens = 0;
   seq->status = SeqStatus::kWaiting;

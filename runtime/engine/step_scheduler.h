@@ -80,6 +80,9 @@ class StepScheduler {
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_swapped() const { return static_cast<int>(swapped_.size()); }
+  // Preemptions so far, by what became of the victim's KV.
+  int64_t num_swap_outs() const { return num_swap_outs_; }
+  int64_t num_recomputes() const { return num_recomputes_; }
 
  private:
   ScheduledStep SchedulePrefillFirst();
@@ -105,6 +108,8 @@ class StepScheduler {
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order
   std::deque<Sequence*> swapped_;   // admission order
+  int64_t num_swap_outs_ = 0;
+  int64_t num_recomputes_ = 0;
 };
 
 }  // namespace baton::runtime

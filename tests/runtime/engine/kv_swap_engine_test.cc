@@ -127,6 +127,8 @@ TEST_F(KvSwapEngineTest, VictimsTheSwapSpaceCannotHoldAreRecomputed) {
   auto mixed = Create({.kv_cache_bytes = 20 * kBlockBytes, .swap_space_bytes = 6 * kBlockBytes});
   ASSERT_THAT(mixed, IsOk());
   EXPECT_EQ(Run(**mixed, &max_swapped), expected);
+  EXPECT_GT((*mixed)->num_swap_outs(), 0);
+  EXPECT_GT((*mixed)->num_recomputes(), 0);
 }
 
 TEST_F(KvSwapEngineTest, CancellingASwappedSequenceFreesItsSwapBlocks) {

@@ -155,6 +155,8 @@ TEST_F(StepSchedulerTest, AVictimIsSwappedOutAndComesBackBeforeNewSequences) {
   }
   EXPECT_THAT(first.swap_in, IsEmpty());
   EXPECT_EQ(scheduler.num_swapped(), 1);
+  EXPECT_EQ(scheduler.num_swap_outs(), 1);
+  EXPECT_EQ(scheduler.num_recomputes(), 0);
   Finish(scheduler, first);
   // b needs its 2 blocks and one for its next token; 1 is free. A new sequence waits behind b even
   // though its prompt would fit.
@@ -192,6 +194,8 @@ TEST_F(StepSchedulerTest, AVictimTheSwapPoolCannotHoldIsRecomputed) {
   EXPECT_EQ(b->num_computed_tokens, 0);
   EXPECT_THAT(step.swap_out, IsEmpty());
   EXPECT_EQ(swap.num_blocks_used(), 0);
+  EXPECT_EQ(scheduler.num_swap_outs(), 0);
+  EXPECT_EQ(scheduler.num_recomputes(), 1);
 }
 
 TEST_F(StepSchedulerTest, AStepMayCarrySwapCopiesAlone) {
