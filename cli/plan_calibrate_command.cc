@@ -1,14 +1,17 @@
 // `baton plan calibrate`: fits how much slower steps ran in a served run than `baton plan profile`
-// timed them alone (scheduler/planner/serving_calibration.h), from the records `baton bench
-// --output` wrote against a 1 prefill + 1 decode deployment, and writes the coefficients file back
-// with that "serving_slowdown".
+// timed them alone (scheduler/planner/serving_calibration.h), from the workers' step traces
+// (`baton serve --step-trace-dir`; any deployment) or from the records `baton bench --output` wrote
+// against a 1 prefill + 1 decode deployment, and writes the coefficients file back with that
+// "serving_slowdown".
 //
 // Exit codes: 0 ok; 2 bad usage (a missing flag); 1 anything else (unreadable files, records that
 // cannot calibrate, the output file). Every failure is one line on stderr.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <limits>
 #include <memory>
 #include <string>
@@ -35,6 +38,7 @@ constexpr std::string_view kCommand = "baton plan calibrate";
 struct PlanCalibrateOptions {
   std::string coefficients;
   std::vector<std::string> records;
+  std::vector<std::string> step_traces;  // files, or directories of *.jsonl files
   std::string output;
 };
 
@@ -62,10 +66,44 @@ absl::StatusOr<std::vector<planner::ServedRequest>> ServedRequests(const std::st
   return out;
 }
 
-absl::Status RunPlanCalibrate(const PlanCalibrateOptions& opts) {
-  absl::StatusOr<planner::LatencyCoefficients> coefficients = planner::LoadLatencyCoefficients(opts.coefficients);
-  if (!coefficients.ok()) return coefficients.status();
-  const planner::TpCoefficients* tp1 = coefficients->ForTp(1);
+absl::StatusOr<planner::ServingCalibration> FitFromStepTraces(const PlanCalibrateOptions& opts,
+                                                              const planner::LatencyCoefficients& coefficients) {
+  std::vector<std::filesystem::path> files;
+  for (const std::string& given : opts.step_traces) {
+    std::error_code error;
+    if (std::filesystem::is_directory(given, error)) {
+      for (const auto& entry : std::filesystem::directory_iterator(given, error)) {
+        if (entry.path().extension() == ".jsonl") files.push_back(entry.path());
+      }
+    } else {
+      files.push_back(given);
+    }
+    if (error) return absl::InvalidArgumentError(absl::StrCat(given, ": ", error.message()));
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(absl::StrJoin(opts.step_traces, ", "), ": no .jsonl step trace"));
+  }
+  std::vector<planner::InstanceTrace> traces;
+  for (const std::filesystem::path& file : files) {
+    std::ifstream in(file);
+    if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", file.string()));
+    std::stringstream text;
+    text << in.rdbuf();
+    absl::StatusOr<planner::InstanceTrace> trace = planner::ParseStepTrace(text.str());
+    if (!trace.ok()) return absl::InvalidArgumentError(absl::StrCat(file.string(), ": ", trace.status().message()));
+    traces.push_back(*std::move(trace));
+  }
+  absl::StatusOr<planner::ServingCalibration> fit = planner::FitSlowdownFromStepTraces(traces, coefficients);
+  if (!fit.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(absl::StrJoin(opts.step_traces, ", "), ": ", fit.status().message()));
+  }
+  return fit;
+}
+
+absl::StatusOr<planner::ServingCalibration> FitFromRecords(const PlanCalibrateOptions& opts,
+                                                           const planner::LatencyCoefficients& coefficients) {
+  const planner::TpCoefficients* tp1 = coefficients.ForTp(1);
   if (tp1 == nullptr) return absl::InvalidArgumentError(absl::StrCat(opts.coefficients, ": no tp 1 coefficients"));
   std::vector<planner::ServedRequest> served;
   double end_s = 0;  // the last token of the runs so far
@@ -86,8 +124,20 @@ absl::Status RunPlanCalibrate(const PlanCalibrateOptions& opts) {
   }
   absl::StatusOr<planner::ServingCalibration> fit = planner::FitServingSlowdown(served, *tp1);
   if (!fit.ok()) return absl::InvalidArgumentError(absl::StrCat(absl::StrJoin(opts.records, ", "), ": ", fit.status().message()));
+  return fit;
+}
+
+absl::Status RunPlanCalibrate(const PlanCalibrateOptions& opts) {
+  absl::StatusOr<planner::LatencyCoefficients> coefficients = planner::LoadLatencyCoefficients(opts.coefficients);
+  if (!coefficients.ok()) return coefficients.status();
+  const bool from_traces = !opts.step_traces.empty();
+  absl::StatusOr<planner::ServingCalibration> fit =
+      from_traces ? FitFromStepTraces(opts, *coefficients) : FitFromRecords(opts, *coefficients);
+  if (!fit.ok()) return fit.status();
   coefficients->serving_slowdown = fit->slowdown;
-  coefficients->source = absl::StrCat(coefficients->source, "; serving slowdown from ", absl::StrJoin(opts.records, ", "));
+  coefficients->source =
+      absl::StrCat(coefficients->source, "; serving slowdown from ", from_traces ? "step traces " : "",
+                   absl::StrJoin(from_traces ? opts.step_traces : opts.records, ", "));
   std::ofstream file(opts.output, std::ios::trunc);
   file << planner::LatencyCoefficientsToJson(*coefficients);
   file.close();
@@ -95,8 +145,9 @@ absl::Status RunPlanCalibrate(const PlanCalibrateOptions& opts) {
   const planner::ServingSlowdown& s = fit->slowdown;
   std::printf("prefill: %.3fx alone (%d steps), %.3fx beside a busy instance (%d steps)\n", s.prefill_alone,
               fit->prefill_alone_samples, s.prefill_shared, fit->prefill_shared_samples);
-  std::printf("decode:  %.3fx alone (%d token gaps), %.3fx beside a busy instance (%d token gaps)\n", s.decode_alone,
-              fit->decode_alone_samples, s.decode_shared, fit->decode_shared_samples);
+  const char* decode_unit = from_traces ? "steps" : "token gaps";
+  std::printf("decode:  %.3fx alone (%d %s), %.3fx beside a busy instance (%d %s)\n", s.decode_alone,
+              fit->decode_alone_samples, decode_unit, s.decode_shared, fit->decode_shared_samples, decode_unit);
   std::printf("wrote %s\n", opts.output.c_str());
   return absl::OkStatus();
 }
@@ -107,13 +158,18 @@ void RegisterPlanCalibrateCommand(CLI::App& plan, int* exit_code) {
   auto opts = std::make_shared<PlanCalibrateOptions>();
   CLI::App* cmd = plan.add_subcommand(
       "calibrate",
-      "Fit how much slower served steps run than profiled ones, from baton bench records of a 1 prefill + 1 decode run");
+      "Fit how much slower served steps run than profiled ones, from the workers' step traces or from "
+      "baton bench records of a 1 prefill + 1 decode run");
   cmd->add_option("--coefficients", opts->coefficients, "Coefficients JSON from baton plan profile (required)");
-  cmd->add_option("--records", opts->records, "baton bench --output JSONL files (required; one or more)");
+  cmd->add_option("--step-traces", opts->step_traces,
+                  "Step trace files, or directories of them (baton serve --step-trace-dir); any deployment");
+  cmd->add_option("--records", opts->records,
+                  "baton bench --output JSONL files of a 1 prefill + 1 decode run (one or more)");
   cmd->add_option("--output", opts->output, "Coefficients JSON to write, with the serving slowdown (required)");
   cmd->callback([opts, exit_code] {
-    if (opts->coefficients.empty() || opts->records.empty() || opts->output.empty()) {
-      std::fprintf(stderr, "%.*s: --coefficients, --records and --output are required\n",
+    if (opts->coefficients.empty() || opts->records.empty() == opts->step_traces.empty() ||
+        opts->output.empty()) {
+      std::fprintf(stderr, "%.*s: --coefficients, --output and one of --step-traces and --records are required\n",
                    static_cast<int>(kCommand.size()), kCommand.data());
       *exit_code = 2;
       return;

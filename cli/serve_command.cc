@@ -91,6 +91,7 @@ struct ServeOptions {
   std::string chat_template;  // empty: the config's, or the model's own
   bool no_worker_restart = false;
   std::string log_level;    // handed to every process it starts
+  std::string step_trace_dir;  // empty: no step traces; else one file per worker in it
 };
 
 // The effective deployment, and what each rank of a multi-rank phase holds (for the start-up log).
@@ -396,7 +397,8 @@ class SchedulerProbe {
 std::vector<runtime::ChildSpec> ChildSpecs(const DeploymentConfig& config,
                                            const std::filesystem::path& config_path,
                                            const std::filesystem::path& secret_path,
-                                           double drain_timeout_s, const std::string& log_level) {
+                                           double drain_timeout_s, const std::string& log_level,
+                                           const std::string& step_trace_dir) {
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<runtime::ChildSpec> specs;
   specs.push_back({.name = kSchedulerName,
@@ -409,6 +411,13 @@ std::vector<runtime::ChildSpec> ChildSpecs(const DeploymentConfig& config,
                               secret_path.string(), "--role",
                               std::string(runtime::WorkerRoleName(worker.role)), "--instance",
                               std::to_string(worker.instance_idx), "--log-level", log_level}});
+    if (!step_trace_dir.empty()) {
+      specs.back().argv.push_back("--step-trace");
+      specs.back().argv.push_back(
+          (std::filesystem::path(step_trace_dir) /
+           absl::StrCat(runtime::WorkerRoleName(worker.role), "-", worker.instance_idx, ".jsonl"))
+              .string());
+    }
   }
   return specs;
 }
@@ -503,6 +512,14 @@ int RunServe(const ServeOptions& opts) {
     absl::StatusOr<runtime::DeploymentSecret> generated = runtime::DeploymentSecret::Generate();
     prepared = generated.ok() ? generated->WriteTo(secret_path) : generated.status();
   }
+  if (prepared.ok() && !opts.step_trace_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(opts.step_trace_dir, error);
+    if (error) {
+      prepared = absl::InvalidArgumentError(
+          absl::StrCat("--step-trace-dir ", opts.step_trace_dir, ": ", error.message()));
+    }
+  }
   if (!prepared.ok()) {
     std::fprintf(stderr, "baton serve: %s\n", std::string(prepared.message()).c_str());
     return kExitFailure;
@@ -528,7 +545,8 @@ int RunServe(const ServeOptions& opts) {
     workers_by_name.emplace(runtime::WorkerName(worker.role, worker.instance_idx), worker);
   }
   WorkerRestarter restarter(**supervisor, runtime::RestartOptions());
-  for (const runtime::ChildSpec& spec : ChildSpecs(config, config_path, secret_path, opts.drain_timeout_s, opts.log_level)) {
+  for (const runtime::ChildSpec& spec : ChildSpecs(config, config_path, secret_path, opts.drain_timeout_s, opts.log_level,
+                                                           opts.step_trace_dir)) {
     absl::StatusOr<pid_t> pid = (*supervisor)->Start(spec);
     if (!pid.ok()) {
       std::fprintf(stderr, "baton serve: %s; stopping every process\n",
@@ -656,6 +674,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "are refused (503 / UNAVAILABLE), before every process stops")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--step-trace-dir", opts->step_trace_dir,
+                  "Every worker appends its engine steps to DIR/ROLE-INSTANCE.jsonl (created), for "
+                  "`baton plan calibrate --step-traces DIR`");
   cmd->add_option("--secret-file", opts->secret_file,
                   "The deployment secret that authenticates the internal APIs: a file of one line "
                   "(32+ printable characters) only its owner can read (default: a fresh one per start)");

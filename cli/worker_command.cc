@@ -28,6 +28,7 @@ struct WorkerFlags {
   std::string advertise;  // empty: --host (a wildcard: this machine's name)
   std::string scheduler;  // empty: the config's host and internal_port
   std::string log_level;
+  std::string step_trace;  // empty: none
 };
 
 absl::Status RunWorker(const WorkerFlags& flags) {
@@ -81,7 +82,8 @@ absl::Status RunWorker(const WorkerFlags& flags) {
                                       .max_num_batched_tokens = phase.max_num_batched_tokens,
                                       .chunked_prefill = phase.chunked_prefill,
                                       .max_model_len = config.max_model_len,
-                                      .swap_space_bytes = phase.swap_space_bytes}};
+                                      .swap_space_bytes = phase.swap_space_bytes},
+      .step_trace_path = flags.step_trace};
   return rpc::RunWorkerServer(options, StopFlag());
 }
 
@@ -105,6 +107,9 @@ void RegisterWorkerCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--scheduler", flags->scheduler,
                   "HOST:PORT of the scheduler's internal port, where workers register (default: the "
                   "config's host and internal_port)");
+  cmd->add_option("--step-trace", flags->step_trace,
+                  "Append every engine step (its shape and times, JSON lines) to this file, for "
+                  "`baton plan calibrate --step-traces`");
   AddLogLevelFlag(*cmd, &flags->log_level);
   cmd->callback([=] {
     StartLogging("baton worker", flags->log_level);

@@ -295,6 +295,22 @@ void Engine::StartStep(ScheduledStep step) {
     flight->return_logits = flight->return_logits || seq->params.num_logprobs.has_value() ||
                             seq->params.return_logits;
   }
+  if (step_observer_) {
+    StepRecord& record = flight->record;
+    record = StepRecord{};
+    for (size_t i = 0; i < scheduled.seqs.size(); ++i) {
+      const Sequence& seq = *scheduled.seqs[i];
+      if (static_cast<int>(i) < scheduled.num_decode_seqs) {
+        ++record.decode_seqs;
+        record.decode_context += seq.num_tokens();
+      } else {
+        const double q = scheduled.q_lens[i];
+        record.prompt_tokens += scheduled.q_lens[i];
+        record.prompt_tokens_squared += q * (q + 2.0 * seq.num_computed_tokens);
+      }
+    }
+    record.start_us = absl::ToUnixMicros(absl::Now());
+  }
   runner_.Submit(scheduled, flight->sampling, flight->return_logits);
   in_flight_.push_back(std::move(flight));
 }
@@ -306,6 +322,11 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::FinishOldestStep() {
   const bool return_logits = spare_steps_.back()->return_logits;
   const absl::Status status = runner_.Wait(step, &output_);
   scheduler_.StepDone(step);
+  if (step_observer_ && status.ok()) {
+    StepRecord& record = spare_steps_.back()->record;
+    record.end_us = absl::ToUnixMicros(absl::Now());
+    step_observer_(record);
+  }
   if (!status.ok()) {
     // The instance failed: the steps behind this one fail too; none of them is waited for again.
     while (!in_flight_.empty()) {

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@
 #include "runtime/engine/model_ranks.h"
 #include "runtime/engine/model_runner.h"
 #include "runtime/engine/step_scheduler.h"
+#include "runtime/engine/step_trace.h"
 #include "runtime/kv_cache/block_allocator.h"
 #include "runtime/model/model_shard.h"
 
@@ -141,6 +143,12 @@ class Engine {
   // (kernel or model), not a per-request one: every step in flight is dropped with it.
   absl::StatusOr<std::vector<TokenOutput>> Step();
   int max_steps_in_flight() const { return max_steps_in_flight_; }
+  // Called on the engine thread with every step that finishes well: what it computed, from its
+  // submission to the ranks to its outputs (step_trace.h). With steps in flight the intervals
+  // overlap. Empty: none.
+  void SetStepObserver(std::function<void(const StepRecord&)> observer) {
+    step_observer_ = std::move(observer);
+  }
 
  private:
   Engine(const EngineConfig& config, std::unique_ptr<ModelRanks> ranks, int max_model_len);
@@ -151,6 +159,7 @@ class Engine {
     std::vector<TokenSampling> sampling;        // [num_seqs]
     std::vector<LogitsProcessing> processing;   // [num_seqs]: what sampling[i].processing views
     bool return_logits = false;
+    StepRecord record;  // its shape and start, for the step observer
   };
   void StartStep(ScheduledStep step);
   absl::StatusOr<std::vector<TokenOutput>> FinishOldestStep();
@@ -179,6 +188,7 @@ class Engine {
   std::deque<std::unique_ptr<InFlightStep>> in_flight_;  // oldest first
   std::vector<std::unique_ptr<InFlightStep>> spare_steps_;  // finished, kept for their buffers
   StepOutput output_;                    // of the last step
+  std::function<void(const StepRecord&)> step_observer_;
 };
 
 }  // namespace baton::runtime

@@ -92,7 +92,20 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
   // The pools live as long as the engine, which the worker's loop owns; their const accessors may
   // be read from any thread.
   const ModelRanks& ranks = engine->ranks();
+  std::unique_ptr<StepTraceWriter> step_trace;
+  if (!options.step_trace_path.empty()) {
+    ASSIGN_OR_RETURN(step_trace, StepTraceWriter::Create(
+                                     options.step_trace_path,
+                                     StepTraceHeader{.role = std::string(WorkerRoleName(options.role)),
+                                                     .instance = options.instance_idx,
+                                                     .tp = ranks.layout().tp_size,
+                                                     .pp = ranks.layout().pp_size,
+                                                     .device = std::string(DeviceKindName(
+                                                         options.engine.device))}));
+    engine->SetStepObserver([writer = step_trace.get()](const StepRecord& record) { writer->Append(record); });
+  }
   auto worker = std::unique_ptr<Worker>(new Worker(options, std::move(engine)));
+  worker->step_trace_ = std::move(step_trace);
   worker->kv_link_factory_ = std::move(link_factory);
   if (options.role == WorkerRole::kDecode) {
     ASSIGN_OR_RETURN(worker->transport_, MakeKvTransport(link_kind, options.host, options.deployment_secret));

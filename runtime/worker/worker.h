@@ -182,6 +182,7 @@ class Worker {
   std::unique_ptr<KvTransport> transport_;     // decode role: pulls from prefill workers
   KvAdmissionQueue kv_admissions_;             // decode role; engine thread only
   std::atomic<int> num_waiting_for_kv_ = 0;    // kv_admissions_.size(), for Stats()
+  std::unique_ptr<StepTraceWriter> step_trace_;  // written by the engine thread, if asked for
   std::unique_ptr<EngineLoop> loop_;           // destroyed first: stops the engine thread
 };
 

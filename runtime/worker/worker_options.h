@@ -1,6 +1,7 @@
 // WorkerOptions: what one `baton worker` process is and where it listens.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 #include "runtime/engine/engine.h"
@@ -24,6 +25,8 @@ struct WorkerOptions {
   // empty: no authentication (tests of one process).
   std::string deployment_secret;
   EngineConfig engine;
+  // Non-empty: every step the engine runs is appended to this file (engine/step_trace.h).
+  std::filesystem::path step_trace_path;
 };
 
 }  // namespace baton::runtime

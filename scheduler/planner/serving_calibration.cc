@@ -7,6 +7,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
 
 namespace baton::scheduler::planner {
 namespace {
@@ -59,7 +61,119 @@ std::pair<double, double> Factors(const std::vector<double>& alone, const std::v
   return {a, s};
 }
 
+// The fitted slowdown from each class's samples, checked for plausibility.
+absl::StatusOr<ServingCalibration> FromSamples(const std::vector<double>& prefill_alone,
+                                               const std::vector<double>& prefill_shared,
+                                               const std::vector<double>& decode_alone,
+                                               const std::vector<double>& decode_shared) {
+  ServingCalibration out;
+  std::tie(out.slowdown.prefill_alone, out.slowdown.prefill_shared) = Factors(prefill_alone, prefill_shared);
+  std::tie(out.slowdown.decode_alone, out.slowdown.decode_shared) = Factors(decode_alone, decode_shared);
+  for (double f : {out.slowdown.prefill_alone, out.slowdown.prefill_shared, out.slowdown.decode_alone,
+                   out.slowdown.decode_shared}) {
+    if (f < 0.5) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the served steps ran ", 1 / f, "x faster than the coefficients say: were they profiled on this "
+          "machine, for this model and dtype?"));
+    }
+  }
+  out.prefill_alone_samples = static_cast<int>(prefill_alone.size());
+  out.prefill_shared_samples = static_cast<int>(prefill_shared.size());
+  out.decode_alone_samples = static_cast<int>(decode_alone.size());
+  out.decode_shared_samples = static_cast<int>(decode_shared.size());
+  return out;
+}
+
 }  // namespace
+
+absl::StatusOr<InstanceTrace> ParseStepTrace(absl::string_view jsonl) {
+  InstanceTrace trace;
+  bool have_header = false;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(jsonl, '\n', absl::SkipWhitespace())) {
+    ++line_no;
+    const nlohmann::json doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    auto bad = [line_no](absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat("step trace line ", line_no, ": ", why));
+    };
+    if (!doc.is_object()) return bad("not a JSON object");
+    auto number = [&doc](const char* key, double* out) {
+      const auto it = doc.find(key);
+      if (it == doc.end() || !it->is_number()) return false;
+      *out = it->get<double>();
+      return true;
+    };
+    if (!have_header) {
+      double tp = 0, pp = 0, instance = 0;
+      const auto role = doc.find("role");
+      if (role == doc.end() || !role->is_string() || !number("tp", &tp) || !number("pp", &pp) ||
+          !number("instance", &instance) || tp < 1 || pp < 1) {
+        return bad("expected the header {\"role\", \"instance\", \"tp\", \"pp\", ...}");
+      }
+      trace.name = absl::StrCat(role->get<std::string>(), " ", static_cast<int>(instance));
+      trace.parallelism = {static_cast<int>(tp), static_cast<int>(pp)};
+      have_header = true;
+      continue;
+    }
+    double start_us = 0, end_us = 0, prompt_tokens = 0, squared = 0, decode_seqs = 0, context = 0;
+    if (!number("start_us", &start_us) || !number("end_us", &end_us) ||
+        !number("prompt_tokens", &prompt_tokens) || !number("prompt_tokens_squared", &squared) ||
+        !number("decode_seqs", &decode_seqs) || !number("decode_context", &context)) {
+      return bad("expected a step {\"start_us\", \"end_us\", \"prompt_tokens\", \"prompt_tokens_squared\", "
+                 "\"decode_seqs\", \"decode_context\"}");
+    }
+    if (end_us < start_us) return bad("the step ends before it starts");
+    trace.steps.push_back(TracedStep{.start_s = start_us / 1e6,
+                                     .end_s = end_us / 1e6,
+                                     .shape = {.prompt_tokens = prompt_tokens,
+                                               .prompt_tokens_squared = squared,
+                                               .num_decode_seqs = static_cast<int>(decode_seqs),
+                                               .decode_context = context}});
+  }
+  if (!have_header) return absl::InvalidArgumentError("step trace: empty (no header line)");
+  std::sort(trace.steps.begin(), trace.steps.end(),
+            [](const TracedStep& a, const TracedStep& b) { return a.start_s < b.start_s; });
+  return trace;
+}
+
+absl::StatusOr<ServingCalibration> FitSlowdownFromStepTraces(std::span<const InstanceTrace> traces,
+                                                             const LatencyCoefficients& coefficients) {
+  std::vector<std::vector<Interval>> busy;  // [trace]: when it was in a step
+  for (const InstanceTrace& trace : traces) {
+    std::vector<Interval> steps;
+    for (const TracedStep& step : trace.steps) steps.push_back({step.start_s, step.end_s});
+    busy.push_back(Union(std::move(steps)));
+  }
+  std::vector<double> prefill_alone, prefill_shared, decode_alone, decode_shared;
+  for (size_t t = 0; t < traces.size(); ++t) {
+    const InstanceTrace& trace = traces[t];
+    if (trace.parallelism.pp != 1) continue;
+    const TpCoefficients* c = coefficients.ForTp(trace.parallelism.tp);
+    if (c == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(trace.name, ": the coefficients have no tp ", trace.parallelism.tp));
+    }
+    for (const TracedStep& step : trace.steps) {
+      const double predicted_ms = ForwardMs(*c, step.shape);
+      if (step.shape.empty() || predicted_ms <= 0) continue;
+      bool shared = false;
+      for (size_t other = 0; other < traces.size() && !shared; ++other) {
+        shared = other != t && Contains(busy[other], step.start_s);
+      }
+      const double ratio = (step.end_s - step.start_s) * 1e3 / predicted_ms;
+      const bool prefill = step.shape.prompt_tokens > 0;
+      (prefill ? (shared ? prefill_shared : prefill_alone) : (shared ? decode_shared : decode_alone))
+          .push_back(ratio);
+    }
+  }
+  if (prefill_alone.empty() && prefill_shared.empty()) {
+    return absl::InvalidArgumentError("no step with prompt tokens in the traces of pp-1 instances");
+  }
+  if (decode_alone.empty() && decode_shared.empty()) {
+    return absl::InvalidArgumentError("no decode-only step in the traces of pp-1 instances");
+  }
+  return FromSamples(prefill_alone, prefill_shared, decode_alone, decode_shared);
+}
 
 absl::StatusOr<ServingCalibration> FitServingSlowdown(std::span<const ServedRequest> requests,
                                                       const TpCoefficients& tp1) {
@@ -77,7 +191,6 @@ absl::StatusOr<ServingCalibration> FitServingSlowdown(std::span<const ServedRequ
   const std::vector<Interval> prefill_busy = Union(prefills);
   const std::vector<Interval> decode_busy = Union(decodes);
 
-  ServingCalibration out;
   std::vector<double> prefill_alone, prefill_shared;
   for (const ServedRequest& req : requests) {
     const double step_s = req.prefill_end_s - req.prefill_start_s;
@@ -134,21 +247,7 @@ absl::StatusOr<ServingCalibration> FitServingSlowdown(std::span<const ServedRequ
     return absl::InvalidArgumentError(
         "no decode step in the records (a disaggregated run records when each request's KV arrived)");
   }
-  std::tie(out.slowdown.prefill_alone, out.slowdown.prefill_shared) = Factors(prefill_alone, prefill_shared);
-  std::tie(out.slowdown.decode_alone, out.slowdown.decode_shared) = Factors(decode_alone, decode_shared);
-  for (double f : {out.slowdown.prefill_alone, out.slowdown.prefill_shared, out.slowdown.decode_alone,
-                   out.slowdown.decode_shared}) {
-    if (f < 0.5) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the served steps ran ", 1 / f, "x faster than the coefficients say: were they profiled on this "
-          "machine, for this model and dtype?"));
-    }
-  }
-  out.prefill_alone_samples = static_cast<int>(prefill_alone.size());
-  out.prefill_shared_samples = static_cast<int>(prefill_shared.size());
-  out.decode_alone_samples = static_cast<int>(decode_alone.size());
-  out.decode_shared_samples = static_cast<int>(decode_shared.size());
-  return out;
+  return FromSamples(prefill_alone, prefill_shared, decode_alone, decode_shared);
 }
 
 }  // namespace baton::scheduler::planner

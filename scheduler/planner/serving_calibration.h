@@ -1,6 +1,13 @@
-// FitServingSlowdown: how much slower the engine's steps ran in a served deployment than `baton plan
-// profile` timed them alone (LatencyCoefficients' ServingSlowdown), read off the server's own
-// timestamps in a served run's records (`baton bench --output`).
+// How much slower the engine's steps ran in a served deployment than `baton plan profile` timed them
+// alone (LatencyCoefficients' ServingSlowdown), from one of two sources:
+//   - FitSlowdownFromStepTraces: the workers' own step traces (`baton serve --step-trace-dir`,
+//     runtime/engine/step_trace.h), any deployment. Every step of an instance of pp 1 gives its
+//     time over ForwardMs of its shape (its tp's coefficients); it is a prefill step when it carried
+//     prompt tokens, else a decode step, and "shared" when another instance of the run was in a
+//     step as it started: the simulator's own classes (simulator.h). Instances of pp > 1 count as
+//     neighbours only (their steps overlap in flight: a step's time is not its stages' work).
+//   - FitServingSlowdown: the server's timestamps in a served run's records (`baton bench
+//     --output`), of a 1 prefill + 1 decode deployment, below.
 //
 // The run must be a disaggregated deployment of one prefill and one decode instance, tp 1 and pp 1,
 // as the records do not say which instance served a request:
@@ -18,8 +25,12 @@
 #include <span>
 #include <vector>
 
+#include <string>
+
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "scheduler/planner/latency_coefficients.h"
+#include "scheduler/planner/step_latency_model.h"
 
 namespace baton::scheduler::planner {
 
@@ -39,6 +50,27 @@ struct ServingCalibration {
   int decode_alone_samples = 0;
   int decode_shared_samples = 0;
 };
+
+// One instance's step trace: its layout and its steps (seconds on the host's clock).
+struct TracedStep {
+  double start_s = 0;
+  double end_s = 0;
+  MicroBatchShape shape;
+};
+struct InstanceTrace {
+  std::string name;  // "colocated 0"
+  Parallelism parallelism;
+  std::vector<TracedStep> steps;  // in start order
+};
+
+// Parses a step trace file's text (step_trace.h's format). InvalidArgument naming the line for
+// malformed JSON, a missing field, a step that ends before it starts, or no header.
+absl::StatusOr<InstanceTrace> ParseStepTrace(absl::string_view jsonl);
+
+// InvalidArgument when no pp-1 instance has a step, a pp-1 instance's tp has no coefficients, or a
+// factor is below 0.5 (see FitServingSlowdown). Samples count steps.
+absl::StatusOr<ServingCalibration> FitSlowdownFromStepTraces(std::span<const InstanceTrace> traces,
+                                                             const LatencyCoefficients& coefficients);
 
 // InvalidArgument when the records give no prefill sample or no decode sample (too few requests, or
 // a colocated run without KV hand-off times), a request's times are out of order, or a factor below

@@ -27,25 +27,25 @@ absl::Status StepLatencyModel::Check(Parallelism p) const {
   return absl::OkStatus();
 }
 
+double ForwardMs(const TpCoefficients& c, const MicroBatchShape& batch) {
+  if (batch.empty()) return 0;
+  if (batch.prompt_tokens == 0) return c.DecodeMs(batch.num_decode_seqs, batch.decode_context);
+  double ms = c.PrefillMs(batch.prompt_tokens, batch.prompt_tokens_squared);
+  if (batch.num_decode_seqs > 0) {
+    // The decode form without its intercept: the weights are read once for the whole step.
+    const DecodeCoefficients& d =
+        c.decode_large.has_value() && batch.num_decode_seqs >= c.decode_large_batch_threshold
+            ? *c.decode_large
+            : c.decode;
+    ms += std::max(0.0, d.b_ms * batch.decode_context + d.c_ms * batch.num_decode_seqs);
+  }
+  return ms;
+}
+
 double StepLatencyModel::StageMs(Parallelism p, const MicroBatchShape& batch,
                                  bool stages_cross_nodes) const {
   if (batch.empty()) return 0;
-  const TpCoefficients& c = *coefficients_.ForTp(p.tp);
-  double whole_ms = 0;
-  if (batch.prompt_tokens > 0) {
-    whole_ms = c.PrefillMs(batch.prompt_tokens, batch.prompt_tokens_squared);
-    if (batch.num_decode_seqs > 0) {
-      // The decode form without its intercept: the weights are read once for the whole step.
-      const DecodeCoefficients& d = c.decode_large.has_value() &&
-                                            batch.num_decode_seqs >= c.decode_large_batch_threshold
-                                        ? *c.decode_large
-                                        : c.decode;
-      whole_ms += std::max(0.0, d.b_ms * batch.decode_context + d.c_ms * batch.num_decode_seqs);
-    }
-  } else {
-    whole_ms = c.DecodeMs(batch.num_decode_seqs, batch.decode_context);
-  }
-  double stage_ms = whole_ms / p.pp;
+  double stage_ms = ForwardMs(*coefficients_.ForTp(p.tp), batch) / p.pp;
   if (p.pp > 1) {
     const LinkSpec& link = stages_cross_nodes ? device_.inter_node : device_.intra_node;
     const double tokens = batch.prompt_tokens + batch.num_decode_seqs;

@@ -44,6 +44,11 @@ struct MicroBatchShape {
   bool empty() const { return prompt_tokens == 0 && num_decode_seqs == 0; }
 };
 
+// The forward pass of one micro-batch on tp devices by the coefficients, all-reduces included,
+// milliseconds: the prefill form over the prompt tokens, plus (chunked prefill) the decode form
+// without its intercept over the decode sequences; the decode form alone without prompt tokens.
+double ForwardMs(const TpCoefficients& coefficients, const MicroBatchShape& batch);
+
 class StepLatencyModel {
  public:
   StepLatencyModel(LatencyCoefficients coefficients, ModelShape model, DeviceSpec device)

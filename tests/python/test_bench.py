@@ -267,6 +267,46 @@ def test_plan_calibrate_reads_the_servers_timings(run_baton, server, tiny_model,
 
 
 @pytest.mark.engine
+def test_plan_calibrate_reads_the_workers_step_traces(run_baton, baton_binary, tiny_model, tmp_path):
+    traces = tmp_path / "traces"
+    factory = DeploymentFactory(baton_binary, tiny_model, tmp_path / "serve")
+    (tmp_path / "serve").mkdir()
+    try:
+        deployment = factory.start("traced", mode="colocated", num_colocated=2,
+                                   colocated={"chunked_prefill": "true"},
+                                   serve_args=("--step-trace-dir", str(traces)))
+        run_baton(*bench_args(deployment, tiny_model, "--rate", "4", "--num-requests", "12", "--warmup", "0"),
+                  timeout=BENCH_TIMEOUT_S)
+    finally:
+        problems = factory.stop_all()  # the workers flush their traces as they stop
+    assert not problems, "\n".join(problems)
+    files = sorted(traces.glob("*.jsonl"))
+    assert [f.name for f in files] == ["colocated-0.jsonl", "colocated-1.jsonl"]
+    header = json.loads(files[0].read_text().splitlines()[0])
+    assert header["role"] == "colocated" and header["tp"] == 1 and header["pp"] == 1
+    steps = [json.loads(line) for f in files for line in f.read_text().splitlines()[1:]]
+    assert sum(s["prompt_tokens"] for s in steps) >= 12 * 16, "every prompt's tokens went through a step"
+    coefficients = tmp_path / "tiny.json"
+    coefficients.write_text(json.dumps({"model": "tiny", "device": "cpu", "source": "test",
+                                        "tp": {"1": {"prefill": [4, 0.12, 7e-5], "decode": [1.5, 9e-4, 0.45]}}}))
+    calibrated = tmp_path / "calibrated.json"
+    proc = run_baton("plan", "calibrate", "--coefficients", coefficients, "--step-traces", traces,
+                     "--output", calibrated)
+    assert "prefill:" in proc.stdout and "steps" in proc.stdout
+    factors = json.loads(calibrated.read_text())["serving_slowdown"]
+    assert all(0.5 <= f < 50 for f in factors.values()), factors
+    assert "step traces" in json.loads(calibrated.read_text())["source"]
+    both = run_baton("plan", "calibrate", "--coefficients", coefficients, "--step-traces", traces,
+                     "--records", files[0], "--output", calibrated, check=False)
+    assert both.returncode == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    none = run_baton("plan", "calibrate", "--coefficients", coefficients, "--step-traces", empty,
+                     "--output", calibrated, check=False)
+    assert none.returncode == 1 and "no .jsonl step trace" in none.stderr
+
+
+@pytest.mark.engine
 def test_goodput_search_and_results(run_baton, server, tiny_model, tmp_path):
     results = tmp_path / "results"
     deployment_dir = results / "disagg-tiny"
