@@ -10,8 +10,9 @@ warm-up left out) and prints both side by side as a Markdown table.
     .venv/bin/python benchmarks/planner/validate_attainment.py predict --out /tmp/val \
         --coefficients tiny.json [--coefficients tiny-calibrated.json]
 
-`measure` keeps each run's records (<out>/<deployment>-<workload>-<rate>.jsonl) and bench's
-summary, so `predict` can be rerun with other coefficients in seconds. Run `measure` on an otherwise
+`measure` keeps each run's records (<out>/<deployment>-<workload>-<rate>.jsonl), bench's summary and
+the workers' step traces (<out>/<stem>.traces/, for `baton plan calibrate --step-traces`), so
+`predict` can be rerun with other coefficients in seconds. Run `measure` on an otherwise
 idle machine: the deployments use every core, and anything else running is read as serving time.
 """
 import argparse
@@ -50,7 +51,8 @@ def config_file(out: pathlib.Path, name: str, model: pathlib.Path, port: int) ->
 def measure_one(args, config: pathlib.Path, port: int, workload: str, rate: float, stem: str) -> None:
     ttft_ms, tpot_ms = WORKLOADS[workload]
     with tempfile.TemporaryFile("w+") as log:
-        serve = subprocess.Popen([baton(args.build), "serve", "--config", str(config)], stdout=log,
+        serve = subprocess.Popen([baton(args.build), "serve", "--config", str(config),
+                                  "--step-trace-dir", str(args.out / f"{stem}.traces")], stdout=log,
                                  stderr=subprocess.STDOUT, text=True)
         try:
             deadline = time.monotonic() + 60
