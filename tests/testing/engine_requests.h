@@ -1,9 +1,12 @@
-// What the engine tests ask of an Engine, written once: deterministic prompts, greedy parameters, and
-// the KV copy a transport makes between two one-rank engines in a prefill -> decode hand-off.
+// What the engine tests ask of an Engine, written once: deterministic prompts, greedy parameters, a
+// run of staggered requests, and the KV copy a transport makes between two one-rank engines in a
+// prefill -> decode hand-off.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -25,6 +28,31 @@ inline runtime::GenerationParams Greedy(int max_tokens) {
   params.max_tokens = max_tokens;
   params.ignore_eos = true;
   return params;
+}
+
+// Six greedy requests of 17 to 37 tokens (prompt 5 + 3i, 12 + i generated), three at the start and
+// one more after each of the first three steps, run to the end; each sequence's tokens. after_step
+// (optional) sees the engine after every step. Every block is free again at the end.
+inline std::map<runtime::SeqId, std::vector<int32_t>> RunSixStaggeredRequests(
+    runtime::Engine& engine, const std::function<void(runtime::Engine&)>& after_step = {}) {
+  std::map<runtime::SeqId, std::vector<int32_t>> tokens;
+  int next = 0;
+  auto add = [&] {
+    const auto id = engine.AddRequest(Prompt(5 + 3 * next, next), Greedy(12 + next));
+    EXPECT_THAT(id, ::absl_testing::IsOk());
+    ++next;
+  };
+  for (int i = 0; i < 3; ++i) add();
+  for (int step = 0; engine.HasWork(); ++step) {
+    auto outputs = engine.Step();
+    EXPECT_THAT(outputs, ::absl_testing::IsOk());
+    if (!outputs.ok()) break;
+    for (const runtime::TokenOutput& out : *outputs) tokens[out.seq_id].push_back(out.token_id);
+    if (after_step) after_step(engine);
+    if (step < 3) add();
+  }
+  EXPECT_EQ(engine.allocator().num_blocks_used(), 0);
+  return tokens;
 }
 
 // The held blocks of `prefill` into the blocks `decode` admitted for `seq`.

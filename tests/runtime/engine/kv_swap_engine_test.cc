@@ -57,26 +57,11 @@ class KvSwapEngineTest : public ::testing::Test {
                                        .swap_space_bytes = setup.swap_space_bytes});
   }
 
-  // Six requests of 17 to 37 tokens: three at the start, one more after each of the first three
-  // steps. *max_swapped: the most sequences swapped out at once.
+  // testing::RunSixStaggeredRequests; *max_swapped: the most sequences swapped out at once.
   static Tokens Run(Engine& engine, int* max_swapped) {
-    Tokens tokens;
-    int next = 0;
-    auto add = [&] {
-      EXPECT_THAT(engine.AddRequest(Prompt(5 + 3 * next, next), Greedy(12 + next)), IsOk());
-      ++next;
-    };
-    for (int i = 0; i < 3; ++i) add();
     *max_swapped = 0;
-    for (int step = 0; engine.HasWork(); ++step) {
-      auto outputs = engine.Step();
-      EXPECT_THAT(outputs, IsOk());
-      if (!outputs.ok()) break;
-      for (const TokenOutput& out : *outputs) tokens[out.seq_id].push_back(out.token_id);
-      *max_swapped = std::max(*max_swapped, engine.num_swapped());
-      if (step < 3) add();
-    }
-    EXPECT_EQ(engine.allocator().num_blocks_used(), 0);
+    const Tokens tokens = testing::RunSixStaggeredRequests(
+        engine, [&](Engine& e) { *max_swapped = std::max(*max_swapped, e.num_swapped()); });
     EXPECT_EQ(engine.swap_allocator().num_blocks_used(), 0);
     return tokens;
   }

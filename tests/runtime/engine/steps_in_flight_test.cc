@@ -50,26 +50,7 @@ class StepsInFlightTest : public ::testing::Test {
     return engine.ok() ? std::move(*engine) : nullptr;
   }
 
-  // Six requests: three at the start, one more after each of the first three steps.
-  static Tokens Run(Engine& engine) {
-    Tokens tokens;
-    int next = 0;
-    auto add = [&] {
-      const SeqId id = *engine.AddRequest(Prompt(5 + 3 * next, next), Greedy(12 + next));
-      EXPECT_EQ(id, next);
-      ++next;
-    };
-    for (int i = 0; i < 3; ++i) add();
-    for (int step = 0; engine.HasWork(); ++step) {
-      auto outputs = engine.Step();
-      EXPECT_THAT(outputs, IsOk());
-      if (!outputs.ok()) break;
-      for (const TokenOutput& out : *outputs) tokens[out.seq_id].push_back(out.token_id);
-      if (step < 3) add();
-    }
-    EXPECT_EQ(engine.allocator().num_blocks_used(), 0);
-    return tokens;
-  }
+  static Tokens Run(Engine& engine) { return testing::RunSixStaggeredRequests(engine); }
 
   testing::ScopedTempDir dir_;
 };
