@@ -77,6 +77,7 @@ struct ServeOptions {
   std::vector<std::string> served_model_names;
   std::optional<int> max_model_len;
   std::optional<double> gpu_memory_utilization;
+  std::optional<double> swap_space_gib;  // per rank, as vLLM's per-GPU --swap-space
   std::string dtype;        // empty: auto, or with --config its weight_dtype; else DtypeOf's names
   std::string kv_cache_dtype;  // empty: the config's (f32 by default); else f32 or bf16
   double startup_timeout_s = 300;
@@ -210,6 +211,10 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
     return absl::InvalidArgumentError(absl::StrCat("--gpu-memory-utilization: must be in (0, 1], got ",
                                                    *opts.gpu_memory_utilization));
   }
+  if (opts.swap_space_gib && !(*opts.swap_space_gib >= 0 && *opts.swap_space_gib <= 1 << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--swap-space: must be in [0, 1048576] GiB, got ", *opts.swap_space_gib));
+  }
   if (opts.max_model_len && *opts.max_model_len < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-model-len: must be >= 1, got ", *opts.max_model_len));
@@ -243,6 +248,13 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   if (opts.gpu_memory_utilization) {
     for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
       scheduler::MutablePhase(config, role).gpu_memory_utilization = *opts.gpu_memory_utilization;
+    }
+  }
+  if (opts.swap_space_gib) {
+    for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
+      scheduler::PhaseConfig& phase = scheduler::MutablePhase(config, role);
+      phase.swap_space_bytes =
+          static_cast<uint64_t>(*opts.swap_space_gib * (1ull << 30)) * phase.tp * phase.pp;
     }
   }
   if (dtype) config.weight_dtype = *dtype;
@@ -652,6 +664,10 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--gpu-memory-utilization", opts->gpu_memory_utilization,
                   "Share of each GPU a worker's weights and KV cache may take, in (0, 1], for the "
                   "phases whose kv_cache_bytes is auto (the GPU default; default 0.9)");
+  cmd->add_option("--swap-space", opts->swap_space_gib,
+                  "GiB of host memory per rank for the KV of sequences preempted on a full cache, "
+                  "swapped out and back instead of computed again (vLLM's per-GPU --swap-space; "
+                  "sets every phase's swap_space; default: the config's, 0)");
   cmd->add_option("--max-model-len", opts->max_model_len,
                   "Context length, prompt plus output tokens, at most the model's "
                   "max_position_embeddings (default: that)");

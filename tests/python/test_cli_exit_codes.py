@@ -50,9 +50,10 @@ def test_parse_errors_exit_two_and_say_why(run_baton, args, says):
     (("--gpu-memory-utilization", "1.5"), "baton serve: --gpu-memory-utilization: must be in (0, 1], "
                                           "got 1.5"),
     (("--kv-cache-dtype", "fp8"), "baton serve: --kv-cache-dtype 'fp8': expected f32 or bf16"),
+    (("--swap-space", "-1"), "baton serve: --swap-space: must be in [0, 1048576] GiB, got -1"),
 ], ids=["dtype", "max-model-len-too-large", "max-model-len-0", "served-model-name-empty",
         "model-twice", "port-and-http-port", "port-clash", "tp-with-positional-model",
-        "gpu-memory-utilization", "kv-cache-dtype"])
+        "gpu-memory-utilization", "kv-cache-dtype", "swap-space-negative"])
 def test_serve_vllm_flag_errors_are_one_line_and_exit_2(run_baton, tiny_model, args, line):
     proc = run_baton("serve", str(tiny_model), *args, check=False, timeout=30)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
