@@ -49,7 +49,9 @@ TEST(StepTraceTest, TheEngineReportsEachStepsShapeAndTimes) {
   EXPECT_EQ(records[2].prompt_tokens, 0);
   for (size_t i = 0; i < records.size(); ++i) {
     EXPECT_LE(records[i].start_us, records[i].end_us);
-    if (i > 0) EXPECT_LE(records[i - 1].end_us, records[i].start_us);
+    if (i > 0) {
+      EXPECT_LE(records[i - 1].end_us, records[i].start_us);
+    }
   }
 }
 
