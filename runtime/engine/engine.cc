@@ -321,12 +321,8 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::FinishOldestStep() {
   const ScheduledStep& step = spare_steps_.back()->step;
   const bool return_logits = spare_steps_.back()->return_logits;
   const absl::Status status = runner_.Wait(step, &output_);
+  const int64_t end_us = step_observer_ ? absl::ToUnixMicros(absl::Now()) : 0;
   scheduler_.StepDone(step);
-  if (step_observer_ && status.ok()) {
-    StepRecord& record = spare_steps_.back()->record;
-    record.end_us = absl::ToUnixMicros(absl::Now());
-    step_observer_(record);
-  }
   if (!status.ok()) {
     // The instance failed: the steps behind this one fail too; none of them is waited for again.
     while (!in_flight_.empty()) {
@@ -348,6 +344,12 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::FinishOldestStep() {
   }
   absl::StatusOr<std::vector<TokenOutput>> outputs = TakeOutputs(step, return_logits);
   for (Sequence* seq : cancelled) Erase(seq);
+  if (step_observer_ && outputs.ok()) {
+    StepRecord& record = spare_steps_.back()->record;
+    record.end_us = end_us;
+    record.busy_after = HasWork();
+    step_observer_(record);
+  }
   return outputs;
 }
 

@@ -144,8 +144,8 @@ class Engine {
   absl::StatusOr<std::vector<TokenOutput>> Step();
   int max_steps_in_flight() const { return max_steps_in_flight_; }
   // Called on the engine thread with every step that finishes well: what it computed, from its
-  // submission to the ranks to its outputs (step_trace.h). With steps in flight the intervals
-  // overlap. Empty: none.
+  // submission to the ranks to its outputs, and whether work was left (step_trace.h). With steps
+  // in flight the intervals overlap. Empty: none.
   void SetStepObserver(std::function<void(const StepRecord&)> observer) {
     step_observer_ = std::move(observer);
   }

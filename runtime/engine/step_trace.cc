@@ -29,7 +29,8 @@ void StepTraceWriter::Append(const StepRecord& record) {
                          {"prompt_tokens", record.prompt_tokens},
                          {"prompt_tokens_squared", record.prompt_tokens_squared},
                          {"decode_seqs", record.decode_seqs},
-                         {"decode_context", record.decode_context}}
+                         {"decode_context", record.decode_context},
+                         {"busy_after", record.busy_after}}
               .dump()
        << '\n';
   if (++unflushed_ >= kFlushEvery) {

@@ -4,8 +4,8 @@
 //
 // A trace file is one header line, {"role", "instance", "tp", "pp", "device", "pid"}, then a line
 // per finished step, {"start_us", "end_us", "prompt_tokens", "prompt_tokens_squared",
-// "decode_seqs", "decode_context"} (StepRecord's fields; Unix microseconds, so the traces of the
-// processes of one host share a clock). Lines are flushed at least every kFlushEvery steps and
+// "decode_seqs", "decode_context", "busy_after"} (StepRecord's fields; Unix microseconds, so the
+// traces of the processes of one host share a clock). Lines are flushed at least every kFlushEvery steps and
 // when the writer is destroyed; a killed process loses at most that tail.
 #pragma once
 
@@ -27,6 +27,9 @@ struct StepRecord {
   double prompt_tokens_squared = 0;  // Σ q (q + 2 offset): a chunk's causal attention against its prefix
   int decode_seqs = 0;
   int64_t decode_context = 0;  // Σ tokens of the decode sequences, the one fed this step included
+  // The engine still had work when the step was done: the time to its next step's start went to
+  // serving (handing out tokens, taking requests), not to waiting for requests.
+  bool busy_after = false;
 };
 
 // Who wrote a trace.

@@ -123,12 +123,15 @@ absl::StatusOr<InstanceTrace> ParseStepTrace(absl::string_view jsonl) {
                  "\"decode_seqs\", \"decode_context\"}");
     }
     if (end_us < start_us) return bad("the step ends before it starts");
+    const auto busy_after = doc.find("busy_after");
     trace.steps.push_back(TracedStep{.start_s = start_us / 1e6,
                                      .end_s = end_us / 1e6,
                                      .shape = {.prompt_tokens = prompt_tokens,
                                                .prompt_tokens_squared = squared,
                                                .num_decode_seqs = static_cast<int>(decode_seqs),
-                                               .decode_context = context}});
+                                               .decode_context = context},
+                                     .busy_after = busy_after != doc.end() && busy_after->is_boolean() &&
+                                                   busy_after->get<bool>()});
   }
   if (!have_header) return absl::InvalidArgumentError("step trace: empty (no header line)");
   std::sort(trace.steps.begin(), trace.steps.end(),
@@ -138,11 +141,16 @@ absl::StatusOr<InstanceTrace> ParseStepTrace(absl::string_view jsonl) {
 
 absl::StatusOr<ServingCalibration> FitSlowdownFromStepTraces(std::span<const InstanceTrace> traces,
                                                              const LatencyCoefficients& coefficients) {
-  std::vector<std::vector<Interval>> busy;  // [trace]: when it was in a step
-  for (const InstanceTrace& trace : traces) {
-    std::vector<Interval> steps;
-    for (const TracedStep& step : trace.steps) steps.push_back({step.start_s, step.end_s});
-    busy.push_back(Union(std::move(steps)));
+  // [trace][step]: the step's serving time, to the next step's start when work was left.
+  std::vector<std::vector<Interval>> served(traces.size());
+  std::vector<std::vector<Interval>> busy;  // [trace]: when it was serving a step
+  for (size_t t = 0; t < traces.size(); ++t) {
+    const std::vector<TracedStep>& steps = traces[t].steps;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const bool to_next = steps[i].busy_after && i + 1 < steps.size() && steps[i + 1].start_s >= steps[i].end_s;
+      served[t].push_back({steps[i].start_s, to_next ? steps[i + 1].start_s : steps[i].end_s});
+    }
+    busy.push_back(Union(served[t]));
   }
   std::vector<double> prefill_alone, prefill_shared, decode_alone, decode_shared;
   for (size_t t = 0; t < traces.size(); ++t) {
@@ -153,14 +161,15 @@ absl::StatusOr<ServingCalibration> FitSlowdownFromStepTraces(std::span<const Ins
       return absl::InvalidArgumentError(
           absl::StrCat(trace.name, ": the coefficients have no tp ", trace.parallelism.tp));
     }
-    for (const TracedStep& step : trace.steps) {
+    for (size_t i = 0; i < trace.steps.size(); ++i) {
+      const TracedStep& step = trace.steps[i];
       const double predicted_ms = ForwardMs(*c, step.shape);
       if (step.shape.empty() || predicted_ms <= 0) continue;
       bool shared = false;
       for (size_t other = 0; other < traces.size() && !shared; ++other) {
         shared = other != t && Contains(busy[other], step.start_s);
       }
-      const double ratio = (step.end_s - step.start_s) * 1e3 / predicted_ms;
+      const double ratio = (served[t][i].end - served[t][i].begin) * 1e3 / predicted_ms;
       const bool prefill = step.shape.prompt_tokens > 0;
       (prefill ? (shared ? prefill_shared : prefill_alone) : (shared ? decode_shared : decode_alone))
           .push_back(ratio);

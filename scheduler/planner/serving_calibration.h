@@ -2,7 +2,9 @@
 // alone (LatencyCoefficients' ServingSlowdown), from one of two sources:
 //   - FitSlowdownFromStepTraces: the workers' own step traces (`baton serve --step-trace-dir`,
 //     runtime/engine/step_trace.h), any deployment. Every step of an instance of pp 1 gives its
-//     time over ForwardMs of its shape (its tp's coefficients); it is a prefill step when it carried
+//     time over ForwardMs of its shape (its tp's coefficients), its time running to the next
+//     step's start when the engine had work left (what the serving loop spends between steps is
+//     serving time too), else to its end; it is a prefill step when it carried
 //     prompt tokens, else a decode step, and "shared" when another instance of the run was in a
 //     step as it started: the simulator's own classes (simulator.h). Instances of pp > 1 count as
 //     neighbours only (their steps overlap in flight: a step's time is not its stages' work).
@@ -56,6 +58,7 @@ struct TracedStep {
   double start_s = 0;
   double end_s = 0;
   MicroBatchShape shape;
+  bool busy_after = false;  // the engine had work left when it ended
 };
 struct InstanceTrace {
   std::string name;  // "colocated 0"

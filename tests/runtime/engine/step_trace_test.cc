@@ -47,6 +47,9 @@ TEST(StepTraceTest, TheEngineReportsEachStepsShapeAndTimes) {
   EXPECT_EQ(records[2].decode_seqs, 2);
   EXPECT_EQ(records[2].decode_context, 8 + 6);
   EXPECT_EQ(records[2].prompt_tokens, 0);
+  EXPECT_TRUE(records[0].busy_after);
+  EXPECT_TRUE(records[1].busy_after);
+  EXPECT_FALSE(records[2].busy_after) << "both requests finished";
   for (size_t i = 0; i < records.size(); ++i) {
     EXPECT_LE(records[i].start_us, records[i].end_us);
     if (i > 0) {
@@ -77,6 +80,7 @@ TEST(StepTraceTest, TheWriterWritesAHeaderThenAStepPerLine) {
   EXPECT_EQ(lines[1]["decode_context"], 90);
   EXPECT_EQ(lines[2]["end_us"], 70);
   EXPECT_EQ(lines[2]["prompt_tokens_squared"], 144.0);
+  EXPECT_EQ(lines[2]["busy_after"], false);
   EXPECT_FALSE(StepTraceWriter::Create(dir.path() / "missing" / "x.jsonl", {}).ok());
 }
 

@@ -77,11 +77,12 @@ std::string Header(const char* role, int instance, int tp, int pp) {
   return absl::StrCat(R"({"role": ")", role, R"(", "instance": )", instance, R"(, "tp": )", tp,
                       R"(, "pp": )", pp, R"(, "device": "cpu", "pid": 7})", "\n");
 }
-std::string Step(double start_s, double end_s, int prompt_tokens, int decode_seqs) {
+std::string Step(double start_s, double end_s, int prompt_tokens, int decode_seqs, bool busy_after = false) {
   const double q = prompt_tokens;
   return absl::StrCat(R"({"start_us": )", start_s * 1e6, R"(, "end_us": )", end_s * 1e6,
                       R"(, "prompt_tokens": )", prompt_tokens, R"(, "prompt_tokens_squared": )", q * q,
-                      R"(, "decode_seqs": )", decode_seqs, R"(, "decode_context": 0})", "\n");
+                      R"(, "decode_seqs": )", decode_seqs, R"(, "decode_context": 0, "busy_after": )",
+                      busy_after ? "true" : "false", "}\n");
 }
 
 TEST(StepTraceCalibrationTest, ParsesATrace) {
@@ -144,6 +145,26 @@ TEST(StepTraceCalibrationTest, RecoversKnownFactorsOfTheSimulatorsClasses) {
   traces.erase(traces.begin(), traces.begin() + 2);  // the pipeline instance alone
   EXPECT_THAT(std::string(FitSlowdownFromStepTraces(traces, coefficients).status().message()),
               ::testing::HasSubstr("no step with prompt tokens"));
+}
+
+// A step after which the engine still had work lasts until the next one starts: the serving loop's
+// time between steps is the step's; after an idle gap it ends where it ended.
+TEST(StepTraceCalibrationTest, ABusyEnginesStepRunsToTheNextStepsStart) {
+  const std::string trace = Header("decode", 0, 1, 1) +
+                            Step(0, 0.015, 100, 0) +                 // 15 ms: 1.0x
+                            Step(1.0, 1.003, 0, 1, true) +           // 3 ms, then 0.6 ms of loop
+                            Step(1.0036, 1.0066, 0, 1, true) +       // the same
+                            Step(1.0072, 1.0102, 0, 1, true) +       // the same
+                            Step(1.0108, 1.0138, 0, 1, false) +      // then idle: 3 ms
+                            Step(2.0, 2.0036, 0, 1, false);          // 3.6 ms
+  std::vector<InstanceTrace> traces = {ParseStepTrace(trace).value()};
+  EXPECT_TRUE(traces[0].steps[1].busy_after);
+  LatencyCoefficients coefficients;
+  coefficients.by_tp[1] = kTp1;
+  absl::StatusOr<ServingCalibration> fit = FitSlowdownFromStepTraces(traces, coefficients);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_NEAR(fit->slowdown.prefill_alone, 1.0, 1e-6);
+  EXPECT_NEAR(fit->slowdown.decode_alone, 1.2, 1e-6) << "3.6 ms of 3 ms, four of the five steps";
 }
 
 }  // namespace
