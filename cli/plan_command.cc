@@ -64,6 +64,7 @@ struct PlanFlags {
   std::string dtype = "bf16";
   std::string kv_cache_dtype;  // empty: f32 on cpu (Baton's default), bf16 on GPUs
   std::string kv_cache_bytes;
+  double swap_space_gib = 0;  // per device, as vLLM's per-GPU --swap-space
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;
   int max_pp = 8;
@@ -216,6 +217,9 @@ absl::StatusOr<PlanInputs> ResolveInputs(const PlanFlags& flags) {
     return absl::InvalidArgumentError("--nodes and --devices-per-node must be >= 1");
   }
   if (flags.num_requests < 10) return absl::InvalidArgumentError("--num-requests must be >= 10");
+  if (!(flags.swap_space_gib >= 0 && flags.swap_space_gib <= 1 << 20)) {
+    return absl::InvalidArgumentError("--swap-space must be in [0, 1048576] GiB");
+  }
   if (flags.affinity != "high" && flags.affinity != "low") {
     return absl::InvalidArgumentError(absl::StrCat("--affinity ", flags.affinity, ": expected high or low"));
   }
@@ -335,6 +339,8 @@ absl::Status WriteConfig(const PlanFlags& flags, const PlanInputs& in, const pla
     // weights: the runtime's auto budget with the same fraction, measured on the devices.
     phase.kv_cache_bytes = kv_cache_bytes;
     phase.gpu_memory_utilization = in.device.usable_memory_fraction;
+    phase.swap_space_bytes =
+        static_cast<uint64_t>(flags.swap_space_gib * (1ull << 30)) * phase.tp * phase.pp;
   }
   RETURN_IF_ERROR(scheduler::ValidateDeploymentConfig(config));
   std::ofstream out(flags.output);
@@ -459,6 +465,8 @@ absl::Status RunPlan(const PlanFlags& flags) {
   if (kv_cache_bytes > 0) {
     options.kv_capacity_tokens = static_cast<int64_t>(kv_cache_bytes / in.shape.KvBytesPerToken());
   }
+  options.swap_tokens_per_device =
+      static_cast<int64_t>(flags.swap_space_gib * (1ull << 30) / in.shape.KvBytesPerToken());
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(const planner::PlanReport report,
                    planner::PlanPlacement(model, cluster, in.unit_rate_requests, options));
@@ -566,6 +574,10 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
                   "config keeps it");
   cmd->add_option("--kv-cache-bytes", flags->kv_cache_bytes,
                   "KV budget per instance (default: device memory less weights; cpu: 256MiB)");
+  cmd->add_option("--swap-space", flags->swap_space_gib,
+                  "GiB of host memory per device for preempted sequences' KV, swapped out and back "
+                  "instead of recomputed (vLLM's per-GPU --swap-space); the written config keeps it")
+      ->capture_default_str();
   cmd->add_option("--max-num-seqs", flags->max_num_seqs, "Per instance")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", flags->max_num_batched_tokens, "Per step")->capture_default_str();
   cmd->add_option("--max-pp", flags->max_pp, "Pipeline stages tried, 1..N")->capture_default_str();

@@ -64,6 +64,7 @@ class Search {
                     .max_num_batched_tokens = options_.max_num_batched_tokens,
                     .chunked_prefill = chunked,
                     .kv_capacity_tokens = options_.kv_capacity_tokens,
+                    .swap_capacity_tokens = options_.swap_tokens_per_device * p.num_devices(),
                     .stages_cross_nodes = stages_cross_nodes};
   }
 
@@ -191,10 +192,13 @@ class Search {
       std::pair<int, int> counts;
       double bound_per_device;
     };
+    // Every pair of the phases' configurations, not only each phase's best per device: the best
+    // per device may be too large to share the cluster with the other phase (a decode instance of
+    // pp 8 on 8 devices leaves no device to prefill on), and pairing costs no simulation.
     std::vector<Pair> pairs;
     const size_t top = static_cast<size_t>(std::max(1, options_.num_verified));
-    for (size_t i = 0; i < std::min(top, prefill.size()); ++i) {
-      for (size_t j = 0; j < std::min(top, decode.size()); ++j) {
+    for (size_t i = 0; i < prefill.size(); ++i) {
+      for (size_t j = 0; j < decode.size(); ++j) {
         const int dp = prefill[i].parallelism.num_devices(), dd = decode[j].parallelism.num_devices();
         const auto counts = Counts(prefill[i].goodput, dp, decode[j].goodput, dd, cluster_.num_devices());
         if (counts.first == 0) continue;

@@ -51,6 +51,8 @@ struct PlanOptions {
   int max_num_batched_tokens = 2048;
   int block_size = 16;
   int64_t kv_capacity_tokens = 0;  // > 0: every instance holds this much KV (a fixed budget)
+  // Host swap space per device, in KV tokens (SimPhase::swap_capacity_tokens); 0: recompute.
+  int64_t swap_tokens_per_device = 0;
   double rel_tolerance = 0.03;     // bisection stops when (hi - lo) / lo is below it
   int num_verified = 4;            // phase pairs (or colocated configs) simulated whole
 };

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -99,6 +100,25 @@ def test_profile_then_predict_a_deployment(run_baton, tiny_model, tmp_path):
     assert doc["ttft_p50_s"] > 0 and doc["tpot_p50_s"] > 0
 
 
+def test_swap_space_is_planned_and_written_per_rank(run_baton, tmp_path):
+    config = tmp_path / "plan.yaml"
+    common = ["--model", "opt-13b", "--device", "a100", "--workload", "chatbot", "--slo-ttft", "0.25",
+              "--slo-tpot", "0.1", "--num-requests", "300"]
+    doc = json.loads(run_baton("plan", *common, "--nodes", "1", "--devices-per-node", "4", "--max-pp", "1",
+                               "--swap-space", "16", "--json", "--output", config).stdout)
+    text = config.read_text()
+    phases = ["colocated"] if doc["recommended"] == "colocated" else ["prefill", "decode"]
+    sections = re.split(r"^(\w+):\s*$", text, flags=re.M)
+    for phase in phases:
+        body = sections[sections.index(phase) + 1]
+        tp = int(re.search(r"^\s+tp: (\d+)", body, re.M).group(1))
+        assert re.search(rf"^\s+swap_space: {16 * tp}GiB$", body, re.M), (phase, body)
+    rate = doc["colocated"]["goodput"] if doc["recommended"] == "colocated" else doc["goodput"]
+    evaluated = json.loads(run_baton("plan", *common, "--deployment", config, "--rate", str(rate),
+                                     "--json").stdout)
+    assert "num_swapped_blocks" in evaluated and evaluated["num_preemptions"] >= 0
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--model", "gpt-5", "--device", "a100"], "known"),
     (["--model", "opt-13b", "--device", "tpu"], "--device"),
@@ -107,6 +127,7 @@ def test_profile_then_predict_a_deployment(run_baton, tiny_model, tmp_path):
     (["--model", "opt-13b", "--device", "a100", "--affinity", "medium"], "--affinity"),
     (["--model", "opt-13b", "--device", "a100", "--coefficients", "/nonexistent.json"], "nonexistent"),
     (["--model", "opt-13b", "--device", "a100", "--kv-cache-dtype", "f16"], "--kv-cache-dtype f16"),
+    (["--model", "opt-13b", "--device", "a100", "--swap-space", "-2"], "--swap-space"),
 ])
 def test_bad_input_is_one_line_and_exit_2(run_baton, flags, message):
     args = ["plan", *flags]

@@ -79,6 +79,27 @@ TEST_F(PlacementSearchTest, HighAffinityPicksEachPhasesBestPerDeviceAndBalancesT
   EXPECT_GE(best.predicted_attainment, 0.9);
 }
 
+// A phase's best configuration per device may be too large to share the cluster: here decode on
+// tp 2 is cheaper per device than on tp 1, but with 2 devices it leaves none to prefill on. The
+// pairs come from every configuration of each phase, so the one that fits is found even when a
+// single pair is simulated whole.
+TEST_F(PlacementSearchTest, PairsAreDrawnFromEveryConfigurationNotOnlyEachPhasesBest) {
+  LatencyCoefficients coefficients = TestCoefficients({.b_ms = 1.0}, {.a_ms = 5, .c_ms = 1});
+  coefficients.by_tp[2].decode = {.a_ms = 1, .b_ms = 0, .c_ms = 0.25};
+  const StepLatencyModel model(coefficients, TestModel(), TestDevice());
+  PlanOptions options = options_;
+  options.num_verified = 1;
+  absl::StatusOr<PlanReport> report =
+      PlanPlacement(model, {.num_nodes = 1, .devices_per_node = 2}, requests_, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->disaggregated.size(), 1u);
+  const Placement& best = report->disaggregated[0];
+  EXPECT_EQ(best.prefill.parallelism, (Parallelism{1, 1}));
+  EXPECT_EQ(best.decode.parallelism, (Parallelism{1, 1}));
+  EXPECT_EQ(best.num_devices, 2);
+  EXPECT_GT(best.goodput, 0);
+}
+
 TEST_F(PlacementSearchTest, ARateSetsTheInstanceCounts) {
   options_.rate = 20.0;
   absl::StatusOr<PlanReport> report = PlanPlacement(model_, {.num_nodes = 1, .devices_per_node = 8},
