@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "benchmarks/bench/summary.h"
 #include "benchmarks/engine/engine_timing.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine/engine.h"
@@ -45,11 +46,6 @@ struct Run {
   std::map<SeqId, std::vector<int32_t>> tokens;
 };
 
-double Percentile(std::vector<double> values, double q) {
-  std::sort(values.begin(), values.end());
-  return values[std::min(values.size() - 1, static_cast<size_t>(q * values.size()))];
-}
-
 Run RunBatch(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, int output_len) {
   const int64_t swap_outs_before = engine.num_swap_outs();
   const int64_t recomputes_before = engine.num_recomputes();
@@ -73,8 +69,9 @@ Run RunBatch(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, i
   for (const auto& [id, t] : times) {
     if (t.size() > 1) tpot_ms.push_back(1e3 * Seconds(t.back() - t.front()) / (t.size() - 1));
   }
-  run.tpot_p50_ms = Percentile(tpot_ms, 0.5);
-  run.tpot_p90_ms = Percentile(tpot_ms, 0.9);
+  std::sort(tpot_ms.begin(), tpot_ms.end());
+  run.tpot_p50_ms = baton::bench::Percentile(tpot_ms, 50);
+  run.tpot_p90_ms = baton::bench::Percentile(tpot_ms, 90);
   run.swap_outs = engine.num_swap_outs() - swap_outs_before;
   run.recomputes = engine.num_recomputes() - recomputes_before;
   return run;
