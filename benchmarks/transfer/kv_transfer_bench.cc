@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "runtime/kv_cache/kv_pool.h"
-#include "runtime/transfer/block_runs.h"
+#include "runtime/kv_cache/block_runs.h"
 #include "runtime/transfer/kv_segment_names.h"
 #include "runtime/transfer/kv_server.h"
 #include "runtime/transfer/shm_transport.h"

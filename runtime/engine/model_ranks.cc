@@ -16,6 +16,7 @@
 #include "kernels/common/status_macros.h"
 #include "kernels/common/thread_pool.h"
 #include "runtime/backend/backend_registry.h"
+#include "runtime/kv_cache/block_runs.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/engine/checked_communicator.h"
 #include "runtime/engine/spare_objects.h"
@@ -41,8 +42,8 @@ struct ModelRanks::State {
   struct Job {
     uint64_t ticket = 0;
     std::span<const StepBatch> batches;
-    std::span<const BlockCopy> swap_out;
-    std::span<const BlockCopy> swap_in;
+    const BlockCopies* swap_out = nullptr;  // nullptr: none
+    const BlockCopies* swap_in = nullptr;
     std::vector<StepOutput> outputs;   // [micro-batch], written by output_rank
     std::vector<absl::Status> status;  // [rank]
     int num_done = 0;                  // ranks done with it; guarded by State::mu
@@ -51,7 +52,7 @@ struct ModelRanks::State {
   // Runs the job's swaps and micro-batches on rank r; on error aborts the groups so no peer waits.
   void RunRank(int r, Job& job);
   // Copies blocks of rank r between its KV pool and its swap pool.
-  absl::Status Swap(Rank& rank, std::span<const BlockCopy> copies, bool out);
+  absl::Status Swap(Rank& rank, const BlockCopies* copies, bool out);
   void RankThread(int r);
   void AbortGroups(absl::string_view reason);
 
@@ -115,16 +116,17 @@ absl::StatusOr<size_t> DeviceShareBudget(std::span<DeviceBackend* const> backend
 
 }  // namespace
 
-absl::Status ModelRanks::State::Swap(Rank& rank, std::span<const BlockCopy> copies, bool out) {
+absl::Status ModelRanks::State::Swap(Rank& rank, const BlockCopies* copies, bool out) {
+  if (copies == nullptr) return absl::OkStatus();
   const size_t block_bytes = rank.kv_pool->BlockBytes();
-  for (const BlockCopyRun& run : CoalesceBlockCopies(copies)) {
+  for (const BlockRun& run : CoalesceBlockRuns(copies->src, copies->dst)) {
     const size_t bytes = block_bytes * run.num_blocks;
     if (out) {
-      RETURN_IF_ERROR(rank.backend->CopyToHost(rank.swap_pool->BlockData(run.dst),
-                                               rank.kv_pool->BlockData(run.src), bytes));
+      RETURN_IF_ERROR(rank.backend->CopyToHost(rank.swap_pool->BlockData(run.dst_start),
+                                               rank.kv_pool->BlockData(run.src_start), bytes));
     } else {
-      RETURN_IF_ERROR(rank.backend->CopyToDevice(rank.kv_pool->BlockData(run.dst),
-                                                 rank.swap_pool->BlockData(run.src), bytes));
+      RETURN_IF_ERROR(rank.backend->CopyToDevice(rank.kv_pool->BlockData(run.dst_start),
+                                                 rank.swap_pool->BlockData(run.src_start), bytes));
     }
   }
   return absl::OkStatus();
@@ -334,8 +336,8 @@ RankHoldings ModelRanks::holdings(int rank_idx) const {
       .kv_block_bytes = static_cast<int64_t>(rank.kv_pool->BlockBytes())};
 }
 
-uint64_t ModelRanks::Submit(std::span<const StepBatch> micro_batches,
-                            std::span<const BlockCopy> swap_out, std::span<const BlockCopy> swap_in) {
+uint64_t ModelRanks::Submit(std::span<const StepBatch> micro_batches, const BlockCopies* swap_out,
+                            const BlockCopies* swap_in) {
   State& s = *state_;
   const int num_ranks = static_cast<int>(s.ranks.size());
   std::unique_ptr<State::Job> job = TakeSpare(s.spare_jobs);
@@ -402,8 +404,8 @@ absl::Status ModelRanks::Wait(uint64_t ticket, StepOutput* out) {
     }
   }
   job->batches = {};
-  job->swap_out = {};
-  job->swap_in = {};
+  job->swap_out = nullptr;
+  job->swap_in = nullptr;
   s.spare_jobs.push_back(std::move(job));
   return status;
 }

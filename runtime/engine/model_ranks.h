@@ -117,8 +117,9 @@ class ModelRanks {
   // (StepBatch), its slots and block ids are below num_blocks(), and the arrays it views stay alive
   // and unchanged until its Wait returns; so do the swap copies' (KV pool -> swap pool, and back),
   // whose ids are below num_blocks() on the KV side and num_swap_blocks() on the swap side.
-  uint64_t Submit(std::span<const StepBatch> micro_batches,
-                  std::span<const BlockCopy> swap_out = {}, std::span<const BlockCopy> swap_in = {});
+  // Null copies: none.
+  uint64_t Submit(std::span<const StepBatch> micro_batches, const BlockCopies* swap_out = nullptr,
+                  const BlockCopies* swap_in = nullptr);
   // Waits for the oldest submitted step, whose ticket this must be (steps are waited in submission
   // order). On OK, (*out) holds the last stage's answers to its micro-batches one after another: a
   // token per sequence, and the logits [sum of the micro-batches' num_seqs, vocab_size] of the

@@ -131,7 +131,7 @@ void ModelRunner::Submit(const ScheduledStep& step, std::span<const TokenSamplin
     Build(step, flight->plan[m], sampling, return_logits, flight->micro_batches[m]);
     flight->batches.push_back(flight->micro_batches[m].batch);
   }
-  flight->ticket = ranks_->Submit(flight->batches, step.swap_out, step.swap_in);
+  flight->ticket = ranks_->Submit(flight->batches, &step.swap_out, &step.swap_in);
   flights_.push_back(std::move(flight));
 }
 

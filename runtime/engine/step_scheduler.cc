@@ -102,7 +102,7 @@ void StepScheduler::SwapIn(ScheduledStep* step, std::vector<Sequence*>* decodes)
     const std::vector<BlockId> swap_blocks =
         seq->block_table.ReplaceBlocks(*allocator_->Allocate(num_blocks));
     for (int b = 0; b < num_blocks; ++b) {
-      step->swap_in.push_back({.src = swap_blocks[b], .dst = seq->block_table.blocks()[b]});
+      step->swap_in.Add(swap_blocks[b], seq->block_table.blocks()[b]);
     }
     // Free for later steps' swap-outs, which every rank runs after this step's swap-ins.
     swap_allocator_->Release(swap_blocks);
@@ -164,7 +164,7 @@ void StepScheduler::Preempt(Sequence* seq, ScheduledStep* step) {
     const std::vector<BlockId> blocks =
         seq->block_table.ReplaceBlocks(*swap_allocator_->Allocate(num_blocks));
     for (int b = 0; b < num_blocks; ++b) {
-      step->swap_out.push_back({.src = blocks[b], .dst = seq->block_table.blocks()[b]});
+      step->swap_out.Add(blocks[b], seq->block_table.blocks()[b]);
     }
     // Free for this step's sequences: every rank copies them out before the step writes them.
     allocator_->Release(blocks);

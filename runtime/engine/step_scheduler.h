@@ -49,8 +49,8 @@ struct ScheduledStep {
   int num_decode_seqs = 0;
   // Run by every rank before the step's forward pass, swap_out first: KV pool -> swap pool, and
   // swap pool -> KV pool. A step may be nothing but copies (its decodes all preempted).
-  std::vector<BlockCopy> swap_out;
-  std::vector<BlockCopy> swap_in;
+  BlockCopies swap_out;
+  BlockCopies swap_in;
   bool empty() const { return seqs.empty() && swap_out.empty() && swap_in.empty(); }
 };
 

@@ -11,30 +11,25 @@
 // copied in before the step that reads it.
 #pragma once
 
-#include <span>
+#include <cstddef>
 #include <vector>
 
 #include "runtime/kv_cache/block_allocator.h"
 
 namespace baton::runtime {
 
-// One block copied from block `src` of one pool to block `dst` of another.
-struct BlockCopy {
-  BlockId src = 0;
-  BlockId dst = 0;
-  bool operator==(const BlockCopy&) const = default;
-};
+// Blocks copied from one pool to another: block src[i] of the first to block dst[i] of the second.
+// Copies are run in order, coalesced into runs of consecutive blocks (block_runs.h).
+struct BlockCopies {
+  std::vector<BlockId> src;
+  std::vector<BlockId> dst;
 
-// A run of consecutive blocks copied to consecutive blocks: one copy of num_blocks blocks.
-struct BlockCopyRun {
-  BlockId src = 0;
-  BlockId dst = 0;
-  int num_blocks = 1;
-  bool operator==(const BlockCopyRun&) const = default;
+  void Add(BlockId from, BlockId to) {
+    src.push_back(from);
+    dst.push_back(to);
+  }
+  size_t size() const { return src.size(); }
+  bool empty() const { return src.empty(); }
 };
-
-// The copies merged into runs, in order: a copy extends the previous run when both its source and
-// its destination follow the run's (pools lay blocks out one after another, kv_pool.h).
-std::vector<BlockCopyRun> CoalesceBlockCopies(std::span<const BlockCopy> copies);
 
 }  // namespace baton::runtime

@@ -8,7 +8,8 @@
 // 2 x slab.num_layers() ranges. SlabByteRanges emits them in order (block, layer, K then V) and
 // merges a range into the previous one when it continues it on BOTH sides: a slab that spans all
 // KV heads of both pools becomes one range per block, and one that spans the whole block on both
-// sides (same shape, whole pool) becomes one range per run of consecutive blocks (as block_runs.h).
+// sides (same shape, whole pool) becomes one range per run of consecutive blocks (as
+// kv_cache/block_runs.h).
 //
 // Offsets are in bytes from the start of block 0's data of each pool (KvPool::BlockData(0),
 // KvPoolMapping::BlockData(0)). Pure arithmetic, no I/O, except CopyByteRanges.

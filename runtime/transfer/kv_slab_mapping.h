@@ -18,7 +18,7 @@
 //
 // In bytes (KvPool layout [num_blocks][num_layers][2][num_kv_heads][block_size][head_dim]), one
 // slab of one block is num_layers x 2 contiguous ranges of num_kv_heads * block_size * head_dim
-// elements on each side; consecutive blocks then coalesce as block_runs.h does.
+// elements on each side; consecutive blocks then coalesce as kv_cache/block_runs.h does.
 //
 // Pure functions, no I/O. A decode rank's slabs go into a re-slicing KvPullSpec (kv_transport.h,
 // "Shapes"); kv_slab_copy.h turns each into byte ranges, ShmTransport copies them.

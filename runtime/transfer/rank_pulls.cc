@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/transfer/block_runs.h"
+#include "runtime/kv_cache/block_runs.h"
 #include "runtime/transfer/kv_dtype.h"
 
 namespace baton::runtime {

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/transfer/block_runs.h"
+#include "runtime/kv_cache/block_runs.h"
 #include "runtime/transfer/kv_slab_copy.h"
 
 namespace baton::runtime {

@@ -4,13 +4,13 @@
 // Every pull is a list of slabs (kv_slab_mapping.h): a same-layout spec is the one slab that spans
 // the whole pool (WholePoolSlab, kv_slab_copy.h), a re-slicing spec names its own, from one or more
 // prefill ranks. Per prefill rank a slab names: one connection to that rank's KvServer, one request
-// naming, for each of its slabs and each coalesced run of blocks (block_runs.h), the slab's piece
-// (tcp_wire.h), then the payload received straight into the destination pool: one recvmsg iovec
-// per destination range of SlabByteRanges (kv_slab_copy.h), which come in payload order, so there
-// is no staging buffer. Several prefill ranks are pulled concurrently, one thread each (the calling
-// thread takes the first); the first failure cancels the others, and Pull joins every thread before
-// it returns, so nothing writes to `dst` afterwards. Every wait (connect, send, each recv) is
-// bounded by the pull's deadline. Thread-safe.
+// naming, for each of its slabs and each coalesced run of blocks (kv_cache/block_runs.h), the
+// slab's piece (tcp_wire.h), then the payload received straight into the destination pool: one
+// recvmsg iovec per destination range of SlabByteRanges (kv_slab_copy.h), which come in payload
+// order, so there is no staging buffer. Several prefill ranks are pulled concurrently, one thread
+// each (the calling thread takes the first); the first failure cancels the others, and Pull joins
+// every thread before it returns, so nothing writes to `dst` afterwards. Every wait (connect, send,
+// each recv) is bounded by the pull's deadline. Thread-safe.
 #pragma once
 
 #include <atomic>

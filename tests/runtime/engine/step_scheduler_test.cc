@@ -16,7 +16,6 @@ namespace {
 
 using ::testing::Each;
 using ::testing::ElementsAre;
-using ::testing::Field;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAreArray;
 
@@ -150,10 +149,10 @@ TEST_F(StepSchedulerTest, AVictimIsSwappedOutAndComesBackBeforeNewSequences) {
   EXPECT_EQ(swap.num_blocks_used(), 2);
   ASSERT_EQ(first.swap_out.size(), 2u);
   for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(first.swap_out[i].src, b_blocks[i]);
-    EXPECT_EQ(first.swap_out[i].dst, b->block_table.blocks()[i]) << "b's table names swap blocks";
+    EXPECT_EQ(first.swap_out.src[i], b_blocks[i]);
+    EXPECT_EQ(first.swap_out.dst[i], b->block_table.blocks()[i]) << "b's table names swap blocks";
   }
-  EXPECT_THAT(first.swap_in, IsEmpty());
+  EXPECT_TRUE(first.swap_in.empty());
   EXPECT_EQ(scheduler.num_swapped(), 1);
   EXPECT_EQ(scheduler.num_swap_outs(), 1);
   EXPECT_EQ(scheduler.num_recomputes(), 0);
@@ -171,8 +170,8 @@ TEST_F(StepSchedulerTest, AVictimIsSwappedOutAndComesBackBeforeNewSequences) {
   EXPECT_EQ(third.num_decode_seqs, 1);
   ASSERT_EQ(third.swap_in.size(), 2u);
   for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(third.swap_in[i].src, first.swap_out[i].dst);
-    EXPECT_EQ(third.swap_in[i].dst, b->block_table.blocks()[i]);
+    EXPECT_EQ(third.swap_in.src[i], first.swap_out.dst[i]);
+    EXPECT_EQ(third.swap_in.dst[i], b->block_table.blocks()[i]);
   }
   EXPECT_EQ(b->status, SeqStatus::kRunning);
   EXPECT_EQ(b->block_table.blocks().size(), 3u) << "its 2 and its next token's";
@@ -192,7 +191,7 @@ TEST_F(StepSchedulerTest, AVictimTheSwapPoolCannotHoldIsRecomputed) {
   const ScheduledStep step = scheduler.Schedule();
   EXPECT_EQ(b->status, SeqStatus::kWaiting);
   EXPECT_EQ(b->num_computed_tokens, 0);
-  EXPECT_THAT(step.swap_out, IsEmpty());
+  EXPECT_TRUE(step.swap_out.empty());
   EXPECT_EQ(swap.num_blocks_used(), 0);
   EXPECT_EQ(scheduler.num_swap_outs(), 0);
   EXPECT_EQ(scheduler.num_recomputes(), 1);
@@ -226,7 +225,7 @@ TEST_F(StepSchedulerTest, RemovingASwappedSequenceFreesItsSwapBlocks) {
   Finish(scheduler, scheduler.Schedule());
   const ScheduledStep step = scheduler.Schedule();
   ASSERT_EQ(b->status, SeqStatus::kSwapped);
-  EXPECT_THAT(step.swap_out, Each(Field(&BlockCopy::src, ::testing::Lt(4))));
+  EXPECT_THAT(step.swap_out.src, Each(::testing::Lt(4)));
   Finish(scheduler, step);
   scheduler.Remove(b);
   EXPECT_EQ(swap.num_blocks_used(), 0);

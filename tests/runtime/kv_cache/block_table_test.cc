@@ -11,6 +11,17 @@
 namespace baton::runtime {
 namespace {
 
+TEST(BlockTableTest, ReplaceBlocksKeepsTheTokens) {
+  BlockTable table(/*block_size=*/4);
+  table.AddBlocks({7, 2});
+  table.AppendTokens(6);
+  EXPECT_THAT(table.ReplaceBlocks({0, 1}), ::testing::ElementsAre(7, 2));
+  EXPECT_THAT(table.blocks(), ::testing::ElementsAre(0, 1));
+  EXPECT_EQ(table.num_tokens(), 6);
+  EXPECT_EQ(table.SlotOf(5), 1 * 4 + 1);
+  EXPECT_DEATH(table.ReplaceBlocks({3}), "size");
+}
+
 TEST(BlockTableTest, GrowsBlockByBlockAndMapsSlots) {
   BlockTable table(/*block_size=*/4);
   EXPECT_EQ(table.NumBlocksToAppend(1), 1);

@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/transfer/block_runs.h"
+#include "runtime/kv_cache/block_runs.h"
 #include "tests/testing/status_matchers.h"
 
 namespace baton::runtime {

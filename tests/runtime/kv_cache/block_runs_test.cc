@@ -1,4 +1,4 @@
-#include "runtime/transfer/block_runs.h"
+#include "runtime/kv_cache/block_runs.h"
 
 #include <ostream>
 #include <vector>
@@ -31,6 +31,7 @@ TEST(CoalesceBlockRunsTest, Table) {
       {"two runs", {0, 1, 2, 8, 9}, {4, 5, 6, 0, 1}, {{0, 4, 3}, {8, 0, 2}}},
       {"runs meet but ids jump", {0, 1, 2, 3}, {0, 1, 5, 6}, {{0, 0, 2}, {2, 5, 2}}},
       {"repeated source", {4, 4}, {0, 1}, {{4, 0, 1}, {4, 1, 1}}},
+      {"swap copies", {4, 5, 6, 9, 10, 11}, {0, 1, 2, 3, 7, 8}, {{4, 0, 3}, {9, 3, 1}, {10, 7, 2}}},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(CoalesceBlockRuns(c.src, c.dst), c.runs) << c.what;

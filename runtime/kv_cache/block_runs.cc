@@ -1,4 +1,4 @@
-#include "runtime/transfer/block_runs.h"
+#include "runtime/kv_cache/block_runs.h"
 
 #include <cstdint>
 
