@@ -1,0 +1,40 @@
+# ctest script (cmake -P): every CUDA object carries a cubin for each architecture the build targets,
+# as `cuobjdump --list-elf` shows it, so a GPU of each kind runs the kernels as compiled rather than
+# JIT-compiling PTX (or finding none). Issue 14 asks for sm_80 and sm_90, the default
+# CMAKE_CUDA_ARCHITECTURES.
+#   -DCUOBJDUMP=path  -DARCHITECTURES="80,90"  -DOBJECTS="a.cu.o,b.cu.o,..."  (comma-separated)
+# Objects not compiled from CUDA (.cc.o among a library's objects) are skipped.
+string(REPLACE "," ";" architectures "${ARCHITECTURES}")
+string(REPLACE "," ";" objects "${OBJECTS}")
+set(checked 0)
+set(failures "")
+foreach(object IN LISTS objects)
+  if(NOT object MATCHES "\\.cu\\.o$")
+    continue()
+  endif()
+  execute_process(COMMAND "${CUOBJDUMP}" --list-elf "${object}"
+    OUTPUT_VARIABLE listing ERROR_VARIABLE errors RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    list(APPEND failures "${object}: cuobjdump failed (${rc}): ${errors}")
+    continue()
+  endif()
+  foreach(arch IN LISTS architectures)
+    # "80-real" and "90a" name the cubin sm_80 and sm_90a; "-virtual" builds PTX only.
+    string(REGEX REPLACE "-real$" "" arch "${arch}")
+    if(arch MATCHES "-virtual$")
+      continue()
+    endif()
+    if(NOT listing MATCHES "\\.sm_${arch}\\.cubin")
+      list(APPEND failures "${object}: no sm_${arch} cubin in:\n${listing}")
+    endif()
+  endforeach()
+  math(EXPR checked "${checked} + 1")
+endforeach()
+if(checked EQUAL 0)
+  message(FATAL_ERROR "no CUDA object among: ${OBJECTS}")
+endif()
+if(failures)
+  string(JOIN "\n" text ${failures})
+  message(FATAL_ERROR "${text}")
+endif()
+message(STATUS "${checked} CUDA objects, each with a cubin for: ${ARCHITECTURES}")
