@@ -8,18 +8,28 @@
 namespace baton::kernels {
 
 namespace {
-constexpr int kMaxGridY = 65535;
+
+// The column blocks go on grid y (at most 65535), the tokens on x (2^31 - 1).
+constexpr int64_t kMaxColumnBlocks = 65535;
+
+bool FitsTheGrid(const SwigluParams& params) {
+  return (int64_t{params.intermediate} + cuda_detail::kSwigluThreads - 1) /
+             cuda_detail::kSwigluThreads <=
+         kMaxColumnBlocks;
+}
+
 }  // namespace
 
 bool SwigluSupported(const SwigluParams& params) {
-  return Validate(params).ok() && params.num_tokens <= kMaxGridY;
+  return Validate(params).ok() && FitsTheGrid(params);
 }
 
 absl::Status Swiglu(const SwigluParams& params, cudaStream_t stream) {
   RETURN_IF_ERROR(Validate(params));
-  if (params.num_tokens > kMaxGridY) {
+  if (!FitsTheGrid(params)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("Swiglu: num_tokens ", params.num_tokens, " > ", kMaxGridY));
+        absl::StrCat("Swiglu: intermediate ", params.intermediate, " > ",
+                     kMaxColumnBlocks * cuda_detail::kSwigluThreads));
   }
   if (params.num_tokens == 0) return absl::OkStatus();
   const simt::LaunchShape s = cuda_detail::SwigluLaunchShape(params);

@@ -8,7 +8,8 @@
 
 namespace baton::kernels {
 
-// Every valid SwigluParams with num_tokens <= 65535 (grid y) is supported.
+// Every valid SwigluParams with intermediate <= 65535 * 256 (the column blocks on grid y) is
+// supported, any number of tokens.
 bool SwigluSupported(const SwigluParams& params);
 
 // Validates (InvalidArgument also when unsupported), then enqueues on `stream`.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/status_macros.h"
 
 namespace baton::simt {
 
@@ -109,7 +110,7 @@ void FiberMain() {
   // Returning resumes uc_link, the scheduler.
 }
 
-unsigned Volume(unsigned x, unsigned y, unsigned z) { return x * y * z; }
+uint64_t Volume(uint64_t x, uint64_t y, uint64_t z) { return x * y * z; }
 
 // Kept out of line: getcontext() returns twice, which must not happen in a frame with live loop
 // variables (-Wclobbered).
@@ -155,7 +156,7 @@ void* SharedArena(size_t bytes, size_t align) {
   ThreadState& state = block.current->state;
   const size_t offset = (state.shared_cursor + align - 1) / align * align;
   if (offset + bytes > block.static_shared.size()) {
-    Die("static shared memory beyond kMaxStaticSharedBytes");
+    Die("static shared memory beyond what kMaxStaticSharedBytes leaves beside the dynamic");
   }
   state.shared_cursor = offset + bytes;
   return block.static_shared.data() + offset;
@@ -168,14 +169,33 @@ void* DynamicShared() {
 
 }  // namespace internal
 
-absl::Status Launch(const LaunchShape& shape, const std::function<void()>& body) {
-  const unsigned num_threads = Volume(shape.block_x, shape.block_y, shape.block_z);
-  const unsigned num_blocks = Volume(shape.grid_x, shape.grid_y, shape.grid_z);
-  if (num_threads == 0 || num_threads > kMaxThreadsPerBlock) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("simt: ", num_threads, " threads per block (need 1..", kMaxThreadsPerBlock,
-                     ")"));
+absl::Status CheckLaunchShape(const LaunchShape& shape) {
+  const uint64_t num_threads = Volume(shape.block_x, shape.block_y, shape.block_z);
+  if (num_threads == 0 || num_threads > kMaxThreadsPerBlock || shape.block_x > kMaxBlockXy ||
+      shape.block_y > kMaxBlockXy || shape.block_z > kMaxBlockZ) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "simt: block (", shape.block_x, ", ", shape.block_y, ", ", shape.block_z,
+        ") is not 1..", kMaxThreadsPerBlock, " threads with x, y <= ", kMaxBlockXy,
+        " and z <= ", kMaxBlockZ));
   }
+  if (shape.grid_x > kMaxGridX || shape.grid_y > kMaxGridYz || shape.grid_z > kMaxGridYz) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "simt: grid (", shape.grid_x, ", ", shape.grid_y, ", ", shape.grid_z,
+        ") is past CUDA's limits (x <= ", kMaxGridX, ", y and z <= ", kMaxGridYz, ")"));
+  }
+  if (shape.dynamic_shared_bytes > kMaxStaticSharedBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "simt: ", shape.dynamic_shared_bytes, " bytes of dynamic shared memory (at most ",
+        kMaxStaticSharedBytes, " without opting in)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Launch(const LaunchShape& shape, const std::function<void()>& body) {
+  RETURN_IF_ERROR(CheckLaunchShape(shape));
+  const unsigned num_threads = static_cast<unsigned>(Volume(shape.block_x, shape.block_y,
+                                                            shape.block_z));
+  const uint64_t num_blocks = Volume(shape.grid_x, shape.grid_y, shape.grid_z);
   if (num_blocks == 0) return absl::OkStatus();
   if (g_block != nullptr) return absl::FailedPreconditionError("simt: nested Launch()");
 
@@ -184,7 +204,8 @@ absl::Status Launch(const LaunchShape& shape, const std::function<void()>& body)
   block.fibers.resize(num_threads);
   const int num_warps = static_cast<int>((num_threads + kWarpSize - 1) / kWarpSize);
   block.warps.resize(num_warps);
-  block.static_shared.resize(kMaxStaticSharedBytes);
+  // Static and dynamic shared memory share the 48 KiB (CheckLaunchShape bounds the dynamic part).
+  block.static_shared.resize(kMaxStaticSharedBytes - shape.dynamic_shared_bytes);
   block.dynamic_shared.resize(std::max<size_t>(shape.dynamic_shared_bytes, 16));
   std::vector<std::unique_ptr<char[]>> stacks(num_threads);
   for (auto& stack : stacks) stack.reset(new char[kStackBytes]);
@@ -195,9 +216,10 @@ absl::Status Launch(const LaunchShape& shape, const std::function<void()>& body)
 
   const Dim3 grid_dim{shape.grid_x, shape.grid_y, shape.grid_z};
   const Dim3 block_dim{shape.block_x, shape.block_y, shape.block_z};
-  for (unsigned b = 0; b < num_blocks; ++b) {
-    const Dim3 block_idx{b % shape.grid_x, (b / shape.grid_x) % shape.grid_y,
-                         b / (shape.grid_x * shape.grid_y)};
+  for (uint64_t b = 0; b < num_blocks; ++b) {
+    const Dim3 block_idx{static_cast<unsigned>(b % shape.grid_x),
+                         static_cast<unsigned>((b / shape.grid_x) % shape.grid_y),
+                         static_cast<unsigned>(b / (uint64_t{shape.grid_x} * shape.grid_y))};
     std::fill(block.static_shared.begin(), block.static_shared.end(), kPoisonByte);
     std::fill(block.dynamic_shared.begin(), block.dynamic_shared.end(), kPoisonByte);
     block.barrier = Barrier{.num_live = static_cast<int>(num_threads)};

@@ -9,8 +9,9 @@
 //     that reads of unwritten shared memory show up;
 //   - a barrier that can never complete (divergent __syncthreads, a shuffle some lanes skip) is
 //     reported as an error from Launch() instead of hanging;
-//   - declaring more than kMaxStaticSharedBytes of static shared memory, or a warp op with a
-//     partial mask (not emulated), aborts: those are bugs in the kernel.
+//   - declaring more static shared memory than kMaxStaticSharedBytes leaves beside the launch's
+//     dynamic shared memory, or a warp op with a partial mask (not emulated), aborts: those are
+//     bugs in the kernel.
 // Execution is deterministic (threads always run in the same order). Races that the interleaving
 // does not expose are not detected: this checks indexing and barrier structure, not memory
 // ordering. One launch at a time per host thread; kernels must not throw.
@@ -37,12 +38,24 @@ struct Dim3 {
   unsigned z = 1;
 };
 
-inline constexpr size_t kMaxStaticSharedBytes = 48 * 1024;  // as CUDA's default static limit
+// CUDA's launch limits on sm_80 and sm_90 (the CUDA C++ Programming Guide's table of compute
+// capabilities). Shared memory: static and dynamic together up to 48 KiB, as a kernel gets without
+// cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize), which no kernel here calls.
+inline constexpr size_t kMaxStaticSharedBytes = 48 * 1024;
 inline constexpr int kMaxThreadsPerBlock = 1024;
+inline constexpr unsigned kMaxBlockXy = 1024;
+inline constexpr unsigned kMaxBlockZ = 64;
+inline constexpr unsigned kMaxGridX = 2147483647u;  // 2^31 - 1
+inline constexpr unsigned kMaxGridYz = 65535;
+
+// OK when a GPU would accept `shape` (an empty grid included: Launch runs nothing); otherwise
+// InvalidArgument naming the first limit it exceeds, the launch a GPU refuses with
+// cudaErrorInvalidConfiguration, and which the emulation must refuse too so CI sees it.
+absl::Status CheckLaunchShape(const LaunchShape& shape);
 
 // Runs body() once per thread of every block of `shape`, as described above. InvalidArgument for
-// an empty or oversized shape; Internal for a barrier deadlock, naming the block and where its
-// threads wait.
+// an empty block or a shape CheckLaunchShape refuses; Internal for a barrier deadlock, naming the
+// block and where its threads wait.
 absl::Status Launch(const LaunchShape& shape, const std::function<void()>& body);
 
 namespace internal {

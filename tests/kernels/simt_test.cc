@@ -160,5 +160,40 @@ TEST(SimtTest, RejectsBadShapes) {
   EXPECT_THAT(Launch(Shape(0, 32), [] {}), IsOk());  // an empty grid does nothing
 }
 
+// What a GPU refuses at launch (cudaErrorInvalidConfiguration) the emulation refuses too, so a
+// launch shape that grows with a step's tokens or sequences fails in CI, not first on a GPU.
+TEST(SimtTest, RefusesShapesPastCudasLimits) {
+  const auto refused = [](LaunchShape shape, const char* what) {
+    EXPECT_THAT(Launch(shape, [] {}),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(what)));
+  };
+  refused(Shape(1, 32, /*grid_y=*/kMaxGridYz + 1), "grid");
+  LaunchShape deep = Shape(1, 32);
+  deep.grid_z = kMaxGridYz + 1;
+  refused(deep, "grid");
+  LaunchShape tall_block = Shape(1, 1);
+  tall_block.block_z = kMaxBlockZ + 1;
+  refused(tall_block, "block");
+  refused(Shape(1, 1, 1, /*block_y=*/kMaxBlockXy + 1), "block");
+  LaunchShape big_dynamic = Shape(1, 32);
+  big_dynamic.dynamic_shared_bytes = kMaxStaticSharedBytes + 1;
+  refused(big_dynamic, "dynamic shared memory");
+
+  // The limits themselves are accepted (checked, not run: 2^31 - 1 blocks).
+  LaunchShape widest = Shape(kMaxGridX, kMaxThreadsPerBlock, kMaxGridYz);
+  widest.grid_z = kMaxGridYz;
+  widest.dynamic_shared_bytes = kMaxStaticSharedBytes;
+  EXPECT_THAT(CheckLaunchShape(widest), IsOk());
+}
+
+TEST(SimtTest, StaticSharedMemoryGetsWhatTheDynamicLeaves) {
+  LaunchShape shape = Shape(1, 1);
+  shape.dynamic_shared_bytes = 16 * 1024;
+  EXPECT_THAT(Launch(shape, [] { BATON_SHARED_ARRAY(float, fits, 8 * 1024); fits[0] = 0; }),
+              IsOk());
+  EXPECT_DEATH((void)Launch(shape, [] { BATON_SHARED_ARRAY(float, past, 8 * 1024 + 1); past[0] = 0; }),
+               "static shared memory");
+}
+
 }  // namespace
 }  // namespace baton::simt
