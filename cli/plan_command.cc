@@ -3,7 +3,6 @@
 // `baton serve --config` runs out. The work is scheduler/planner's; this file reads the flags,
 // resolves the model, device, coefficients and workload, and prints.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "benchmarks/bench/arrivals.h"
 #include "benchmarks/bench/plan.h"
+#include "benchmarks/bench/summary.h"
 #include "benchmarks/bench/trace.h"
 #include "benchmarks/bench/workload.h"
 #include "cli/commands.h"
@@ -350,12 +350,6 @@ absl::Status WriteConfig(const PlanFlags& flags, const PlanInputs& in, const pla
   return out.good() ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", flags.output));
 }
 
-double Percentile(std::vector<double> values, double q) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  return values[static_cast<size_t>(std::min<double>(values.size() - 1, std::floor(q * values.size())))];
-}
-
 // `--deployment FILE --rate R`: the predicted attainment of a given deployment, for the requests a
 // `baton bench --rate R --num-requests N --seed S` run sends, the first warm-up ones left out as
 // bench leaves them out.
@@ -414,16 +408,19 @@ absl::Status EvaluateDeployment(const PlanFlags& flags, const PlanInputs& in,
     ttft.push_back(t.ttft_s);
     tpot.push_back(t.tpot_s);
   }
+  // Percentiles as `baton bench` reports them, so predicted and measured figures compare.
+  const bench::Stats ttft_stats = bench::ComputeStats(std::move(ttft));
+  const bench::Stats tpot_stats = bench::ComputeStats(std::move(tpot));
   Json doc{{"deployment", flags.deployment},
            {"rate", *flags.rate},
            {"num_requests", result.requests.size()},
            {"predicted_attainment", planner::Attainment(result, slo)},
            {"ttft_attainment", planner::TtftAttainment(result, slo.ttft_s)},
            {"tpot_attainment", planner::TpotAttainment(result, slo.tpot_s)},
-           {"ttft_p50_s", Percentile(ttft, 0.5)},
-           {"ttft_p90_s", Percentile(ttft, 0.9)},
-           {"tpot_p50_s", Percentile(tpot, 0.5)},
-           {"tpot_p90_s", Percentile(tpot, 0.9)},
+           {"ttft_p50_s", ttft_stats.p50},
+           {"ttft_p90_s", ttft_stats.p90},
+           {"tpot_p50_s", tpot_stats.p50},
+           {"tpot_p90_s", tpot_stats.p90},
            {"num_preemptions", result.num_preemptions},
            {"num_swapped_blocks", result.num_swapped_blocks},
            {"latency_model", in.coefficients.source}};
@@ -435,7 +432,7 @@ absl::Status EvaluateDeployment(const PlanFlags& flags, const PlanInputs& in,
                 "TPOT p50 %.4f s p90 %.4f s; %d preemptions\n",
                 flags.deployment.c_str(), *flags.rate, 100 * doc["predicted_attainment"].get<double>(),
                 100 * doc["ttft_attainment"].get<double>(), 100 * doc["tpot_attainment"].get<double>(),
-                Percentile(ttft, 0.5), Percentile(ttft, 0.9), Percentile(tpot, 0.5), Percentile(tpot, 0.9),
+                ttft_stats.p50, ttft_stats.p90, tpot_stats.p50, tpot_stats.p90,
                 result.num_preemptions);
   }
   return absl::OkStatus();
