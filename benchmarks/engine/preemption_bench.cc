@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
                      {"kv_cache_tokens", (*recompute)->allocator().num_blocks() * kBlockSize},
                      {"swap_space_tokens", (*swap)->swap_allocator().num_blocks() * kBlockSize},
                      {"rounds", rounds}, {"same_tokens", same_tokens}};
-  for (const auto& [name, list] : runs) {
+  for (const auto& [name, named_list] : runs) {
+    const auto& list = named_list;  // clang < 16 cannot capture a structured binding
     auto median = [&](auto field) {
       std::vector<double> v;
       for (const Run& run : list) v.push_back(static_cast<double>(run.*field));

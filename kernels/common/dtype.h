@@ -57,27 +57,29 @@ inline float Bf16ToF32(uint16_t value) {
   return std::bit_cast<float>(static_cast<uint32_t>(value) << 16);
 }
 
-// IEEE half through the compiler's _Float16 (GCC >= 12 on x86-64), which rounds correctly.
+// IEEE half as the compiler's own type: GCC >= 12's _Float16 (x86-64), which rounds correctly.
+// Clang before 15 has _Float16 on x86-64 only with AVX512-FP16 (Debian 12's clang 14), so there
+// it is __fp16, a storage type that converts through F16C's instructions (the top-level
+// CMakeLists.txt adds -mf16c for that clang): the same rounding, bit for bit. Arrays of f16
+// weights are HalfFloat arrays on either compiler.
 #if defined(__FLT16_MAX__)
-inline float F16ToF32(uint16_t value) { return static_cast<float>(std::bit_cast<_Float16>(value)); }
-inline uint16_t F32ToF16(float value) { return std::bit_cast<uint16_t>(static_cast<_Float16>(value)); }
+using HalfFloat = _Float16;
 #else
-// Clang before 15 has _Float16 on x86-64 only with AVX512-FP16 (Debian 12's clang 14 is what the fuzz
-// build, scripts/fuzz.sh, uses). Its __fp16 is a storage type (hence memcpy, not bit_cast) that
-// converts with F16C's instructions under -mf16c, which the fuzz build sets (without it, with
-// compiler-rt's builtins): the same rounding, bit for bit, as GCC's _Float16.
+using HalfFloat = __fp16;
+#endif
+static_assert(sizeof(HalfFloat) == 2);
+
 inline float F16ToF32(uint16_t value) {
-  __fp16 half;
+  HalfFloat half;
   std::memcpy(&half, &value, sizeof(half));
   return static_cast<float>(half);
 }
 inline uint16_t F32ToF16(float value) {
-  const __fp16 half = static_cast<__fp16>(value);
+  const HalfFloat half = static_cast<HalfFloat>(value);
   uint16_t bits;
   std::memcpy(&bits, &half, sizeof(bits));
   return bits;
 }
-#endif
 
 #endif  // !defined(__CUDACC__)
 

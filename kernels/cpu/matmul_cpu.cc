@@ -70,7 +70,7 @@ constexpr int kF32GemvMaxRows = 64;
 
 // 16 weights as f32: f32 loads as is, f16 widens through vcvtph2ps.
 inline __m512 LoadWeights16(const float* w) { return _mm512_loadu_ps(w); }
-inline __m512 LoadWeights16(const _Float16* w) {
+inline __m512 LoadWeights16(const HalfFloat* w) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
 }
 // The first `count` (< 16) weights, the other lanes 0. A masked 16-bit load would need AVX512BW;
@@ -78,8 +78,8 @@ inline __m512 LoadWeights16(const _Float16* w) {
 inline __m512 LoadWeightsTail16(const float* w, int count) {
   return _mm512_maskz_loadu_ps(internal::TailMask(count), w);
 }
-inline __m512 LoadWeightsTail16(const _Float16* w, int count) {
-  _Float16 buffer[16] = {};
+inline __m512 LoadWeightsTail16(const HalfFloat* w, int count) {
+  HalfFloat buffer[16] = {};
   std::copy(w, w + count, buffer);
   return LoadWeights16(buffer);
 }
@@ -213,14 +213,14 @@ constexpr int kGemvRowGroup = 6;
 constexpr int kF32GemvMaxRows = kStreamMaxRows;
 
 // 8 weights as f32: f32 loads as is; bf16 (uint16_t) is the high half of an f32, so widen and
-// shift; f16 (_Float16) widens through F16C's vcvtph2ps.
+// shift; f16 (HalfFloat) widens through F16C's vcvtph2ps.
 inline __m256 LoadWeights8(const float* w) { return _mm256_loadu_ps(w); }
 inline __m256 LoadWeights8(const uint16_t* w) {
   const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
 }
 #if defined(BATON_SIMD_GEMV_F16)
-inline __m256 LoadWeights8(const _Float16* w) {
+inline __m256 LoadWeights8(const HalfFloat* w) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
 }
 #endif
@@ -432,7 +432,7 @@ int64_t RoundToF16Simd(const float* in, int64_t n, float* out) {
   return i;
 }
 
-int64_t WidenF16Simd(const _Float16* w, int64_t n, float* out) {
+int64_t WidenF16Simd(const HalfFloat* w, int64_t n, float* out) {
   int64_t i = 0;
 #if defined(__AVX512F__)
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, LoadWeights16(w + i));
@@ -445,7 +445,7 @@ int64_t WidenF16Simd(const _Float16* w, int64_t n, float* out) {
 
 // bf16 without AVX512_BF16 and f16 (always) share one scheme: activations rounded to the dtype
 // once, then f32 arithmetic on weights widened to f32. A Format supplies the dtype's parts:
-//   Weight            the weights' element type (uint16_t holding bf16 bits, or _Float16);
+//   Weight            the weights' element type (uint16_t holding bf16 bits, or HalfFloat);
 //   kSimdGemv         whether the SIMD Gemv reads such weights in this build;
 //   Round(in, n, out) out[i] = in[i] rounded to the dtype (nearest even) and widened back to f32;
 //   Widen(w, n, out)  out[i] = w[i] as f32 (exact).
@@ -465,11 +465,11 @@ struct Bf16Format {
 };
 
 // kSimd: F16C conversions and the SIMD GEMV where the build has them; otherwise (the portable
-// twin) the scalar _Float16 casts of dtype.h, which round the same way, and one widened row at a
+// twin) the scalar HalfFloat casts of dtype.h, which round the same way, and one widened row at a
 // time. Both give the same rounded activations and widened weights, bit for bit.
 template <bool kSimd>
 struct F16Format {
-  using Weight = _Float16;
+  using Weight = HalfFloat;
 #if defined(BATON_SIMD_GEMV_F16)
   static constexpr bool kSimdGemv = kSimd;
 #else
@@ -482,7 +482,7 @@ struct F16Format {
 #endif
     for (; i < n; ++i) out[i] = F16ToF32(F32ToF16(in[i]));
   }
-  static void Widen(const _Float16* w, int64_t n, float* out) {
+  static void Widen(const HalfFloat* w, int64_t n, float* out) {
     int64_t i = 0;
 #if defined(BATON_SIMD_GEMV_F16)
     if constexpr (kSimdGemv) i = WidenF16Simd(w, n, out);

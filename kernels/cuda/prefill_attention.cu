@@ -4,6 +4,7 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/status_macros.h"
 #include "kernels/cuda/prefill_attention.cuh"
+#include "kernels/cuda/prefill_attention_mma.cuh"
 
 namespace baton::kernels {
 
@@ -31,6 +32,17 @@ bool PrefillAttentionSupported(const PrefillAttentionParams& params) {
 absl::Status PrefillAttention(const PrefillAttentionParams& params, cudaStream_t stream) {
   RETURN_IF_ERROR(CheckSupported(params));
   if (params.num_seqs == 0) return absl::OkStatus();
+  if (cuda_detail::UsesTensorCores(params)) {
+    const simt::LaunchShape s = cuda_detail::PrefillAttentionMmaLaunchShape(params);
+    const dim3 grid(s.grid_x, s.grid_y, s.grid_z);
+    if (params.head_dim == 64) {
+      cuda_detail::PrefillAttentionMmaKernel<64><<<grid, dim3(s.block_x), 0, stream>>>(params);
+    } else {
+      cuda_detail::PrefillAttentionMmaKernel<128><<<grid, dim3(s.block_x), 0, stream>>>(params);
+    }
+    BATON_CUDA_CALL(cudaGetLastError());
+    return absl::OkStatus();
+  }
   const simt::LaunchShape s = cuda_detail::PrefillAttentionLaunchShape(params);
   cuda_detail::PrefillAttentionKernel<<<dim3(s.grid_x, s.grid_y, s.grid_z), dim3(s.block_x),
                                         s.dynamic_shared_bytes, stream>>>(params);

@@ -1,6 +1,7 @@
 // The vocabulary CUDA kernel bodies (kernels/cuda/*.cuh) are written in, so that one body compiles
 // under nvcc (the real kernel) and under a host compiler (run by the SIMT emulation, simt.h):
 //   BATON_GLOBAL / BATON_DEVICE         __global__ / __device__ __forceinline__
+//   BATON_UNROLL                        #pragma unroll (nothing on the host)
 //   threadIdx, blockIdx, blockDim, gridDim, __syncthreads(), __syncwarp(),
 //   __shfl_xor_sync(), __shfl_sync()    as in CUDA (full-warp masks only)
 //   BATON_SHARED_ARRAY(type, name, n)   __shared__ type name[n]
@@ -15,6 +16,9 @@
 
 #define BATON_GLOBAL __global__
 #define BATON_DEVICE __device__ __forceinline__
+// Before a loop over a register array with a constant trip count: unrolled, the array's indices are
+// constants and it stays in registers (indexed at run time, it would go to local memory).
+#define BATON_UNROLL _Pragma("unroll")
 #define BATON_SHARED_ARRAY(type, name, count) __shared__ type name[count]
 #define BATON_DYNAMIC_SHARED(type, name)                               \
   extern __shared__ __align__(16) unsigned char baton_dynamic_smem_[]; \
@@ -30,6 +34,7 @@
 
 #define BATON_GLOBAL inline
 #define BATON_DEVICE inline
+#define BATON_UNROLL
 #define threadIdx (::baton::simt::internal::Current().thread_idx)
 #define blockIdx (::baton::simt::internal::Current().block_idx)
 #define blockDim (::baton::simt::internal::Current().block_dim)
@@ -129,6 +134,28 @@ BATON_DEVICE float HalfBitsToFloat(uint16_t bits) {
   }
   if (exponent == 31) return BitsToFloat(sign | 0x7f800000u | (mantissa << 13));
   return BitsToFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+// One warp's D = A B + C on tensor cores: A 16 x 16 and B 16 x 8 in bf16, C and D 16 x 8 in f32,
+// each lane holding its fragments in the PTX ISA's mma.m16n8k16 layout (two bf16 per register, the
+// lower-indexed element in the low half). Every lane of the warp must call it together.
+BATON_DEVICE void MmaM16N8K16Bf16(float d[4], const uint32_t a[4], const uint32_t b[2],
+                                  const float c[4]) {
+#if defined(__CUDACC__)
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%10, %11, %12, %13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
+        "f"(c[2]), "f"(c[3]));
+#else
+  internal::MmaM16N8K16Bf16(d, a, b, c);
+#endif
+}
+
+// Two bf16 bits in one register, `low` in the low half (the lower-indexed element of a fragment).
+BATON_DEVICE uint32_t PackBf16(uint16_t low, uint16_t high) {
+  return uint32_t{low} | (uint32_t{high} << 16);
 }
 
 }  // namespace baton::simt

@@ -3,6 +3,7 @@
 #include <ucontext.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -53,6 +54,8 @@ struct Warp {
   Barrier barrier;
   uint64_t exchange[kWarpSize];
   bool live[kWarpSize];
+  uint32_t mma_a[kWarpSize][4];  // each lane's MMA fragments, between two warp barriers
+  uint32_t mma_b[kWarpSize][2];
 };
 
 struct Block {
@@ -149,6 +152,50 @@ uint64_t WarpExchange(uint64_t bits, int src_lane) {
                            : kPoisonBits;
   Wait(block, warp.barrier, /*warp=*/true);  // nobody overwrites a slot before all have read
   return out;
+}
+
+void MmaM16N8K16Bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
+  Block& block = CurrentBlock();
+  Warp& warp = CurrentWarp(block);
+  const int lane = block.current->state.linear_idx % kWarpSize;
+  std::copy(a, a + 4, warp.mma_a[lane]);
+  std::copy(b, b + 2, warp.mma_b[lane]);
+  Wait(block, warp.barrier, /*warp=*/true);
+  for (int other = 0; other < kWarpSize; ++other) {
+    if (!warp.live[other]) Die("mma.sync with lanes that have exited (all 32 must take part)");
+  }
+  // The whole A and B from the fragments, as the PTX ISA lays them out: lane L holds, with
+  // group = L / 4 and t = L % 4, element j of A at row group (+8 for j in {2, 3, 6, 7}), column
+  // 2t + (j & 1) (+8 for j >= 4); element j of B at row 2t + (j & 1) (+8 for j >= 2), column group.
+  float a_full[16][16];
+  float b_full[16][8];
+  for (int other = 0; other < kWarpSize; ++other) {
+    const int group = other / 4;
+    const int t = other % 4;
+    for (int j = 0; j < 8; ++j) {
+      const uint32_t reg = warp.mma_a[other][j / 2];
+      const uint16_t bits = static_cast<uint16_t>(j % 2 == 0 ? reg : reg >> 16);
+      const int row = group + ((j % 4) >= 2 ? 8 : 0);
+      const int col = 2 * t + (j & 1) + (j >= 4 ? 8 : 0);
+      a_full[row][col] = std::bit_cast<float>(uint32_t{bits} << 16);
+    }
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t reg = warp.mma_b[other][j / 2];
+      const uint16_t bits = static_cast<uint16_t>(j % 2 == 0 ? reg : reg >> 16);
+      b_full[2 * t + (j & 1) + (j >= 2 ? 8 : 0)][group] = std::bit_cast<float>(uint32_t{bits} << 16);
+    }
+  }
+  // This lane's D: element i at row group (+8 for i >= 2), column 2t + (i & 1).
+  const int group = lane / 4;
+  const int t = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    const int row = group + (i >= 2 ? 8 : 0);
+    const int col = 2 * t + (i & 1);
+    float sum = c[i];
+    for (int k = 0; k < 16; ++k) sum += a_full[row][k] * b_full[k][col];
+    d[i] = sum;
+  }
+  Wait(block, warp.barrier, /*warp=*/true);  // nobody overwrites a fragment before all have read
 }
 
 void* SharedArena(size_t bytes, size_t align) {

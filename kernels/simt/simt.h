@@ -76,6 +76,12 @@ void SyncWarp();
 // Publishes `bits` as this lane's value and returns the value published by `src_lane` of the same
 // warp (poison if that lane does not exist or has exited).
 uint64_t WarpExchange(uint64_t bits, int src_lane);
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 for the calling lane: every lane of the warp
+// passes its fragments of A (16 x 16), B (16 x 8) and C (16 x 8) in the PTX ISA's layout ("Matrix
+// Fragments for mma.m16n8k16 with floating point type"; bf16 pairs low half first) and gets its
+// fragment of D = A B + C, summed in f32 in k order. All 32 lanes must take part (.aligned);
+// otherwise it aborts, as a GPU's behaviour is undefined there.
+void MmaM16N8K16Bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]);
 void* SharedArena(size_t bytes, size_t align);  // static __shared__ declaration
 void* DynamicShared();                          // extern __shared__ array
 

@@ -519,7 +519,10 @@ absl::Status LlamaModel::Attention(int layer_idx, const StepBatch& batch, const 
                                       .q_stride = q_dim,
                                       .kv_stride = kv_dim,
                                       .scale = scale,
-                                      .max_q_len = max_prefill_q_len_});
+                                      .max_q_len = max_prefill_q_len_,
+                                      // A bf16 model's GEMMs round the activations to bf16
+                                      // already; its attention may too, on tensor cores.
+                                      .allow_bf16_tensor_cores = matmul_dtype_ == DType::kBF16});
 }
 
 }  // namespace baton::runtime

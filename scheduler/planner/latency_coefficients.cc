@@ -46,7 +46,8 @@ absl::StatusOr<ServingSlowdown> ParseSlowdown(const Json& value) {
                                                     {"decode_alone", &out.decode_alone},
                                                     {"decode_shared", &out.decode_shared}};
   for (const auto& [key, factor] : value.items()) {
-    auto field = std::find_if(std::begin(fields), std::end(fields), [&](const auto& f) { return key == f.first; });
+    auto field = std::find_if(std::begin(fields), std::end(fields),
+                              [&key = key](const auto& f) { return key == f.first; });
     if (field == std::end(fields)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown key '", key, "' in serving_slowdown"));
     }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/common/dtype.h"
 #include "kernels/reference/random_tensor.h"
 #include "kernels/reference/reference_ops.h"
 #include "kernels/simt/emulated_kernels.h"
@@ -230,6 +231,78 @@ std::string KernelTestName(
     const ::testing::TestParamInfo<std::tuple<Backend, PrefillCase>>& info) {
   return absl::StrCat(std::get<0>(info.param).name, "_", CaseName(std::get<1>(info.param)));
 }
+
+// (c) the tensor-core kernel (allow_bf16_tensor_cores, head_dim 64 and 128). With q, k and v
+// already bf16 values its only rounding is the probabilities', so it must match the f32 CPU kernel
+// on those inputs within bf16's tolerance; on raw inputs it must differ from f32 somewhere (the
+// launch took the tensor-core path) and still lie within that tolerance.
+class PrefillAttentionTensorCoreTest
+    : public ::testing::TestWithParam<std::tuple<Backend, PrefillCase>> {};
+
+void RoundToBf16(std::vector<float>& values) {
+  for (float& x : values) x = Bf16ToF32(F32ToBf16(x));
+}
+
+TEST_P(PrefillAttentionTensorCoreTest, MatchesCpuOnBf16Inputs) {
+  const auto [backend, c] = GetParam();
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
+  PrefillProblem problem(c, 43);
+  RoundToBf16(problem.q);
+  RoundToBf16(problem.k);
+  RoundToBf16(problem.v);
+  std::vector<float> expected(problem.out.size());
+  ASSERT_THAT(PrefillAttentionCpu(problem.Params(expected.data()), nullptr), IsOk());
+  PrefillAttentionParams p = problem.Params(problem.out.data());
+  p.allow_bf16_tensor_cores = true;
+  ASSERT_THAT(backend.run(p), IsOk());
+  EXPECT_TRUE(AllFinite(problem.out));
+  EXPECT_TRUE(AllClose(problem.out, expected, ToleranceFor(DType::kBF16)));
+}
+
+TEST_P(PrefillAttentionTensorCoreTest, RoundsRawInputsWithinBf16Tolerance) {
+  const auto [backend, c] = GetParam();
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
+  PrefillProblem problem(c, 44);
+  std::vector<float> expected(problem.out.size());
+  ASSERT_THAT(PrefillAttentionCpu(problem.Params(expected.data()), nullptr), IsOk());
+  PrefillAttentionParams p = problem.Params(problem.out.data());
+  p.allow_bf16_tensor_cores = true;
+  ASSERT_THAT(backend.run(p), IsOk());
+  EXPECT_TRUE(AllClose(problem.out, expected, ToleranceFor(DType::kBF16)));
+  EXPECT_FALSE(AllClose(problem.out, expected, {.atol = 0, .rtol = 0}))
+      << "bit-equal to the f32 kernel: the launch did not take the tensor-core path";
+}
+
+// head_dim 80 has no tensor-core kernel: the f32 one runs, to f32's tolerance.
+TEST(PrefillAttentionTensorCoreTest, OtherHeadDimsKeepTheF32Kernel) {
+  PrefillProblem problem({3, 20, 4, 80}, 45);
+  std::vector<float> expected(problem.out.size());
+  ASSERT_THAT(PrefillAttentionCpu(problem.Params(expected.data()), nullptr), IsOk());
+  PrefillAttentionParams p = problem.Params(problem.out.data());
+  p.allow_bf16_tensor_cores = true;
+  ASSERT_THAT(PrefillAttentionEmulated(p), IsOk());
+  EXPECT_TRUE(AllClose(problem.out, expected, ToleranceFor(DType::kF32)));
+}
+
+// Cases: one query; GQA with a partial query tile; several 64-query tiles and 32-key tiles with
+// chunks (q_len < kv_len) and an empty sequence; head_dim 128 with one kv head.
+INSTANTIATE_TEST_SUITE_P(
+    Emulated, PrefillAttentionTensorCoreTest,
+    ::testing::Combine(::testing::Values(Backend{"emulated", &PrefillAttentionEmulated,
+                                                 &testing::AlwaysAvailable}),
+                       ::testing::Values(PrefillCase{1, 1, 1}, PrefillCase{1, 37, 4},
+                                         PrefillCase{3, 150, 2}, PrefillCase{2, 70, 2, 128, 1})),
+    KernelTestName);
+#if BATON_HAS_CUDA
+INSTANTIATE_TEST_SUITE_P(
+    Cuda, PrefillAttentionTensorCoreTest,
+    ::testing::Combine(::testing::Values(Backend{"cuda", &testing::PrefillAttentionOnDevice,
+                                                 &testing::CudaDeviceAvailable}),
+                       ::testing::Values(PrefillCase{1, 1, 1}, PrefillCase{3, 256, 4},
+                                         PrefillCase{12, 97, 8, 128}, PrefillCase{1, 1000, 4, 128},
+                                         PrefillCase{4, 700, 8})),
+    KernelTestName);
+#endif
 
 INSTANTIATE_TEST_SUITE_P(
     Emulated, PrefillAttentionKernelTest,

@@ -186,6 +186,65 @@ TEST(SimtTest, RefusesShapesPastCudasLimits) {
   EXPECT_THAT(CheckLaunchShape(widest), IsOk());
 }
 
+// A warp's m16n8k16 MMA: each lane loads its fragments in the PTX ISA's layout, the product comes
+// back in the accumulator layout; D = A B + C against a plain triple loop.
+TEST(SimtTest, WarpMmaComputesTheProductFromPtxFragments) {
+  float a[16][16], b[16][8], c[16][8];
+  for (int r = 0; r < 16; ++r) {
+    for (int k = 0; k < 16; ++k) a[r][k] = static_cast<float>((r * 7 + k * 3) % 11 - 5) / 4;
+  }
+  for (int k = 0; k < 16; ++k) {
+    for (int n = 0; n < 8; ++n) b[k][n] = static_cast<float>((k * 5 + n) % 9 - 4) / 2;
+  }
+  for (int r = 0; r < 16; ++r) {
+    for (int n = 0; n < 8; ++n) c[r][n] = static_cast<float>(r - n);
+  }
+  const auto bits = [](float x) { return FloatToBf16Bits(x); };  // exact: few mantissa bits
+  float d[16][8] = {};
+  ASSERT_THAT(Launch(Shape(1, 32),
+                     [&] {
+                       const int lane = static_cast<int>(threadIdx.x);
+                       const int g = lane / 4;
+                       const int t = lane % 4;
+                       const uint32_t a_frag[4] = {
+                           PackBf16(bits(a[g][2 * t]), bits(a[g][2 * t + 1])),
+                           PackBf16(bits(a[g + 8][2 * t]), bits(a[g + 8][2 * t + 1])),
+                           PackBf16(bits(a[g][2 * t + 8]), bits(a[g][2 * t + 9])),
+                           PackBf16(bits(a[g + 8][2 * t + 8]), bits(a[g + 8][2 * t + 9]))};
+                       const uint32_t b_frag[2] = {
+                           PackBf16(bits(b[2 * t][g]), bits(b[2 * t + 1][g])),
+                           PackBf16(bits(b[2 * t + 8][g]), bits(b[2 * t + 9][g]))};
+                       const float c_frag[4] = {c[g][2 * t], c[g][2 * t + 1], c[g + 8][2 * t],
+                                                c[g + 8][2 * t + 1]};
+                       float d_frag[4];
+                       MmaM16N8K16Bf16(d_frag, a_frag, b_frag, c_frag);
+                       d[g][2 * t] = d_frag[0];
+                       d[g][2 * t + 1] = d_frag[1];
+                       d[g + 8][2 * t] = d_frag[2];
+                       d[g + 8][2 * t + 1] = d_frag[3];
+                     }),
+              IsOk());
+  for (int r = 0; r < 16; ++r) {
+    for (int n = 0; n < 8; ++n) {
+      float expected = c[r][n];
+      for (int k = 0; k < 16; ++k) expected += a[r][k] * b[k][n];
+      EXPECT_EQ(d[r][n], expected) << r << "," << n;
+    }
+  }
+}
+
+TEST(SimtTest, WarpMmaWithExitedLanesAborts) {
+  EXPECT_DEATH((void)Launch(Shape(1, 32),
+                            [] {
+                              if (threadIdx.x == 5) return;
+                              const uint32_t a[4] = {}, b[2] = {};
+                              const float c[4] = {};
+                              float d[4];
+                              MmaM16N8K16Bf16(d, a, b, c);
+                            }),
+               "mma.sync");
+}
+
 TEST(SimtTest, StaticSharedMemoryGetsWhatTheDynamicLeaves) {
   LaunchShape shape = Shape(1, 1);
   shape.dynamic_shared_bytes = 16 * 1024;

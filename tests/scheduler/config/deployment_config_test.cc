@@ -460,7 +460,7 @@ TEST(DeploymentConfigTest, ToYamlRoundTrips) {
       odd_bytes, ttft_only, named, named_odd};
   std::vector<DeploymentConfig> all = configs;
   for (const char* name : {" leading space", "trailing space ", "'single'", "\"double\"", "- dash",
-                           "a\xe2\x80\xa8b", "\xc2\x85next", "back\\slash", "{flow}", "~", "&anchor",
+                           "a\xe2\x80\xa8" "b", "\xc2\x85" "next", "back\\slash", "{flow}", "~", "&anchor",
                            "*alias", "!tag", "%percent", "@at", "`tick`", "|pipe", ">fold"}) {
     DeploymentConfig config = DefaultDeployment("m");
     config.served_model_names = {name};

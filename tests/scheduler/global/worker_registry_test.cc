@@ -102,7 +102,9 @@ TEST(WorkerRegistryTest, KeepsEachInstancesLayout) {
   registry.Register(std::move(restarted), now);
   EXPECT_EQ(registry.LayoutOf(WorkerRef{.incarnation_id = "d0-new"})->tp_size, 4);
   for (const WorkerEntry& entry : registry.Snapshot()) {
-    if (entry.incarnation_id == "p0") EXPECT_EQ(entry.layout.pp_size, 2);
+    if (entry.incarnation_id == "p0") {
+      EXPECT_EQ(entry.layout.pp_size, 2);
+    }
   }
 }
 

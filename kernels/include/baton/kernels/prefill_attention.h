@@ -31,6 +31,11 @@ struct PrefillAttentionParams {
   // >= every sequence's q_len. Needed only by the CUDA launcher, which sizes its grid with it
   // (q_start lives on the device there); the CPU ignores it.
   int max_q_len = 0;
+  // The CUDA kernel may round q, k, v and the probabilities to bf16 and multiply on tensor cores
+  // (head_dim 64 or 128; f32 accumulation), agreeing with the f32 computation within bf16's
+  // tolerance rather than to f32 rounding: for bf16 models, whose activations the GEMMs round to
+  // bf16 anyway. The CPU ignores it.
+  bool allow_bf16_tensor_cores = false;
 };
 
 // Checks pointers, head divisibility and strides. Does not read q_start / kv_start.
