@@ -111,6 +111,25 @@ absl::Status CudaGpuRuntime::Free(void* device) {
   return absl::OkStatus();
 }
 
+absl::Status CudaGpuRuntime::PinHost(void* host, size_t bytes) {
+  RETURN_IF_ERROR(Activate());
+  // Portable: pinned for every device of the process, as each rank of an instance copies its own.
+  const cudaError_t error = cudaHostRegister(host, bytes, cudaHostRegisterPortable);
+  if (error == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        name_, ": cannot page-lock ", bytes, " bytes of host memory: ", cudaGetErrorString(error)));
+  }
+  BATON_CUDA_CALL(error);
+  return absl::OkStatus();
+}
+
+absl::Status CudaGpuRuntime::UnpinHost(void* host) {
+  RETURN_IF_ERROR(Activate());
+  BATON_CUDA_CALL(cudaHostUnregister(host));
+  return absl::OkStatus();
+}
+
 absl::Status CudaGpuRuntime::CopyHostToDevice(void* device, const void* host, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   RETURN_IF_ERROR(CheckNotCapturing("CopyHostToDevice"));

@@ -40,6 +40,8 @@ class CudaGpuRuntime final : public GpuRuntime {
   absl::StatusOr<void*> Malloc(size_t bytes) override;
   absl::Status Free(void* device) override;
   // Waits for the copy: the host source may be pageable or pinned, and is reusable on return.
+  absl::Status PinHost(void* host, size_t bytes) override;
+  absl::Status UnpinHost(void* host) override;
   absl::Status CopyHostToDevice(void* device, const void* host, size_t bytes) override;
   absl::Status CopyDeviceToHost(void* host, const void* device, size_t bytes) override;
   absl::Status CopyDeviceToDevice(void* device_dst, const void* device_src, size_t bytes) override;

@@ -90,6 +90,18 @@ class DeviceBackend {
   virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
   // `device` from Allocate() of this backend, or nullptr.
   virtual void Free(void* device) = 0;
+  // Page-locks [host, host + bytes) of host memory that CopyToDevice / CopyToHost will use often
+  // and in bulk (a swap space), so that those copies are DMA at the link's speed (cudaHostRegister);
+  // until UnpinHostMemory(host). Nothing to do where device memory is the host's.
+  virtual absl::Status PinHostMemory(void* host, size_t bytes) {
+    (void)host;
+    (void)bytes;
+    return absl::OkStatus();
+  }
+  virtual absl::Status UnpinHostMemory(void* host) {
+    (void)host;
+    return absl::OkStatus();
+  }
   virtual absl::Status CopyToDevice(void* device, const void* host, size_t bytes) = 0;
   virtual absl::Status CopyToHost(void* host, const void* device, size_t bytes) = 0;
   virtual absl::Status CopyOnDevice(void* device_dst, const void* device_src, size_t bytes) = 0;

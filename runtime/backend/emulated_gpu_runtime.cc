@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <new>
 #include <utility>
 
@@ -63,6 +64,8 @@ absl::StatusOr<int64_t> BlocksNeeded(absl::string_view name, absl::string_view o
 }  // namespace
 
 EmulatedGpuRuntime::~EmulatedGpuRuntime() {
+  // Whoever pinned host memory unpins it while the device is alive (a GPU would keep it locked).
+  BATON_CHECK(pinned_host_.empty());
   for (const auto& [start, allocation] : allocations_) {
     ::operator delete(reinterpret_cast<void*>(start), kAlignment);
   }
@@ -228,6 +231,38 @@ absl::Status EmulatedGpuRuntime::CopyHostToDevice(void* device, const void* host
   RETURN_IF_ERROR(CheckHost("CopyHostToDevice", host, bytes));
   if (bytes > 0) std::memcpy(device, host, bytes);
   return absl::OkStatus();
+}
+
+absl::Status EmulatedGpuRuntime::PinHost(void* host, size_t bytes) {
+  if (host == nullptr || bytes == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(name(), ": PinHost of an empty region"));
+  }
+  RETURN_IF_ERROR(CheckHost("PinHost", host, bytes));
+  const uintptr_t address = reinterpret_cast<uintptr_t>(host);
+  auto next = pinned_host_.lower_bound(address);
+  const bool overlaps_next = next != pinned_host_.end() && next->first < address + bytes;
+  const bool overlaps_previous =
+      next != pinned_host_.begin() && std::prev(next)->first + std::prev(next)->second > address;
+  if (overlaps_next || overlaps_previous) {
+    return absl::InternalError(absl::StrFormat(
+        "%s: PinHost: %p (%d bytes) overlaps a region already pinned", name(), host, bytes));
+  }
+  pinned_host_.emplace(address, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedGpuRuntime::UnpinHost(void* host) {
+  if (pinned_host_.erase(reinterpret_cast<uintptr_t>(host)) == 0) {
+    return absl::InternalError(
+        absl::StrFormat("%s: UnpinHost: %p does not start a pinned region", name(), host));
+  }
+  return absl::OkStatus();
+}
+
+size_t EmulatedGpuRuntime::pinned_host_bytes() const {
+  size_t total = 0;
+  for (const auto& [address, bytes] : pinned_host_) total += bytes;
+  return total;
 }
 
 absl::Status EmulatedGpuRuntime::CopyDeviceToHost(void* host, const void* device, size_t bytes) {

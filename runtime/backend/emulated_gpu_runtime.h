@@ -56,7 +56,8 @@ class EmulatedGpuRuntime final : public GpuRuntime {
       : capacity_bytes_(capacity_bytes), num_sms_(num_sms) {}
   EmulatedGpuRuntime(const EmulatedGpuRuntime&) = delete;
   EmulatedGpuRuntime& operator=(const EmulatedGpuRuntime&) = delete;
-  // Frees whatever is still allocated.
+  // Frees whatever is still allocated. Aborts if host memory is still pinned: its owner must
+  // unpin it first.
   ~EmulatedGpuRuntime() override;
 
   absl::string_view name() const override { return "cuda-emulated"; }
@@ -70,6 +71,11 @@ class EmulatedGpuRuntime final : public GpuRuntime {
   // Pre-condition (checked): `device` is the start of a live allocation, `bytes` <= its size.
   void NoteInUse(const void* device, size_t bytes) override;
   void NoteCached(const void* device) override;
+  // Internal for device memory of this runtime, a region overlapping a pinned one, or (unpin) a
+  // pointer that does not start a pinned region.
+  absl::Status PinHost(void* host, size_t bytes) override;
+  absl::Status UnpinHost(void* host) override;
+  size_t pinned_host_bytes() const;
   absl::Status CopyHostToDevice(void* device, const void* host, size_t bytes) override;
   absl::Status CopyDeviceToHost(void* host, const void* device, size_t bytes) override;
   absl::Status CopyDeviceToDevice(void* device_dst, const void* device_src, size_t bytes) override;
@@ -162,6 +168,7 @@ class EmulatedGpuRuntime final : public GpuRuntime {
     size_t in_use_bytes;  // the extent ops and copies may touch
   };
   std::map<uintptr_t, Allocation> allocations_;  // by start address, live only
+  std::map<uintptr_t, size_t> pinned_host_;      // pinned host regions: start address, bytes
   GpuMemoryStats stats_;
 };
 

@@ -40,6 +40,10 @@ class GpuBackend final : public DeviceBackend {
   absl::StatusOr<DeviceMemoryInfo> MemoryInfo() override { return runtime_->MemoryInfo(); }
   absl::StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* device) override;
+  absl::Status PinHostMemory(void* host, size_t bytes) override {
+    return runtime_->PinHost(host, bytes);
+  }
+  absl::Status UnpinHostMemory(void* host) override { return runtime_->UnpinHost(host); }
   absl::Status CopyToDevice(void* device, const void* host, size_t bytes) override;
   absl::Status CopyToHost(void* host, const void* device, size_t bytes) override;
   absl::Status CopyOnDevice(void* device_dst, const void* device_src, size_t bytes) override;

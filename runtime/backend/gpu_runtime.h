@@ -93,6 +93,13 @@ class GpuRuntime {
   }
   virtual void NoteCached(const void* device) { (void)device; }
 
+  // Page-locks [host, host + bytes) of ordinary host memory (cudaHostRegister), so that copies
+  // to and from it are DMA at the link's speed instead of staged through a driver buffer; until
+  // UnpinHost(host). ResourceExhausted when the system will not lock that much. The emulated
+  // runtime checks what a GPU would refuse: device memory, overlapping or unknown regions.
+  virtual absl::Status PinHost(void* host, size_t bytes) = 0;
+  virtual absl::Status UnpinHost(void* host) = 0;
+
   // ---- Copies, on the stream ----
   // The host source may be reused as soon as this returns.
   virtual absl::Status CopyHostToDevice(void* device, const void* host, size_t bytes) = 0;

@@ -35,6 +35,12 @@ struct ModelRanks::State {
     DeviceBuffer kv_storage;  // the pool's blocks on a device whose memory is not the host's
     std::unique_ptr<KvPool> kv_pool;
     std::unique_ptr<KvPool> swap_pool;  // host memory; null without swap space
+    // The swap pool's blocks page-locked for the backend's copies; unpinned before the pool goes.
+    struct Unpin {
+      DeviceBackend* backend;
+      void operator()(std::byte* host) const { (void)backend->UnpinHostMemory(host); }
+    };
+    std::unique_ptr<std::byte, Unpin> swap_pinned{nullptr, Unpin{nullptr}};
     StepOutput scratch;  // what a rank other than output_rank writes
   };
 
@@ -302,6 +308,16 @@ absl::StatusOr<std::unique_ptr<ModelRanks>> ModelRanks::Create(const ModelRanksO
     ASSIGN_OR_RETURN(rank.kv_pool, KvPool::Create(shape, num_blocks, pool_options));
     if (state->num_swap_blocks > 0) {
       ASSIGN_OR_RETURN(rank.swap_pool, KvPool::Create(shape, state->num_swap_blocks));
+      // Swapping moves whole runs of blocks each step; from pageable memory a GPU copies them
+      // through a staging buffer at a fraction of the link's speed (the planner prices the link).
+      std::byte* swap_blocks = rank.swap_pool->BlockData(0);
+      if (absl::Status pinned = rank.backend->PinHostMemory(
+              swap_blocks, shape.BlockBytes() * static_cast<size_t>(state->num_swap_blocks));
+          !pinned.ok()) {
+        return absl::Status(pinned.code(), absl::StrCat("ranks: the swap space: ", pinned.message(),
+                                                        " (a smaller swap_space needs less)"));
+      }
+      rank.swap_pinned = {swap_blocks, State::Rank::Unpin{rank.backend.get()}};
     }
   }
   for (int r = 0; num_ranks > 1 && r < num_ranks; ++r) {

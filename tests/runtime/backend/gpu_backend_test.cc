@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -660,6 +661,28 @@ TEST_F(GpuBackendTest, FreedMemoryIsNoLongerDevice) {
   EXPECT_EQ(runtime_->stats().bytes_in_use, 0u);
   EXPECT_THAT(gpu_->CopyToHost(host.data(), stale, 64),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("not device memory")));
+}
+
+TEST_F(GpuBackendTest, PinningTakesHostMemoryOnceAndNeverDeviceMemory) {
+  std::vector<std::byte> host(4096);
+  ASSERT_THAT(gpu_->PinHostMemory(host.data(), host.size()), IsOk());
+  EXPECT_EQ(runtime_->pinned_host_bytes(), host.size());
+  EXPECT_THAT(gpu_->PinHostMemory(host.data() + 100, 16),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("already pinned")));
+  EXPECT_THAT(gpu_->UnpinHostMemory(host.data() + 100),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("does not start a pinned region")));
+  DeviceBuffer device(gpu_);
+  ASSERT_THAT(device.Reserve(64), IsOk());
+  EXPECT_THAT(gpu_->PinHostMemory(device.data<std::byte>(), 64),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("device memory")));
+  // Copies to and from pinned memory are copies as any other.
+  std::vector<float> row = {1, 2, 3, 4};
+  std::memcpy(host.data(), row.data(), 16);
+  ASSERT_THAT(gpu_->CopyToDevice(device.data<float>(), host.data(), 16), IsOk());
+  ASSERT_THAT(gpu_->CopyToHost(host.data() + 16, device.data<float>(), 16), IsOk());
+  EXPECT_EQ(std::memcmp(host.data(), host.data() + 16, 16), 0);
+  ASSERT_THAT(gpu_->UnpinHostMemory(host.data()), IsOk());
+  EXPECT_EQ(runtime_->pinned_host_bytes(), 0u);
 }
 
 // ---------------------------------------------------------------------------------------------
