@@ -18,6 +18,8 @@ using Pieces = std::vector<std::pair<std::string, int32_t>>;
 
 std::optional<int32_t> NoModel(std::string_view) { return std::nullopt; }
 
+// The lists of tokens below are json::array(...): a braced list of one json value is a copy of that
+// value under clang, not a one-element array (nlohmann's documented pitfall).
 nlohmann::json Token(int id, std::string content, bool special, nlohmann::json options = {}) {
   nlohmann::json token = {{"id", id}, {"content", std::move(content)}, {"special", special}};
   if (options.is_object()) token.update(options);
@@ -51,18 +53,19 @@ Pieces Split(const nlohmann::json& added_tokens, const nlohmann::json& normalize
 const nlohmann::json kLowercase = {{"type", "Lowercase"}};
 
 TEST(AddedVocabularyTest, SplitsOnSpecialAndNormalizedTokens) {
-  const nlohmann::json tokens = {Token(0, "my", false), Token(1, "name", false),
-                                 Token(2, "[CLS]", true), Token(3, "[SEP]", true)};
+  const nlohmann::json tokens = nlohmann::json::array(
+      {Token(0, "my", false), Token(1, "name", false), Token(2, "[CLS]", true),
+       Token(3, "[SEP]", true)});
   EXPECT_THAT(Split(tokens, nullptr, "[CLS] My name is Anthony [SEP]"),
               ElementsAre(Pair("[CLS]", 2), Pair(" My ", -1), Pair("name", 1),
                           Pair(" is Anthony ", -1), Pair("[SEP]", 3)));
 }
 
 TEST(AddedVocabularyTest, LstripRstripSingleWordAndNormalized) {
-  const nlohmann::json tokens = {
+  const nlohmann::json tokens = nlohmann::json::array({
       Token(0, "my", false, {{"lstrip", true}, {"rstrip", true}}), Token(1, "name", false),
       Token(2, "ony", false, {{"single_word", true}}), Token(3, "[CLS]", true),
-      Token(4, "[SEP]", true)};
+      Token(4, "[SEP]", true)});
   // "My" matches "my" after lowercasing and swallows the spaces around it; "ony" inside
   // "anthony" is not a single word.
   EXPECT_THAT(Split(tokens, kLowercase, "[CLS] My name is Anthony [SEP]"),
@@ -71,7 +74,8 @@ TEST(AddedVocabularyTest, LstripRstripSingleWordAndNormalized) {
 }
 
 TEST(AddedVocabularyTest, SingleWordNeedsNonWordNeighbours) {
-  const nlohmann::json tokens = {Token(0, "<mask>", false, {{"single_word", true}})};
+  const nlohmann::json tokens =
+      nlohmann::json::array({Token(0, "<mask>", false, {{"single_word", true}})});
   EXPECT_THAT(Split(tokens, kLowercase, "<mask> My name <mask> A<mask> <mask>ony <mask>"),
               ElementsAre(Pair("<mask>", 0), Pair(" my name ", -1), Pair("<mask>", 0),
                           Pair(" a<mask> <mask>ony ", -1), Pair("<mask>", 0)));
@@ -82,16 +86,16 @@ TEST(AddedVocabularyTest, SingleWordNeedsNonWordNeighbours) {
 }
 
 TEST(AddedVocabularyTest, StripsUnicodeWhitespaceWithoutOverlappingThePreviousMatch) {
-  const nlohmann::json tokens = {
-      Token(0, "<mask>", false, {{"lstrip", true}, {"rstrip", true}, {"single_word", true}})};
+  const nlohmann::json tokens = nlohmann::json::array({
+      Token(0, "<mask>", false, {{"lstrip", true}, {"rstrip", true}, {"single_word", true}})});
   EXPECT_THAT(Split(tokens, kLowercase, "Hi <mask> there\t<mask>\t<mask>\xE2\x80\x80"),
               ElementsAre(Pair("hi", -1), Pair(" <mask> ", 0), Pair("there", -1),
                           Pair("\t<mask>\t", 0), Pair("<mask>\xE2\x80\x80", 0)));
 }
 
 TEST(AddedVocabularyTest, LongestMatchWinsAtTheSamePosition) {
-  const nlohmann::json tokens = {Token(10, "<|a", true), Token(11, "<|ab|>", true),
-                                 Token(12, "b|>", true)};
+  const nlohmann::json tokens = nlohmann::json::array(
+      {Token(10, "<|a", true), Token(11, "<|ab|>", true), Token(12, "b|>", true)});
   EXPECT_THAT(Split(tokens, nullptr, "x<|ab|><|ab"),
               ElementsAre(Pair("x", -1), Pair("<|ab|>", 11), Pair("<|a", 10), Pair("b", -1)));
 }
@@ -99,7 +103,7 @@ TEST(AddedVocabularyTest, LongestMatchWinsAtTheSamePosition) {
 TEST(AddedVocabularyTest, NormalizedTokensAreMatchedInTheirNormalizedForm) {
   // With a Prepend normalizer, the content "foo" is searched for as "_foo".
   const nlohmann::json prepend = {{"type", "Prepend"}, {"prepend", "_"}};
-  const nlohmann::json tokens = {Token(5, "foo", false)};
+  const nlohmann::json tokens = nlohmann::json::array({Token(5, "foo", false)});
   EXPECT_THAT(Split(tokens, prepend, "foo"), ElementsAre(Pair("_foo", 5)));
   EXPECT_THAT(Split(tokens, prepend, "xfoo"), ElementsAre(Pair("_xfoo", -1)));
   // Decoding starts from the normalized form.
