@@ -17,10 +17,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "runtime/backend/backend_registry.h"
-#include "runtime/backend/device_buffer.h"
-#include "runtime/kv_cache/kv_pool.h"
-#include "runtime/model/llama_model.h"
+#include "runtime/backend/device_backend.h"
+#include "tests/testing/forward_steps.h"
 #include "tests/testing/safetensors_writer.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/step_builder.h"
@@ -59,29 +57,8 @@ std::vector<testing::StepBuilder> Steps() {
 }
 
 std::vector<float> RunSteps(const std::string& dir, DeviceKind device, ThreadPool* pool) {
-  auto backend = CreateBackend(BackendOptions{.device = device, .pool = pool});
-  EXPECT_THAT(backend, IsOk());
-  if (!backend.ok()) return {};
-  auto model = LlamaModel::Load(dir, DType::kBF16, backend->get(), pool);
-  EXPECT_THAT(model, IsOk());
-  if (!model.ok()) return {};
-  const KvPoolShape shape = (*model)->KvShape(kBlockSize);
-  DeviceBuffer kv_storage(backend->get());
-  KvPoolOptions options;
-  if (!(*backend)->IsHostMemory()) {
-    EXPECT_THAT(kv_storage.Reserve(shape.BlockBytes() * kNumBlocks), IsOk());
-    options.device_storage = kv_storage.data<std::byte>();
-  }
-  auto kv_pool = KvPool::Create(shape, kNumBlocks, options);
-  EXPECT_THAT(kv_pool, IsOk());
-  if (!kv_pool.ok()) return {};
-  std::vector<float> all;
-  StepOutput out;
-  for (const testing::StepBuilder& step : Steps()) {
-    EXPECT_THAT((*model)->Forward(step.Batch(), **kv_pool, &out), IsOk());
-    all.insert(all.end(), out.logits.begin(), out.logits.end());
-  }
-  return all;
+  return testing::RunForwardSteps(dir, DType::kBF16, device, pool, Steps(), kBlockSize,
+                                  kNumBlocks);
 }
 
 TEST(Bf16AttentionForwardTest, TensorCoreAttentionStaysCloseToTheCpu) {

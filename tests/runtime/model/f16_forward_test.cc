@@ -21,10 +21,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/common/status_macros.h"
-#include "runtime/backend/backend_registry.h"
-#include "runtime/backend/device_buffer.h"
-#include "runtime/kv_cache/kv_pool.h"
-#include "runtime/model/llama_model.h"
+#include "runtime/backend/device_backend.h"
+#include "tests/testing/forward_steps.h"
 #include "tests/testing/safetensors_writer.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/step_builder.h"
@@ -50,30 +48,8 @@ class F16ForwardTest : public ::testing::TestWithParam<DeviceKind> {
   // The logits of two steps (prompts, then a decode step, a cached-prefix chunk and a new prompt)
   // with matmul weights in `dtype`, on a fresh backend of the test's device.
   std::vector<float> RunSteps(DType dtype) {
-    auto backend = CreateBackend(BackendOptions{.device = GetParam(), .pool = &pool_});
-    EXPECT_THAT(backend, IsOk());
-    if (!backend.ok()) return {};
-    auto model = LlamaModel::Load(dir_.path(), dtype, backend->get(), &pool_);
-    EXPECT_THAT(model, IsOk());
-    if (!model.ok()) return {};
-    const KvPoolShape shape = (*model)->KvShape(kBlockSize);
-    // A device backend's KV pool lives in its memory, as ModelRanks places it.
-    DeviceBuffer kv_storage(backend->get());
-    KvPoolOptions options;
-    if (!(*backend)->IsHostMemory()) {
-      EXPECT_THAT(kv_storage.Reserve(shape.BlockBytes() * kNumBlocks), IsOk());
-      options.device_storage = kv_storage.data<std::byte>();
-    }
-    auto kv_pool = KvPool::Create(shape, kNumBlocks, options);
-    EXPECT_THAT(kv_pool, IsOk());
-    if (!kv_pool.ok()) return {};
-    std::vector<float> all;
-    StepOutput out;
-    for (const testing::StepBuilder& step : testing::TwoMixedSteps()) {
-      EXPECT_THAT((*model)->Forward(step.Batch(), **kv_pool, &out), IsOk());
-      all.insert(all.end(), out.logits.begin(), out.logits.end());
-    }
-    return all;
+    return testing::RunForwardSteps(dir_.path(), dtype, GetParam(), &pool_,
+                                    testing::TwoMixedSteps(), kBlockSize, kNumBlocks);
   }
 
   testing::ScopedTempDir dir_;
