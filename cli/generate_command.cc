@@ -141,10 +141,11 @@ absl::Status RunLocal(const GenerateOptions& opts) {
         absl::StrCat("--dtype: '", opts.dtype, "' (f32, bf16 or f16)"));
   }
   {
-    const std::optional<DType> kv_dtype = KvDTypeFromName(opts.kv_cache_dtype);
+    const std::optional<DType> kv_dtype =
+        KvDTypeFromName(opts.kv_cache_dtype, config.weight_dtype);
     if (!kv_dtype) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--kv-cache-dtype: '", opts.kv_cache_dtype, "' (f32 or bf16)"));
+          absl::StrCat("--kv-cache-dtype: '", opts.kv_cache_dtype, "' (f32, bf16 or auto)"));
     }
     config.kv_cache_dtype = *kv_dtype;
   }
@@ -320,7 +321,8 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   AddParallelFlags(*cmd, &opts->parallel);
   cmd->add_option("--kv-cache-mib", opts->kv_cache_mib, "KV cache budget in MiB")->capture_default_str();
   cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype,
-                  "KV cache elements: f32, or bf16 (half the bytes per token)")
+                  "KV cache elements: f32, bf16 (half the bytes per token), or auto (bf16 for bf16 "
+                  "weights, else f32)")
       ->capture_default_str();
   cmd->callback([opts, exit_code] {
     const absl::Status status = RunGenerate(*opts);

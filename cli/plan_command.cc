@@ -230,10 +230,10 @@ absl::StatusOr<PlanInputs> ResolveInputs(const PlanFlags& flags) {
     // (the written config then asks for bf16).
     in.kv_cache_dtype = flags.device == "cpu" ? DType::kF32 : DType::kBF16;
   } else {
-    const std::optional<DType> kv_dtype = KvDTypeFromName(flags.kv_cache_dtype);
+    const std::optional<DType> kv_dtype = KvDTypeFromName(flags.kv_cache_dtype, in.weight_dtype);
     if (!kv_dtype) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--kv-cache-dtype ", flags.kv_cache_dtype, ": expected f32 or bf16"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--kv-cache-dtype ", flags.kv_cache_dtype, ": expected f32, bf16 or auto"));
     }
     in.kv_cache_dtype = *kv_dtype;
   }
@@ -567,7 +567,8 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--dtype", flags->dtype, "Weights: bf16 | f16 | f32")->capture_default_str();
   cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype,
-                  "KV cache elements: f32 | bf16 (default: f32 on cpu, bf16 on GPUs); the written "
+                  "KV cache elements: f32 | bf16 | auto (bf16 for bf16 weights, else f32) (default: f32 "
+                  "on cpu, bf16 on GPUs); the written "
                   "config keeps it");
   cmd->add_option("--kv-cache-bytes", flags->kv_cache_bytes,
                   "KV budget per instance (default: device memory less weights; cpu: 256MiB)");

@@ -72,9 +72,10 @@ std::optional<Failure> CheckFlags(const PlanProfileOptions& opts, planner::Profi
   } else {
     return Usage(absl::StrCat("--dtype: '", opts.dtype, "' (f32, bf16 or f16)"));
   }
-  const std::optional<DType> kv_dtype = KvDTypeFromName(opts.kv_cache_dtype);
+  const std::optional<DType> kv_dtype = KvDTypeFromName(opts.kv_cache_dtype, out->weight_dtype);
   if (!kv_dtype) {
-    return Usage(absl::StrCat("--kv-cache-dtype: '", opts.kv_cache_dtype, "' (f32 or bf16)"));
+    return Usage(
+        absl::StrCat("--kv-cache-dtype: '", opts.kv_cache_dtype, "' (f32, bf16 or auto)"));
   }
   out->kv_cache_dtype = *kv_dtype;
   if (opts.threads < 1) return Usage(absl::StrCat("--threads: ", opts.threads, ", must be >= 1"));
@@ -161,7 +162,7 @@ void RegisterPlanProfileCommand(CLI::App& plan, int* exit_code) {
   cmd->add_option("--device", opts->device, "What to profile: cpu (one core per rank; required)");
   cmd->add_option("--dtype", opts->dtype, "Weight dtype for matmuls: f32, bf16 or f16")
       ->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype, "KV cache elements: f32 or bf16")
+  cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype, "KV cache elements: f32, bf16 or auto (bf16 for bf16 weights, else f32)")
       ->capture_default_str();
   cmd->add_option("--threads", opts->threads, "Compute threads per rank")->capture_default_str();
   cmd->add_option("--tp", opts->tps, "Tensor-parallel degrees to profile, comma-separated")

@@ -259,10 +259,11 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   }
   if (dtype) config.weight_dtype = *dtype;
   if (!opts.kv_cache_dtype.empty()) {
-    const std::optional<DType> kv_dtype = KvDTypeFromName(opts.kv_cache_dtype);
+    const std::optional<DType> kv_dtype =
+        KvDTypeFromName(opts.kv_cache_dtype, config.weight_dtype);
     if (!kv_dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--kv-cache-dtype '", opts.kv_cache_dtype, "': expected f32 or bf16"));
+          "--kv-cache-dtype '", opts.kv_cache_dtype, "': expected f32, bf16 or auto"));
     }
     config.kv_cache_dtype = *kv_dtype;
   }
@@ -675,8 +676,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "Weight dtype: auto (the checkpoint's torch_dtype), float32|float, bfloat16, "
                   "float16|half (default: auto; with --config, its weight_dtype)");
   cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype,
-                  "KV cache elements: f32, or bf16 (half the memory per token and half the bytes "
-                  "decode attention reads) (default: f32; with --config, its kv_cache_dtype)");
+                  "KV cache elements: f32, bf16 (half the memory per token and half the bytes "
+                  "decode attention reads), or auto (bf16 for bf16 weights, else f32) (default: "
+                  "f32; with --config, its kv_cache_dtype)");
   cmd->add_option("--startup-timeout", opts->startup_timeout_s,
                   "Seconds to wait for the scheduler to report SERVING")
       ->capture_default_str()

@@ -41,6 +41,13 @@ constexpr std::optional<DType> KvDTypeFromName(std::string_view name) {
   return dtype && IsKvDType(*dtype) ? dtype : std::nullopt;
 }
 
+// As above, and "auto" (vLLM's default): the weights' own dtype where a cache can hold it (bf16
+// weights, a bf16 cache), f32 otherwise (f32 or f16 weights).
+constexpr std::optional<DType> KvDTypeFromName(std::string_view name, DType weight_dtype) {
+  if (name == "auto") return IsKvDType(weight_dtype) ? weight_dtype : DType::kF32;
+  return KvDTypeFromName(name);
+}
+
 // The scalar conversions below need C++20 and _Float16, which nvcc's C++17 front end lacks; CUDA
 // translation units (which include this header for DType only) convert with kernels/simt/device.h.
 #if !defined(__CUDACC__)

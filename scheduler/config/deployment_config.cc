@@ -522,6 +522,7 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
   std::array<bool, 3> section_present = {};
   std::array<bool, 3> base_port_set = {};
   bool internal_port_set = false;
+  bool kv_cache_dtype_auto = false;
   auto section = [&](WorkerRole role) {
     const auto idx = static_cast<size_t>(role);
     return Field{runtime::WorkerRoleName(role), [&, role, idx](const YAML::Node& v, const std::string& p) {
@@ -553,7 +554,16 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
        }},
       {"kv_cache_dtype",
        [&](const YAML::Node& v, const std::string& p) {
-         return ReadDType(v, p, {DType::kF32, DType::kBF16}, &config.kv_cache_dtype);
+         // "auto" resolves against weight_dtype once every key is read (any order).
+         if (v.IsScalar() && v.Scalar() == "auto") {
+           kv_cache_dtype_auto = true;
+           return absl::OkStatus();
+         }
+         if (ReadDType(v, p, {DType::kF32, DType::kBF16}, &config.kv_cache_dtype).ok()) {
+           return absl::OkStatus();
+         }
+         return Invalid(p, absl::StrCat("'", v.IsScalar() ? v.Scalar() : std::string("?"),
+                                        "' is not supported (expected f32, bf16 or auto)"));
        }},
       {"host", [&](const YAML::Node& v, const std::string& p) { return ReadString(v, p, &config.host); }},
       IntField("scheduler_port", &config.scheduler_port),
@@ -601,6 +611,7 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
       section(WorkerRole::kColocated),
   };
   RETURN_IF_ERROR(ReadMap(root, "", fields));
+  if (kv_cache_dtype_auto) config.kv_cache_dtype = *KvDTypeFromName("auto", config.weight_dtype);
   RETURN_IF_ERROR(ApplySectionRules(section_present, base_port_set, internal_port_set, config));
   RETURN_IF_ERROR(ValidateDeploymentConfig(config));
   return config;

@@ -18,9 +18,10 @@
 //                                   # model's max_position_embeddings (checked by `baton serve`,
 //                                   # which reads config.json); absent: max_position_embeddings
 //   weight_dtype: f32               # f32 | bf16 | f16 (matmul weights; see LlamaModel::Load)
-//   kv_cache_dtype: f32             # f32 | bf16: KV cache elements, one for the whole deployment so
-//                                   # both ends of a KV hand-off agree (vLLM's --kv-cache-dtype);
-//                                   # bf16 halves the bytes per token
+//   kv_cache_dtype: f32             # f32 | bf16 | auto: KV cache elements, one for the whole
+//                                   # deployment so both ends of a KV hand-off agree (vLLM's
+//                                   # --kv-cache-dtype); bf16 halves the bytes per token; auto is
+//                                   # bf16 for bf16 weights, else f32 (resolved when parsed)
 //   host: 127.0.0.1                 # address every process binds to (and the launcher polls)
 //   scheduler_port: 50051           # public gRPC API
 //   http_port: 8000                 # OpenAI-compatible HTTP; 0 disables it

@@ -49,7 +49,7 @@ def test_parse_errors_exit_two_and_say_why(run_baton, args, says):
     (("--tensor-parallel-size", "4"), "baton serve: prefill: tp 4 x pp 1 does not fit the model"),
     (("--gpu-memory-utilization", "1.5"), "baton serve: --gpu-memory-utilization: must be in (0, 1], "
                                           "got 1.5"),
-    (("--kv-cache-dtype", "fp8"), "baton serve: --kv-cache-dtype 'fp8': expected f32 or bf16"),
+    (("--kv-cache-dtype", "fp8"), "baton serve: --kv-cache-dtype 'fp8': expected f32, bf16 or auto"),
     (("--swap-space", "-1"), "baton serve: --swap-space: must be in [0, 1048576] GiB, got -1"),
 ], ids=["dtype", "max-model-len-too-large", "max-model-len-0", "served-model-name-empty",
         "model-twice", "port-and-http-port", "port-clash", "tp-with-positional-model",

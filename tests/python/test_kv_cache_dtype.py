@@ -19,9 +19,10 @@ PROMPT = "In a hole in the ground there lived a hobbit."
 MAX_TOKENS = 6
 
 
-def generate(run_baton, model: Path, tmp_path: Path, kv_dtype: str, device: str = "cpu"):
-    logits_path = tmp_path / f"logits-{kv_dtype}-{device}.f32"
-    proc = run_baton("generate", "--model", model, "--json", "--device", device,
+def generate(run_baton, model: Path, tmp_path: Path, kv_dtype: str, device: str = "cpu",
+             dtype: str = "f32"):
+    logits_path = tmp_path / f"logits-{kv_dtype}-{device}-{dtype}.f32"
+    proc = run_baton("generate", "--model", model, "--json", "--device", device, "--dtype", dtype,
                      "--kv-cache-dtype", kv_dtype, "--dump-logits", logits_path,
                      *generate_args(prompt=PROMPT, max_tokens=MAX_TOKENS, ignore_eos=True),
                      timeout=300)
@@ -43,11 +44,21 @@ def test_generate_with_a_bf16_cache_stays_close_to_f32(run_baton, models_dir, tm
 
 
 @pytest.mark.engine
+@pytest.mark.parametrize("dtype,same_as", [("bf16", "bf16"), ("f32", "f32")])
+def test_auto_kv_cache_dtype_follows_the_weights(run_baton, models_dir, tmp_path, dtype, same_as):
+    model = models_dir / "tiny"
+    auto, auto_logits = generate(run_baton, model, tmp_path, "auto", dtype=dtype)
+    explicit, explicit_logits = generate(run_baton, model, tmp_path, same_as, dtype=dtype)
+    assert auto.token_ids == explicit.token_ids
+    assert np.array_equal(auto_logits, explicit_logits)
+
+
+@pytest.mark.engine
 def test_generate_with_an_unknown_kv_cache_dtype_is_one_line_and_exit_2(run_baton, models_dir):
     proc = run_baton("generate", "--model", models_dir / "tiny", "--prompt", "Hi",
                      "--kv-cache-dtype", "f16", check=False)
     assert proc.returncode == 2
-    assert proc.stderr.splitlines() == ["baton generate: --kv-cache-dtype: 'f16' (f32 or bf16)"]
+    assert proc.stderr.splitlines() == ["baton generate: --kv-cache-dtype: 'f16' (f32, bf16 or auto)"]
 
 
 @pytest.mark.engine

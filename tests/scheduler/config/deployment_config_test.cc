@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/common/status_macros.h"
 #include "tests/testing/status_matchers.h"
 
 namespace baton::scheduler {
@@ -176,6 +177,22 @@ TEST(DeploymentConfigTest, ParsesEveryKey) {
                           WorkerInstance{WorkerRole::kDecode, 0, 6020}));
 }
 
+// vLLM's default: the weights' dtype where a KV cache can hold it, whichever key comes first.
+TEST(DeploymentConfigTest, KvCacheDtypeAutoFollowsTheWeights) {
+  const auto kv_dtype = [](absl::string_view yaml) -> absl::StatusOr<DType> {
+    ASSIGN_OR_RETURN(const DeploymentConfig config, ParseDeploymentConfig(yaml));
+    return config.kv_cache_dtype;
+  };
+  EXPECT_THAT(kv_dtype("model: m\nkv_cache_dtype: auto\nweight_dtype: bf16\n"),
+              absl_testing::IsOkAndHolds(DType::kBF16));
+  EXPECT_THAT(kv_dtype("model: m\nweight_dtype: bf16\nkv_cache_dtype: auto\n"),
+              absl_testing::IsOkAndHolds(DType::kBF16));
+  EXPECT_THAT(kv_dtype("model: m\nweight_dtype: f16\nkv_cache_dtype: auto\n"),
+              absl_testing::IsOkAndHolds(DType::kF32));
+  EXPECT_THAT(kv_dtype("model: m\nkv_cache_dtype: auto\n"),
+              absl_testing::IsOkAndHolds(DType::kF32));
+}
+
 TEST(DeploymentConfigTest, JsonAndYamlGiveTheSameConfig) {
   absl::StatusOr<DeploymentConfig> from_json = ParseDeploymentConfig(kFullJson);
   ASSERT_THAT(from_json, IsOk());
@@ -272,7 +289,7 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
       {"model: m\nweight_dtype: fp8\n",
        "weight_dtype: 'fp8' is not supported (expected f32, bf16 or f16)"},
       {"model: m\nkv_cache_dtype: f16\n",
-       "kv_cache_dtype: 'f16' is not supported (expected f32 or bf16)"},
+       "kv_cache_dtype: 'f16' is not supported (expected f32, bf16 or auto)"},
       {"model: m\nmode: hybrid\n", "mode: 'hybrid' (expected disaggregated or colocated)"},
       {"model: m\ncolocated: {}\n", "colocated: section not used in disaggregated mode"},
       {"model: m\nmode: colocated\ndecode: {}\n", "decode: section not used in colocated mode"},
