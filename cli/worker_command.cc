@@ -61,6 +61,7 @@ absl::Status RunWorker(const WorkerFlags& flags) {
       .host = flags.host.empty() ? config.host : flags.host,
       .advertise_host = flags.advertise,
       .port = phase.base_port + instance,
+      .kv_port = phase.KvPort(instance, 0),
       .scheduler_address = flags.scheduler.empty()
                                ? runtime::FormatHostPort(config.host, config.internal_port)
                                : flags.scheduler,

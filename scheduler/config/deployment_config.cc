@@ -290,6 +290,7 @@ absl::Status ReadPhase(const YAML::Node& node, const std::string& path, PhaseCon
          return absl::OkStatus();
        }},
       IntField("max_num_seqs", &phase->max_num_seqs),
+      IntField("kv_base_port", &phase->kv_base_port),
       IntField("max_num_batched_tokens", &phase->max_num_batched_tokens),
       BoolField("chunked_prefill", &phase->chunked_prefill),
       BoolField("enforce_eager", &phase->enforce_eager),
@@ -370,6 +371,21 @@ absl::Status ValidatePhase(WorkerRole role, const PhaseConfig& phase) {
                                                 phase.base_port, " reach port ", last_port,
                                                 " (> ", kMaxPort, ")"));
   }
+  if (phase.kv_base_port != 0) {
+    const std::string kv_path = JoinPath(name, "kv_base_port");
+    if (role != WorkerRole::kPrefill) {
+      return Invalid(kv_path, "only the prefill phase serves KV blocks");
+    }
+    RETURN_IF_ERROR(CheckPort(kv_path, phase.kv_base_port));
+    const int64_t last_kv_port =
+        int64_t{phase.kv_base_port} + int64_t{phase.num_instances} * phase.tp * phase.pp - 1;
+    if (last_kv_port > kMaxPort) {
+      return Invalid(kv_path, absl::StrCat(phase.num_instances, " instances of ",
+                                           phase.tp * phase.pp, " ranks from port ",
+                                           phase.kv_base_port, " reach port ", last_kv_port,
+                                           " (> ", kMaxPort, ")"));
+    }
+  }
   if (phase.cuda_device_ids.empty()) return absl::OkStatus();
   const std::string devices_path = JoinPath(name, "devices");
   if (static_cast<int64_t>(phase.cuda_device_ids.size()) != phase.num_instances) {
@@ -427,6 +443,19 @@ absl::Status CheckNoSharing(const DeploymentConfig& config) {
       return Invalid(JoinPath(runtime::WorkerRoleName(worker.role), "base_port"),
                      absl::StrCat("port ", worker.port, " of ", owner, " is already taken by ",
                                   it->second));
+    }
+  }
+  for (const WorkerInstance& worker : WorkerInstances(config)) {
+    const PhaseConfig& phase = Phase(config, worker.role);
+    for (int r = 0; phase.kv_base_port != 0 && r < phase.tp * phase.pp; ++r) {
+      const int port = phase.KvPort(worker.instance_idx, r);
+      const std::string owner =
+          absl::StrCat("the KV server of rank ", r, " of ", WorkerName(worker.role, worker.instance_idx));
+      if (auto [it, inserted] = port_owner.emplace(port, owner); !inserted) {
+        return Invalid(JoinPath(runtime::WorkerRoleName(worker.role), "kv_base_port"),
+                       absl::StrCat("port ", port, " of ", owner, " is already taken by ",
+                                    it->second));
+      }
     }
   }
   return absl::OkStatus();
@@ -490,6 +519,7 @@ void EmitPhase(YAML::Emitter& out, WorkerRole role, const PhaseConfig& phase) {
   }
   out << YAML::Key << "enforce_eager" << YAML::Value << phase.enforce_eager;
   out << YAML::Key << "base_port" << YAML::Value << phase.base_port;
+  if (phase.kv_base_port != 0) out << YAML::Key << "kv_base_port" << YAML::Value << phase.kv_base_port;
   out << YAML::EndMap;
 }
 

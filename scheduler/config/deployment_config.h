@@ -59,6 +59,9 @@
 //     max_num_seqs: 64
 //     max_num_batched_tokens: 2048
 //     base_port: 50052              # instance i serves the worker API on base_port + i
+//     kv_base_port: 0               # prefill section only: rank r of instance i serves its KV
+//                                   # blocks on kv_base_port + i * tp * pp + r; 0 (default): free
+//                                   # ports, as the OS picks them
 //     chunked_prefill: false        # colocated section only
 //     enforce_eager: false          # GPU devices: every step op by op, no decode graphs (vLLM's
 //                                   # --enforce-eager; runtime/model/decode_graphs.h)
@@ -129,6 +132,14 @@ struct PhaseConfig {
   bool chunked_prefill = false;          // colocated only: split long prompts across steps
   bool enforce_eager = false;            // no decode graphs on GPU devices
   int base_port = 0;                     // instance i listens on base_port + i
+  // Prefill only: rank r of instance i serves its KV blocks (TCP) on kv_base_port + i * tp * pp +
+  // r, a fixed range for firewalls and container ports; 0 (default): each rank picks a free port.
+  int kv_base_port = 0;
+
+  // kv_base_port's port for rank `rank` of instance `instance`; 0 when the rank picks one.
+  int KvPort(int instance, int rank) const {
+    return kv_base_port == 0 ? 0 : kv_base_port + instance * tp * pp + rank;
+  }
 
   bool on_cpu() const { return cuda_device_ids.empty() && !cuda_emulated; }
   // "cpu", "cuda" or "cuda-emulated".

@@ -193,6 +193,29 @@ TEST(DeploymentConfigTest, KvCacheDtypeAutoFollowsTheWeights) {
               absl_testing::IsOkAndHolds(DType::kF32));
 }
 
+// A fixed range of KV ports for the prefill ranks (firewalls, container ports), checked like the
+// worker ports: the prefill phase only, inside [1, 65535], taken by nothing else.
+TEST(DeploymentConfigTest, KvBasePortGivesEachPrefillRankItsPort) {
+  const absl::StatusOr<DeploymentConfig> parsed =
+      ParseDeploymentConfig("model: m\nprefill: {instances: 2, tp: 2, kv_base_port: 7000}\n");
+  ASSERT_THAT(parsed, IsOk());
+  const DeploymentConfig& config = *parsed;
+  EXPECT_EQ(config.prefill.KvPort(0, 0), 7000);
+  EXPECT_EQ(config.prefill.KvPort(0, 1), 7001);
+  EXPECT_EQ(config.prefill.KvPort(1, 0), 7002);
+  EXPECT_EQ(config.decode.KvPort(0, 0), 0);
+  EXPECT_THAT(ParseDeploymentConfig(ToYaml(config)), absl_testing::IsOkAndHolds(config));
+  EXPECT_THAT(ParseDeploymentConfig("model: m\ndecode: {kv_base_port: 7000}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("decode.kv_base_port: only the prefill phase serves KV blocks")));
+  EXPECT_THAT(ParseDeploymentConfig("model: m\nprefill: {instances: 2, kv_base_port: 65535}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("reach port 65536")));
+  // 50053 is the decode worker's (the default base ports pack the workers after 50051).
+  EXPECT_THAT(ParseDeploymentConfig("model: m\nprefill: {tp: 2, kv_base_port: 50052}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("prefill.kv_base_port: port 50052 of the KV server of rank 0")));
+}
+
 TEST(DeploymentConfigTest, JsonAndYamlGiveTheSameConfig) {
   absl::StatusOr<DeploymentConfig> from_json = ParseDeploymentConfig(kFullJson);
   ASSERT_THAT(from_json, IsOk());
