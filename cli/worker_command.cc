@@ -62,6 +62,7 @@ absl::Status RunWorker(const WorkerFlags& flags) {
       .advertise_host = flags.advertise,
       .port = phase.base_port + instance,
       .kv_port = phase.KvPort(instance, 0),
+      .kv_link_pool_size = phase.kv_link_pool_size,
       .scheduler_address = flags.scheduler.empty()
                                ? runtime::FormatHostPort(config.host, config.internal_port)
                                : flags.scheduler,

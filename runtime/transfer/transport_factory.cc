@@ -59,11 +59,10 @@ absl::StatusOr<std::unique_ptr<KvLinkFactory>> MakeKvLinkFactory(
 }
 
 AutoKvTransport::AutoKvTransport(HostIdentity local, std::unique_ptr<KvLinkFactory> links,
-                                 std::string secret)
-    : local_(std::move(local)), tcp_(secret), link_factory_(std::move(links)) {
+                                 NcclKvTransportOptions link_options)
+    : local_(std::move(local)), tcp_(link_options.secret), link_factory_(std::move(links)) {
   if (link_factory_ != nullptr) {
-    nccl_ = std::make_unique<NcclKvTransport>(link_factory_.get(),
-                                              NcclKvTransportOptions{.secret = std::move(secret)});
+    nccl_ = std::make_unique<NcclKvTransport>(link_factory_.get(), std::move(link_options));
   }
 }
 
@@ -129,14 +128,17 @@ absl::Status AutoKvTransport::Pull(const KvPullSpec& spec, const KvPool& dst,
 
 absl::StatusOr<std::unique_ptr<KvTransport>> MakeKvTransport(std::string_view link_kind,
                                                              const std::string& host,
-                                                             const std::string& secret) {
+                                                             const std::string& secret,
+                                                             int max_idle_links) {
   std::unique_ptr<KvLinkFactory> links;
   if (!link_kind.empty()) {
     absl::StatusOr<std::unique_ptr<KvLinkFactory>> factory = MakeKvLinkFactory(link_kind, host);
     if (!factory.ok()) return factory.status();
     links = *std::move(factory);
   }
-  return std::make_unique<AutoKvTransport>(LocalHostIdentity(), std::move(links), secret);
+  return std::make_unique<AutoKvTransport>(
+      LocalHostIdentity(), std::move(links),
+      NcclKvTransportOptions{.max_idle_links = max_idle_links, .secret = secret});
 }
 
 }  // namespace baton::runtime

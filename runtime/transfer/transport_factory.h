@@ -57,8 +57,10 @@ class AutoKvTransport : public KvTransport {
   // `links`: the factory of the KV links pools in device memory pull over; null: this worker's pools
   // are in host memory.
   // `secret`: the deployment secret every TCP connection presents to a KvServer; empty: none.
+  // `link_options.secret` is presented on every connection, TCP's too.
   explicit AutoKvTransport(HostIdentity local = LocalHostIdentity(),
-                           std::unique_ptr<KvLinkFactory> links = nullptr, std::string secret = "");
+                           std::unique_ptr<KvLinkFactory> links = nullptr,
+                           NcclKvTransportOptions link_options = {});
 
   // kShm if the source is on this host, names a segment, and the segment maps and is live;
   // otherwise kTcp if it names a TCP address. Otherwise the shm failure (Unavailable, e.g. the
@@ -87,9 +89,10 @@ class AutoKvTransport : public KvTransport {
 
 // The transport a decode worker uses: an AutoKvTransport for this host, pulling pools in device
 // memory over KV links of `link_kind` ("" for a worker whose pools are in host memory; otherwise as
-// MakeKvLinkFactory, whose errors it returns).
+// MakeKvLinkFactory, whose errors it returns), keeping up to `max_idle_links` of them warm.
 absl::StatusOr<std::unique_ptr<KvTransport>> MakeKvTransport(std::string_view link_kind = "",
                                                              const std::string& host = "127.0.0.1",
-                                                             const std::string& secret = "");
+                                                             const std::string& secret = "",
+                                                             int max_idle_links = 8);
 
 }  // namespace baton::runtime

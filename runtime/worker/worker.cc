@@ -108,7 +108,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& opti
   worker->step_trace_ = std::move(step_trace);
   worker->kv_link_factory_ = std::move(link_factory);
   if (options.role == WorkerRole::kDecode) {
-    ASSIGN_OR_RETURN(worker->transport_, MakeKvTransport(link_kind, options.host, options.deployment_secret));
+    ASSIGN_OR_RETURN(worker->transport_, MakeKvTransport(link_kind, options.host, options.deployment_secret,
+                                                            options.kv_link_pool_size));
   }
   if (options.role == WorkerRole::kPrefill) {
     for (int r = 0; r < ranks.num_ranks(); ++r) {

@@ -19,6 +19,9 @@ struct WorkerOptions {
   std::string advertise_host;
   int port = 0;                      // WorkerService gRPC port; 0 picks a free one
   int kv_port = 0;                   // prefill role: the TCP KV server's port; 0 picks a free one
+  // Decode role, device pools: KV links (NCCL communicators) kept warm between pulls, over all
+  // prefill ranks; the least recently used beyond are closed (NcclKvTransportOptions).
+  int kv_link_pool_size = 8;
   std::string scheduler_address;     // host:port of the scheduler's registry; "" = standalone
   // What every caller of this worker's API and KV server must present, and what it presents to the
   // scheduler's registry and to other workers' KV servers (runtime/process/deployment_secret.h);

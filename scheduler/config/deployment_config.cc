@@ -291,6 +291,7 @@ absl::Status ReadPhase(const YAML::Node& node, const std::string& path, PhaseCon
        }},
       IntField("max_num_seqs", &phase->max_num_seqs),
       IntField("kv_base_port", &phase->kv_base_port),
+      IntField("kv_link_pool_size", &phase->kv_link_pool_size),
       IntField("max_num_batched_tokens", &phase->max_num_batched_tokens),
       BoolField("chunked_prefill", &phase->chunked_prefill),
       BoolField("enforce_eager", &phase->enforce_eager),
@@ -370,6 +371,11 @@ absl::Status ValidatePhase(WorkerRole role, const PhaseConfig& phase) {
     return Invalid(base_port_path, absl::StrCat(phase.num_instances, " instances from port ",
                                                 phase.base_port, " reach port ", last_port,
                                                 " (> ", kMaxPort, ")"));
+  }
+  const std::string pool_path = JoinPath(name, "kv_link_pool_size");
+  RETURN_IF_ERROR(CheckAtLeast(pool_path, phase.kv_link_pool_size, 1));
+  if (role != WorkerRole::kDecode && phase.kv_link_pool_size != PhaseConfig{}.kv_link_pool_size) {
+    return Invalid(pool_path, "only the decode phase pulls KV blocks");
   }
   if (phase.kv_base_port != 0) {
     const std::string kv_path = JoinPath(name, "kv_base_port");
@@ -520,6 +526,9 @@ void EmitPhase(YAML::Emitter& out, WorkerRole role, const PhaseConfig& phase) {
   out << YAML::Key << "enforce_eager" << YAML::Value << phase.enforce_eager;
   out << YAML::Key << "base_port" << YAML::Value << phase.base_port;
   if (phase.kv_base_port != 0) out << YAML::Key << "kv_base_port" << YAML::Value << phase.kv_base_port;
+  if (role == WorkerRole::kDecode) {
+    out << YAML::Key << "kv_link_pool_size" << YAML::Value << phase.kv_link_pool_size;
+  }
   out << YAML::EndMap;
 }
 

@@ -62,6 +62,8 @@
 //     kv_base_port: 0               # prefill section only: rank r of instance i serves its KV
 //                                   # blocks on kv_base_port + i * tp * pp + r; 0 (default): free
 //                                   # ports, as the OS picks them
+//     kv_link_pool_size: 8          # decode section only (GPUs): NCCL KV links kept warm, over
+//                                   # all prefill ranks; the least recently used beyond are closed
 //     chunked_prefill: false        # colocated section only
 //     enforce_eager: false          # GPU devices: every step op by op, no decode graphs (vLLM's
 //                                   # --enforce-eager; runtime/model/decode_graphs.h)
@@ -135,6 +137,10 @@ struct PhaseConfig {
   // Prefill only: rank r of instance i serves its KV blocks (TCP) on kv_base_port + i * tp * pp +
   // r, a fixed range for firewalls and container ports; 0 (default): each rank picks a free port.
   int kv_base_port = 0;
+  // Decode only, on GPUs: KV links (NCCL communicators, ~100 MB each) kept warm between pulls over
+  // all prefill ranks; the least recently used beyond are closed, so P x D pairs need not each
+  // hold one forever.
+  int kv_link_pool_size = 8;
 
   // kv_base_port's port for rank `rank` of instance `instance`; 0 when the rank picks one.
   int KvPort(int instance, int rank) const {

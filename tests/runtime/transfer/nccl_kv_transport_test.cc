@@ -303,5 +303,24 @@ TEST_F(NcclKvTransportTest, AutoTransportOfADeviceWorkerPullsOverLinks) {
   EXPECT_THAT(MakeKvTransport("carrier-pigeon"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// A decode worker's pool size (the deployment's kv_link_pool_size) reaches its links' pool.
+TEST_F(NcclKvTransportTest, AutoTransportKeepsAsManyLinksAsItIsGiven) {
+  absl::StatusOr<std::unique_ptr<KvTransport>> automatic =
+      MakeKvTransport(kLink, "127.0.0.1", "", /*max_idle_links=*/1);
+  ASSERT_THAT(automatic, IsOk());
+  NcclKvTransport* links = static_cast<AutoKvTransport&>(**automatic).links();
+  ASSERT_NE(links, nullptr);
+  PrefillRank a(kShape, kSrcSeed);
+  PrefillRank b(kShape, kSrcSeed);
+  DevicePool dst(kShape, kNumBlocks);
+  const std::vector<BlockId> blocks = {0, 1};
+  for (const PrefillRank* rank : {&a, &b, &a}) {
+    ASSERT_THAT((*automatic)->Pull(SameLayoutSpec(*rank, blocks), *dst.pool, blocks, Soon()),
+                IsOk());
+  }
+  EXPECT_EQ(links->num_links_joined(), 3);  // a's first link was evicted by b's
+  EXPECT_EQ(links->num_idle_links(), 1);
+}
+
 }  // namespace
 }  // namespace baton::runtime

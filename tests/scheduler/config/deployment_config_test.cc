@@ -216,6 +216,21 @@ TEST(DeploymentConfigTest, KvBasePortGivesEachPrefillRankItsPort) {
                        HasSubstr("prefill.kv_base_port: port 50052 of the KV server of rank 0")));
 }
 
+TEST(DeploymentConfigTest, KvLinkPoolSizeIsTheDecodePhases) {
+  const absl::StatusOr<DeploymentConfig> parsed =
+      ParseDeploymentConfig("model: m\ndecode: {kv_link_pool_size: 3}\n");
+  ASSERT_THAT(parsed, IsOk());
+  EXPECT_EQ(parsed->decode.kv_link_pool_size, 3);
+  EXPECT_EQ(parsed->prefill.kv_link_pool_size, 8);
+  EXPECT_THAT(ParseDeploymentConfig(ToYaml(*parsed)), absl_testing::IsOkAndHolds(*parsed));
+  EXPECT_THAT(ParseDeploymentConfig("model: m\ndecode: {kv_link_pool_size: 0}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("decode.kv_link_pool_size: must be >= 1")));
+  EXPECT_THAT(ParseDeploymentConfig("model: m\nprefill: {kv_link_pool_size: 3}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("prefill.kv_link_pool_size: only the decode phase pulls KV")));
+}
+
 TEST(DeploymentConfigTest, JsonAndYamlGiveTheSameConfig) {
   absl::StatusOr<DeploymentConfig> from_json = ParseDeploymentConfig(kFullJson);
   ASSERT_THAT(from_json, IsOk());
