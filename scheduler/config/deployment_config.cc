@@ -561,7 +561,7 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
   std::array<bool, 3> section_present = {};
   std::array<bool, 3> base_port_set = {};
   bool internal_port_set = false;
-  bool kv_cache_dtype_auto = false;
+  std::string kv_cache_dtype_name;  // as written; empty: the default
   auto section = [&](WorkerRole role) {
     const auto idx = static_cast<size_t>(role);
     return Field{runtime::WorkerRoleName(role), [&, role, idx](const YAML::Node& v, const std::string& p) {
@@ -593,16 +593,13 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
        }},
       {"kv_cache_dtype",
        [&](const YAML::Node& v, const std::string& p) {
-         // "auto" resolves against weight_dtype once every key is read (any order).
-         if (v.IsScalar() && v.Scalar() == "auto") {
-           kv_cache_dtype_auto = true;
-           return absl::OkStatus();
+         // Resolved once every key is read: "auto" follows weight_dtype, in any key order.
+         RETURN_IF_ERROR(ReadString(v, p, &kv_cache_dtype_name));
+         if (!KvDTypeFromName(kv_cache_dtype_name, DType::kF32)) {
+           return Invalid(p, absl::StrCat("'", kv_cache_dtype_name,
+                                          "' is not supported (expected f32, bf16 or auto)"));
          }
-         if (ReadDType(v, p, {DType::kF32, DType::kBF16}, &config.kv_cache_dtype).ok()) {
-           return absl::OkStatus();
-         }
-         return Invalid(p, absl::StrCat("'", v.IsScalar() ? v.Scalar() : std::string("?"),
-                                        "' is not supported (expected f32, bf16 or auto)"));
+         return absl::OkStatus();
        }},
       {"host", [&](const YAML::Node& v, const std::string& p) { return ReadString(v, p, &config.host); }},
       IntField("scheduler_port", &config.scheduler_port),
@@ -650,7 +647,9 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
       section(WorkerRole::kColocated),
   };
   RETURN_IF_ERROR(ReadMap(root, "", fields));
-  if (kv_cache_dtype_auto) config.kv_cache_dtype = *KvDTypeFromName("auto", config.weight_dtype);
+  if (!kv_cache_dtype_name.empty()) {
+    config.kv_cache_dtype = *KvDTypeFromName(kv_cache_dtype_name, config.weight_dtype);
+  }
   RETURN_IF_ERROR(ApplySectionRules(section_present, base_port_set, internal_port_set, config));
   RETURN_IF_ERROR(ValidateDeploymentConfig(config));
   return config;

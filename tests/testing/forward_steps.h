@@ -3,6 +3,8 @@
 // it: in the backend's memory when that is not the host's.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,25 @@ std::vector<float> RunForwardSteps(const std::string& dir, DType dtype, runtime:
     all.insert(all.end(), out.logits.begin(), out.logits.end());
   }
   return all;
+}
+
+// The largest |actual - expected| of a logit row over that row's largest |expected|, over all
+// rows of `vocab` logits: the error measure the model comparisons bound. Infinite where a row of
+// zeros is not matched exactly.
+inline float MaxErrorOfRowMax(const std::vector<float>& expected, const std::vector<float>& actual,
+                              int vocab) {
+  float worst = 0;
+  for (size_t row = 0; row < expected.size() / vocab; ++row) {
+    float scale = 0;
+    float diff = 0;
+    for (int v = 0; v < vocab; ++v) {
+      const size_t i = row * vocab + v;
+      scale = std::max(scale, std::abs(expected[i]));
+      diff = std::max(diff, std::abs(actual[i] - expected[i]));
+    }
+    if (diff > 0) worst = std::max(worst, scale > 0 ? diff / scale : INFINITY);
+  }
+  return worst;
 }
 
 }  // namespace baton::testing

@@ -210,7 +210,7 @@ TEST(DeploymentConfigTest, KvBasePortGivesEachPrefillRankItsPort) {
                        HasSubstr("decode.kv_base_port: only the prefill phase serves KV blocks")));
   EXPECT_THAT(ParseDeploymentConfig("model: m\nprefill: {instances: 2, kv_base_port: 65535}\n"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("reach port 65536")));
-  // 50053 is the decode worker's (the default base ports pack the workers after 50051).
+  // 50052 is prefill worker 0's own port (the default base ports pack the workers after 50051).
   EXPECT_THAT(ParseDeploymentConfig("model: m\nprefill: {tp: 2, kv_base_port: 50052}\n"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("prefill.kv_base_port: port 50052 of the KV server of rank 0")));
