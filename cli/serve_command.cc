@@ -417,7 +417,10 @@ std::vector<runtime::ChildSpec> ChildSpecs(const DeploymentConfig& config,
   specs.push_back({.name = kSchedulerName,
                    .argv = {exe, "scheduler", "--config", config_path.string(), "--secret-file",
                             secret_path.string(), "--drain-timeout", absl::StrCat(drain_timeout_s),
-                            "--log-level", log_level}});
+                            "--log-level", log_level},
+                   // The launcher's death kills the workers; the scheduler then ends every open
+                   // stream with an error event (no live worker) before it exits.
+                   .parent_death_signal = SIGTERM});
   for (const scheduler::WorkerInstance& worker : scheduler::WorkerInstances(config)) {
     specs.push_back({.name = runtime::WorkerName(worker.role, worker.instance_idx),
                      .argv = {exe, "worker", "--config", config_path.string(), "--secret-file",

@@ -8,7 +8,7 @@ APT_PACKAGES=(
   build-essential cmake pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev nlohmann-json3-dev libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libpcre2-dev libicu-dev libyaml-cpp-dev libcli11-dev libcpp-httplib-dev prometheus-cpp-dev python3-venv
+  libpcre2-dev libicu-dev libyaml-cpp-dev libcli11-dev libcpp-httplib-dev libboost-dev libssl-dev prometheus-cpp-dev python3-venv
   # The fuzz build (scripts/fuzz.sh): clang, and libFuzzer with the sanitizer runtimes, which clang
   # only recommends.
   clang libclang-rt-14-dev

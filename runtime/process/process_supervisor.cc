@@ -81,9 +81,9 @@ absl::StatusOr<int> OpenRedirect(const std::filesystem::path& path) {
 // Runs in the forked child: only async-signal-safe calls until execve. On failure, writes errno to
 // `error_fd` and exits 127.
 [[noreturn]] void ExecChild(pid_t parent_pid, char* const* argv, int stdout_fd, int stderr_fd,
-                            int error_fd) {
+                            int error_fd, int parent_death_signal) {
   setpgid(0, 0);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  prctl(PR_SET_PDEATHSIG, parent_death_signal);
   // The parent may have died before prctl took effect.
   if (getppid() != parent_pid) _exit(127);
   struct sigaction default_action = {};
@@ -165,7 +165,7 @@ absl::StatusOr<pid_t> ProcessSupervisor::Start(const ChildSpec& spec) {
   const pid_t parent_pid = getpid();
   const pid_t pid = fork();
   if (pid < 0) return ErrnoStatus(errno, absl::StrCat(spec.name, ": fork"));
-  if (pid == 0) ExecChild(parent_pid, argv.data(), *stdout_fd, *stderr_fd, error_write.get());
+  if (pid == 0) ExecChild(parent_pid, argv.data(), *stdout_fd, *stderr_fd, error_write.get(), spec.parent_death_signal);
 
   // Also set here, so the group exists before StopAll can signal it.
   setpgid(pid, pid);

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include <condition_variable>
+#include <csignal>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -39,6 +40,10 @@ struct ChildSpec {
   std::vector<std::string> argv;  // argv[0] is the executable's path (no PATH search)
   std::filesystem::path stdout_path;  // empty: inherit; otherwise created or truncated
   std::filesystem::path stderr_path;  // empty: inherit; otherwise created or truncated
+  // What the child gets when the thread that started it dies (PR_SET_PDEATHSIG). A process that can
+  // end its work cleanly asks for SIGTERM: the scheduler, whose clients' streams then end with an
+  // error event rather than a cut connection.
+  int parent_death_signal = SIGKILL;
 };
 
 // How one child ended.

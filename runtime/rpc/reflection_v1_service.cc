@@ -28,7 +28,22 @@ void AddFile(const FileDescriptor* file, std::set<std::string>* sent, v1::FileDe
   for (int i = 0; i < file->dependency_count(); ++i) AddFile(file->dependency(i), sent, out);
 }
 
+void AddWithImports(const FileDescriptor* file, std::set<std::string>* files) {
+  if (!files->insert(file->name()).second) return;
+  for (int i = 0; i < file->dependency_count(); ++i) AddWithImports(file->dependency(i), files);
+}
+
 }  // namespace
+
+ReflectionV1Service::ReflectionV1Service(std::vector<std::string> service_names, Authorize authorize)
+    : service_names_(std::move(service_names)), authorize_(std::move(authorize)) {
+  for (const std::string& name : service_names_) {
+    // A service whose descriptor this binary does not hold (gRPC's health, in upb) has no file to send.
+    if (const auto* service = DescriptorPool::generated_pool()->FindServiceByName(name)) {
+      AddWithImports(service->file(), &served_files_);
+    }
+  }
+}
 
 v1::ServerReflectionResponse ReflectionV1Service::Answer(const v1::ServerReflectionRequest& request) const {
   const DescriptorPool* pool = DescriptorPool::generated_pool();
@@ -37,7 +52,9 @@ v1::ServerReflectionResponse ReflectionV1Service::Answer(const v1::ServerReflect
   *response.mutable_original_request() = request;
   std::set<std::string> sent;
   auto send_file = [&](const FileDescriptor* file, const std::string& what) {
-    if (file == nullptr) return Error(&response, grpc::StatusCode::NOT_FOUND, what + " not found");
+    if (file == nullptr || !served_files_.contains(file->name())) {
+      return Error(&response, grpc::StatusCode::NOT_FOUND, what + " not found");
+    }
     AddFile(file, &sent, response.mutable_file_descriptor_response());
   };
   switch (request.message_request_case()) {
@@ -87,13 +104,29 @@ v1::ServerReflectionResponse ReflectionV1Service::Answer(const v1::ServerReflect
 }
 
 grpc::Status ReflectionV1Service::ServerReflectionInfo(
-    grpc::ServerContext*,
+    grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::ServerReflectionResponse, v1::ServerReflectionRequest>* stream) {
+  if (authorize_) {
+    if (grpc::Status admitted = authorize_(*context); !admitted.ok()) return admitted;
+  }
   v1::ServerReflectionRequest request;
   while (stream->Read(&request)) {
     if (!stream->Write(Answer(request))) break;
   }
   return grpc::Status::OK;
+}
+
+ReflectionV1AlphaService::ReflectionV1AlphaService(ReflectionV1Service* v1) {
+  using Stream = grpc::ServerReaderWriter<v1::ServerReflectionResponse, v1::ServerReflectionRequest>;
+  // As generated code registers a method, under v1alpha's name.
+  AddMethod(new grpc::internal::RpcServiceMethod(
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", grpc::internal::RpcMethod::BIDI_STREAMING,
+      new grpc::internal::BidiStreamingHandler<ReflectionV1Service, v1::ServerReflectionRequest,
+                                               v1::ServerReflectionResponse>(
+          [](ReflectionV1Service* service, grpc::ServerContext* context, Stream* stream) {
+            return service->ServerReflectionInfo(context, stream);
+          },
+          v1)));
 }
 
 }  // namespace baton::rpc

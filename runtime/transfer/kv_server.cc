@@ -96,14 +96,17 @@ void KvServer::AcceptLoop() {
       continue;  // EAGAIN, EINTR, ECONNABORTED: the next wait sorts it out
     }
     ReapFinishedConnections();
-    if (static_cast<int>(connections_.size()) >= options_.max_connections) continue;  // closes fd
+    EvictOldestAwaitingHello();
     const int one = 1;
     setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto connection = std::make_unique<Connection>();
+    connection->fd = std::move(fd);
     Connection* raw = connection.get();
     try {
-      connection->thread = std::thread([this, raw, conn_fd = std::move(fd)]() mutable {
-        ServeConnection(std::move(conn_fd));
+      connection->thread = std::thread([this, raw] {
+        ServeConnection(*raw);
+        // The peer sees the end now; the descriptor itself is closed when the listener reaps this.
+        shutdown(raw->fd.get(), SHUT_RDWR);
         raw->done.store(true);
       });
     } catch (const std::system_error&) {
@@ -113,8 +116,23 @@ void KvServer::AcceptLoop() {
   }
 }
 
+void KvServer::EvictOldestAwaitingHello() {
+  int awaiting = 0;
+  Connection* oldest = nullptr;  // connections_ is in accept order
+  for (const auto& connection : connections_) {
+    if (connection->state.load() != kAwaitingHello || connection->done.load()) continue;
+    if (oldest == nullptr) oldest = connection.get();
+    ++awaiting;
+  }
+  if (awaiting < options_.max_unauthenticated_connections || oldest == nullptr) return;
+  int expected = kAwaitingHello;
+  // Its thread is still reading the hello (it cannot authenticate now): the shutdown ends that read.
+  if (oldest->state.compare_exchange_strong(expected, kEvicted)) shutdown(oldest->fd.get(), SHUT_RDWR);
+}
+
 absl::Status KvServer::ReadHello(int fd) {
-  const IoWait wait{.deadline = absl::Now() + options_.io_timeout, .cancel_fd = stop_fd_.get()};
+  // The whole hello within hello_timeout of the connection: it is sent with the connection.
+  const IoWait wait{.deadline = absl::Now() + options_.hello_timeout, .cancel_fd = stop_fd_.get()};
   KvWireHello hello{};
   if (absl::Status status = RecvAll(fd, &hello, sizeof(hello), wait); !status.ok()) return status;
   if (hello.magic != kKvWireMagic || hello.version != kKvWireVersion) {
@@ -132,11 +150,23 @@ absl::Status KvServer::ReadHello(int fd) {
   return absl::OkStatus();
 }
 
-void KvServer::ServeConnection(UniqueFd fd) {
-  if (absl::Status hello = ReadHello(fd.get()); !hello.ok()) {
+void KvServer::ServeConnection(Connection& connection) {
+  const UniqueFd& fd = connection.fd;
+  absl::Status hello = ReadHello(fd.get());
+  int expected = kAwaitingHello;
+  if (hello.ok() && !connection.state.compare_exchange_strong(expected, kAuthenticated)) {
+    hello = absl::UnavailableError("KV server: evicted before its hello");  // too many were waiting
+  }
+  if (hello.ok() && num_authenticated_.fetch_add(1) >= options_.max_connections) {
+    num_authenticated_.fetch_sub(1);
+    // Closed unanswered, as a connection the server cannot take: the client sees Unavailable.
+    hello = absl::UnavailableError(absl::StrCat("KV server: ", options_.max_connections, " connections open"));
+  }
+  if (!hello.ok()) {
     // Answered to the first request the client sends (it sends the hello and that request without
     // waiting): nothing of the pool is read for it.
     if (!absl::IsUnavailable(hello) && !absl::IsDeadlineExceeded(hello) && !absl::IsCancelled(hello) &&
+        connection.state.load() != kEvicted &&
         SendStatus(fd.get(), hello)) {
       // Close gracefully: the client's request may still be arriving, and closing a socket with
       // unread bytes resets it, which can destroy the answer before the client reads it. So stop
@@ -163,6 +193,7 @@ void KvServer::ServeConnection(UniqueFd fd) {
     if (!ServeRequest(fd.get(), request, link)) break;
   }
   if (link != nullptr) num_live_links_.fetch_sub(1);
+  num_authenticated_.fetch_sub(1);
 }
 
 bool KvServer::SendStatus(int fd, const absl::Status& status) {

@@ -15,8 +15,13 @@
 // allocated and unwritten until the decode side reports back is the caller's contract
 // (kv_transport.h, lifecycle step 4). With a secret (options.secret, the deployment's), a
 // connection whose hello does not present it gets Unauthenticated and is closed before any KV is
-// read or sent. With grants (options.grants, the prefill worker's), a request reads only blocks of
-// the live grant it presents (kv_grants.h); a grant revoked mid-send cuts its connection.
+// read or sent. A connection that has not sent its hello within hello_timeout is closed, and those
+// still waiting for theirs have a cap of their own (max_unauthenticated_connections; past it the
+// oldest is closed to make room), so connections that never authenticate cannot keep a puller out:
+// its hello arrives with its connection. With grants (options.grants, the prefill worker's), a
+// request reads only blocks of the live grant it presents (kv_grants.h); a grant revoked mid-send
+// cuts its connection.
+
 #pragma once
 
 #include <atomic>
@@ -46,8 +51,12 @@ struct KvServerOptions {
   // A connection that makes no progress for this long (idle between requests, or stalled while a
   // request or response is in flight) is closed. Default 30 s.
   absl::Duration io_timeout = absl::Seconds(30);
-  // Connections beyond this many are accepted and closed at once (the client sees Unavailable).
+  // Authenticated connections beyond this many are answered Unavailable and closed.
   int max_connections = 64;
+  // Connections that have not sent their hello yet: each has hello_timeout to do so, and past this
+  // many the oldest is closed.
+  absl::Duration hello_timeout = absl::Seconds(2);
+  int max_unauthenticated_connections = 16;
   // Non-null: the pool is in device memory and is served over links this factory joins (it must
   // outlive the server); null: a host pool, served inline.
   KvLinkFactory* link_factory = nullptr;
@@ -89,8 +98,13 @@ class KvServer {
   int64_t num_links_joined() const { return num_links_joined_.load(); }
 
  private:
+  enum ConnectionState : int { kAwaitingHello, kAuthenticated, kEvicted };
   struct Connection {
+    // Owned here, not by the thread, so that the listener can shut it down (evicting it) without
+    // racing its close; closed when the connection is reaped.
+    UniqueFd fd;
     std::thread thread;
+    std::atomic<int> state{kAwaitingHello};
     std::atomic<bool> done{false};
   };
 
@@ -105,7 +119,10 @@ class KvServer {
   void AcceptLoop();  // the listener thread
   // The connection's hello (tcp_wire.h): OK when it presents the secret, or there is none.
   absl::Status ReadHello(int fd);
-  void ServeConnection(UniqueFd fd);
+  void ServeConnection(Connection& connection);
+  // Makes room for a new connection among those awaiting their hello: closes the oldest when they
+  // are at their cap.
+  void EvictOldestAwaitingHello();
   // Answers one request whose header is already read (`link`: the connection's, if it joined one).
   // Returns false to close the connection.
   bool ServeRequest(int fd, const KvWireRequest& request, std::unique_ptr<KvLink>& link);
@@ -136,6 +153,7 @@ class KvServer {
   std::atomic<int64_t> num_requests_served_{0};
   std::atomic<int64_t> num_links_joined_{0};
   std::atomic<int> num_live_links_{0};
+  std::atomic<int> num_authenticated_{0};
   bool stopped_ = false;
 };
 

@@ -612,6 +612,7 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
       PathField("tls_cert", &config.tls_cert),
       PathField("tls_key", &config.tls_key),
       PathField("chat_template", &config.chat_template),
+      IntField("liveness_timeout_ms", &config.liveness_timeout_ms),
       {"http_max_body_bytes",
        [&](const YAML::Node& v, const std::string& p) -> absl::Status {
          if (!v.IsScalar()) return TypeError(p, "a byte size such as 4MiB", v);
@@ -751,6 +752,10 @@ absl::Status ValidateDeploymentConfig(const DeploymentConfig& config) {
                    "tls_cert and tls_key go together (a certificate chain and its private key)");
   }
   if (config.http_max_body_bytes == 0) return Invalid("http_max_body_bytes", "must be > 0");
+  // Below a heartbeat interval or so every worker would be suspected all the time.
+  if (config.liveness_timeout_ms < 200 || config.liveness_timeout_ms > 600000) {
+    return Invalid("liveness_timeout_ms", absl::StrCat("must be in [200, 600000], got ", config.liveness_timeout_ms));
+  }
   if (config.block_size < 1 || config.block_size > kMaxBlockSize ||
       (config.block_size & (config.block_size - 1)) != 0) {
     return Invalid("block_size", absl::StrCat("must be a power of two in [1, ", kMaxBlockSize,
@@ -800,6 +805,7 @@ std::string ToYaml(const DeploymentConfig& config) {
     EmitString(out, config.tls_key.string());
   }
   out << YAML::Key << "http_max_body_bytes" << YAML::Value << FormatByteSize(config.http_max_body_bytes);
+  out << YAML::Key << "liveness_timeout_ms" << YAML::Value << config.liveness_timeout_ms;
   if (!config.chat_template.empty()) {
     out << YAML::Key << "chat_template" << YAML::Value;
     EmitString(out, config.chat_template.string());

@@ -30,7 +30,9 @@
 //                                   # highest worker port (the next one if that is http_port)
 //   tls_cert: /etc/baton/cert.pem   # PEM certificate chain: the public gRPC and HTTP APIs serve TLS;
 //   tls_key: /etc/baton/key.pem     # its PEM private key (both or neither; relative to the file)
-//   http_max_body_bytes: 4MiB       # a larger HTTP request body is refused (413) before it is read
+//   http_max_body_bytes: 4MiB       # a larger HTTP request body, however framed, is refused (413)
+//   liveness_timeout_ms: 1000       # a worker silent this long (5 heartbeats) is probed directly,
+//                                   # and cut off only if the probe goes unanswered as long too
 //   chat_template: chat.jinja       # Jinja2 chat template file for /v1/chat/completions, replacing
 //                                   # the model's tokenizer_config.json one (relative to the file)
 //   mode: disaggregated             # disaggregated (sections prefill, decode) | colocated (colocated)
@@ -188,6 +190,7 @@ struct DeploymentConfig {
   std::filesystem::path tls_cert;
   std::filesystem::path tls_key;
   uint64_t http_max_body_bytes = 4ull << 20;
+  int liveness_timeout_ms = 1000;  // in [200, 600000]
   // Empty: the model's own chat template (tokenizer_config.json), if any.
   std::filesystem::path chat_template;
   DeploymentMode mode = DeploymentMode::kDisaggregated;

@@ -9,6 +9,10 @@ namespace baton::scheduler {
 absl::Status ValidateRequest(const GenerateRequest& request) {
   const int num_prompts = int{request.prompt_text.has_value()} + int{request.prompt_ids.has_value()} +
                           int{request.chat.has_value()};
+  if (request.request_id.size() > kMaxClientRequestIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("request_id is ", request.request_id.size(),
+                                                   " bytes; at most ", kMaxClientRequestIdBytes));
+  }
   if (num_prompts != 1) return absl::InvalidArgumentError("prompt: set exactly one of text, token_ids and chat");
   if (request.prompt_text.has_value()) {
     if (request.prompt_text->empty()) return absl::InvalidArgumentError("prompt: text is empty");

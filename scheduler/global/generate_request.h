@@ -15,7 +15,11 @@
 namespace baton::scheduler {
 
 struct GenerateRequest {
-  std::string request_id;  // empty: the scheduler assigns one ("req-<arrival us>-<n>")
+  // The client's id for its request (at most kMaxClientRequestIdBytes), echoed in every chunk;
+  // never the id the deployment runs it under, so that two clients may use the same one. Prepare
+  // moves it to client_request_id and sets request_id to a fresh internal one ("req-<arrival us>-<n>").
+  std::string request_id;
+  std::string client_request_id;
   std::string model;       // empty: whatever model is served
   // Exactly one of the three prompts is set (ValidateRequest); a chat becomes prompt_text (without
   // special tokens added) in Prepare, through the served model's chat template.
@@ -45,9 +49,16 @@ struct GenerateRequest {
 // must be in (0, 1]"). Checks that need the model (vocabulary, context length) are Prepare's.
 absl::Status ValidateRequest(const GenerateRequest& request);
 
+inline constexpr size_t kMaxClientRequestIdBytes = 256;
+
+// The id a client sees in its answer: its own, or the internal one when it gave none.
+inline const std::string& EchoedRequestId(const GenerateRequest& request) {
+  return request.client_request_id.empty() ? request.request_id : request.client_request_id;
+}
+
 // A validated, tokenized, admitted request, ready to run.
 struct PreparedRequest {
-  GenerateRequest request;      // request_id set, max_tokens and seed resolved
+  GenerateRequest request;      // request_id internal and unique, max_tokens and seed resolved
   std::vector<int32_t> prompt;  // [num_prompt_tokens]
   int64_t arrival_us = 0;       // Unix microseconds
 };

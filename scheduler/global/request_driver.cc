@@ -39,7 +39,8 @@ std::string RequestDriver::NewRequestId() const {
 }
 
 absl::StatusOr<PreparedRequest> RequestDriver::Prepare(GenerateRequest request) const {
-  const std::string request_id = request.request_id;
+  // At most a bounded prefix of what the client sent reaches the log.
+  const std::string request_id = request.request_id.substr(0, kMaxClientRequestIdBytes);
   absl::StatusOr<PreparedRequest> prepared = PrepareUnlogged(std::move(request));
   if (!prepared.ok() && LogEnabled(LogLevel::kInfo)) {
     LogInfo(absl::StrCat("request request_id=", request_id.empty() ? "-" : LogValue(request_id),
@@ -111,7 +112,8 @@ absl::StatusOr<PreparedRequest> RequestDriver::PrepareUnlogged(GenerateRequest r
   if (!request.top_k_given) params.sampling.top_k = defaults.top_k;
   if (!request.top_p_given) params.sampling.top_p = defaults.top_p;
   if (absl::Status admitted = Admit(num_prompt_tokens); !admitted.ok()) return admitted;
-  if (request.request_id.empty()) request.request_id = NewRequestId();
+  request.client_request_id = std::move(request.request_id);
+  request.request_id = NewRequestId();
   return PreparedRequest{.request = std::move(request), .prompt = std::move(prompt),
                          .arrival_us = arrival_us};
 }

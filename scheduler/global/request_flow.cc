@@ -40,7 +40,7 @@ const char* FlowStateName(FlowState state) {
 RequestFlow::RequestFlow(RequestFlowParams params, PreparedRequest prepared)
     : params_(std::move(params)),
       prepared_(std::move(prepared)),
-      stream_(*params_.tokenizer, prepared_.request.request_id, prepared_.prompt,
+      stream_(*params_.tokenizer, EchoedRequestId(prepared_.request), prepared_.prompt,
               prepared_.request.stop_strings, prepared_.request.params.logits_processors.min_tokens,
               prepared_.request.include_stop_str_in_output, &params_.write),
       num_prompt_tokens_(static_cast<int>(prepared_.prompt.size())),
@@ -136,14 +136,18 @@ FlowState RequestFlow::NoLiveWorker(WorkerRole role) {
 
 FlowState RequestFlow::Retry(FlowState retry, absl::Status failure) {
   last_failure_ = std::string(failure.message());
-  if (++num_failures_ >= params_.max_attempts) {
-    return End(absl::Status(failure.code(), absl::StrCat(failure.message(), " (", num_failures_,
-                                                         " worker failures; giving up)")));
+  const absl::Time now = absl::Now();
+  if (num_failures_++ == 0) first_failure_ = now;
+  if (now - first_failure_ >= params_.retry_deadline) {
+    return End(absl::Status(
+        failure.code(), absl::StrCat(failure.message(), " (", num_failures_, " worker failures over ",
+                                     absl::FormatDuration(now - first_failure_), "; gave up at the retry deadline of ",
+                                     absl::FormatDuration(params_.retry_deadline), ")")));
   }
   if (params_.is_cancelled()) return End(absl::CancelledError("client cancelled"));
   LogInfo(absl::StrCat("request ", prepared_.request.request_id, ": ", failure.message(), "; ",
-                       FlowStateName(retry), " again (worker failure ", num_failures_, " of at most ",
-                       params_.max_attempts - 1, ")"));
+                       FlowStateName(retry), " again (worker failure ", num_failures_, ", retried for up to ",
+                       absl::FormatDuration(params_.retry_deadline - (now - first_failure_)), " more)"));
   return retry;
 }
 
@@ -264,7 +268,7 @@ bool RequestFlow::OnDecodeEvent(const DecodeEvent& event) {
   }
   if (!chunk.token_ids.empty()) PrefillDone();
   for (const int64_t emit_us : chunk.emit_us) {
-    if (last_emit_us_ != 0) {
+    if (last_emit_us_ != 0 && !client_paced_) {
       params_.latency_model->ObserveDecodeStep(
           decoder_name_, params_.registry->NumActive(decoder_->incarnation_id),
           emit_us - last_emit_us_);
@@ -272,11 +276,15 @@ bool RequestFlow::OnDecodeEvent(const DecodeEvent& event) {
     last_emit_us_ = emit_us;
   }
   generated_.insert(generated_.end(), chunk.token_ids.begin(), chunk.token_ids.end());
+  const absl::Time write_start = absl::Now();
   if (!stream_.Write(std::exchange(pending_, {}), chunk.token_ids, chunk.logprobs, chunk.emit_us,
                      chunk.finish_reason)) {
     client_gone_ = true;
     return false;
   }
+  // A client slower than the decode steps holds the stream back (its writes block): the gaps
+  // between its tokens are then its own pace, not the instance's, and the model learns none.
+  if (absl::Now() - write_start > kClientPacedWrite) client_paced_ = true;
   // Finished (a finish reason, or a stop string the worker does not know of): stop the stream.
   return !stream_.finished();
 }

@@ -14,8 +14,11 @@
 // (UNAVAILABLE when no live instance can take the request or one dies under it; a worker's own
 // error as it returned it).
 //
-// Surviving a dead worker (within max_attempts worker failures per request, then UNAVAILABLE
-// naming the last one):
+// Surviving a dead worker: a request is retried, however many workers fail under it, until either no
+// live worker of the phase can take it (it waits worker_wait for one) or retry_deadline has passed
+// since its first failure; it then ends UNAVAILABLE saying which, and naming the last failure. (A
+// fixed number of attempts gave up on a long prompt whose prefill a worker killed every few seconds
+// kept cutting short, while live workers were there to take it.)
 //   - No live instance of the phase: the request waits up to worker_wait for one (a deployment
 //     still starting, or a worker being restarted) rather than failing at once.
 //   - The prefill instance is unreachable: kPrefilling again, on another instance.
@@ -47,7 +50,9 @@
 //     prefill runs (on the colocated instance until its first token), one active request on the
 //     decode instance while its stream is open.
 //   - The LatencyModel learns every prefill's timing and every gap between consecutive tokens of
-//     the decode stream (with the decode instance's active requests as the batch size).
+//     the decode stream (with the decode instance's active requests as the batch size), but for a
+//     client that reads slower than the tokens come (a write to it blocked for kClientPacedWrite):
+//     its gaps are its own pace from then on.
 //
 // Lifecycle: construct per request, call Run once. Not thread-safe (one request, one thread); the
 // objects in the params must outlive it.
@@ -88,7 +93,8 @@ struct RequestFlowParams {
   absl::Duration max_call_duration = absl::Minutes(30);
   absl::Duration release_deadline = absl::Seconds(2);  // for Release, which nothing waits on
   absl::Duration worker_wait = absl::Seconds(10);  // for a live instance of a phase
-  int max_attempts = 3;  // worker failures a request survives, plus one
+  // From a request's first worker failure, how long it goes on being retried.
+  absl::Duration retry_deadline = absl::Seconds(60);
   ChunkSink write;                     // false: the client is gone
   std::function<bool()> is_cancelled;  // true once the client cancelled or disconnected
 };
@@ -118,8 +124,8 @@ class RequestFlow {
   std::optional<RoutingDecision> Route(WorkerRole role);
   // The end of a request no live instance of `role` could take.
   FlowState NoLiveWorker(WorkerRole role);
-  // After a worker failure the request can survive: `retry` while attempts remain and the client
-  // is still there, else the end with `failure`.
+  // After a worker failure the request can survive: `retry` while retry_deadline has not passed
+  // and the client is still there, else the end with `failure`.
   FlowState Retry(FlowState retry, absl::Status failure);
 
   void Enter(FlowState state);
@@ -151,7 +157,10 @@ class RequestFlow {
   std::optional<PrefillResult> prefilled_;
   bool prefill_kv_held_ = false;  // the prefill instance holds KV that we must release
   std::vector<int32_t> generated_;  // every token the client has, in order
+  static constexpr absl::Duration kClientPacedWrite = absl::Milliseconds(50);
+  bool client_paced_ = false;           // a write to the client blocked: learn no decode steps
   int num_failures_ = 0;                // worker failures survived so far
+  absl::Time first_failure_;            // when the first of them happened
   std::string last_failure_;            // the latest of them, for the final error
   std::optional<WorkerRef> decoder_;
   std::string decoder_name_;

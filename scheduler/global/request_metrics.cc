@@ -36,6 +36,7 @@ RequestPhases PhasesOf(const RequestMetrics& m) {
 
 std::string RequestLogLine(const RequestMetrics& m) {
   std::string line = absl::StrCat("request request_id=", LogValue(m.request_id));
+  if (!m.client_request_id.empty()) absl::StrAppend(&line, " client_request_id=", LogValue(m.client_request_id));
   if (m.status.ok()) {
     const char* reason = FinishedReasonLabel(m.finish_reason);
     absl::StrAppend(&line, " outcome=finished finish_reason=", reason ? reason : "none");
@@ -70,6 +71,7 @@ std::string RequestLogLine(const RequestMetrics& m) {
 
 RequestMetricsRecorder::RequestMetricsRecorder(const PreparedRequest& prepared) {
   metrics_.request_id = prepared.request.request_id;
+  metrics_.client_request_id = prepared.request.client_request_id;
   metrics_.num_prompt_tokens = static_cast<int>(prepared.prompt.size());
   metrics_.arrival_us = prepared.arrival_us;
 }

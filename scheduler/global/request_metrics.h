@@ -32,7 +32,8 @@
 namespace baton::scheduler {
 
 struct RequestMetrics {
-  std::string request_id;
+  std::string request_id;         // internal
+  std::string client_request_id;  // the client's, when it gave one
   int num_prompt_tokens = 0;
   int num_generated_tokens = 0;  // tokens written to the client
   absl::Status status;           // OK: finished; CANCELLED: the client left; else the failure

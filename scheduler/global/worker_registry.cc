@@ -39,6 +39,7 @@ bool WorkerRegistry::Heartbeat(const std::string& incarnation_id, const WorkerLo
   if (it == workers_.end() || !it->second.alive) return false;
   it->second.reported = load;
   it->second.last_seen = now;
+  it->second.suspected = false;
   return true;
 }
 
@@ -62,18 +63,30 @@ bool WorkerRegistry::MarkExited(WorkerRole role, int instance_idx, int pid, cons
   return false;
 }
 
-std::vector<std::string> WorkerRegistry::Sweep(absl::Time now) {
-  std::vector<std::string> died;
+std::vector<WorkerRegistry::Suspect> WorkerRegistry::Suspects(absl::Time now) {
+  std::vector<Suspect> suspects;
   absl::MutexLock lock(&mu_);
   for (auto& [id, worker] : workers_) {
-    if (worker.alive && now - worker.last_seen > liveness_timeout_) {
-      worker.alive = false;
-      worker.death = absl::StrCat("no heartbeat for ", absl::FormatDuration(now - worker.last_seen));
-      died.push_back(absl::StrCat(WorkerName(worker.role, worker.instance_idx), " (pid ", worker.pid,
-                                  "): ", worker.death));
-    }
+    if (!worker.alive || worker.suspected || now - worker.last_seen <= liveness_timeout_) continue;
+    worker.suspected = true;
+    suspects.push_back(Suspect{
+        .worker = WorkerRef{.incarnation_id = worker.incarnation_id,
+                            .address = worker.address,
+                            .role = worker.role,
+                            .instance_idx = worker.instance_idx},
+        .pid = worker.pid,
+        .name = absl::StrCat(WorkerName(worker.role, worker.instance_idx), " (pid ", worker.pid, ")"),
+        .silence = now - worker.last_seen});
   }
-  return died;
+  return suspects;
+}
+
+void WorkerRegistry::Vouch(const std::string& incarnation_id, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(incarnation_id);
+  if (it == workers_.end() || !it->second.alive) return;
+  it->second.suspected = false;
+  it->second.last_seen = std::max(it->second.last_seen, now);
 }
 
 std::vector<InstanceSnapshot> WorkerRegistry::LiveInstances(WorkerRole role) const {

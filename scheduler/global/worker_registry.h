@@ -3,11 +3,15 @@
 // keeps the facts.
 //
 // Pure logic, no RPC types. Workers register (a new incarnation replaces an older one of the same
-// role and index) and heartbeat their KV usage; an instance not heard from within the liveness
-// timeout (Sweep), or reported unreachable by a failed call (MarkDead), is dead and is left out of
-// every snapshot. Between heartbeats the scheduler keeps its own accounting of what it sent:
-// AddPrefillLoad (prompt tokens whose first token is not back) and AddActive (requests decoding on an
-// instance), each call paired with one that undoes it when the phase ends. Thread-safe.
+// role and index) and heartbeat their KV usage. An instance not heard from within the liveness
+// timeout is only suspected (Suspects): it stays in every snapshot while the caller probes it
+// directly, since a busy machine delays heartbeats as much as a frozen process stops them; the
+// probe's answer settles it (Vouch, or MarkDead). An instance reported unreachable by a failed call
+// (MarkDead) is dead and is left out of every snapshot. Between heartbeats the scheduler keeps its
+// own accounting of what it sent: AddPrefillLoad (prompt tokens whose first token is not back) and
+// AddActive (requests decoding on an instance), each call paired with one that undoes it when the
+// phase ends. Thread-safe.
+
 #pragma once
 
 #include <cstdint>
@@ -45,6 +49,7 @@ struct WorkerEntry {
   WorkerLoad reported;  // from the last heartbeat
   absl::Time last_seen;
   bool alive = true;
+  bool suspected = false;  // silent past the liveness timeout, being probed
   std::string death;    // why it is dead
   // The scheduler's own accounting of what it sent.
   int64_t outstanding_prefill_tokens = 0;
@@ -71,8 +76,17 @@ class WorkerRegistry {
   // The process `pid` of instance (role, instance_idx) exited (the launcher saw it): its live
   // incarnation, when it is that process, is dead. False when there is none.
   bool MarkExited(WorkerRole role, int instance_idx, int pid, const std::string& why);
-  // Marks silent workers dead; returns their names.
-  std::vector<std::string> Sweep(absl::Time now);
+  // Live workers silent for longer than the liveness timeout and not suspected yet: each is now
+  // suspected (it stays alive) until a heartbeat, Vouch or MarkDead settles it.
+  struct Suspect {
+    WorkerRef worker;
+    int pid = 0;
+    std::string name;        // "prefill worker 0 (pid 123)"
+    absl::Duration silence;  // since its last heartbeat
+  };
+  std::vector<Suspect> Suspects(absl::Time now);
+  // A direct probe reached the worker: it is alive, only slow to heartbeat.
+  void Vouch(const std::string& incarnation_id, absl::Time now);
 
   // Every live instance of `role`, by instance index, for routing.
   std::vector<InstanceSnapshot> LiveInstances(WorkerRole role) const;

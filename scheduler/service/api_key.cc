@@ -15,4 +15,15 @@ bool PresentsApiKey(std::string_view authorization, std::string_view api_key) {
   return runtime::SecretsMatch(api_key, authorization.substr(kScheme.size()));
 }
 
+grpc::Status CheckGrpcApiKey(const grpc::ServerContext& context, std::string_view api_key) {
+  if (api_key.empty()) return grpc::Status::OK;
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find(kAuthorizationMetadata);
+  if (it != metadata.end() && PresentsApiKey(std::string_view(it->second.data(), it->second.size()), api_key)) {
+    return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "missing or wrong API key: send metadata \"authorization: Bearer <key>\"");
+}
+
 }  // namespace baton::scheduler

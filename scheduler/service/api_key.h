@@ -6,6 +6,9 @@
 
 #include <string_view>
 
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/status.h"
+
 namespace baton::scheduler {
 
 inline constexpr char kAuthorizationMetadata[] = "authorization";
@@ -13,5 +16,9 @@ inline constexpr char kAuthorizationMetadata[] = "authorization";
 // Whether `authorization` ("Bearer KEY") presents `api_key`, compared in time independent of
 // where they differ. True when api_key is empty: no key is set.
 bool PresentsApiKey(std::string_view authorization, std::string_view api_key);
+
+// OK when the call's "authorization" metadata presents api_key (or none is set), else UNAUTHENTICATED
+// saying what to send.
+grpc::Status CheckGrpcApiKey(const grpc::ServerContext& context, std::string_view api_key);
 
 }  // namespace baton::scheduler

@@ -7,21 +7,10 @@
 
 namespace baton::scheduler {
 
-grpc::Status InferenceServiceImpl::CheckApiKey(const grpc::ServerContext* context) const {
-  if (api_key_.empty()) return grpc::Status::OK;
-  const auto& metadata = context->client_metadata();
-  const auto it = metadata.find(kAuthorizationMetadata);
-  if (it != metadata.end() && PresentsApiKey(std::string_view(it->second.data(), it->second.size()), api_key_)) {
-    return grpc::Status::OK;
-  }
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      "missing or wrong API key: send metadata \"authorization: Bearer <key>\"");
-}
-
 grpc::Status InferenceServiceImpl::Generate(grpc::ServerContext* context,
                                             const v1::GenerateRequest* request,
                                             grpc::ServerWriter<v1::GenerateResponse>* writer) {
-  if (grpc::Status denied = CheckApiKey(context); !denied.ok()) return denied;
+  if (grpc::Status denied = CheckGrpcApiKey(*context, api_key_); !denied.ok()) return denied;
   // Worker calls are children of this call: a client that cancels or disconnects cancels them, and
   // they end by the client's deadline or, without one, by the flow's own limit.
   GrpcWorkerClient workers(stubs_, context);
@@ -49,7 +38,7 @@ grpc::Status InferenceServiceImpl::Health(grpc::ServerContext*, const v1::Health
 
 grpc::Status InferenceServiceImpl::GetModelInfo(grpc::ServerContext* context, const v1::GetModelInfoRequest*,
                                                 v1::GetModelInfoResponse* response) {
-  if (grpc::Status denied = CheckApiKey(context); !denied.ok()) return denied;
+  if (grpc::Status denied = CheckGrpcApiKey(*context, api_key_); !denied.ok()) return denied;
   response->set_model(driver_->model().name);
   response->set_architecture(driver_->model().config.architecture);
   response->set_max_model_len(driver_->model().max_model_len);

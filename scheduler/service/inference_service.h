@@ -28,7 +28,6 @@ class InferenceServiceImpl final : public v1::InferenceService::Service {
                             v1::GetModelInfoResponse* response) override;
 
  private:
-  grpc::Status CheckApiKey(const grpc::ServerContext* context) const;
 
   RequestDriver* driver_;
   WorkerStubs* stubs_;

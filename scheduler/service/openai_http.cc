@@ -1,18 +1,13 @@
 #include "scheduler/service/openai_http.h"
 
-#include <sys/socket.h>
-
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "kernels/common/status_macros.h"
 #include "runtime/rpc/grpc_listener.h"
 #include "scheduler/service/api_key.h"
-#include "scheduler/service/http_peer.h"
-#include "scheduler/service/http_task_queue.h"
 #include "scheduler/service/openai_answer.h"
 #include "scheduler/service/openai_chat.h"
 #include "scheduler/service/openai_completion.h"
@@ -23,19 +18,6 @@ namespace baton::scheduler {
 namespace {
 
 using nlohmann::json;
-
-// The body of an error httplib answers on its own (no route, a body over the limit, a bad request
-// line), which would otherwise be empty.
-std::string DefaultErrorMessage(int http, const httplib::Request& req, uint64_t max_body_bytes) {
-  switch (http) {
-    case 400: return "the request is not valid HTTP";
-    case 404: return absl::StrCat("no route for ", req.method, " ", req.path);
-    case 405: return absl::StrCat(req.method, " is not allowed on ", req.path);
-    case 413: return absl::StrCat("the request body is larger than the limit of ", max_body_bytes, " bytes");
-    case 414: return "the request URI is too long";
-    default: return absl::StrCat("HTTP ", http);
-  }
-}
 
 int64_t UnixSeconds() { return absl::ToUnixSeconds(absl::Now()); }
 
@@ -74,101 +56,59 @@ absl::Status PrepareCandidates(RequestDriver* driver, const GenerateRequest& req
 
 }  // namespace
 
-OpenAiHttpServer::OpenAiHttpServer(RequestDriver* driver, std::unique_ptr<httplib::Server> server)
-    : driver_(driver), server_(std::move(server)) {}
-
-OpenAiHttpServer::~OpenAiHttpServer() {
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
-}
-
 absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     RequestDriver* driver, WorkerStubs* stubs, const HttpServerOptions& options) {
-  std::unique_ptr<httplib::Server> transport;
-  if (options.tls_cert.empty()) {
-    transport = std::make_unique<httplib::Server>();
-  } else {
+  if (!options.tls_cert.empty()) {
     for (const std::filesystem::path& file : {options.tls_cert, options.tls_key}) {
       RETURN_IF_ERROR(rpc::ReadPemFile(file).status());
     }
-    transport = std::make_unique<httplib::SSLServer>(options.tls_cert.c_str(), options.tls_key.c_str());
-    if (!transport->is_valid()) {
-      return absl::InvalidArgumentError(absl::StrCat("OpenAI HTTP: cannot use the TLS certificate ",
-                                                     options.tls_cert.string(), " with the key ",
-                                                     options.tls_key.string()));
-    }
   }
-  auto server = std::unique_ptr<OpenAiHttpServer>(new OpenAiHttpServer(driver, std::move(transport)));
-  httplib::Server& http = *server->server_;
-  // A thread per connection, for as long as a request streams, and never a fixed few that slow
-  // clients can hold.
-  const size_t max_threads = options.max_connection_threads;
-  http.new_task_queue = [max_threads] { return new ConnectionThreads(max_threads); };
-  // httplib sets SO_REUSEPORT by default, which let a second deployment on the same port take
-  // half the traffic; SO_REUSEADDR alone still allows a restart while old connections linger.
-  http.set_socket_options([](socket_t sock) {
-    const int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  http.set_read_timeout(10, 0);
-  http.set_write_timeout(600, 0);
-  http.set_payload_max_length(options.max_body_bytes);
-  const uint64_t max_body_bytes = options.max_body_bytes;
-  http.set_error_handler(httplib::Server::HandlerWithResponse(
-      [max_body_bytes](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        SendHttpError(res, res.status, DefaultErrorMessage(res.status, req, max_body_bytes));
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  // No exception text leaves the process: it names internals, not what the client did wrong.
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-    SendHttpError(res, 500, "internal error");
-  });
+  HttpRoutes http;
+  http.error = [](int status, std::string_view message, HttpResponse& res) { SendHttpError(res, status, message); };
   if (!options.api_key.empty()) {
-    http.set_pre_routing_handler([key = options.api_key](const httplib::Request& req, httplib::Response& res) {
-      if (req.path == "/health" || PresentsApiKey(req.get_header_value("Authorization"), key)) {
-        return httplib::Server::HandlerResponse::Unhandled;
-      }
-      res.set_header("WWW-Authenticate", "Bearer");
+    http.before_routing = [key = options.api_key](const HttpRequest& req, HttpResponse& res) {
+      if (req.path == "/health" || PresentsApiKey(std::string(req.Header("Authorization")), key)) return false;
+      res.headers.emplace_back("WWW-Authenticate", "Bearer");
       SendHttpError(res, 401, "missing or wrong API key: send \"Authorization: Bearer <key>\"");
-      return httplib::Server::HandlerResponse::Handled;
-    });
+      return true;
+    };
   }
 
-  http.Get("/health", [driver](const httplib::Request&, httplib::Response& res) {
+  http.Add("GET", "/health", [driver](const HttpRequest&, HttpResponse& res) {
     const WorkerRegistry::Health health = driver->CheckHealth();
     res.status = health.all_phases_served ? 200 : 503;
-    res.set_content(json({{"problems", health.problems}}).dump(), "application/json");
+    res.SetContent(json({{"problems", health.problems}}).dump(), "application/json");
   });
   if (const ServingMetrics* metrics = options.metrics; metrics != nullptr) {
-    http.Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics->Scrape(), kPrometheusContentType);
+    http.Add("GET", "/metrics", [metrics](const HttpRequest&, HttpResponse& res) {
+      res.SetContent(metrics->Scrape(), kPrometheusContentType);
     });
   }
-  http.Get("/v1/models", [driver](const httplib::Request&, httplib::Response& res) {
+  http.Add("GET", "/v1/models", [driver](const HttpRequest&, HttpResponse& res) {
     const ServedModel& model = driver->model();
     json cards = json::array();
     cards.push_back(ModelCard(model, model.name));
     for (const std::string& alias : model.aliases) cards.push_back(ModelCard(model, alias));
-    res.set_content(json{{"object", "list"}, {"data", std::move(cards)}}
+    res.SetContent(json{{"object", "list"}, {"data", std::move(cards)}}
                         .dump(-1, ' ', false, json::error_handler_t::replace),
                     "application/json");
   });
-  http.Get(R"(/v1/models/(.+))", [driver](const httplib::Request& req, httplib::Response& res) {
+  http.Add("GET", R"(/v1/models/(.+))", [driver](const HttpRequest& req, HttpResponse& res) {
     const ServedModel& model = driver->model();
     const std::string id = req.matches[1];
     if (!model.IsNamed(id)) {
       return SendError(res, absl::NotFoundError(absl::StrCat("The model `", id, "` does not exist.")));
     }
-    res.set_content(ModelCard(model, id).dump(-1, ' ', false, json::error_handler_t::replace),
+    res.SetContent(ModelCard(model, id).dump(-1, ' ', false, json::error_handler_t::replace),
                     "application/json");
   });
-  http.Post("/v1/completions", [driver, stubs](const httplib::Request& req, httplib::Response& res) {
+  http.Add("POST", "/v1/completions", [driver, stubs](const HttpRequest& req, HttpResponse& res) {
     const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded()) return SendError(res, absl::InvalidArgumentError("the body is not valid JSON"));
     AnswerShape shape;
     absl::StatusOr<std::vector<GenerateRequest>> requests = CompletionToRequests(body, &shape);
     if (!requests.ok()) return SendError(res, requests.status());
+    for (GenerateRequest& request : *requests) request.request_id = std::string(req.Header("X-Request-Id"));
     const bool want_logprobs = requests->front().params.num_logprobs.has_value();
     AnswerPlan plan{.best_of = shape.best_of, .n = shape.n};
     std::vector<CompletionEcho> echoes;  // per prompt
@@ -196,7 +136,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     Respond(driver, stubs, req, res, std::move(plan), shape,
             {.id_prefix = "cmpl-", .object = "text_completion", .chunk_object = "text_completion"});
   });
-  http.Post("/v1/chat/completions", [driver, stubs](const httplib::Request& req, httplib::Response& res) {
+  http.Add("POST", "/v1/chat/completions", [driver, stubs](const HttpRequest& req, HttpResponse& res) {
     const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded()) return SendError(res, absl::InvalidArgumentError("the body is not valid JSON"));
     // Parsed again keeping key order: the chat template prints the client's tools as they came.
@@ -204,6 +144,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     AnswerShape shape;
     absl::StatusOr<GenerateRequest> request = ChatToRequest(body, ordered_body, &shape);
     if (!request.ok()) return SendError(res, request.status());
+    request->request_id = std::string(req.Header("X-Request-Id"));
     AnswerPlan plan{.best_of = shape.n, .n = shape.n};
     if (absl::Status s = PrepareCandidates(driver, *request, shape.n, false, &plan.requests); !s.ok()) {
       return SendError(res, s);
@@ -219,31 +160,29 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
              .prompt_logprobs_per_choice = false});
   });
 
-  http.Post("/tokenize", [driver](const httplib::Request& req, httplib::Response& res) {
+  http.Add("POST", "/tokenize", [driver](const HttpRequest& req, HttpResponse& res) {
     const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded()) return SendError(res, absl::InvalidArgumentError("the body is not valid JSON"));
     const nlohmann::ordered_json ordered_body = nlohmann::ordered_json::parse(req.body, nullptr, false);
     absl::StatusOr<json> answer = Tokenize(body, ordered_body, driver->model());
     if (!answer.ok()) return SendError(res, answer.status());
-    res.set_content(Dump(*answer), "application/json");
+    res.SetContent(Dump(*answer), "application/json");
   });
-  http.Post("/detokenize", [driver](const httplib::Request& req, httplib::Response& res) {
+  http.Add("POST", "/detokenize", [driver](const HttpRequest& req, HttpResponse& res) {
     const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded()) return SendError(res, absl::InvalidArgumentError("the body is not valid JSON"));
     absl::StatusOr<json> answer = Detokenize(body, driver->model());
     if (!answer.ok()) return SendError(res, answer.status());
-    res.set_content(Dump(*answer), "application/json");
+    res.SetContent(Dump(*answer), "application/json");
   });
 
-  const std::string& host = options.host;
-  const int port = options.port;
-  server->port_ = port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, port) ? port : -1);
-  if (server->port_ <= 0) {
-    return absl::UnavailableError(
-        absl::StrCat("OpenAI HTTP: cannot listen on ", host, ":", port, " (is the port in use?)"));
-  }
-  server->thread_ = std::thread([&http] { http.listen_after_bind(); });
-  return server;
+  ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> server,
+                   HttpServer::Start(HttpListen{.host = options.host,
+                                                .port = options.port,
+                                                .tls_cert = options.tls_cert,
+                                                .tls_key = options.tls_key},
+                                     options.limits, std::move(http)));
+  return std::unique_ptr<OpenAiHttpServer>(new OpenAiHttpServer(std::move(server)));
 }
 
 }  // namespace baton::scheduler

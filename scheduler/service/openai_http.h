@@ -6,27 +6,24 @@
 // proto in between), runs through the same RequestDriver as the gRPC API, and each GenerateChunk
 // becomes JSON. Bad requests get HTTP 400 with {"error": {"message", "type", "code"}}; a request
 // admission sheds (RESOURCE_EXHAUSTED) gets 429 with type "rate_limit_error"; no live worker gets
-// 503. Runs its own listener thread; each connection gets a thread of its own (http_task_queue.h).
+// 503. Served by HttpServer (http_server.h: event-driven, each limit a client cannot pass).
 //
 // Hardening: with an API key every path but /health needs "Authorization: Bearer KEY" (401 with a
-// JSON error otherwise); a body over max_body_bytes is refused with 413 before it is read; every
-// error, a handler's exception included, is a JSON body that carries no exception text.
+// JSON error otherwise); every error the server raises itself (a body over the limit, a request
+// that trickles in, no route), a handler's exception included, is a JSON body that carries no
+// exception text.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "scheduler/global/request_driver.h"
 #include "scheduler/service/grpc_worker_client.h"
+#include "scheduler/service/http_server.h"
 #include "scheduler/service/metrics.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace baton::scheduler {
 
@@ -37,8 +34,7 @@ struct HttpServerOptions {
   // Both set: HTTPS with this PEM certificate chain and private key.
   std::filesystem::path tls_cert;
   std::filesystem::path tls_key;
-  uint64_t max_body_bytes = 4ull << 20;
-  size_t max_connection_threads = 1024;
+  HttpLimits limits;
   // Served at GET /metrics (behind the API key like every path but /health); null: no /metrics.
   // Must outlive the server.
   const ServingMetrics* metrics = nullptr;
@@ -51,17 +47,13 @@ class OpenAiHttpServer {
   static absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> Start(RequestDriver* driver,
                                                                   WorkerStubs* stubs,
                                                                   const HttpServerOptions& options);
-  ~OpenAiHttpServer();  // stops and joins
 
-  int port() const { return port_; }
+  int port() const { return server_->port(); }
 
  private:
-  OpenAiHttpServer(RequestDriver* driver, std::unique_ptr<httplib::Server> server);
+  explicit OpenAiHttpServer(std::unique_ptr<HttpServer> server) : server_(std::move(server)) {}
 
-  RequestDriver* driver_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  int port_ = 0;
+  std::unique_ptr<HttpServer> server_;
 };
 
 }  // namespace baton::scheduler

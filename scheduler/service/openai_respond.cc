@@ -10,15 +10,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "httplib.h"
 #include "nlohmann/json.hpp"
-#include "scheduler/service/http_peer.h"
 
 namespace baton::scheduler {
 
 using nlohmann::json;
 
-void SendHttpError(httplib::Response& res, int http, std::string_view message) {
+void SendHttpError(HttpResponse& res, int http, std::string_view message) {
   json body = {{"error",
                 {{"message", message},
                  {"type", http == 401   ? "authentication_error"
@@ -28,10 +26,10 @@ void SendHttpError(httplib::Response& res, int http, std::string_view message) {
                  {"param", nullptr},
                  {"code", http}}}};
   res.status = http;
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+  res.SetContent(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
-void SendError(httplib::Response& res, const absl::Status& status) {
+void SendError(HttpResponse& res, const absl::Status& status) {
   SendHttpError(res, HttpStatusOf(status.code()), std::string(status.message()));
 }
 
@@ -76,11 +74,13 @@ void RunAll(size_t num_requests, const std::function<void(size_t)>& run) {
 
 }  // namespace
 
-void Respond(RequestDriver* driver, WorkerStubs* stubs, const httplib::Request& req,
-             httplib::Response& res, AnswerPlan plan, const AnswerShape& shape, AnswerNames names) {
+void Respond(RequestDriver* driver, WorkerStubs* stubs, const HttpRequest& req, HttpResponse& res,
+             AnswerPlan plan, const AnswerShape& shape, AnswerNames names) {
   const size_t num_requests = plan.requests.size();
   const size_t num_prompts = num_requests / plan.best_of;
-  const std::string id = absl::StrCat(names.id_prefix, plan.requests.front().request.request_id);
+  const std::string& request_id = EchoedRequestId(plan.requests.front().request);
+  const std::string id = absl::StrCat(names.id_prefix, request_id);
+  res.headers.emplace_back("X-Request-Id", request_id);
   const std::string model = driver->model().name;
   const int64_t created = absl::ToUnixSeconds(absl::Now());
   // Each prompt counts once, however many choices it has (vLLM's usage).
@@ -104,12 +104,11 @@ void Respond(RequestDriver* driver, WorkerStubs* stubs, const httplib::Request& 
   if (!shape.stream) {
     // A client that leaves cancels every choice at its next chunk (or phase), as a streaming one
     // does when a write fails; so does a choice that fails.
-    const HttpPeer peer = HttpPeer::Find(req.remote_addr, req.remote_port, req.local_port);
     std::atomic<bool> failed = false;
     RunAll(num_requests, [&](size_t r) {
       ChoiceRun& run = (*runs)[r];
       GrpcWorkerClient workers(stubs);
-      auto cancelled = [&] { return failed.load() || peer.Gone(); };
+      auto cancelled = [&] { return failed.load() || req.ClientGone(); };
       run.status = driver->Execute(std::move((*requests)[r]),
                                    RequestIo{.workers = &workers,
                                              .write = [&](const GenerateChunk& chunk) {
@@ -157,64 +156,59 @@ void Respond(RequestDriver* driver, WorkerStubs* stubs, const httplib::Request& 
       out["prompt_logprobs"] = VllmPromptLogprobs(*driver->model().tokenizer, runs->front().prompt_logprobs);
     }
     out["usage"] = usage(num_generated);
-    res.set_content(Dump(out), "application/json");
+    res.SetContent(Dump(out), "application/json");
     return;
   }
 
   const bool include_usage = shape.include_usage;
-  res.set_chunked_content_provider(
-      "text/event-stream", [=](size_t, httplib::DataSink& sink) {
-        std::mutex mu;  // one writer of the sink at a time
-        bool client_gone = false;
-        std::atomic<bool> stop = false;  // the client left, or a choice failed
-        absl::Status first_error;
-        auto send = [&](const json& event) {
-          const std::string line = absl::StrCat("data: ", Dump(event), "\n\n");
-          std::lock_guard<std::mutex> lock(mu);
-          if (!client_gone && !sink.write(line.data(), line.size())) client_gone = true;
-          if (client_gone) stop = true;
-          return !client_gone;
-        };
-        RunAll(num_requests, [&](size_t r) {
-          ChoiceRun& run = (*runs)[r];
-          GrpcWorkerClient workers(stubs);
-          run.status = driver->Execute(
-              std::move((*requests)[r]),
-              RequestIo{.workers = &workers,
-                        .write = [&](const GenerateChunk& chunk) {
-                          run.num_generated += static_cast<int>(chunk.token_ids.size());
-                          json choice = run.choices->StreamChoice(chunk);
-                          choice["index"] = r;
-                          json event = envelope(names.chunk_object, json::array({std::move(choice)}));
-                          // OpenAI: with include_usage, every chunk but the last carries "usage": null.
-                          if (include_usage) event["usage"] = nullptr;
-                          return send(event) && !stop;
-                        },
-                        .is_cancelled = [&] { return stop.load(); }});
-          if (!run.status.ok()) {
-            std::lock_guard<std::mutex> lock(mu);
-            if (first_error.ok() || absl::IsCancelled(first_error)) first_error = run.status;
-            stop = true;
-          }
-        });
-        if (!first_error.ok() && !client_gone) {
-          send(json{{"error", {{"message", std::string(first_error.message())},
-                               {"code", HttpStatusOf(first_error.code())}}}});
-        }
-        if (include_usage && !client_gone) {
-          int num_generated = 0;
-          for (const ChoiceRun& run : *runs) num_generated += run.num_generated;
-          json event = envelope(names.chunk_object, json::array());
-          event["usage"] = usage(num_generated);
-          send(event);
-        }
-        if (!client_gone) {
-          static constexpr char kDone[] = "data: [DONE]\n\n";
-          sink.write(kDone, sizeof(kDone) - 1);
-        }
-        sink.done();
-        return true;
-      });
+  res.content_type = "text/event-stream";
+  res.stream = [=](HttpStream& sink) {
+    std::mutex mu;  // one writer of the sink at a time
+    bool client_gone = false;
+    std::atomic<bool> stop = false;  // the client left, or a choice failed
+    absl::Status first_error;
+    auto send = [&](const json& event) {
+      const std::string line = absl::StrCat("data: ", Dump(event), "\n\n");
+      std::lock_guard<std::mutex> lock(mu);
+      if (!client_gone && !sink.Write(line)) client_gone = true;
+      if (client_gone) stop = true;
+      return !client_gone;
+    };
+    RunAll(num_requests, [&](size_t r) {
+      ChoiceRun& run = (*runs)[r];
+      GrpcWorkerClient workers(stubs);
+      run.status = driver->Execute(
+          std::move((*requests)[r]),
+          RequestIo{.workers = &workers,
+                    .write = [&](const GenerateChunk& chunk) {
+                      run.num_generated += static_cast<int>(chunk.token_ids.size());
+                      json choice = run.choices->StreamChoice(chunk);
+                      choice["index"] = r;
+                      json event = envelope(names.chunk_object, json::array({std::move(choice)}));
+                      // OpenAI: with include_usage, every chunk but the last carries "usage": null.
+                      if (include_usage) event["usage"] = nullptr;
+                      return send(event) && !stop;
+                    },
+                    .is_cancelled = [&] { return stop.load(); }});
+      if (!run.status.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.ok() || absl::IsCancelled(first_error)) first_error = run.status;
+        stop = true;
+      }
+    });
+    if (!first_error.ok() && !client_gone) {
+      send(json{{"error", {{"message", std::string(first_error.message())},
+                           {"code", HttpStatusOf(first_error.code())}}}});
+    }
+    if (include_usage && !client_gone) {
+      int num_generated = 0;
+      for (const ChoiceRun& run : *runs) num_generated += run.num_generated;
+      json event = envelope(names.chunk_object, json::array());
+      event["usage"] = usage(num_generated);
+      send(event);
+    }
+    if (!client_gone) sink.Write("data: [DONE]\n\n");
+  };
 }
 
 }  // namespace baton::scheduler

@@ -13,19 +13,15 @@
 #include "absl/status/status.h"
 #include "scheduler/global/request_driver.h"
 #include "scheduler/service/grpc_worker_client.h"
+#include "scheduler/service/http_server.h"
 #include "scheduler/service/openai_answer.h"
-
-namespace httplib {
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace baton::scheduler {
 
 // {"error": {"message", "type", "param", "code"}} with HTTP status `http` (vLLM's shape).
-void SendHttpError(httplib::Response& res, int http, std::string_view message);
+void SendHttpError(HttpResponse& res, int http, std::string_view message);
 // The same for a status (HttpStatusOf).
-void SendError(httplib::Response& res, const absl::Status& status);
+void SendError(HttpResponse& res, const absl::Status& status);
 
 struct AnswerNames {
   const char* id_prefix;     // "cmpl-", "chatcmpl-"
@@ -48,7 +44,7 @@ struct AnswerPlan {
 
 // Pre: requests is not empty, its size a multiple of best_of, n <= best_of, and best_of == n when
 // streaming. A failing choice cancels the others; the answer is then its error.
-void Respond(RequestDriver* driver, WorkerStubs* stubs, const httplib::Request& req,
-             httplib::Response& res, AnswerPlan plan, const AnswerShape& shape, AnswerNames names);
+void Respond(RequestDriver* driver, WorkerStubs* stubs, const HttpRequest& req, HttpResponse& res,
+             AnswerPlan plan, const AnswerShape& shape, AnswerNames names);
 
 }  // namespace baton::scheduler

@@ -1,5 +1,8 @@
 #include "scheduler/service/scheduler_server.h"
 
+#include <malloc.h>
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <optional>
 #include <fstream>
@@ -7,7 +10,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "kernels/common/log.h"
@@ -17,8 +19,10 @@
 #include "runtime/rpc/reflection_v1_service.h"
 #include "runtime/tokenizer/tokenizer_config.h"
 #include "scheduler/global/request_driver.h"
+#include "scheduler/service/api_key.h"
 #include "scheduler/service/grpc_worker_client.h"
 #include "scheduler/service/inference_service.h"
+#include "scheduler/service/liveness_prober.h"
 #include "scheduler/service/metrics.h"
 #include "scheduler/service/openai_http.h"
 #include "scheduler/service/registry_service.h"
@@ -80,9 +84,24 @@ kernels::SamplingOptions SamplingDefaults(const runtime::ModelConfig& config) {
   return defaults;
 }
 
+// Every client connection is a descriptor: the HTTP server holds up to HttpLimits::max_connections
+// of them, far past the usual soft limit of 1024, so the soft limit goes to the hard one.
+void RaiseDescriptorLimit() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur >= files.rlim_max) return;
+  files.rlim_cur = files.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
+    LogWarning(absl::StrCat("cannot raise the open-file limit to ", files.rlim_max));
+  }
+}
+
 }  // namespace
 
 absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atomic<bool>* stop) {
+  RaiseDescriptorLimit();
+  // glibc makes a malloc arena per thread that contends, up to 8 per core, and keeps what is freed
+  // in each: a burst of request threads left hundreds of MiB resident. A few arenas, trimmed below.
+  mallopt(M_ARENA_MAX, 4);
   ServedModel model;
   ASSIGN_OR_RETURN(model.config, runtime::LoadModelConfig(options.model_dir));
   ASSIGN_OR_RETURN(model.tokenizer, runtime::Tokenizer::FromFile(options.model_dir / "tokenizer.json"));
@@ -123,20 +142,22 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
   RegistryServiceImpl registry_service(&registry, options.deployment_secret);
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> public_credentials,
                    rpc::ServerCredentialsFromPem(options.tls_cert, options.tls_key));
-  // The internal server is built first: once the reflection plugin is initialised and the default
-  // health service enabled, every server built after them serves reflection and grpc.health.v1.
+  // The internal server is built first: once the default health service is enabled, every server
+  // built after it serves grpc.health.v1.
   ASSIGN_OR_RETURN(rpc::GrpcListener internal,
                    rpc::ListenExclusive("scheduler (internal_port)", options.host,
                                         options.internal_port, {&registry_service}));
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::EnableDefaultHealthCheckService(true);
-  // Reflection v1 beside the plugin's v1alpha; both list what the public port serves.
-  rpc::ReflectionV1Service reflection_v1({v1::InferenceService::service_full_name(), "grpc.health.v1.Health",
-                                          "grpc.reflection.v1.ServerReflection",
-                                          "grpc.reflection.v1alpha.ServerReflection"});
+  // Reflection (v1, and v1alpha for older clients) tells only the public services, and only to
+  // callers with the API key; health stays open.
+  rpc::ReflectionV1Service reflection_v1(
+      {v1::InferenceService::service_full_name(), "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+       "grpc.reflection.v1alpha.ServerReflection"},
+      [key = options.api_key](const grpc::ServerContext& context) { return CheckGrpcApiKey(context, key); });
+  rpc::ReflectionV1AlphaService reflection_v1alpha(&reflection_v1);
   ASSIGN_OR_RETURN(rpc::GrpcListener server,
-                   rpc::ListenExclusive("scheduler", options.host, options.port, {&inference, &reflection_v1},
-                                        public_credentials));
+                   rpc::ListenExclusive("scheduler", options.host, options.port,
+                                        {&inference, &reflection_v1, &reflection_v1alpha}, public_credentials));
   const int port = server.port;
   // grpc.health.v1.Health says what baton.v1 Health says: SERVING while every phase has a live
   // worker and the scheduler is not draining.
@@ -159,7 +180,7 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
                                                                      .api_key = options.api_key,
                                                                      .tls_cert = options.tls_cert,
                                                                      .tls_key = options.tls_key,
-                                                                     .max_body_bytes = options.http_max_body_bytes,
+                                                                     .limits = {.max_body_bytes = options.http_max_body_bytes},
                                                                      .metrics = &metrics}));
   }
   const char* scheme = options.tls_cert.empty() ? "" : ", TLS";
@@ -171,11 +192,13 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
   absl::Time next_report = absl::Now() + kReportInterval;
   std::string last_report = driver.TakeAdmissionReport();
   if (!last_report.empty()) LogInfo(last_report);
+  LivenessProber liveness(&registry, &stubs, options.liveness_timeout);
   while (!stop->load()) {
-    for (const std::string& died : registry.Sweep(absl::Now())) LogWarning(died);
+    liveness.Check(absl::Now());
     update_grpc_health();
     if (absl::Now() >= next_report) {
       next_report += kReportInterval;
+      malloc_trim(0);  // what a burst freed goes back to the system
       std::string report = driver.TakeAdmissionReport();
       if (!report.empty() && report != last_report) {
         LogInfo(report);
@@ -192,7 +215,7 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
                          absl::FormatDuration(options.drain_timeout), ")"));
   }
   while (driver.num_executing() > 0 && absl::Now() < drain_deadline) {
-    for (const std::string& died : registry.Sweep(absl::Now())) LogWarning(died);
+    liveness.Check(absl::Now());
     absl::SleepFor(absl::Milliseconds(20));
   }
   if (const int left = driver.num_executing(); left > 0) {

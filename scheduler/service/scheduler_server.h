@@ -50,7 +50,9 @@ struct SchedulerOptions {
   bool disaggregated = true;
   std::vector<std::pair<WorkerRole, int>> expected_workers;  // {role, instances}
   int max_model_len = 0;  // 0: the model's; above max_position_embeddings: InvalidArgument
-  absl::Duration liveness_timeout = absl::Seconds(1);  // silent this long => dead
+  // A worker silent this long (5 missed heartbeats) is probed directly, and cut off if the probe
+  // also goes unanswered for this long (liveness_prober.h).
+  absl::Duration liveness_timeout = absl::Seconds(1);
   absl::Duration kv_lease = absl::Seconds(30);
   AdmissionPolicy admission;  // default: admit everything
 };

@@ -103,6 +103,22 @@ class TestApiKey:
         with baton.Client(keyed.address, timeout=60, api_key=API_KEY) as client:
             assert client.complete(prompt="Hello", max_tokens=3, ignore_eos=True).token_ids
 
+    def test_reflection_needs_the_key(self, keyed):
+        """Issue 37, defect 7: reflection answered without the key."""
+        reflection_pb2 = pytest.importorskip("grpc_reflection.v1alpha.reflection_pb2")
+        with grpc.insecure_channel(keyed.address) as channel:
+            for package in ["grpc.reflection.v1", "grpc.reflection.v1alpha"]:
+                call = channel.stream_stream(
+                    f"/{package}.ServerReflection/ServerReflectionInfo",
+                    request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+                    response_deserializer=reflection_pb2.ServerReflectionResponse.FromString)
+                listing = [reflection_pb2.ServerReflectionRequest(list_services="")]
+                with pytest.raises(grpc.RpcError) as error:
+                    list(call(iter(listing), timeout=10))
+                assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED, package
+                [answer] = list(call(iter(listing), timeout=10, metadata=[("authorization", f"Bearer {API_KEY}")]))
+                assert "baton.v1.InferenceService" in {s.name for s in answer.list_services_response.service}
+
     @pytest.mark.parametrize("endpoint", ["grpc", "http"])
     def test_bench_presents_the_key(self, keyed, endpoint, run_baton, tiny_model, tmp_path):
         target = (["--server", keyed.address] if endpoint == "grpc"

@@ -48,6 +48,13 @@ def test_the_public_port_has_no_worker_registry(deployment):
         services = reflection.ProtoReflectionDescriptorDatabase(channel).get_services()
         assert "baton.v1.InferenceService" in services
         assert not [s for s in services if "Worker" in s], services
+        # Issue 37, defect 7: the internal file was served to anyone who asked for it by name.
+        database = reflection.ProtoReflectionDescriptorDatabase(channel)
+        for symbol in ["baton.v1.WorkerService", "baton.v1.WorkerRegistryService", "baton.v1.RegisterRequest"]:
+            with pytest.raises(KeyError):
+                database.FindFileContainingSymbol(symbol)
+        with pytest.raises(KeyError):
+            database.FindFileByName("baton/v1/worker.proto")
 
 
 @pytest.mark.parametrize("secret", [None, "0" * 64, "wrong"])

@@ -260,7 +260,8 @@ TEST_F(ProcessSupervisorTest, DestructorStopsRunningChildren) {
   EXPECT_TRUE(ProcessGone(pid));
 }
 
-TEST_F(ProcessSupervisorTest, ChildrenDieWithTheSupervisingProcess) {
+// The launcher's death reaches each child as the signal it asked for (SIGKILL unless told).
+void ExpectParentDeathSignal(int parent_death_signal) {
   // This test process becomes the subreaper, so orphans are reparented to it and can be waited for.
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   int pipe_fds[2];
@@ -270,7 +271,8 @@ TEST_F(ProcessSupervisorTest, ChildrenDieWithTheSupervisingProcess) {
   if (launcher == 0) {
     // A stand-in launcher: supervises one sleep, reports its pid, then waits to be killed.
     auto supervisor = NewSupervisor();
-    absl::StatusOr<pid_t> pid = supervisor->Start({.name = "orphan?", .argv = {"/bin/sleep", "30"}});
+    absl::StatusOr<pid_t> pid = supervisor->Start(
+        {.name = "orphan?", .argv = {"/bin/sleep", "30"}, .parent_death_signal = parent_death_signal});
     const pid_t child = pid.ok() ? *pid : -1;
     (void)!write(pipe_fds[1], &child, sizeof(child));
     pause();
@@ -286,8 +288,15 @@ TEST_F(ProcessSupervisorTest, ChildrenDieWithTheSupervisingProcess) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child) << "the orphan was reparented to this process";
   EXPECT_TRUE(WIFSIGNALED(status));
-  EXPECT_EQ(WTERMSIG(status), SIGKILL) << "PR_SET_PDEATHSIG killed it";
+  EXPECT_EQ(WTERMSIG(status), parent_death_signal) << "PR_SET_PDEATHSIG ended it";
   prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+TEST_F(ProcessSupervisorTest, ChildrenDieWithTheSupervisingProcess) { ExpectParentDeathSignal(SIGKILL); }
+
+// Issue 37, defect 9: the scheduler asks for SIGTERM, to end its streams before it goes.
+TEST_F(ProcessSupervisorTest, AChildMayAskForAGentlerSignalWhenTheLauncherDies) {
+  ExpectParentDeathSignal(SIGTERM);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "baton/v1/inference.pb.h"
+#include "baton/v1/worker.pb.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -41,7 +42,7 @@ TEST(ReflectionV1ServiceTest, ListsTheServicesItWasGiven) {
 
 TEST(ReflectionV1ServiceTest, SendsTheFileOfASymbolAndWhatItImportsOnce) {
   baton::v1::GenerateRequest linked;  // the generated pool holds what the binary links
-  ReflectionV1Service service({});
+  ReflectionV1Service service({"baton.v1.InferenceService", "grpc.reflection.v1.ServerReflection"});
   v1::ServerReflectionRequest request;
   request.set_file_containing_symbol("baton.v1.InferenceService");
   const std::vector<std::string> names = FileNames(service.Answer(request));
@@ -51,6 +52,22 @@ TEST(ReflectionV1ServiceTest, SendsTheFileOfASymbolAndWhatItImportsOnce) {
 
   request.set_file_by_filename("grpc/reflection/v1/reflection.proto");
   EXPECT_THAT(FileNames(service.Answer(request)), ElementsAre("grpc/reflection/v1/reflection.proto"));
+}
+
+// Issue 37, defect 7: the public port told every internal method of worker.proto to anyone.
+TEST(ReflectionV1ServiceTest, WhatTheServerDoesNotServeIsNotFound) {
+  baton::v1::RegisterRequest linked;  // worker.proto is in the binary's pool
+  ReflectionV1Service service({"baton.v1.InferenceService"});
+  v1::ServerReflectionRequest request;
+  for (const char* symbol : {"baton.v1.WorkerService", "baton.v1.WorkerRegistryService",
+                             "baton.v1.RegisterRequest"}) {
+    request.set_file_containing_symbol(symbol);
+    EXPECT_EQ(service.Answer(request).error_response().error_code(), grpc::StatusCode::NOT_FOUND) << symbol;
+  }
+  request.set_file_by_filename("baton/v1/worker.proto");
+  EXPECT_EQ(service.Answer(request).error_response().error_code(), grpc::StatusCode::NOT_FOUND);
+  request.set_file_containing_symbol("baton.v1.GenerateRequest");  // a public file is still served
+  EXPECT_THAT(FileNames(service.Answer(request)), testing::Contains("baton/v1/inference.proto"));
 }
 
 TEST(ReflectionV1ServiceTest, UnknownNamesAreNotFoundAndAnEmptyRequestInvalid) {

@@ -3,6 +3,8 @@
 // itself, spoken by hand (whole blocks, slab pieces, and pieces that reach outside the pool).
 #include "runtime/transfer/tcp_transport.h"
 
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -562,6 +564,41 @@ TEST_F(TcpTransportTest, ConnectionsBeyondTheLimitAreRefused) {
   }
   EXPECT_THAT(status, IsOk());
   EXPECT_EQ((*server)->num_requests_served(), 2);
+}
+
+// A TCP connection that sends nothing (no hello), as an attacker would hold one.
+UniqueFd SilentConnection(int port) {
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in server{};
+  server.sin_family = AF_INET;
+  server.sin_port = htons(static_cast<uint16_t>(port));
+  server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BATON_CHECK(connect(fd.get(), reinterpret_cast<sockaddr*>(&server), sizeof(server)) == 0);
+  BATON_CHECK(fcntl(fd.get(), F_SETFL, O_NONBLOCK) == 0);  // as socket_io.h's calls expect
+  return fd;
+}
+
+// Issue 37, defect 4: 70 connections that never sent a hello filled the 64-connection cap for 30 s,
+// and a real puller got a reset.
+TEST_F(TcpTransportTest, ConnectionsWithoutAHelloCannotKeepAPullerOut) {
+  auto server = KvServer::Start(*src_, KvServerOptions{.hello_timeout = absl::Seconds(2), .secret = "s3cret"});
+  ASSERT_THAT(server, IsOk());
+  std::vector<UniqueFd> silent;
+  for (int i = 0; i < 70; ++i) silent.push_back(SilentConnection((*server)->port()));
+  absl::SleepFor(absl::Milliseconds(100));  // let the server accept them all
+  TcpKvTransport puller("s3cret");
+  EXPECT_THAT(puller.Pull(SpecFor((*server)->address(), {0, 1}), *dst_, std::vector<BlockId>{0, 1},
+                          absl::Now() + absl::Seconds(5)),
+              IsOk());
+  EXPECT_TRUE(BlockHoldsPattern(*dst_, 0, kSeed, 0));
+  // And the silent ones are closed once their hello is overdue, not after the 30 s idle timeout.
+  const absl::Time start = absl::Now();
+  for (const UniqueFd& fd : silent) {
+    char byte;
+    const absl::Status closed = RecvAll(fd.get(), &byte, 1, IoWait{.deadline = start + absl::Seconds(5)});
+    ASSERT_EQ(closed.code(), absl::StatusCode::kUnavailable) << closed;  // EOF or reset, not the deadline
+  }
+  EXPECT_LE(absl::Now() - start, absl::Seconds(2) + kSlack);
 }
 
 }  // namespace

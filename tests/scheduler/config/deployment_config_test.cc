@@ -309,6 +309,8 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
       {"model: m\ntls_cert: c.pem\n", "tls_key: tls_cert and tls_key go together"},
       {"model: m\ntls_key: k.pem\n", "tls_cert: tls_cert and tls_key go together"},
       {"model: m\nhttp_max_body_bytes: 0\n", "http_max_body_bytes: must be > 0"},
+      {"model: m\nliveness_timeout_ms: 100\n", "liveness_timeout_ms: must be in [200, 600000], got 100"},
+      {"model: m\nliveness_timeout_ms: 1s\n", "liveness_timeout_ms"},
       {"model: m\nhttp_max_body_bytes: lots\n", "http_max_body_bytes: "},
       {"model: m\nslo: 3\n", "slo: expected a mapping, got '3'"},
       {"model: m\nprefill: [1]\n", "prefill: expected a mapping, got a list"},
@@ -504,6 +506,7 @@ TEST(DeploymentConfigTest, ToYamlRoundTrips) {
   ttft_only.tls_cert = "/etc/baton/cert.pem";
   ttft_only.tls_key = "/etc/baton/key.pem";
   ttft_only.http_max_body_bytes = 65536;
+  ttft_only.liveness_timeout_ms = 2500;
   ttft_only.chat_template = "/etc/baton/chat template.jinja";
   DeploymentConfig named = DefaultDeployment("m");
   named.max_model_len = 77;

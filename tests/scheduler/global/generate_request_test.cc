@@ -34,6 +34,10 @@ TEST(ValidateRequestTest, Table) {
       {"valid text", [](GenerateRequest&) {}, ""},
       {"valid ids", [](GenerateRequest& r) { r.prompt_text.reset(); r.prompt_ids = {{1, 2}}; }, ""},
       {"no prompt", [](GenerateRequest& r) { r.prompt_text.reset(); }, "prompt: set exactly one of text, token_ids and chat"},
+      {"request_id of 256 bytes", [](GenerateRequest& r) { r.request_id = std::string(256, 'a'); }, ""},
+      // Issue 37, defect 8: a 1 MB id was taken, and logged whole.
+      {"request_id of 1 MB", [](GenerateRequest& r) { r.request_id = std::string(1 << 20, 'a'); },
+       "request_id is 1048576 bytes; at most 256"},
       {"empty text", [](GenerateRequest& r) { r.prompt_text = ""; }, "prompt: text is empty"},
       {"empty ids", [](GenerateRequest& r) { r.prompt_text.reset(); r.prompt_ids.emplace(); },
        "prompt: token_ids is empty"},

@@ -395,6 +395,41 @@ TEST(RequestFlowDetailTest, HandOffCarriesTheFirstTokenAndTheKvLease) {
   EXPECT_DOUBLE_EQ(fit->StepMs(1), 1.0);
 }
 
+// Issue 37, defect 5: a client that stopped reading taught the latency model a 450 ms decode step.
+TEST(RequestFlowDetailTest, AClientThatReadsSlowlyTeachesTheLatencyModelNothing) {
+  auto tokenizer = runtime::testing::LoadTokenizer(runtime::testing::Gpt2StyleJson());
+  for (const bool slow : {false, true}) {
+    SCOPED_TRACE(slow ? "slow reader" : "fast reader");
+    WorkerRegistry registry({}, absl::Seconds(10));
+    const absl::Time now = absl::Now();
+    registry.Register({.role = WorkerRole::kPrefill, .incarnation_id = "p0"}, now);
+    registry.Register({.role = WorkerRole::kDecode, .incarnation_id = "d0"}, now);
+    FakeWorkerClient workers;
+    workers.SetPrefill("p0", {.result = FirstToken('A')});
+    workers.SetDecode("d0", {.events = {Kv(), Tokens("B", 3000), Tokens("C", 4000),
+                                        Tokens("D", 5000, FinishReason::kLength)}});
+    LatencyModel latency;
+    int num_chunks = 0;
+    RequestFlow flow({.tokenizer = tokenizer.get(), .registry = &registry, .latency_model = &latency,
+                      .workers = &workers,
+                      .write = [&](const GenerateChunk&) {
+                        // The second chunk (B) is where a slow client's socket is full.
+                        if (++num_chunks == 2 && slow) absl::SleepFor(absl::Milliseconds(100));
+                        return true;
+                      },
+                      .is_cancelled = [] { return false; }},
+                     PreparedRequest{.request = {.request_id = "req-1"}, .prompt = {kPromptA, kPromptB}});
+    ASSERT_THAT(flow.Run(), absl_testing::IsOk());
+    const std::optional<DecodeStepFit> fit = latency.DecodeFit("decode worker 0");
+    if (slow) {
+      EXPECT_FALSE(fit.has_value() && fit->num_observations > 0);
+    } else {
+      ASSERT_TRUE(fit.has_value());
+      EXPECT_EQ(fit->num_observations, 2);  // B -> C, C -> D
+    }
+  }
+}
+
 // Surviving dead workers: several instances per phase, scripted call by call.
 class RequestFlowSurvivalTest : public ::testing::Test {
  protected:
@@ -412,6 +447,7 @@ class RequestFlowSurvivalTest : public ::testing::Test {
     prepared.request.params.max_tokens = 8;
     RequestFlow flow({.tokenizer = tokenizer_.get(), .registry = &registry_, .latency_model = &latency_,
                       .workers = &workers_, .disaggregated = disaggregated, .worker_wait = worker_wait,
+                      .retry_deadline = retry_deadline_,
                       .write = [&](const GenerateChunk& chunk) {
                         text_ += chunk.text;
                         return true;
@@ -429,6 +465,7 @@ class RequestFlowSurvivalTest : public ::testing::Test {
   WorkerRegistry registry_{{}, absl::Seconds(10)};
   LatencyModel latency_;
   FakeWorkerClient workers_;
+  absl::Duration retry_deadline_ = absl::Seconds(60);
   std::string text_;
   std::vector<FlowState> trace_;
 };
@@ -575,17 +612,45 @@ TEST_F(RequestFlowSurvivalTest, ADecodeInstanceDeadWithNoOtherFailsNamingIt) {
   EXPECT_THAT(workers_.released(), ElementsAre("req-1", "req-1"));  // each prefill's KV, once
 }
 
-TEST_F(RequestFlowSurvivalTest, GivesUpAfterMaxAttemptsNamingTheLastFailure) {
-  for (int i = 0; i < 4; ++i) {
+// Issue 37, defect 6: a fixed three failures gave up while a live worker could still take the
+// request; now it goes on until none can.
+TEST_F(RequestFlowSurvivalTest, RetriesWhileALiveWorkerCanTakeItThenSaysNoneCould) {
+  for (int i = 0; i < 6; ++i) {
     const std::string id = absl::StrCat("p", i);
     Add(WorkerRole::kPrefill, i, id);
     workers_.SetPrefill(id, {.result = absl::UnavailableError(absl::StrCat("gone ", i))});
   }
   Add(WorkerRole::kDecode, 0, "d0");
   EXPECT_THAT(Run(), StatusIs(absl::StatusCode::kUnavailable,
-                              HasSubstr("prefill worker 2 failed: gone 2 (3 worker failures; giving up)")));
-  EXPECT_TRUE(Live("p3"));
+                              HasSubstr("no live prefill worker (waited 0) after prefill worker 5 failed: gone 5")));
+  for (int i = 0; i < 6; ++i) EXPECT_FALSE(Live(absl::StrCat("p", i)));
   EXPECT_EQ(text_, "");
+}
+
+TEST_F(RequestFlowSurvivalTest, SurvivesManyFailuresThatLeaveALiveWorker) {
+  for (int i = 0; i < 5; ++i) {
+    const std::string id = absl::StrCat("p", i);
+    Add(WorkerRole::kPrefill, i, id);
+    workers_.SetPrefill(id, {.result = absl::UnavailableError(absl::StrCat("gone ", i))});
+  }
+  Add(WorkerRole::kPrefill, 5, "p5");
+  workers_.SetPrefill("p5", {.result = FirstToken('A')});
+  Add(WorkerRole::kDecode, 0, "d0");
+  workers_.SetDecode("d0", kDecodesBC);
+  EXPECT_THAT(Run(), absl_testing::IsOk());
+  EXPECT_EQ(text_, "ABC");
+}
+
+TEST_F(RequestFlowSurvivalTest, GivesUpAtTheRetryDeadlineSayingSo) {
+  Add(WorkerRole::kPrefill, 0, "p0");
+  Add(WorkerRole::kPrefill, 1, "p1");
+  workers_.SetPrefill("p0", {.result = absl::UnavailableError("gone 0")});
+  workers_.SetPrefill("p1", {.result = absl::UnavailableError("gone 1")});
+  Add(WorkerRole::kDecode, 0, "d0");
+  retry_deadline_ = absl::ZeroDuration();
+  EXPECT_THAT(Run(), StatusIs(absl::StatusCode::kUnavailable,
+                              HasSubstr("gone 0 (1 worker failures over 0; gave up at the retry deadline of 0)")));
+  EXPECT_TRUE(Live("p1"));
 }
 
 TEST_F(RequestFlowSurvivalTest, WaitsForALiveInstanceUpToWorkerWait) {
