@@ -6,7 +6,8 @@
 // proto in between), runs through the same RequestDriver as the gRPC API, and each GenerateChunk
 // becomes JSON. Bad requests get HTTP 400 with {"error": {"message", "type", "code"}}; a request
 // admission sheds (RESOURCE_EXHAUSTED) gets 429 with type "rate_limit_error"; no live worker gets
-// 503. Served by HttpServer (http_server.h: event-driven, each limit a client cannot pass).
+// 503. A client's X-Request-Id is its request's id (echoed as that header and in
+// the answer's id), as vLLM takes it. Served by HttpServer (http_server.h: event-driven, each limit a client cannot pass).
 //
 // Hardening: with an API key every path but /health needs "Authorization: Bearer KEY" (401 with a
 // JSON error otherwise); every error the server raises itself (a body over the limit, a request

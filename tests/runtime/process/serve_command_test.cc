@@ -403,15 +403,21 @@ TEST_F(ServeCommandTest, NoChildOutlivesAKilledLauncherAndTheNextStartCleansUp) 
                                          std::to_string(FreePort()), "--port", "0"};
   const pid_t launcher = StartServe(args);
   ASSERT_THAT(WaitForServingLine(), HasSubstr("baton: serving model"));
-  std::vector<pid_t> children;
-  for (const char* name : {"scheduler", "prefill worker 0", "decode worker 0"}) children.push_back(ChildPid(name));
+  std::vector<pid_t> workers;
+  for (const char* name : {"prefill worker 0", "decode worker 0"}) workers.push_back(ChildPid(name));
+  const pid_t scheduler = ChildPid("scheduler");
   ASSERT_EQ(kill(launcher, SIGKILL), 0);
   EXPECT_EQ(WaitForLauncherExit().signal, SIGKILL);
-  for (pid_t child : children) {
+  for (pid_t child : workers) {
     int status = 0;
     ASSERT_EQ(waitpid(child, &status, 0), child);
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child " << child;
   }
+  // The scheduler gets SIGTERM instead, to end its clients' streams with an error; it then exits.
+  int status = 0;
+  ASSERT_EQ(waitpid(scheduler, &status, 0), scheduler);
+  EXPECT_TRUE((WIFEXITED(status) && WEXITSTATUS(status) == 0) || (WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM))
+      << "scheduler status " << status;
   prctl(PR_SET_CHILD_SUBREAPER, 0);
 
   // The run directory outlived the launcher; the next start of the deployment empties and reuses
