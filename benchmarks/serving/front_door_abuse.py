@@ -25,22 +25,7 @@ import threading
 import time
 import urllib.request
 
-
-def free_port_block(n):
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n >= 65000:
-            continue
-        try:
-            for p in range(base, base + n):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no free port block")
+from scheduler_overhead import free_port_block  # this folder's
 
 
 def completion_seconds(port):

@@ -5,6 +5,16 @@
 #include "absl/strings/str_cat.h"
 
 namespace baton::scheduler {
+namespace {
+
+WorkerRef RefOf(const WorkerEntry& worker) {
+  return WorkerRef{.incarnation_id = worker.incarnation_id,
+                   .address = worker.address,
+                   .role = worker.role,
+                   .instance_idx = worker.instance_idx};
+}
+
+}  // namespace
 
 WorkerRegistry::WorkerRegistry(std::vector<std::pair<WorkerRole, int>> expected,
                                absl::Duration liveness_timeout)
@@ -70,10 +80,7 @@ std::vector<WorkerRegistry::Suspect> WorkerRegistry::Suspects(absl::Time now) {
     if (!worker.alive || worker.suspected || now - worker.last_seen <= liveness_timeout_) continue;
     worker.suspected = true;
     suspects.push_back(Suspect{
-        .worker = WorkerRef{.incarnation_id = worker.incarnation_id,
-                            .address = worker.address,
-                            .role = worker.role,
-                            .instance_idx = worker.instance_idx},
+        .worker = RefOf(worker),
         .pid = worker.pid,
         .name = absl::StrCat(WorkerName(worker.role, worker.instance_idx), " (pid ", worker.pid, ")"),
         .silence = now - worker.last_seen});
@@ -96,10 +103,7 @@ std::vector<InstanceSnapshot> WorkerRegistry::LiveInstances(WorkerRole role) con
     for (const auto& [id, worker] : workers_) {
       if (!worker.alive || worker.role != role) continue;
       instances.push_back(InstanceSnapshot{
-          .worker = WorkerRef{.incarnation_id = worker.incarnation_id,
-                              .address = worker.address,
-                              .role = worker.role,
-                              .instance_idx = worker.instance_idx},
+          .worker = RefOf(worker),
           .block_size = worker.block_size,
           .num_kv_blocks_free = worker.reported.num_kv_blocks_total - worker.reported.num_kv_blocks_used,
           .outstanding_prefill_tokens = worker.outstanding_prefill_tokens,

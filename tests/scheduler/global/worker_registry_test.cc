@@ -59,6 +59,33 @@ TEST(WorkerRegistryTest, LoadsFollowTheSchedulersAccounting) {
 
 // The snapshot routing decides from: live instances of one role, by index, with free KV blocks from
 // the last heartbeat and the scheduler's own accounting.
+// Issue 37, defect 3: a missed heartbeat made a worker dead at once; now it is only suspected,
+// stays routable, and a probe's answer settles it.
+TEST(WorkerRegistryTest, SilenceMakesASuspectThatAProbeSettles) {
+  WorkerRegistry registry({{WorkerRole::kDecode, 2}}, absl::Seconds(1));
+  const absl::Time start = absl::Now();
+  registry.Register(Entry(WorkerRole::kDecode, 0, "d0"), start);
+  registry.Register(Entry(WorkerRole::kDecode, 1, "d1"), start);
+  EXPECT_TRUE(registry.Suspects(start + absl::Milliseconds(900)).empty());
+  const absl::Time late = start + absl::Milliseconds(1500);
+  registry.Heartbeat("d1", {}, start + absl::Milliseconds(1000));
+  const std::vector<WorkerRegistry::Suspect> suspects = registry.Suspects(late);
+  ASSERT_EQ(suspects.size(), 1u);
+  EXPECT_EQ(suspects[0].worker.incarnation_id, "d0");
+  EXPECT_EQ(suspects[0].silence, absl::Milliseconds(1500));
+  EXPECT_TRUE(registry.Suspects(late).empty()) << "suspected once, until settled";
+  EXPECT_EQ(registry.LiveInstances(WorkerRole::kDecode).size(), 2u) << "a suspect is still routable";
+  registry.Vouch("d0", late);  // it answered the probe: silent from there
+  const std::vector<WorkerRegistry::Suspect> next = registry.Suspects(late + absl::Milliseconds(900));
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].worker.incarnation_id, "d1");  // silent since its heartbeat at 1 s
+  const std::vector<WorkerRegistry::Suspect> again = registry.Suspects(late + absl::Milliseconds(1100));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].worker.incarnation_id, "d0");
+  registry.MarkDead("d0", "no answer to a probe");
+  EXPECT_EQ(registry.LiveInstances(WorkerRole::kDecode).size(), 1u);
+}
+
 TEST(WorkerRegistryTest, LiveInstancesSnapshot) {
   WorkerRegistry registry({{WorkerRole::kDecode, 3}}, absl::Seconds(1));
   const absl::Time now = absl::Now();
