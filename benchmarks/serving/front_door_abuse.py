@@ -7,8 +7,12 @@ machine state:
   - baseline: nobody else;
   - slowloris: N connections (default 5000, from 10 loopback addresses) that trickle a request in,
     a byte every 2 s each, reconnecting whenever the server closes them;
-  - slow readers: M streams (default 40) of long completions whose client never reads.
-Prints one JSON object: p50/p99 of each condition, and the scheduler's threads and RSS.
+  - readers: M streams (default 40) of long completions that their clients read: the batch load
+    the next condition would be without pausing;
+  - slow readers: the same M streams, but their clients never read.
+Both stream conditions measure after --settle seconds (default 25): by then a stream nobody reads
+has backed up to the worker and been paused (out of the decode batch), while one that is read still
+decodes. Prints one JSON object: p50/p99 of each condition, and the scheduler's threads and RSS.
 
   .venv/bin/python benchmarks/serving/front_door_abuse.py --model build/models/tiny
 """
@@ -89,22 +93,32 @@ class Slowloris:
                 s.close()
 
 
-class SlowReaders:
-    """m streaming completions whose client sends the request and never reads the answer."""
+class Streams:
+    """m streaming 1,500-token completions, read to the end by their clients or never read."""
 
-    def __init__(self, port, m):
+    def __init__(self, port, m, read, settle):
         body = json.dumps({"prompt": "Once", "max_tokens": 1500, "ignore_eos": True, "stream": True}).encode()
         self.request = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                         f"Content-Length: {len(body)}\r\n\r\n").encode() + body
-        self.port, self.m, self.socks = port, m, []
+        self.port, self.m, self.read, self.settle, self.socks = port, m, read, settle, []
+
+    def _drain(self, s):
+        try:
+            while s.recv(65536):
+                pass
+        except OSError:
+            pass
 
     def start(self):
         for _ in range(self.m):
-            s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and never read
+            s = socket.create_connection(("127.0.0.1", self.port), timeout=120)
+            if not self.read:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             s.sendall(self.request)
             self.socks.append(s)
-        time.sleep(1)
+            if self.read:
+                threading.Thread(target=self._drain, args=(s,), daemon=True).start()
+        time.sleep(self.settle)
 
     def close(self):
         for s in self.socks:
@@ -125,6 +139,7 @@ def main():
     ap.add_argument("--slow-readers", type=int, default=40)
     ap.add_argument("--requests", type=int, default=40, help="per condition and round")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--settle", type=float, default=25.0, help="seconds between opening streams and measuring")
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -159,7 +174,8 @@ decode: {{instances: 1, base_port: {base + 2}, threads: 1, max_num_seqs: 64}}
         conditions = {
             "baseline": lambda: None,
             f"slowloris_{args.slowloris}": lambda: Slowloris(port, args.slowloris),
-            f"slow_readers_{args.slow_readers}": lambda: SlowReaders(port, args.slow_readers),
+            f"streams_read_{args.slow_readers}": lambda: Streams(port, args.slow_readers, True, args.settle),
+            f"streams_unread_{args.slow_readers}": lambda: Streams(port, args.slow_readers, False, args.settle),
         }
         latencies = {name: [] for name in conditions}
         peaks = {name: (0, 0.0) for name in conditions}

@@ -18,7 +18,9 @@ using SeqId = int64_t;
 // kAwaitingKv: a decode-role sequence whose blocks are allocated and being filled by a transfer.
 // kSwapped: preempted with its KV copied to the instance's swap pool (runtime/kv_cache/kv_swap.h);
 // its block table names swap-pool blocks until it is swapped back in.
-enum class SeqStatus { kWaiting, kRunning, kHoldingKv, kAwaitingKv, kSwapped };
+// kPaused: out of the batch, its KV kept, because its consumer is not taking its tokens
+// (Engine::Pause).
+enum class SeqStatus { kWaiting, kRunning, kHoldingKv, kAwaitingKv, kSwapped, kPaused };
 
 enum class FinishReason { kNone, kLength, kStop, kCancelled };
 
@@ -56,6 +58,7 @@ struct Sequence {
   // In a step the ranks are still running (StepScheduler::Schedule to StepDone): not scheduled
   // again, not preempted, and its blocks stay allocated, since the step still writes them.
   bool in_step = false;
+  bool pause_requested = false;  // Engine::Pause came while it was not running, or in a step
   int64_t first_scheduled_us = 0;  // when its prefill first entered a step (Unix micros)
   // Its next sampled token ends a prefill this engine ran (its first token, or a resumed request's
   // next one): that output reports when the prefill started. False once reported, and from the

@@ -146,6 +146,7 @@ Sequence* Engine::Find(SeqId seq_id) const {
 }
 
 void Engine::Erase(Sequence* seq) {
+  if (seq->status == SeqStatus::kPaused) --num_paused_;
   scheduler_.Remove(seq);
   const SeqId id = seq->id;  // erase destroys seq
   seqs_.erase(id);
@@ -235,6 +236,30 @@ absl::Status Engine::Cancel(SeqId seq_id) {
     seq->finish_reason = FinishReason::kCancelled;  // erased when its step is done
   } else {
     Erase(seq);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Pause(SeqId seq_id) {
+  Sequence* seq = Find(seq_id);
+  if (seq == nullptr) return absl::NotFoundError(absl::StrCat("request ", seq_id, " is not in the engine"));
+  if (seq->status == SeqStatus::kPaused) return absl::OkStatus();
+  if (seq->status == SeqStatus::kRunning && !seq->in_step) {
+    scheduler_.Pause(seq);
+    ++num_paused_;
+  } else {
+    seq->pause_requested = true;  // TakeOutputs pauses it after its next token
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Resume(SeqId seq_id) {
+  Sequence* seq = Find(seq_id);
+  if (seq == nullptr) return absl::NotFoundError(absl::StrCat("request ", seq_id, " is not in the engine"));
+  seq->pause_requested = false;
+  if (seq->status == SeqStatus::kPaused) {
+    scheduler_.Resume(seq);
+    --num_paused_;
   }
   return absl::OkStatus();
 }
@@ -398,6 +423,10 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::TakeOutputs(const ScheduledStep
       Erase(seq);
     } else if (seq->params.hold_kv_after_prefill) {
       scheduler_.Park(seq);
+    } else if (seq->pause_requested && seq->status == SeqStatus::kRunning) {
+      seq->pause_requested = false;
+      scheduler_.Pause(seq);
+      ++num_paused_;
     }
   }
   return outputs;

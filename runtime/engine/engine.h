@@ -101,6 +101,12 @@ class Engine {
                                    std::vector<int32_t> generated_token_ids = {});
   // Frees the sequence's blocks and queue slot at once. NotFound for an unknown or finished id.
   absl::Status Cancel(SeqId seq_id);
+  // Its consumer is not taking its tokens: the sequence leaves the batch (no steps, no batch slot)
+  // as soon as it is running and not in a step, keeping its KV, until Resume. NotFound for an
+  // unknown or finished id.
+  absl::Status Pause(SeqId seq_id);
+  absl::Status Resume(SeqId seq_id);
+  int num_paused() const { return num_paused_; }
 
   // Prefill role. A sequence added with hold_kv_after_prefill stops after its first token (unless that
   // token finishes it) and keeps its KV blocks until ReleaseKv; HeldKv names them.
@@ -184,6 +190,7 @@ class Engine {
   ModelRunner runner_;
   absl::flat_hash_map<SeqId, std::unique_ptr<Sequence>> seqs_;
   SeqId next_seq_id_ = 0;
+  int num_paused_ = 0;
   int max_steps_in_flight_;
   std::deque<std::unique_ptr<InFlightStep>> in_flight_;  // oldest first
   std::vector<std::unique_ptr<InFlightStep>> spare_steps_;  // finished, kept for their buffers

@@ -42,6 +42,7 @@ void EngineLoop::UpdateStats() {
               .num_waiting = engine_->num_waiting(),
               .num_running = engine_->num_running(),
               .num_swapped = engine_->num_swapped(),
+              .num_paused = engine_->num_paused(),
               .num_sequences = engine_->num_sequences()};
   absl::MutexLock lock(&mu_);
   stats_ = stats;

@@ -50,6 +50,8 @@ class EngineLoop {
   // finishes or Unsubscribe.
   void Subscribe(SeqId seq_id, TokenSink sink);
   void Unsubscribe(SeqId seq_id);
+  // Engine-thread only (a sink may call it): Engine::Pause, for a consumer that fell behind.
+  void Pause(SeqId seq_id) { (void)engine_->Pause(seq_id); }
 
   // Runs hook(engine) on the engine thread on every turn of the loop: after the posted tasks, so
   // before every step, and at least once per tick while idle. Hooks run in the order added.
@@ -62,6 +64,7 @@ class EngineLoop {
     int num_waiting = 0;
     int num_running = 0;
     int num_swapped = 0;  // preempted, KV in the swap space
+    int num_paused = 0;   // out of the batch: their consumers fell behind (Engine::Pause)
     int num_sequences = 0;
   };
   Stats stats() const;

@@ -21,6 +21,17 @@ void StepScheduler::Park(Sequence* seq) {
   seq->status = SeqStatus::kHoldingKv;
 }
 
+void StepScheduler::Pause(Sequence* seq) {
+  BATON_CHECK(seq->status == SeqStatus::kRunning && !seq->in_step);
+  std::erase(running_, seq);
+  seq->status = SeqStatus::kPaused;
+}
+
+void StepScheduler::Resume(Sequence* seq) {
+  BATON_CHECK(seq->status == SeqStatus::kPaused);
+  AddRunning(seq);
+}
+
 bool StepScheduler::TryAdmit(Sequence* seq, int* token_budget) {
   const int q_len = seq->num_uncomputed_tokens();
   if (q_len > *token_budget) return false;

@@ -66,6 +66,11 @@ class StepScheduler {
   void AddRunning(Sequence* seq);
   // Takes a running sequence out of the batch, keeping its blocks (prefill role hand-off).
   void Park(Sequence* seq);
+  // Takes a running sequence out of the batch, keeping its blocks, until Resume puts it back at the
+  // end of the batch (its consumer fell behind: Engine::Pause). Pre-condition: kRunning, not in a
+  // step.
+  void Pause(Sequence* seq);
+  void Resume(Sequence* seq);  // Pre-condition: kPaused
   // Plans the next step from the sequences not in a step, allocates the KV blocks it needs and marks
   // its sequences in_step. Empty when nothing is ready (all in steps, or no free blocks).
   ScheduledStep Schedule();

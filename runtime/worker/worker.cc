@@ -183,9 +183,13 @@ absl::StatusOr<TokenOutput> Worker::NextOutput(TokenChannel& channel, absl::Time
     if (now >= deadline) return absl::DeadlineExceededError("deadline passed while generating");
     if (is_cancelled()) return absl::CancelledError("cancelled by the caller");
     absl::StatusOr<TokenOutput> item;
-    if (!channel.Pop(std::min(deadline, now + kPollInterval), &item)) continue;
+    bool resume = false;
+    if (!channel.Pop(std::min(deadline, now + kPollInterval), &item, &resume)) continue;
     if (item.ok() && item->finish_reason == FinishReason::kCancelled) {
       return absl::CancelledError("cancelled");
+    }
+    if (resume && item.ok()) {  // the caller caught up with a paused request (Decode's sink)
+      loop_->Post([seq_id = item->seq_id](Engine& engine) { (void)engine.Resume(seq_id); });
     }
     return item;
   }
@@ -409,7 +413,12 @@ absl::Status Worker::Decode(DecodeCall call) {
   const std::string& request_id = call.request_id;
   ASSIGN_OR_RETURN(WorkerRequest request, requests_.Add(request_id));
   std::shared_ptr<TokenChannel> channel = request.channel;
-  TokenSink sink = [channel](absl::StatusOr<TokenOutput> out) { channel->Push(std::move(out)); };
+  // Runs on the engine thread: a request whose caller stopped taking its tokens (its client does not
+  // read) leaves the batch until NextOutput sees the caller catch up.
+  TokenSink sink = [this, channel](absl::StatusOr<TokenOutput> out) {
+    const std::optional<SeqId> seq_id = out.ok() ? std::optional<SeqId>(out->seq_id) : std::nullopt;
+    if (channel->Push(std::move(out)) && seq_id) loop_->Pause(*seq_id);
+  };
 
   if (handed_off) {
     RETURN_IF_ERROR(StartHandedOff(call, request, sink));

@@ -28,8 +28,14 @@ std::shared_ptr<v1::WorkerService::Stub> WorkerStubs::For(const WorkerRef& worke
   CachedStub& cached = stubs_[worker.address];
   if (cached.stub == nullptr || cached.incarnation_id != worker.incarnation_id) {
     cached.incarnation_id = worker.incarnation_id;
+    // A small, fixed flow-control window: when a request's client stops reading, its decode stream
+    // backs up to the worker within a few hundred tokens, and the worker pauses it (TokenChannel),
+    // instead of gRPC buffering thousands while it keeps its batch slot.
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 10);
     cached.stub = v1::WorkerService::NewStub(
-        grpc::CreateChannel(worker.address, grpc::InsecureChannelCredentials()));
+        grpc::CreateCustomChannel(worker.address, grpc::InsecureChannelCredentials(), args));
   }
   return cached.stub;
 }

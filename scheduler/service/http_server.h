@@ -13,8 +13,9 @@
 //   - open connections without bound: past max_connections_per_peer from one address, or
 //     max_connections in all, a new connection is closed at once;
 //   - pin a request by not reading its answer: what the server holds for it is bounded (the socket's
-//     send buffer and one write), a write the client does not take within write_timeout fails, and
-//     a streaming handler hears it from HttpStream::Write (false) and cancels its request;
+//     send buffer and one write; behind it the worker pauses the request, out of its batch), a
+//     write the client does not take within write_timeout fails, and a streaming handler hears it
+//     from HttpStream::Write (false) and cancels its request;
 //   - run more than max_requests_in_flight handlers at once: the next request gets 503.
 // The listen backlog is the system's maximum (net.core.somaxconn).
 #pragma once
@@ -41,7 +42,7 @@ struct HttpLimits {
   absl::Duration write_timeout = absl::Seconds(30);    // for the client to take one write
   // The kernel's send buffer of each connection: with one write in flight, the most of an answer
   // the server holds for a client that does not read it.
-  int socket_send_buffer_bytes = 256 << 10;
+  int socket_send_buffer_bytes = 64 << 10;  // the kernel doubles it
   size_t max_connections = 16384;
   size_t max_connections_per_peer = 4096;
   size_t max_requests_in_flight = 1024;

@@ -157,6 +157,53 @@ TEST_F(EngineTest, CancelFreesBlocksAtOnceWhereverTheRequestIs) {
   EXPECT_THAT(engine->Cancel(running), StatusIs(absl::StatusCode::kNotFound, HasSubstr("request")));
 }
 
+// Issue 37, defect 5: a request whose client stopped reading kept its batch slot to the end.
+TEST_F(EngineTest, APausedSequenceLeavesTheBatchKeepsItsKvAndResumesItsRun) {
+  auto reference = MakeEngine();
+  const SeqId ref_a = *reference->AddRequest(Prompt(8, 0), Greedy(20));
+  const SeqId ref_b = *reference->AddRequest(Prompt(5, 1), Greedy(20));
+  auto expected = RunToCompletion(*reference);
+
+  auto engine = MakeEngine();
+  const SeqId a = *engine->AddRequest(Prompt(8, 0), Greedy(20));
+  const SeqId b = *engine->AddRequest(Prompt(5, 1), Greedy(20));
+  std::map<SeqId, std::vector<int32_t>> tokens;
+  auto step = [&] {
+    auto outputs = engine->Step();
+    ASSERT_THAT(outputs, IsOk());
+    for (const auto& out : *outputs) tokens[out.seq_id].push_back(out.token_id);
+  };
+  for (int i = 0; i < 3; ++i) step();
+  ASSERT_THAT(engine->Pause(a), IsOk());
+  EXPECT_EQ(engine->num_paused(), 1);
+  const size_t a_before = tokens[a].size();
+  const int blocks_held = engine->allocator().num_blocks_used();
+  for (int i = 0; i < 5; ++i) step();
+  EXPECT_EQ(tokens[a].size(), a_before) << "a paused sequence took steps";
+  EXPECT_GT(tokens[b].size(), a_before) << "the other went on";
+  EXPECT_GE(engine->allocator().num_blocks_used(), blocks_held) << "its KV stays";
+  while (engine->HasWork()) step();  // b finishes; a, paused, is no work
+  EXPECT_EQ(tokens[b], expected[ref_b]);
+  EXPECT_GT(engine->allocator().num_blocks_used(), 0);
+  ASSERT_THAT(engine->Resume(a), IsOk());
+  EXPECT_EQ(engine->num_paused(), 0);
+  while (engine->HasWork()) step();
+  EXPECT_EQ(tokens[a], expected[ref_a]) << "the resumed run is the uninterrupted one";
+  EXPECT_EQ(engine->allocator().num_blocks_used(), 0);
+
+  // A pause asked while the sequence waits takes effect after its next token; cancelling a paused
+  // sequence frees its blocks.
+  const SeqId c = *engine->AddRequest(Prompt(6, 2), Greedy(20));
+  ASSERT_THAT(engine->Pause(c), IsOk());
+  step();
+  EXPECT_EQ(tokens[c].size(), 1u);
+  EXPECT_EQ(engine->num_paused(), 1);
+  EXPECT_FALSE(engine->HasWork());
+  ASSERT_THAT(engine->Cancel(c), IsOk());
+  EXPECT_EQ(engine->num_paused(), 0);
+  EXPECT_EQ(engine->allocator().num_blocks_used(), 0);
+}
+
 TEST_F(EngineTest, PrefillHandOffToAnotherEngineContinuesTheSameSequence) {
   auto whole = MakeEngine();
   auto prefill = MakeEngine();

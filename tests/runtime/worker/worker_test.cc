@@ -198,6 +198,54 @@ TEST_F(WorkerTest, AHandedOffRequestDecodesTheSameTokensAsAColocatedOne) {
   EXPECT_TRUE(DecodePoolEmpty());
 }
 
+// Issue 37, defect 5: a caller that stops taking a request's tokens (its client does not read) no
+// longer keeps it in the batch: it is paused once kPauseBacklog tokens wait, and resumed when the
+// caller catches up, with the tokens of an uninterrupted run.
+TEST_F(WorkerTest, ARequestWhoseCallerStopsTakingTokensIsPausedThenResumed) {
+  const std::vector<int32_t> prompt = Prompt(7, 3);
+  std::unique_ptr<Worker> colocated = MakeWorker(WorkerRole::kColocated, 1 << 20);
+  ASSERT_NE(colocated, nullptr);
+  constexpr int kTokens = 100;  // more than kPauseBacklog + the prompt fits in max_model_len 128
+  std::vector<int32_t> expected;
+  ASSERT_THAT(colocated->Decode(DecodeCall{.request_id = "reader",
+                                           .prompt_token_ids = prompt,
+                                           .params = Greedy(kTokens),
+                                           .deadline = absl::Now() + absl::Seconds(60),
+                                           .emit =
+                                               [&](const DecodeEvent& event) {
+                                                 expected.push_back(event.token->token_id);
+                                                 return true;
+                                               }}),
+              IsOk());
+  absl::Notification stalled, go_on;
+  std::vector<int32_t> tokens;
+  std::thread caller([&] {
+    EXPECT_THAT(colocated->Decode(DecodeCall{.request_id = "stalled",
+                                             .prompt_token_ids = prompt,
+                                             .params = Greedy(kTokens),
+                                             .deadline = absl::Now() + absl::Seconds(60),
+                                             .emit =
+                                                 [&](const DecodeEvent& event) {
+                                                   tokens.push_back(event.token->token_id);
+                                                   if (tokens.size() == 1) {  // then it stops reading
+                                                     stalled.Notify();
+                                                     go_on.WaitForNotificationWithTimeout(absl::Seconds(30));
+                                                   }
+                                                   return true;
+                                                 }}),
+                IsOk());
+  });
+  ASSERT_TRUE(stalled.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (colocated->Stats().engine.num_paused != 1 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(colocated->Stats().engine.num_paused, 1) << "the stalled request kept its batch slot";
+  EXPECT_EQ(colocated->Stats().engine.num_running, 0);
+  go_on.Notify();
+  caller.join();
+  EXPECT_EQ(tokens, expected);
+  EXPECT_EQ(colocated->Stats().engine.num_paused, 0);
+}
+
 TEST_F(WorkerTest, WaitersAreAdmittedInArrivalOrderEvenWhenALaterOneWouldFitSooner) {
   const std::vector<int32_t> big = Prompt(100, 1);   // 26 blocks with its next token
   const std::vector<int32_t> mid = Prompt(40, 2);    // 11 blocks: waits for `big`
