@@ -10,7 +10,7 @@ machine state:
   - readers: M streams (default 40) of long completions that their clients read: the batch load
     the next condition would be without pausing;
   - slow readers: the same M streams, but their clients never read.
-Both stream conditions measure after --settle seconds (default 25): by then a stream nobody reads
+Both stream conditions measure after --settle seconds (default 35): by then a stream nobody reads
 has backed up to the worker and been paused (out of the decode batch), while one that is read still
 decodes. Prints one JSON object: p50/p99 of each condition, and the scheduler's threads and RSS.
 
@@ -139,7 +139,7 @@ def main():
     ap.add_argument("--slow-readers", type=int, default=40)
     ap.add_argument("--requests", type=int, default=40, help="per condition and round")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--settle", type=float, default=25.0, help="seconds between opening streams and measuring")
+    ap.add_argument("--settle", type=float, default=35.0, help="seconds between opening streams and measuring")
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

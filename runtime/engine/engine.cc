@@ -253,6 +253,10 @@ absl::Status Engine::Pause(SeqId seq_id) {
   return absl::OkStatus();
 }
 
+void Engine::ReleasePausedKvFor(int num_kv_tokens) {
+  scheduler_.ReleasePausedKv(NumBlocksFor(num_kv_tokens + 1, block_size_));
+}
+
 absl::Status Engine::Resume(SeqId seq_id) {
   Sequence* seq = Find(seq_id);
   if (seq == nullptr) return absl::NotFoundError(absl::StrCat("request ", seq_id, " is not in the engine"));

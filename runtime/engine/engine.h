@@ -107,6 +107,9 @@ class Engine {
   absl::Status Pause(SeqId seq_id);
   absl::Status Resume(SeqId seq_id);
   int num_paused() const { return num_paused_; }
+  // Paused sequences give their KV up (to be computed again when resumed) until num_kv_tokens fit,
+  // for a prefilled request waiting to be admitted (CanAdmitPrefilled).
+  void ReleasePausedKvFor(int num_kv_tokens);
 
   // Prefill role. A sequence added with hold_kv_after_prefill stops after its first token (unless that
   // token finishes it) and keeps its KV blocks until ReleaseKv; HeldKv names them.

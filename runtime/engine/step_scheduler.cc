@@ -25,17 +25,35 @@ void StepScheduler::Pause(Sequence* seq) {
   BATON_CHECK(seq->status == SeqStatus::kRunning && !seq->in_step);
   std::erase(running_, seq);
   seq->status = SeqStatus::kPaused;
+  paused_.push_back(seq);
 }
 
 void StepScheduler::Resume(Sequence* seq) {
   BATON_CHECK(seq->status == SeqStatus::kPaused);
+  std::erase(paused_, seq);
+  if (seq->block_table.blocks().empty()) {  // its KV went to others: computed again, first in line
+    seq->status = SeqStatus::kWaiting;
+    waiting_.push_front(seq);
+    return;
+  }
   AddRunning(seq);
+}
+
+void StepScheduler::ReleasePausedKv(int num_blocks) {
+  for (Sequence* seq : paused_) {
+    if (allocator_->CanAllocate(num_blocks)) return;
+    if (seq->block_table.blocks().empty()) continue;
+    allocator_->Release(seq->block_table.TakeBlocks());
+    seq->num_computed_tokens = 0;
+    ++num_recomputes_;
+  }
 }
 
 bool StepScheduler::TryAdmit(Sequence* seq, int* token_budget) {
   const int q_len = seq->num_uncomputed_tokens();
   if (q_len > *token_budget) return false;
   const int num_new_blocks = seq->block_table.NumBlocksToAppend(q_len);
+  ReleasePausedKv(num_new_blocks);
   if (!allocator_->CanAllocate(num_new_blocks)) return false;
   seq->block_table.AddBlocks(*allocator_->Allocate(num_new_blocks));
   *token_budget -= q_len;
@@ -86,6 +104,7 @@ std::vector<Sequence*> StepScheduler::ReserveDecodes(ScheduledStep* step) {
       continue;
     }
     const int num_new_blocks = seq->block_table.NumBlocksToAppend(1);
+    ReleasePausedKv(num_new_blocks);  // before a running sequence is preempted
     if (allocator_->CanAllocate(num_new_blocks)) {
       seq->block_table.AddBlocks(*allocator_->Allocate(num_new_blocks));
       decodes.push_back(seq);
@@ -198,6 +217,7 @@ void StepScheduler::Remove(Sequence* seq) {
   std::erase(running_, seq);
   std::erase(waiting_, seq);
   std::erase(swapped_, seq);
+  std::erase(paused_, seq);
 }
 
 }  // namespace baton::runtime

@@ -68,9 +68,13 @@ class StepScheduler {
   void Park(Sequence* seq);
   // Takes a running sequence out of the batch, keeping its blocks, until Resume puts it back at the
   // end of the batch (its consumer fell behind: Engine::Pause). Pre-condition: kRunning, not in a
-  // step.
+  // step. A paused sequence gives its blocks up when others need them (ReleasePausedKv); it is then
+  // computed again after Resume, as a preempted one is.
   void Pause(Sequence* seq);
   void Resume(Sequence* seq);  // Pre-condition: kPaused
+  // Frees the blocks of paused sequences, longest paused first, until num_blocks are free or none
+  // holds any.
+  void ReleasePausedKv(int num_blocks);
   // Plans the next step from the sequences not in a step, allocates the KV blocks it needs and marks
   // its sequences in_step. Empty when nothing is ready (all in steps, or no free blocks).
   ScheduledStep Schedule();
@@ -113,6 +117,7 @@ class StepScheduler {
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order
   std::deque<Sequence*> swapped_;   // admission order
+  std::vector<Sequence*> paused_;   // pause order
   int64_t num_swap_outs_ = 0;
   int64_t num_recomputes_ = 0;
 };

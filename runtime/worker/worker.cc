@@ -34,8 +34,10 @@ class EngineKvAdmitter final : public KvAdmitter {
                                      request.params);
   }
   bool CanAdmit(const PrefilledRequest& request) const override {
-    return engine_.CanAdmitPrefilled(
-        NumPrefilledKvTokens(request.prompt_token_ids, request.generated_token_ids));
+    const int num_kv_tokens = NumPrefilledKvTokens(request.prompt_token_ids, request.generated_token_ids);
+    // Requests paused because their clients stopped reading give their KV up before this one waits.
+    engine_.ReleasePausedKvFor(num_kv_tokens);
+    return engine_.CanAdmitPrefilled(num_kv_tokens);
   }
   absl::StatusOr<KvAdmission> Admit(PrefilledRequest request) override {
     ASSIGN_OR_RETURN(SeqId seq_id,

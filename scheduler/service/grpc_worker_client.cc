@@ -33,7 +33,7 @@ std::shared_ptr<v1::WorkerService::Stub> WorkerStubs::For(const WorkerRef& worke
     // instead of gRPC buffering thousands while it keeps its batch slot.
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 10);
+    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8 << 10);
     cached.stub = v1::WorkerService::NewStub(
         grpc::CreateCustomChannel(worker.address, grpc::InsecureChannelCredentials(), args));
   }

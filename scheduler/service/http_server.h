@@ -39,10 +39,12 @@ struct HttpLimits {
   uint64_t max_body_bytes = 4ull << 20;
   uint32_t max_header_bytes = 64u << 10;   // the request line and every header together
   absl::Duration request_timeout = absl::Seconds(10);  // for a whole request to arrive
-  absl::Duration write_timeout = absl::Seconds(30);    // for the client to take one write
+  // For the client to take one write. Long enough for a slow network; a stalled stream is paused on
+  // its worker meanwhile (out of the batch, its KV released to others on demand).
+  absl::Duration write_timeout = absl::Seconds(60);
   // The kernel's send buffer of each connection: with one write in flight, the most of an answer
   // the server holds for a client that does not read it.
-  int socket_send_buffer_bytes = 64 << 10;  // the kernel doubles it
+  int socket_send_buffer_bytes = 32 << 10;  // the kernel doubles it
   size_t max_connections = 16384;
   size_t max_connections_per_peer = 4096;
   size_t max_requests_in_flight = 1024;

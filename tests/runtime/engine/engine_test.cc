@@ -204,6 +204,34 @@ TEST_F(EngineTest, APausedSequenceLeavesTheBatchKeepsItsKvAndResumesItsRun) {
   EXPECT_EQ(engine->allocator().num_blocks_used(), 0);
 }
 
+// A paused sequence's KV is not held against the others: when they need its blocks, it gives them
+// up and is computed again once resumed, to the same tokens.
+TEST_F(EngineTest, APausedSequenceGivesItsKvUpToOthersAndIsComputedAgain) {
+  auto reference = MakeEngine();
+  const SeqId ref_a = *reference->AddRequest(Prompt(8, 0), Greedy(40));
+  auto expected = RunToCompletion(*reference);
+
+  // 34 blocks of 4 tokens: b alone needs 32 (128 tokens), a holds 3 when it is paused.
+  auto engine = MakeEngine(/*kv_cache_bytes=*/34 * 1024);
+  const SeqId a = *engine->AddRequest(Prompt(8, 0), Greedy(40));
+  std::map<SeqId, std::vector<int32_t>> tokens;
+  for (int i = 0; i < 4; ++i) {
+    auto outputs = engine->Step();
+    ASSERT_THAT(outputs, IsOk());
+    for (const auto& out : *outputs) tokens[out.seq_id].push_back(out.token_id);
+  }
+  ASSERT_THAT(engine->Pause(a), IsOk());
+  const SeqId b = *engine->AddRequest(Prompt(100, 1), Greedy(28));
+  for (auto& [id, ts] : RunToCompletion(*engine)) tokens[id].insert(tokens[id].end(), ts.begin(), ts.end());
+  EXPECT_EQ(tokens[b].size(), 28u) << "b got the blocks it needed";
+  EXPECT_EQ(engine->num_recomputes(), 1);
+  EXPECT_EQ(engine->allocator().num_blocks_used(), 0) << "a gave its blocks up";
+  ASSERT_THAT(engine->Resume(a), IsOk());
+  for (auto& [id, ts] : RunToCompletion(*engine)) tokens[id].insert(tokens[id].end(), ts.begin(), ts.end());
+  EXPECT_EQ(tokens[a], expected[ref_a]);
+  EXPECT_EQ(engine->allocator().num_blocks_used(), 0);
+}
+
 TEST_F(EngineTest, PrefillHandOffToAnotherEngineContinuesTheSameSequence) {
   auto whole = MakeEngine();
   auto prefill = MakeEngine();
