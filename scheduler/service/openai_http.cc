@@ -90,8 +90,8 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     cards.push_back(ModelCard(model, model.name));
     for (const std::string& alias : model.aliases) cards.push_back(ModelCard(model, alias));
     res.SetContent(json{{"object", "list"}, {"data", std::move(cards)}}
-                        .dump(-1, ' ', false, json::error_handler_t::replace),
-                    "application/json");
+                       .dump(-1, ' ', false, json::error_handler_t::replace),
+                   "application/json");
   });
   http.Add("GET", R"(/v1/models/(.+))", [driver](const HttpRequest& req, HttpResponse& res) {
     const ServedModel& model = driver->model();
@@ -100,7 +100,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
       return SendError(res, absl::NotFoundError(absl::StrCat("The model `", id, "` does not exist.")));
     }
     res.SetContent(ModelCard(model, id).dump(-1, ' ', false, json::error_handler_t::replace),
-                    "application/json");
+                   "application/json");
   });
   http.Add("POST", "/v1/completions", [driver, stubs](const HttpRequest& req, HttpResponse& res) {
     const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
