@@ -459,6 +459,15 @@ class RequestFlowSurvivalTest : public ::testing::Test {
     return status;
   }
 
+  // Prefill instances 0..n-1 ("p0".."p<n-1>"), each failing as unreachable ("gone i").
+  void AddFailingPrefills(int n) {
+    for (int i = 0; i < n; ++i) {
+      const std::string id = absl::StrCat("p", i);
+      Add(WorkerRole::kPrefill, i, id);
+      workers_.SetPrefill(id, {.result = absl::UnavailableError(absl::StrCat("gone ", i))});
+    }
+  }
+
   bool Live(const std::string& id) { return registry_.LoadOf(WorkerRef{.incarnation_id = id}).has_value(); }
 
   std::unique_ptr<runtime::Tokenizer> tokenizer_;
@@ -615,11 +624,7 @@ TEST_F(RequestFlowSurvivalTest, ADecodeInstanceDeadWithNoOtherFailsNamingIt) {
 // Issue 37, defect 6: a fixed three failures gave up while a live worker could still take the
 // request; now it goes on until none can.
 TEST_F(RequestFlowSurvivalTest, RetriesWhileALiveWorkerCanTakeItThenSaysNoneCould) {
-  for (int i = 0; i < 6; ++i) {
-    const std::string id = absl::StrCat("p", i);
-    Add(WorkerRole::kPrefill, i, id);
-    workers_.SetPrefill(id, {.result = absl::UnavailableError(absl::StrCat("gone ", i))});
-  }
+  AddFailingPrefills(6);
   Add(WorkerRole::kDecode, 0, "d0");
   EXPECT_THAT(Run(), StatusIs(absl::StatusCode::kUnavailable,
                               HasSubstr("no live prefill worker (waited 0) after prefill worker 5 failed: gone 5")));
@@ -628,11 +633,7 @@ TEST_F(RequestFlowSurvivalTest, RetriesWhileALiveWorkerCanTakeItThenSaysNoneCoul
 }
 
 TEST_F(RequestFlowSurvivalTest, SurvivesManyFailuresThatLeaveALiveWorker) {
-  for (int i = 0; i < 5; ++i) {
-    const std::string id = absl::StrCat("p", i);
-    Add(WorkerRole::kPrefill, i, id);
-    workers_.SetPrefill(id, {.result = absl::UnavailableError(absl::StrCat("gone ", i))});
-  }
+  AddFailingPrefills(5);
   Add(WorkerRole::kPrefill, 5, "p5");
   workers_.SetPrefill("p5", {.result = FirstToken('A')});
   Add(WorkerRole::kDecode, 0, "d0");
