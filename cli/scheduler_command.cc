@@ -33,7 +33,8 @@ absl::Status RunScheduler(const std::string& config_path, const std::string& sec
       .drain_timeout = absl::Seconds(drain_timeout_s),
       .disaggregated = config.mode == scheduler::DeploymentMode::kDisaggregated,
       .max_model_len = config.max_model_len,
-      .liveness_timeout = absl::Milliseconds(config.liveness_timeout_ms)};
+      .liveness_timeout = absl::Milliseconds(config.liveness_timeout_ms),
+      .max_local_prefill_tokens = config.max_local_prefill_tokens};
   if (scheduler::AdmissionEnabled(config.slo)) {
     options.admission = {.ttft_ms = config.slo.ttft_ms, .tpot_ms = config.slo.tpot_ms};
   }

@@ -80,6 +80,9 @@ struct ServeOptions {
   std::optional<double> swap_space_gib;  // per rank, as vLLM's per-GPU --swap-space
   std::string dtype;        // empty: auto, or with --config its weight_dtype; else DtypeOf's names
   std::string kv_cache_dtype;  // empty: the config's (f32 by default); else f32 or bf16
+  // Neither: the config's enable_prefix_caching (on by default).
+  bool enable_prefix_caching = false;
+  bool no_enable_prefix_caching = false;
   double startup_timeout_s = 300;
   double stop_grace_s = 10;
   double drain_timeout_s = 30;
@@ -267,6 +270,8 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
     }
     config.kv_cache_dtype = *kv_dtype;
   }
+  if (opts.enable_prefix_caching) config.enable_prefix_caching = true;
+  if (opts.no_enable_prefix_caching) config.enable_prefix_caching = false;
   if (!opts.host.empty()) config.host = opts.host;
   if (!opts.tls_cert.empty() || !opts.tls_key.empty()) {
     if (opts.tls_cert.empty() || opts.tls_key.empty()) {
@@ -682,6 +687,13 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "KV cache elements: f32, bf16 (half the memory per token and half the bytes "
                   "decode attention reads), or auto (bf16 for bf16 weights, else f32) (default: "
                   "f32; with --config, its kv_cache_dtype)");
+  CLI::Option* enable_prefix_caching = cmd->add_flag(
+      "--enable-prefix-caching", opts->enable_prefix_caching,
+      "Keep full KV blocks for later prompts that share their prefix, as vLLM's automatic prefix "
+      "caching (default: the config's enable_prefix_caching, on)");
+  cmd->add_flag("--no-enable-prefix-caching", opts->no_enable_prefix_caching,
+                "Compute every prompt in full (sets the config's enable_prefix_caching to false)")
+      ->excludes(enable_prefix_caching);
   cmd->add_option("--startup-timeout", opts->startup_timeout_s,
                   "Seconds to wait for the scheduler to report SERVING")
       ->capture_default_str()

@@ -84,7 +84,8 @@ absl::Status RunWorker(const WorkerFlags& flags) {
                                       .max_num_batched_tokens = phase.max_num_batched_tokens,
                                       .chunked_prefill = phase.chunked_prefill,
                                       .max_model_len = config.max_model_len,
-                                      .swap_space_bytes = phase.swap_space_bytes},
+                                      .swap_space_bytes = phase.swap_space_bytes,
+                                      .enable_prefix_caching = config.enable_prefix_caching},
       .step_trace_path = flags.step_trace};
   return rpc::RunWorkerServer(options, StopFlag());
 }

@@ -57,6 +57,9 @@ struct CommonOptions {
   std::string corpus = bench::kDefaultCorpusDir;
   std::string random_input_len = "128";
   std::string random_output_len = "128";
+  bench::PrefixRepetitionSpec prefix_repetition;
+  int multi_turn = 0;
+  double think_time_s = 1.0;
   std::string arrival;  // empty: poisson, or gamma when --burstiness is given
   std::optional<double> burstiness;
   uint64_t seed = 0;
@@ -118,11 +121,31 @@ void AddCommonOptions(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("--tokenizer", o.tokenizer,
                   "The served model's tokenizer.json (overrides --model)");
   CLI::Option* workload =
-      cmd->add_option("--workload", o.workload, "chatbot | code | summarization | random | trace:FILE")
+      cmd->add_option("--workload", o.workload,
+                      "chatbot | code | summarization | random | shared-prefix | trace:FILE")
           ->capture_default_str();
   cmd->add_option("--dataset-name", o.dataset_name,
-                  "vLLM's name for a workload: sharegpt (= chatbot) or random")
+                  "vLLM's name for a workload: sharegpt (= chatbot), random or prefix_repetition "
+                  "(= shared-prefix)")
       ->excludes(workload);
+  cmd->add_option("--prefix-repetition-prefix-len", o.prefix_repetition.prefix_len,
+                  "shared-prefix: tokens of each shared prefix (a system prompt)")
+      ->capture_default_str();
+  cmd->add_option("--prefix-repetition-suffix-len", o.prefix_repetition.suffix_len,
+                  "shared-prefix: tokens of each request's own suffix (its question)")
+      ->capture_default_str();
+  cmd->add_option("--prefix-repetition-num-prefixes", o.prefix_repetition.num_prefixes,
+                  "shared-prefix: how many prefixes the requests share")
+      ->capture_default_str();
+  cmd->add_option("--prefix-repetition-output-len", o.prefix_repetition.output_len,
+                  "shared-prefix: tokens out per request")
+      ->capture_default_str();
+  cmd->add_option("--multi-turn", o.multi_turn,
+                  "N > 0: conversations of N turns, each turn's message and answer lengths drawn "
+                  "from the workload, turn n + 1 sent after turn n's answer with the history "
+                  "before it (rates and counts are of conversations; gRPC only)");
+  cmd->add_option("--think-time", o.think_time_s, "--multi-turn: seconds between an answer and the next turn")
+      ->capture_default_str();
   cmd->add_option("--workload-dir", o.workload_dir, "Where the workload files are")
       ->capture_default_str();
   cmd->add_option("--corpus", o.corpus, "Text file or directory that prompts are cut from")
@@ -193,6 +216,9 @@ absl::StatusOr<BenchConfig> MakeConfig(const CommonOptions& o) {
   if (!o.dataset_name.empty()) {
     ASSIGN_OR_RETURN(config.workload, bench::WorkloadOfDataset(o.dataset_name));
   }
+  config.prefix_repetition = o.prefix_repetition;
+  config.multi_turn = o.multi_turn;
+  config.think_time_s = o.think_time_s;
   config.workload_dir = o.workload_dir;
   config.corpus = o.corpus;
   ASSIGN_OR_RETURN(config.random_input_len, bench::ParseLengthRange(o.random_input_len));

@@ -54,6 +54,16 @@ absl::StatusOr<std::unique_ptr<BenchSession>> BenchSession::Create(const BenchCo
     ASSIGN_OR_RETURN(session->trace_, LoadTrace(std::string(workload), session->tokenizer_.get()));
     session->notes_.push_back(
         absl::StrCat("trace ", workload, ": ", session->trace_->size(), " requests"));
+  } else if (workload == "shared-prefix") {
+    const PrefixRepetitionSpec& p = config.prefix_repetition;
+    if (p.prefix_len + p.suffix_len + p.output_len > session->max_model_len_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shared-prefix: prefix ", p.prefix_len, " + suffix ", p.suffix_len, " + output ", p.output_len,
+          " tokens exceed max_model_len ", session->max_model_len_));
+    }
+    session->notes_.push_back(absl::StrCat("workload shared-prefix: ", p.num_prefixes, " prefixes of ",
+                                           p.prefix_len, " tokens, each request one of them + ", p.suffix_len,
+                                           " tokens of its own, ", p.output_len, " out"));
   } else {
     if (workload == "random") {
       session->workload_ = MakeRandomWorkload(config.random_input_len, config.random_output_len);
@@ -71,6 +81,17 @@ absl::StatusOr<std::unique_ptr<BenchSession>> BenchSession::Create(const BenchCo
     }
     session->notes_.push_back(std::move(note));
     session->notes_.push_back(absl::StrCat("context fit: ", fit.ToString()));
+  }
+  if (config.multi_turn > 0) {
+    if (session->trace_ || !session->workload_) {
+      return absl::InvalidArgumentError("--multi-turn needs a workload of lengths (chatbot, code, random, ...)");
+    }
+    if (!config.openai_url.empty()) {
+      return absl::InvalidArgumentError(
+          "--multi-turn needs the answers' token ids: use Baton's gRPC API (--server)");
+    }
+    session->notes_.push_back(absl::StrCat("multi-turn sessions: ", config.multi_turn, " turns, ",
+                                           config.think_time_s, " s think time; rates count sessions"));
   }
   ASSIGN_OR_RETURN(session->corpus_, PromptCorpus::Create(*session->tokenizer_, config.corpus));
   if (!config.faults.empty()) RETURN_IF_ERROR(session->CheckFaultTargets());
@@ -125,11 +146,18 @@ absl::StatusOr<RunOutcome> BenchSession::Run(const RunSpec& spec) {
   } else {
     if (!spec.rate_per_s) return absl::InvalidArgumentError("--rate (--request-rate) is required");
     arrivals.rate_per_s = *spec.rate_per_s;
-    ASSIGN_OR_RETURN(plan, PlanWorkload(*workload_, arrivals,
-                                        {.num_requests = spec.num_requests,
-                                         .num_warmup = spec.num_warmup,
-                                         .seed = config_.seed},
-                                        corpus_.get()));
+    const PlanOptions options{.num_requests = spec.num_requests, .num_warmup = spec.num_warmup, .seed = config_.seed};
+    if (!workload_) {
+      ASSIGN_OR_RETURN(plan, PlanPrefixRepetition(config_.prefix_repetition, arrivals, options, *corpus_));
+    } else if (config_.multi_turn > 0) {
+      ASSIGN_OR_RETURN(plan, PlanMultiTurn(*workload_,
+                                           {.num_turns = config_.multi_turn,
+                                            .think_s = config_.think_time_s,
+                                            .max_model_len = max_model_len_},
+                                           arrivals, options, *corpus_));
+    } else {
+      ASSIGN_OR_RETURN(plan, PlanWorkload(*workload_, arrivals, options, corpus_.get()));
+    }
     arrivals_text = DescribeArrivals(arrivals);
   }
   if (config_.prompt_as_text) {
@@ -159,7 +187,10 @@ absl::StatusOr<RunOutcome> BenchSession::Run(const RunSpec& spec) {
   }
   outcome.summary = Summarize(outcome.result.records, outcome.result.dispatch,
                               {.label = config_.label,
-                               .workload = trace_ ? config_.workload : workload_->name,
+                               .workload = !workload_ ? config_.workload
+                                           : config_.multi_turn > 0
+                                               ? absl::StrCat(workload_->name, " x", config_.multi_turn, " turns")
+                                               : workload_->name,
                                .arrivals = arrivals_text,
                                .rate_per_s = spec.rate_per_s.value_or(0),
                                .slo = config_.slo});

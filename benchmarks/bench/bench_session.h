@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "benchmarks/bench/prefix_workloads.h"
 #include "benchmarks/bench/arrivals.h"
 #include "benchmarks/bench/client.h"
 #include "benchmarks/bench/fault.h"
@@ -32,8 +33,14 @@ struct BenchConfig {
   std::string model_name;                // OpenAI "model"; empty: the server's first model
   std::string api_key;                   // the server's --api-key; empty: none
   std::filesystem::path tokenizer_json;  // the served model's tokenizer.json
-  // "chatbot" | "code" | "summarization" (files in workload_dir) | "random" | "trace:FILE".
+  // "chatbot" | "code" | "summarization" (files in workload_dir) | "random" | "shared-prefix"
+  // (prefix_workloads.h, shaped by prefix_repetition) | "trace:FILE".
   std::string workload = "chatbot";
+  PrefixRepetitionSpec prefix_repetition;
+  // > 0: multi-turn sessions of this many turns over the workload's lengths (prefix_workloads.h);
+  // num_requests and the rate count sessions. Needs the gRPC client (the answers' token ids).
+  int multi_turn = 0;
+  double think_time_s = 1.0;
   std::filesystem::path workload_dir;
   std::filesystem::path corpus = kDefaultCorpusDir;
   LengthRange random_input_len{.min_len = 128, .max_len = 128};

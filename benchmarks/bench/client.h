@@ -40,6 +40,10 @@ struct GenerationTrace {
   std::vector<Clock::time_point> token_times;  // [num_token_events], see metrics.h for "event"
   int num_output_tokens = 0;   // the server's count when it gives one, else token events
   int num_prompt_tokens = -1;  // the server's count, -1 when unknown
+  int num_cached_tokens = -1;  // prompt tokens a server's prefix cache held, -1 when unknown
+  // The generated tokens' ids, when the server sends them (Baton's gRPC API): a multi-turn
+  // session's next prompt carries them (plan.h).
+  std::vector<int32_t> output_ids;
   std::string finish_reason;
   std::optional<ServerTiming> server;  // when the server reports its timing
 };

@@ -102,6 +102,7 @@ absl::Status GrpcClient::Generate(const GenerationRequest& request, Cancellation
   while (reader->Read(&response)) {
     const Clock::time_point now = Clock::now();
     for (int i = 0; i < response.token_ids_size(); ++i) trace->token_times.push_back(now);
+    trace->output_ids.insert(trace->output_ids.end(), response.token_ids().begin(), response.token_ids().end());
     num_tokens += response.token_ids_size();
     if (response.has_timing()) {
       if (!trace->server) trace->server.emplace();
@@ -111,6 +112,7 @@ absl::Status GrpcClient::Generate(const GenerationRequest& request, Cancellation
       trace->finish_reason = FinishReasonName(response.finish_reason());
       if (response.num_prompt_tokens() > 0) trace->num_prompt_tokens = response.num_prompt_tokens();
       if (response.num_generated_tokens() > 0) num_tokens = response.num_generated_tokens();
+      trace->num_cached_tokens = response.num_cached_tokens();
     }
   }
   const grpc::Status status = reader->Finish();

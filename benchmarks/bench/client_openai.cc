@@ -146,6 +146,7 @@ absl::Status OpenAiClient::Generate(const GenerationRequest& request, Cancellati
       }
       if (!chunk->finish_reason.empty()) trace->finish_reason = chunk->finish_reason;
       if (chunk->prompt_tokens) trace->num_prompt_tokens = *chunk->prompt_tokens;
+      if (chunk->cached_tokens) trace->num_cached_tokens = *chunk->cached_tokens;
       if (chunk->completion_tokens) completion_tokens = chunk->completion_tokens;
     }
     if (absl::Now() > deadline) {

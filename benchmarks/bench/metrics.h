@@ -51,6 +51,7 @@ struct RequestRecord {
   std::vector<double> token_s;  // [num_token_events] when each token (or chunk) reached the client
   int num_output_tokens = 0;    // tokens generated: the server's count if it gave one, else events
   int num_prompt_tokens = -1;   // the server's count, -1 when it gave none
+  int num_cached_tokens = -1;   // prompt tokens the server's prefix cache held, -1 when unknown
   bool ok = false;              // the stream ended normally
   bool cancelled = false;       // stopped by the client (Ctrl-C), not a failure of the server
   std::string error;            // why it failed, empty when ok

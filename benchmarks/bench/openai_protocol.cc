@@ -82,6 +82,11 @@ absl::StatusOr<CompletionChunk> ParseCompletionChunk(std::string_view data) {
     if (usage->contains("completion_tokens") && (*usage)["completion_tokens"].is_number_integer()) {
       chunk.completion_tokens = (*usage)["completion_tokens"].get<int>();
     }
+    if (const auto details = usage->find("prompt_tokens_details");
+        details != usage->end() && details->is_object() && details->contains("cached_tokens") &&
+        (*details)["cached_tokens"].is_number_integer()) {
+      chunk.cached_tokens = (*details)["cached_tokens"].get<int>();
+    }
   }
   return chunk;
 }

@@ -36,6 +36,7 @@ struct CompletionChunk {
   std::string finish_reason;             // choices[0].finish_reason when not null
   std::optional<int> prompt_tokens;      // usage.prompt_tokens
   std::optional<int> completion_tokens;  // usage.completion_tokens
+  std::optional<int> cached_tokens;      // usage.prompt_tokens_details.cached_tokens
 };
 
 // Parses one event's data. InvalidArgument for malformed JSON; Internal carrying the server's

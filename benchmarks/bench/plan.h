@@ -31,6 +31,13 @@ struct PlannedRequest {
   int output_len = 0;               // max_tokens, with ignore_eos
   std::vector<int32_t> prompt_ids;  // [input_len]
   std::string prompt_text;  // non-empty: send this text instead of the ids (--prompt-format text)
+  // Multi-turn sessions (prefix_workloads.h): turn `turn` of session `session` (-1: not in one). A
+  // turn after the first is sent think_s after the session's previous turn ended, its prompt that
+  // turn's prompt, its answer, then prompt_ids (the new message); arrival_s is 0 until it is sent,
+  // and input_len counts the whole prompt.
+  int session = -1;
+  int turn = 0;
+  double think_s = 0;
 };
 
 struct PlanOptions {

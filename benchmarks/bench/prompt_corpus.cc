@@ -47,6 +47,18 @@ PromptCorpus::PromptCorpus(std::vector<int32_t> stream_ids, std::vector<int32_t>
   BATON_CHECK(!stream_ids_.empty());
 }
 
+std::vector<int32_t> PromptCorpus::Continue(int num_tokens, Rng& rng) const {
+  BATON_CHECK(num_tokens >= 0);
+  std::vector<int32_t> ids;
+  ids.reserve(num_tokens);
+  size_t offset = static_cast<size_t>(rng.UniformInt(0, static_cast<int64_t>(stream_ids_.size()) - 1));
+  while (static_cast<int>(ids.size()) < num_tokens) {
+    ids.push_back(stream_ids_[offset]);
+    offset = (offset + 1) % stream_ids_.size();
+  }
+  return ids;
+}
+
 std::vector<int32_t> PromptCorpus::Build(int num_tokens, Rng& rng) const {
   BATON_CHECK(num_tokens >= 1);
   std::vector<int32_t> ids;

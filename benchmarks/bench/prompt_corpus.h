@@ -37,6 +37,9 @@ class PromptCorpus {
   // [num_tokens] ids: the special prefix (cut if num_tokens is shorter) then corpus text.
   // Pre-condition: num_tokens >= 1.
   std::vector<int32_t> Build(int num_tokens, Rng& rng) const;
+  // [num_tokens] ids of corpus text alone, from a random offset: what follows a prompt's start (a
+  // question after a system prompt, a conversation's next message). Pre-condition: num_tokens >= 0.
+  std::vector<int32_t> Continue(int num_tokens, Rng& rng) const;
 
   int num_stream_tokens() const { return static_cast<int>(stream_ids_.size()); }
 

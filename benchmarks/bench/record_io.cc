@@ -46,6 +46,7 @@ json RecordToJson(const RequestRecord& r) {
               {"token_s", r.token_s},
               {"num_output_tokens", r.num_output_tokens},
               {"num_prompt_tokens", r.num_prompt_tokens},
+              {"num_cached_tokens", r.num_cached_tokens},
               {"ok", r.ok},
               {"cancelled", r.cancelled},
               {"error", r.error},
@@ -86,6 +87,9 @@ absl::StatusOr<RequestRecord> RecordFromJson(const json& j) {
         Get(j, "cancelled", &r.cancelled), Get(j, "error", &r.error),
         Get(j, "finish_reason", &r.finish_reason)}) {
     if (!s.ok()) return s;
+  }
+  if (j.contains("num_cached_tokens")) {  // records written before it was kept have none
+    if (absl::Status s = Get(j, "num_cached_tokens", &r.num_cached_tokens); !s.ok()) return s;
   }
   if (const auto it = j.find("server"); it != j.end() && it->is_object()) {
     ServerTiming t;
@@ -129,6 +133,7 @@ json SummaryToJson(const RunSummary& s) {
       {"request_throughput", s.request_throughput},
       {"output_token_throughput", s.output_token_throughput},
       {"input_token_throughput", s.input_token_throughput},
+      {"prefix_hit_rate", s.prefix_hit_rate ? json(*s.prefix_hit_rate) : json(nullptr)},
       {"ttft_s", StatsToJson(s.ttft_s)},
       {"tpot_s", StatsToJson(s.tpot_s)},
       {"itl_s", StatsToJson(s.itl_s)},

@@ -35,6 +35,7 @@ class OpenLoopRun {
   RunResult Run() {
     start_ = Clock::now();
     for (size_t i = 0; i < plan_.size() && !Stopping(); ++i) {
+      if (plan_[i].turn > 0) continue;  // sent by its session's worker (RunSession)
       if (!WaitUntil(start_ + std::chrono::duration_cast<Clock::duration>(
                                   std::chrono::duration<double>(plan_[i].arrival_s)))) {
         break;
@@ -110,12 +111,11 @@ class OpenLoopRun {
     std::unique_lock<std::mutex> lock(mu_);
     while (num_in_flight_ > 0) {
       if (!cancelled && Stopping()) {
+        // Under the lock: a session's worker marks a later turn sent under it too, or sees the stop.
         cancelled = true;
-        lock.unlock();
         for (size_t i = 0; i < plan_.size(); ++i) {
           if (sent_[i]) cancels_[i]->Cancel();
         }
-        lock.lock();
         continue;
       }
       slot_cv_.wait_for(lock, kPollInterval);
@@ -134,7 +134,7 @@ class OpenLoopRun {
         i = queue_.front();
         queue_.pop_front();
       }
-      const bool ok = RunRequest(i);
+      const bool ok = RunSession(i);
       {
         std::lock_guard<std::mutex> lock(mu_);
         --num_in_flight_;
@@ -147,16 +147,48 @@ class OpenLoopRun {
     }
   }
 
-  bool RunRequest(size_t i) {
+  // Request i, then the later turns of its session (if any) while they succeed.
+  bool RunSession(size_t i) {
+    std::vector<int32_t> prompt = plan_[i].prompt_ids;
+    std::vector<int32_t> answer;
+    bool ok = RunRequest(i, prompt, &answer);
+    for (size_t j = i + 1; ok && j < plan_.size() && plan_[i].session >= 0 && plan_[j].turn > 0 &&
+                           plan_[j].session == plan_[i].session;
+         ++j) {
+      if (answer.empty()) {
+        records_[i].error = "multi-turn: the server did not report the answer's token ids (use the gRPC client)";
+        return false;
+      }
+      if (!WaitUntil(Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(plan_[j].think_s)))) {
+        return ok;
+      }
+      prompt.insert(prompt.end(), answer.begin(), answer.end());
+      prompt.insert(prompt.end(), plan_[j].prompt_ids.begin(), plan_[j].prompt_ids.end());
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (Stopping()) return ok;
+        sent_[j] = true;
+      }
+      if (options_.progress != nullptr) options_.progress->num_sent.fetch_add(1);
+      ok = RunRequest(j, prompt, &answer);
+      if (options_.progress != nullptr && j + 1 < plan_.size() && plan_[j + 1].session == plan_[i].session) {
+        (ok ? options_.progress->num_completed : options_.progress->num_failed).fetch_add(1);
+      }
+    }
+    return ok;
+  }
+
+  bool RunRequest(size_t i, const std::vector<int32_t>& prompt_ids, std::vector<int32_t>* answer) {
     const PlannedRequest& planned = plan_[i];
     RequestRecord& record = records_[i];
     record.request_idx = planned.request_idx;
     record.warmup = planned.warmup;
-    record.input_len = planned.input_len;
+    record.input_len = planned.turn > 0 ? static_cast<int>(prompt_ids.size()) : planned.input_len;
     record.output_len = planned.output_len;
-    record.arrival_s = planned.arrival_s;
+    record.arrival_s = planned.turn > 0 ? SecondsSince(start_, Clock::now()) : planned.arrival_s;
     GenerationRequest request{.request_id = absl::StrCat("bench-", planned.request_idx),
-                              .prompt_ids = planned.prompt_ids,
+                              .prompt_ids = prompt_ids,
                               .prompt_text = planned.prompt_text,
                               .max_tokens = planned.output_len,
                               .ignore_eos = true,
@@ -169,6 +201,8 @@ class OpenLoopRun {
     for (Clock::time_point t : trace.token_times) record.token_s.push_back(SecondsSince(start_, t));
     record.num_output_tokens = trace.num_output_tokens;
     record.num_prompt_tokens = trace.num_prompt_tokens;
+    record.num_cached_tokens = trace.num_cached_tokens;
+    *answer = std::move(trace.output_ids);
     record.finish_reason = trace.finish_reason;
     record.server = std::move(trace.server);
     record.ok = status.ok();

@@ -7,6 +7,13 @@
 // DispatchStats counts how many requests waited (TTFT still counts from the planned arrival, see
 // metrics.h). Timestamps are steady_clock seconds since the start of the run.
 //
+// Multi-turn sessions (PlannedRequest::session, prefix_workloads.h): a session's first turn is
+// dispatched at its arrival, and the same worker then sends its later turns in order, each think_s
+// after the previous one ended, its prompt the previous prompt, the answer's token ids (the client
+// must report them: GenerationTrace::output_ids) and the turn's new message. A session holds one
+// slot of max_concurrency while it lasts; a turn that fails ends its session (the rest are not
+// sent). A later turn's arrival_s is when it was sent.
+//
 // Stopping: when *stop becomes true, no further request is sent, every request in flight is
 // cancelled (recorded with cancelled = true and what it had received), and RunOpenLoop returns
 // once they have all ended.
@@ -42,7 +49,8 @@ struct RunResult {
   DispatchStats dispatch;
 };
 
-// Pre-condition: options.max_concurrency >= 1; plan sorted by arrival_s.
+// Pre-condition: options.max_concurrency >= 1; plan sorted by arrival_s, but for later turns of
+// sessions, which follow their session's first turn in turn order.
 RunResult RunOpenLoop(GenerationClient& client, const std::vector<PlannedRequest>& plan,
                       const RunnerOptions& options);
 

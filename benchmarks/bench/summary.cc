@@ -86,6 +86,8 @@ RunSummary Summarize(const std::vector<RequestRecord>& records, const DispatchSt
   double last_token_s = -INFINITY;
   double num_output_tokens = 0;
   double num_input_tokens = 0;
+  double num_cached_tokens = 0;
+  bool all_cached_known = true;
   for (const RequestRecord& record : records) {
     if (record.warmup) {
       ++summary.num_warmup;
@@ -114,6 +116,11 @@ RunSummary Summarize(const std::vector<RequestRecord>& records, const DispatchSt
     const int prompt_len =
         record.num_prompt_tokens >= 0 ? record.num_prompt_tokens : record.input_len;
     num_input_tokens += prompt_len;
+    if (record.num_cached_tokens >= 0) {
+      num_cached_tokens += record.num_cached_tokens;
+    } else {
+      all_cached_known = false;
+    }
     ttft.push_back(metrics->ttft_s);
     e2e.push_back(metrics->e2e_s);
     if (metrics->tpot_s) tpot.push_back(*metrics->tpot_s);
@@ -134,6 +141,9 @@ RunSummary Summarize(const std::vector<RequestRecord>& records, const DispatchSt
     summary.request_throughput = summary.num_completed / summary.measured_duration_s;
     summary.output_token_throughput = num_output_tokens / summary.measured_duration_s;
     summary.input_token_throughput = num_input_tokens / summary.measured_duration_s;
+  }
+  if (summary.num_completed > 0 && all_cached_known && num_input_tokens > 0) {
+    summary.prefix_hit_rate = num_cached_tokens / num_input_tokens;
   }
   summary.ttft_s = ComputeStats(std::move(ttft));
   summary.tpot_s = ComputeStats(std::move(tpot));
@@ -175,6 +185,9 @@ std::string FormatSummary(const RunSummary& s) {
       "lengths: input mean %.1f (p50 %.0f, max %.0f), output mean %.1f (p50 %.0f, max %.0f)\n",
       s.input_len.mean, s.input_len.p50, s.input_len.max, s.output_len.mean, s.output_len.p50,
       s.output_len.max);
+  if (s.prefix_hit_rate) {
+    absl::StrAppendFormat(&out, "prefix cache: %.1f%% of prompt tokens reused\n", *s.prefix_hit_rate * 100);
+  }
   absl::StrAppendFormat(&out, "  %-14s %10s %10s %10s %10s %10s\n", "latency (ms)", "mean", "p50",
                         "p90", "p99", "max");
   out += FormatMs("TTFT", s.ttft_s);

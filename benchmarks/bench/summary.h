@@ -70,6 +70,9 @@ struct RunSummary {
   double request_throughput = 0;  // completed measured requests / measured_duration_s
   double output_token_throughput = 0;
   double input_token_throughput = 0;
+  // Prompt tokens a prefix cache held / prompt tokens, over completed measured requests; present
+  // when the server reported its cached tokens for every one of them.
+  std::optional<double> prefix_hit_rate;
   Stats ttft_s, tpot_s, itl_s, e2e_s;
   // Of completed measured requests; input lengths are the server's counts when it gave them.
   Stats input_len, output_len;

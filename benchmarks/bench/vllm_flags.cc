@@ -12,9 +12,11 @@ namespace baton::bench {
 absl::StatusOr<std::string> WorkloadOfDataset(absl::string_view dataset_name) {
   if (dataset_name == "sharegpt") return std::string("chatbot");
   if (dataset_name == "random") return std::string("random");
+  if (dataset_name == "prefix_repetition") return std::string("shared-prefix");
   return absl::InvalidArgumentError(absl::StrCat(
-      "--dataset-name '", dataset_name, "': expected sharegpt (= --workload chatbot) or random "
-      "(= --workload random); --workload also has code, summarization and trace:FILE"));
+      "--dataset-name '", dataset_name, "': expected sharegpt (= --workload chatbot), random "
+      "(= --workload random) or prefix_repetition (= --workload shared-prefix); --workload also has "
+      "code, summarization and trace:FILE"));
 }
 
 absl::StatusOr<GoodputSlo> ParseGoodput(const std::vector<std::string>& items) {

@@ -16,7 +16,7 @@
 namespace baton::bench {
 
 // --dataset-name: "sharegpt" is the chatbot workload (ShareGPT's request lengths), "random" the
-// random one. vLLM's other datasets (sonnet, burstgpt, hf, custom, ...) have no counterpart here.
+// random one, "prefix_repetition" the shared-prefix one (prefix_workloads.h). vLLM's other datasets (sonnet, burstgpt, hf, custom, ...) have no counterpart here.
 absl::StatusOr<std::string> WorkloadOfDataset(absl::string_view dataset_name);
 
 struct GoodputSlo {

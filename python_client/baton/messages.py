@@ -54,6 +54,7 @@ class Chunk:
     prompt_token_ids: tuple[int, ...] = ()
     num_prompt_tokens: int = 0
     num_generated_tokens: int = 0
+    num_cached_tokens: int = 0  # prompt tokens whose KV came from a worker's prefix cache
     # On the first chunk with prompt_logprobs=k: [num prompt tokens], the first empty; each the k
     # most likely tokens there, then the prompt token when it is not among them.
     prompt_logprobs: tuple[tuple[TokenLogprob, ...], ...] = ()
@@ -74,6 +75,7 @@ class Completion:
     num_generated_tokens: int
     num_chunks: int = 0
     prompt_logprobs: tuple[tuple[TokenLogprob, ...], ...] = ()  # as Chunk's, when asked for
+    num_cached_tokens: int = 0  # as Chunk's
 
     @classmethod
     def from_chunks(cls, chunks: Sequence[Chunk]) -> "Completion":
@@ -94,6 +96,7 @@ class Completion:
             num_generated_tokens=last.num_generated_tokens if last else 0,
             num_chunks=len(chunks),
             prompt_logprobs=next((c.prompt_logprobs for c in chunks if c.prompt_logprobs), ()),
+            num_cached_tokens=last.num_cached_tokens if last else 0,
         )
 
 
@@ -189,6 +192,7 @@ def chunk_from_proto(response: pb.GenerateResponse) -> Chunk:
         prompt_token_ids=tuple(response.prompt_token_ids),
         num_prompt_tokens=response.num_prompt_tokens,
         num_generated_tokens=response.num_generated_tokens,
+        num_cached_tokens=response.num_cached_tokens,
         prompt_logprobs=tuple(tuple(TokenLogprob(lp.token_id, lp.logprob, lp.rank) for lp in entry.top)
                               for entry in response.prompt_logprobs),
     )

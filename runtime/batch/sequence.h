@@ -52,6 +52,9 @@ struct Sequence {
   int num_prompt_tokens;
   GenerationParams params;
   BlockTable block_table;
+  // The prefix cache's hashes of token_ids' full blocks (block_hash.h), extended as they fill;
+  // they survive preemption, since the tokens do.
+  std::vector<BlockHash> block_hashes;
   int num_computed_tokens = 0;  // tokens whose K/V is in the cache
   SeqStatus status = SeqStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;  // kCancelled: cancelled while in a step
@@ -60,6 +63,7 @@ struct Sequence {
   bool in_step = false;
   bool pause_requested = false;  // Engine::Pause came while it was not running, or in a step
   int64_t first_scheduled_us = 0;  // when its prefill first entered a step (Unix micros)
+  int num_cached_tokens = 0;  // of its last admission from the queue: tokens the prefix cache held
   // Its next sampled token ends a prefill this engine ran (its first token, or a resumed request's
   // next one): that output reports when the prefill started. False once reported, and from the
   // start for a sequence whose KV was computed elsewhere (Engine::AdmitPrefilled).

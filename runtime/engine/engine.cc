@@ -8,6 +8,18 @@
 #include "runtime/engine/spare_objects.h"
 
 namespace baton::runtime {
+namespace {
+
+std::string PrefixCacheSalt(const ModelConfig& model, const EngineConfig& config) {
+  return absl::StrCat("baton-kv/1 ", model.architecture, " hidden ", model.hidden_size, " layers ",
+                      model.num_layers, " heads ", model.num_heads, "/", model.num_kv_heads, " head_dim ",
+                      model.head_dim, " vocab ", model.vocab_size, " rope ", model.rope_theta, " weights ",
+                      std::string(DTypeName(config.weight_dtype)), " kv ", std::string(DTypeName(config.kv_cache_dtype)),
+                      " block ",
+                      config.block_size);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
   if (config.block_size <= 0 || config.num_threads <= 0 || config.max_num_seqs <= 0) {
@@ -63,16 +75,31 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
 Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRanks> ranks, int max_model_len)
     : ranks_(std::move(ranks)),
       block_size_(config.block_size),
+      prefix_caching_(config.enable_prefix_caching),
+      prefix_cache_salt_(PrefixCacheSalt(ranks_->config(), config)),
       max_model_len_(max_model_len),
       allocator_(ranks_->num_blocks()),
       swap_allocator_(ranks_->num_swap_blocks()),
       scheduler_(StepSchedulerConfig{.max_num_seqs = config.max_num_seqs,
                                      .max_num_batched_tokens = config.max_num_batched_tokens,
                                      .chunked_prefill = config.chunked_prefill,
-                                     .max_steps_in_flight = config.max_steps_in_flight},
+                                     .max_steps_in_flight = config.max_steps_in_flight,
+                                     .prefix_caching = config.enable_prefix_caching,
+                                     .prefix_cache_root = PrefixCacheRoot(prefix_cache_salt_)},
                  &allocator_, ranks_->num_swap_blocks() > 0 ? &swap_allocator_ : nullptr),
       runner_(ranks_.get(), config.max_steps_in_flight),
-      max_steps_in_flight_(config.max_steps_in_flight) {}
+      max_steps_in_flight_(config.max_steps_in_flight) {
+  // Enough for a heartbeat's worth of prompts; a reader that falls further behind gets a snapshot.
+  if (prefix_caching_) allocator_.RecordCacheEvents(1 << 16);
+}
+
+BlockAllocator::CacheEvents Engine::TakeCacheEvents(bool snapshot) {
+  BlockAllocator::CacheEvents events = allocator_.TakeCacheEvents();
+  if (!snapshot && !events.reset) return events;
+  events = BlockAllocator::CacheEvents{.reset = true};
+  for (BlockHash hash : allocator_.CachedHashes()) events.events.push_back({.hash = hash, .stored = true});
+  return events;
+}
 
 absl::Status Engine::ValidateRequest(SeqId seq_id, const std::vector<int32_t>& prompt_token_ids,
                                      const std::vector<int32_t>& generated_token_ids,
@@ -203,8 +230,10 @@ absl::StatusOr<SeqId> Engine::AdmitPrefilled(std::vector<int32_t> prompt_token_i
   auto seq = std::make_unique<Sequence>(seq_id, std::move(prompt_token_ids), std::move(params),
                                         block_size_);
   seq->token_ids.insert(seq->token_ids.end(), generated_token_ids.begin(), generated_token_ids.end());
-  seq->block_table.AddBlocks(*allocator_.Allocate(num_blocks));
-  seq->block_table.AppendTokens(num_kv_tokens);
+  // Room for every block was checked: the cached ones taken first leave enough for the rest.
+  const int num_cached = scheduler_.TakeCachedKv(seq.get(), num_kv_tokens);
+  seq->block_table.AddBlocks(*allocator_.Allocate(num_blocks - num_cached));
+  seq->block_table.AppendTokens(num_kv_tokens - seq->block_table.num_tokens());
   seq->num_computed_tokens = num_kv_tokens;
   seq->ends_prefill = false;
   seq->status = SeqStatus::kAwaitingKv;
@@ -216,6 +245,14 @@ absl::StatusOr<std::vector<BlockId>> Engine::BlocksOf(SeqId seq_id) const {
   const Sequence* seq = Find(seq_id);
   if (seq == nullptr) return absl::NotFoundError(absl::StrCat("request ", seq_id, " is not in the engine"));
   return seq->block_table.blocks();
+}
+
+absl::StatusOr<int> Engine::NumCachedBlocksOf(SeqId seq_id) const {
+  const Sequence* seq = Find(seq_id);
+  if (seq == nullptr || seq->status != SeqStatus::kAwaitingKv) {
+    return absl::FailedPreconditionError(absl::StrCat("request ", seq_id, " is not awaiting its KV"));
+  }
+  return seq->block_table.num_cached_blocks();
 }
 
 absl::Status Engine::StartDecoding(SeqId seq_id) {
@@ -367,6 +404,7 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::FinishOldestStep() {
     for (Sequence* seq : cancelled) Erase(seq);
     return status;
   }
+  scheduler_.CacheComputedBlocks(step);
   std::vector<Sequence*> cancelled;  // taken first: TakeOutputs erases the finished ones
   for (Sequence* seq : step.seqs) {
     if (seq->finish_reason == FinishReason::kCancelled) cancelled.push_back(seq);
@@ -418,7 +456,10 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::TakeOutputs(const ScheduledStep
     if (seq.params.num_logprobs) out.logprobs = kernels::TopLogprobs(row, *seq.params.num_logprobs, token);
     if (seq.params.return_logits) out.logits.assign(row.begin(), row.end());
     out.finish_reason = CheckFinished(seq, token);
-    if (seq.ends_prefill) out.prefill_start_us = seq.first_scheduled_us;
+    if (seq.ends_prefill) {
+      out.prefill_start_us = seq.first_scheduled_us;
+      out.num_cached_tokens = seq.num_cached_tokens;
+    }
     seq.ends_prefill = false;
   }
   for (const TokenOutput& out : outputs) {

@@ -16,6 +16,11 @@
 // Swap space (EngineConfig::swap_space_bytes): a sequence preempted because the KV cache is full
 // has its blocks copied to host memory and back (runtime/kv_cache/kv_swap.h) instead of being
 // computed again; a step may then carry copies alone and return no token.
+//
+// Prefix caching (EngineConfig::enable_prefix_caching): the blocks of finished sequences stay in
+// the allocator's prefix cache (runtime/kv_cache/block_allocator.h), named by hashes chained from
+// PrefixCacheRoot(prefix_cache_salt()); a prompt computes only what follows its longest cached
+// prefix (step_scheduler.h).
 // Not thread-safe: a single engine thread owns it (see engine_loop for the threaded form).
 #pragma once
 
@@ -67,6 +72,9 @@ struct EngineConfig {
   // (runtime/kv_cache/kv_swap.h): they are swapped out and back in rather than recomputed. 0: none,
   // every preemption recomputes (vLLM v1's rule; vLLM v0's --swap-space and DistServe swap).
   size_t swap_space_bytes = 0;
+  // Full KV blocks outlive their sequences and serve later prompts with the same prefix
+  // (step_scheduler.h), as vLLM's automatic prefix caching, on by default there too.
+  bool enable_prefix_caching = true;
 };
 
 struct TokenOutput {
@@ -80,6 +88,9 @@ struct TokenOutput {
   std::vector<std::vector<kernels::TokenLogprob>> prompt_logprobs;
   FinishReason finish_reason = FinishReason::kNone;  // kNone while the sequence goes on
   int64_t prefill_start_us = 0;  // on a sequence's first token: when its prefill entered a step
+  // With it: the prompt tokens (and resumed request's generated ones) whose KV the prefill took
+  // from the prefix cache rather than computed (OpenAI's usage.prompt_tokens_details.cached_tokens).
+  int num_cached_tokens = 0;
 };
 
 class Engine {
@@ -134,7 +145,11 @@ class Engine {
   absl::StatusOr<SeqId> AdmitPrefilled(std::vector<int32_t> prompt_token_ids,
                                        std::vector<int32_t> generated_token_ids,
                                        GenerationParams params);
+  // With prefix caching, the admission takes the leading full blocks the cache holds (counted as
+  // queries and hits); only the rest are to be filled: NumCachedBlocksOf of BlocksOf's blocks are
+  // already. CanAdmitPrefilled does not count on hits, so it may make a request wait that would fit.
   absl::StatusOr<std::vector<BlockId>> BlocksOf(SeqId seq_id) const;
+  absl::StatusOr<int> NumCachedBlocksOf(SeqId seq_id) const;
   absl::Status StartDecoding(SeqId seq_id);
 
   int num_waiting() const { return scheduler_.num_waiting(); }
@@ -143,6 +158,16 @@ class Engine {
   // Preemptions so far: victims swapped out, and victims whose KV was dropped to compute again.
   int64_t num_swap_outs() const { return scheduler_.num_swap_outs(); }
   int64_t num_recomputes() const { return scheduler_.num_recomputes(); }
+  // Prefix caching, in tokens: asked for by admitted sequences, and found in the cache.
+  int64_t num_prefix_cache_queries() const { return scheduler_.num_prefix_cache_queries(); }
+  int64_t num_prefix_cache_hits() const { return scheduler_.num_prefix_cache_hits(); }
+  bool prefix_caching() const { return prefix_caching_; }
+  // What the K/V of a token sequence depends on besides the tokens: the model's shape, its weight
+  // and KV dtypes, the block size. Instances of one salt name equal blocks by equal hashes.
+  const std::string& prefix_cache_salt() const { return prefix_cache_salt_; }
+  // The prefix cache's events since the last call (block_allocator.h). With `snapshot`, or when
+  // events were lost, a reset that names every block cached now instead.
+  BlockAllocator::CacheEvents TakeCacheEvents(bool snapshot = false);
   const BlockAllocator& swap_allocator() const { return swap_allocator_; }
   int num_sequences() const { return static_cast<int>(seqs_.size()); }
 
@@ -186,6 +211,8 @@ class Engine {
 
   std::unique_ptr<ModelRanks> ranks_;
   int block_size_;
+  bool prefix_caching_;
+  std::string prefix_cache_salt_;
   int max_model_len_;
   BlockAllocator allocator_;
   BlockAllocator swap_allocator_;  // the ranks' swap pools; no blocks without swap space

@@ -43,9 +43,31 @@ void EngineLoop::UpdateStats() {
               .num_running = engine_->num_running(),
               .num_swapped = engine_->num_swapped(),
               .num_paused = engine_->num_paused(),
-              .num_sequences = engine_->num_sequences()};
+              .num_sequences = engine_->num_sequences(),
+              .num_prefix_cache_queries = engine_->num_prefix_cache_queries(),
+              .num_prefix_cache_hits = engine_->num_prefix_cache_hits()};
   absl::MutexLock lock(&mu_);
   stats_ = stats;
+  if (!engine_->prefix_caching()) return;
+  BlockAllocator::CacheEvents events = engine_->TakeCacheEvents(std::exchange(cache_snapshot_requested_, false));
+  if (events.reset) {
+    cache_events_ = std::move(events);
+  } else if (cache_events_.events.size() + events.events.size() > kMaxCacheEvents) {
+    cache_events_ = {};  // nobody took them in time: a snapshot replaces them
+    cache_snapshot_requested_ = true;
+  } else {
+    cache_events_.events.insert(cache_events_.events.end(), events.events.begin(), events.events.end());
+  }
+}
+
+BlockAllocator::CacheEvents EngineLoop::TakeCacheEvents() {
+  absl::MutexLock lock(&mu_);
+  return std::exchange(cache_events_, {});
+}
+
+void EngineLoop::RequestCacheSnapshot() {
+  absl::MutexLock lock(&mu_);
+  cache_snapshot_requested_ = true;
 }
 
 void EngineLoop::Run() {

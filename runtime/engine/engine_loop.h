@@ -66,8 +66,18 @@ class EngineLoop {
     int num_swapped = 0;  // preempted, KV in the swap space
     int num_paused = 0;   // out of the batch: their consumers fell behind (Engine::Pause)
     int num_sequences = 0;
+    int64_t num_prefix_cache_queries = 0;  // tokens, since the engine started (Engine)
+    int64_t num_prefix_cache_hits = 0;
   };
   Stats stats() const;
+
+  // The prefix cache's events since the last call, gathered after every step (Engine::
+  // TakeCacheEvents), for the worker's heartbeat. RequestCacheSnapshot: the next events are a reset
+  // naming every cached block (the scheduler's view was lost or never built). At most
+  // kMaxCacheEvents are kept between two takes; more turn into a snapshot.
+  BlockAllocator::CacheEvents TakeCacheEvents();
+  void RequestCacheSnapshot();
+  static constexpr int kMaxCacheEvents = 1 << 16;
 
  private:
   void Run();
@@ -79,6 +89,8 @@ class EngineLoop {
   std::vector<std::function<void(Engine&)>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Stats stats_ ABSL_GUARDED_BY(mu_);
+  BlockAllocator::CacheEvents cache_events_ ABSL_GUARDED_BY(mu_);
+  bool cache_snapshot_requested_ ABSL_GUARDED_BY(mu_) = false;
   // Engine thread only.
   absl::flat_hash_map<SeqId, TokenSink> sinks_;
   std::vector<std::function<void(Engine&)>> hooks_;

@@ -50,14 +50,74 @@ void StepScheduler::ReleasePausedKv(int num_blocks) {
 }
 
 bool StepScheduler::TryAdmit(Sequence* seq, int* token_budget) {
+  TakeCachedPrefix(seq);
   const int q_len = seq->num_uncomputed_tokens();
-  if (q_len > *token_budget) return false;
   const int num_new_blocks = seq->block_table.NumBlocksToAppend(q_len);
-  ReleasePausedKv(num_new_blocks);
-  if (!allocator_->CanAllocate(num_new_blocks)) return false;
+  if (q_len <= *token_budget) ReleasePausedKv(num_new_blocks);
+  if (q_len > *token_budget || !allocator_->CanAllocate(num_new_blocks)) {
+    UndoCachedPrefix(seq);
+    return false;
+  }
   seq->block_table.AddBlocks(*allocator_->Allocate(num_new_blocks));
   *token_budget -= q_len;
+  CountAdmission(*seq);
   return true;
+}
+
+void StepScheduler::TakeCachedPrefix(Sequence* seq) {
+  if (!config_.prefix_caching || !seq->block_table.blocks().empty() || seq->ScoresPrompt()) return;
+  TakeCachedBlocks(seq, (seq->num_tokens() - 1) / seq->block_table.block_size());
+}
+
+int StepScheduler::TakeCachedKv(Sequence* seq, int num_kv_tokens) {
+  BATON_CHECK(seq->block_table.blocks().empty());
+  if (!config_.prefix_caching) return 0;
+  TakeCachedBlocks(seq, num_kv_tokens / seq->block_table.block_size());
+  num_prefix_cache_queries_ += num_kv_tokens;
+  num_prefix_cache_hits_ += seq->num_computed_tokens;
+  return static_cast<int>(seq->block_table.blocks().size());
+}
+
+void StepScheduler::TakeCachedBlocks(Sequence* seq, int max_blocks) {
+  const int block_size = seq->block_table.block_size();
+  ExtendBlockHashes(config_.prefix_cache_root, seq->token_ids, block_size, &seq->block_hashes);
+  const size_t num_blocks = std::min<size_t>(max_blocks, seq->block_hashes.size());
+  const std::vector<BlockId> hit = allocator_->FindCached(std::span(seq->block_hashes).first(num_blocks));
+  if (hit.empty()) return;
+  for (BlockId block : hit) allocator_->IncRef(block);
+  seq->block_table.AddBlocks(hit);
+  seq->block_table.AppendTokens(static_cast<int>(hit.size()) * block_size);
+  seq->block_table.set_num_cached_blocks(static_cast<int>(hit.size()));
+  seq->num_computed_tokens = static_cast<int>(hit.size()) * block_size;
+}
+
+void StepScheduler::UndoCachedPrefix(Sequence* seq) {
+  if (seq->num_computed_tokens == 0) return;
+  allocator_->Release(seq->block_table.TakeBlocks());
+  seq->num_computed_tokens = 0;
+}
+
+void StepScheduler::CountAdmission(Sequence& seq) {
+  if (!config_.prefix_caching) return;
+  seq.num_cached_tokens = seq.num_computed_tokens;  // admitted with nothing computed but its hit
+  num_prefix_cache_queries_ += seq.num_tokens();
+  num_prefix_cache_hits_ += seq.num_cached_tokens;
+}
+
+void StepScheduler::CacheComputedBlocks(const ScheduledStep& step) {
+  if (!config_.prefix_caching) return;
+  for (Sequence* seq : step.seqs) {
+    BlockTable& table = seq->block_table;
+    const int num_full = seq->num_computed_tokens / table.block_size();
+    if (num_full <= table.num_cached_blocks()) continue;
+    ExtendBlockHashes(config_.prefix_cache_root,
+                      std::span(seq->token_ids).first(static_cast<size_t>(num_full) * table.block_size()),
+                      table.block_size(), &seq->block_hashes);
+    for (int b = table.num_cached_blocks(); b < num_full; ++b) {
+      allocator_->Cache(table.blocks()[b], seq->block_hashes[b]);
+    }
+    table.set_num_cached_blocks(num_full);
+  }
 }
 
 ScheduledStep StepScheduler::Schedule() {
@@ -176,8 +236,13 @@ ScheduledStep StepScheduler::ScheduleChunked() {
   while (token_budget > 0 && swapped_.empty() && !waiting_.empty() &&
          static_cast<int>(running_.size()) < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
+    TakeCachedPrefix(seq);
     const int chunk = ReserveChunk(seq, &token_budget);
-    if (chunk == 0) break;
+    if (chunk == 0) {
+      UndoCachedPrefix(seq);
+      break;
+    }
+    CountAdmission(*seq);
     waiting_.pop_front();
     seq->status = SeqStatus::kRunning;
     running_.push_back(seq);

@@ -23,6 +23,14 @@
 // until StepDone; the running decodes are shared out, each step taking at most
 // ceil(decoding / max_steps_in_flight) of them, so the steps in flight carry even parts of the
 // batch rather than one step carrying it all while the others wait for its tokens.
+//
+// Prefix caching (StepSchedulerConfig::prefix_caching): a sequence admitted from the queue first
+// takes the longest run of its full blocks that the allocator's prefix cache holds (block_allocator.h)
+// and computes only the rest; the block holding its last token is always computed, since its
+// logits are needed. The full blocks a step computes are named in the cache when it is done
+// (CacheComputedBlocks), so a block is found only once every rank has written it. A sequence that
+// scores its prompt (prompt_logprobs) needs every prompt position's logits: it takes no cached
+// blocks, though its own are cached for others.
 // Not thread-safe: the engine thread owns it.
 #pragma once
 
@@ -40,6 +48,8 @@ struct StepSchedulerConfig {
   int max_num_batched_tokens = 2048;    // new tokens per step; prefill-first: >= the longest prompt
   bool chunked_prefill = false;
   int max_steps_in_flight = 1;          // >= 1; an instance's pp size (see the top of this file)
+  bool prefix_caching = false;
+  BlockHash prefix_cache_root = 0;      // the chain's start (block_hash.h): the engine's salt
 };
 
 struct ScheduledStep {
@@ -81,6 +91,14 @@ class StepScheduler {
   // The step's forward pass is done (its sequences' KV bookkeeping advanced): they may be
   // scheduled, preempted or removed again.
   void StepDone(const ScheduledStep& step);
+  // With prefix caching, names the full blocks the step's sequences have computed in the cache.
+  // Only for a step every rank has run well: a cached block is trusted by later sequences.
+  void CacheComputedBlocks(const ScheduledStep& step);
+  // Decode role: a sequence whose KV is computed elsewhere (Engine::AdmitPrefilled) takes, into its
+  // empty block table, the cached run of the full blocks of its first num_kv_tokens tokens, counted
+  // as an admission; the caller allocates the rest and receives only their KV. Returns the number
+  // of blocks taken.
+  int TakeCachedKv(Sequence* seq, int num_kv_tokens);
   // Frees a sequence's blocks (in the swap pool when it is swapped out) and forgets it (finished,
   // cancelled, or released after hand-off). Pre-condition: not in a step.
   void Remove(Sequence* seq);
@@ -92,11 +110,23 @@ class StepScheduler {
   // Preemptions so far, by what became of the victim's KV.
   int64_t num_swap_outs() const { return num_swap_outs_; }
   int64_t num_recomputes() const { return num_recomputes_; }
+  // Prefix caching, in tokens, as vLLM counts them: those of the sequences admitted with caching
+  // on, and those of them whose K/V came from the cache.
+  int64_t num_prefix_cache_queries() const { return num_prefix_cache_queries_; }
+  int64_t num_prefix_cache_hits() const { return num_prefix_cache_hits_; }
 
  private:
   ScheduledStep SchedulePrefillFirst();
   ScheduledStep ScheduleChunked();
   bool TryAdmit(Sequence* seq, int* token_budget);
+  // A sequence leaving the queue with no blocks takes the cached run of its leading full blocks
+  // (at most all but the block of its last token). UndoCachedPrefix gives them back when the
+  // sequence is not admitted after all; CountAdmission counts the queries and hits when it is.
+  void TakeCachedPrefix(Sequence* seq);
+  void UndoCachedPrefix(Sequence* seq);
+  // Takes the cached run of seq's first max_blocks full blocks into its empty block table.
+  void TakeCachedBlocks(Sequence* seq, int max_blocks);
+  void CountAdmission(Sequence& seq);
   // Gives the running sequences that have finished their prompt and are not in a step (at most this
   // step's share of them) room for one more token, preempting from the back when blocks run out;
   // returns those sequences. Then, if nothing was swapped out, swaps sequences in (SwapIn).
@@ -120,6 +150,8 @@ class StepScheduler {
   std::vector<Sequence*> paused_;   // pause order
   int64_t num_swap_outs_ = 0;
   int64_t num_recomputes_ = 0;
+  int64_t num_prefix_cache_queries_ = 0;
+  int64_t num_prefix_cache_hits_ = 0;
 };
 
 }  // namespace baton::runtime

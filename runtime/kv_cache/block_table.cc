@@ -18,11 +18,13 @@ int32_t BlockTable::SlotOf(int pos) const {
 
 std::vector<BlockId> BlockTable::TakeBlocks() {
   num_tokens_ = 0;
+  num_cached_blocks_ = 0;
   return std::exchange(blocks_, {});
 }
 
 std::vector<BlockId> BlockTable::ReplaceBlocks(std::vector<BlockId> blocks) {
   BATON_CHECK(blocks.size() == blocks_.size());
+  num_cached_blocks_ = 0;  // the new blocks are named when a step next computes with them
   return std::exchange(blocks_, std::move(blocks));
 }
 

@@ -23,6 +23,9 @@ class BlockTable {
   int block_size() const { return block_size_; }
   int num_tokens() const { return num_tokens_; }
   const std::vector<BlockId>& blocks() const { return blocks_; }
+  // Leading blocks already named in the prefix cache (block_allocator.h), so each is named once.
+  int num_cached_blocks() const { return num_cached_blocks_; }
+  void set_num_cached_blocks(int n) { num_cached_blocks_ = n; }
 
   // Blocks to add before the table can hold num_new_tokens more tokens.
   int NumBlocksToAppend(int num_new_tokens) const {
@@ -46,6 +49,7 @@ class BlockTable {
  private:
   int block_size_;
   int num_tokens_ = 0;
+  int num_cached_blocks_ = 0;
   std::vector<BlockId> blocks_;
 };
 

@@ -158,4 +158,27 @@ std::vector<std::vector<kernels::TokenLogprob>> FromProto(
   return out;
 }
 
+void ToProto(const runtime::BlockAllocator::CacheEvents& events, v1::KvCacheEvents* out) {
+  out->set_reset(events.reset);
+  out->mutable_block_hashes()->Reserve(static_cast<int>(events.events.size()));
+  out->mutable_stored()->Reserve(static_cast<int>(events.events.size()));
+  for (const runtime::BlockAllocator::CacheEvent& event : events.events) {
+    out->add_block_hashes(event.hash);
+    out->add_stored(event.stored);
+  }
+}
+
+absl::StatusOr<runtime::BlockAllocator::CacheEvents> FromProto(const v1::KvCacheEvents& events) {
+  if (events.block_hashes_size() != events.stored_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("kv_cache_events: ", events.block_hashes_size(),
+                                                   " block_hashes but ", events.stored_size(), " stored flags"));
+  }
+  runtime::BlockAllocator::CacheEvents out{.reset = events.reset()};
+  out.events.reserve(events.block_hashes_size());
+  for (int i = 0; i < events.block_hashes_size(); ++i) {
+    out.events.push_back({.hash = events.block_hashes(i), .stored = events.stored(i)});
+  }
+  return out;
+}
+
 }  // namespace baton::rpc

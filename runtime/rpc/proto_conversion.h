@@ -43,6 +43,10 @@ v1::WorkerRole ToProto(runtime::WorkerRole role);
 // nullopt for WORKER_ROLE_UNSPECIFIED and values this build does not know.
 std::optional<runtime::WorkerRole> FromProto(v1::WorkerRole role);
 
+void ToProto(const runtime::BlockAllocator::CacheEvents& events, v1::KvCacheEvents* out);
+// InvalidArgument when block_hashes and stored differ in length.
+absl::StatusOr<runtime::BlockAllocator::CacheEvents> FromProto(const v1::KvCacheEvents& events);
+
 // Microseconds since the Unix epoch, the unit of every timestamp in the API.
 int64_t NowMicros();
 

@@ -70,6 +70,7 @@ absl::Status RunWorkerServer(const runtime::WorkerOptions& options, const std::a
     registration.set_pid(getpid());
     registration.set_num_kv_blocks(worker->num_kv_blocks());
     registration.set_block_size(options.engine.block_size);
+    registration.set_prefix_cache_salt(worker->prefix_cache_salt());
     ToProto(worker->layout(), registration.mutable_layout());
   }
   bool registered = false;
@@ -79,6 +80,8 @@ absl::Status RunWorkerServer(const runtime::WorkerOptions& options, const std::a
       if (!registered) {
         const absl::Status status = Register(*registry, registration, options.deployment_secret);
         registered = status.ok();
+        // The scheduler's view of this prefix cache starts empty: send all of it.
+        if (registered) worker->RequestCacheSnapshot();
         // A refusal (a wrong secret, a bad registration) is said once; an absent scheduler is not.
         if (!status.ok() && !absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status) &&
             status.code() != last_refusal) {
@@ -93,10 +96,11 @@ absl::Status RunWorkerServer(const runtime::WorkerOptions& options, const std::a
         v1::HeartbeatRequest heartbeat;
         heartbeat.set_incarnation_id(registration.incarnation_id());
         ToProto(worker->Stats(), heartbeat.mutable_stats());
+        ToProto(worker->TakeCacheEvents(), heartbeat.mutable_kv_cache_events());
         v1::HeartbeatResponse response;
-        if (registry->Heartbeat(&context, heartbeat, &response).ok() && !response.known()) {
-          registered = false;
-        }
+        const grpc::Status sent = registry->Heartbeat(&context, heartbeat, &response);
+        if (!sent.ok()) worker->RequestCacheSnapshot();  // those events may be lost
+        if (sent.ok() && !response.known()) registered = false;
       }
     }
     absl::SleepFor(heartbeat_interval);

@@ -34,6 +34,8 @@ void ToProto(const runtime::WorkerStatsSnapshot& stats, v1::WorkerStats* out) {
   out->set_num_requests_waiting(stats.engine.num_waiting);
   out->set_num_requests_running(stats.engine.num_running);
   out->set_num_requests_swapped(stats.engine.num_swapped);
+  out->set_prefix_cache_queries(stats.engine.num_prefix_cache_queries);
+  out->set_prefix_cache_hits(stats.engine.num_prefix_cache_hits);
   out->set_num_prefill_tokens_outstanding(stats.num_prefill_tokens_outstanding);
   out->set_num_requests_holding_kv(stats.num_requests_holding_kv);
   for (const runtime::RankHoldings& holdings : stats.ranks) {
@@ -82,6 +84,7 @@ grpc::Status WorkerServiceImpl::Prefill(grpc::ServerContext* context,
                                      ? result->first_token.prefill_start_us
                                      : start_us);
   response->set_prefill_end_us(result->prefill_end_us);
+  response->set_num_cached_tokens(result->first_token.num_cached_tokens);
   return grpc::Status::OK;
 }
 
@@ -119,11 +122,13 @@ grpc::Status WorkerServiceImpl::Decode(grpc::ServerContext* context, const v1::D
           done->set_start_us(event.kv_transferred->start_us);
           done->set_end_us(event.kv_transferred->end_us);
           done->set_num_bytes(event.kv_transferred->num_bytes);
+          done->set_num_cached_tokens(event.kv_transferred->num_cached_tokens);
         } else {
           ToProto(*event.token, message.mutable_tokens());
           if (first_chunk && event.token->prefill_start_us != 0) {
             message.mutable_tokens()->set_prefill_start_us(event.token->prefill_start_us);
             message.mutable_tokens()->set_prefill_end_us(NowMicros());
+            message.mutable_tokens()->set_num_cached_tokens(event.token->num_cached_tokens);
           }
           first_chunk = false;
         }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/check.h"
 #include "kernels/common/status_macros.h"
 #include "runtime/transfer/kv_grants.h"
 #include "runtime/transfer/kv_slab_mapping.h"
@@ -81,6 +82,14 @@ absl::Status ValidateKvHandoff(const KvHandoff& handoff) {
     }
   }
   return absl::OkStatus();
+}
+
+KvHandoff DropLeadingBlocks(KvHandoff handoff, int num_blocks) {
+  BATON_CHECK(num_blocks >= 0 && num_blocks <= static_cast<int>(handoff.blocks.size()) &&
+              num_blocks * handoff.model_shape.block_size <= handoff.num_tokens);
+  handoff.blocks.erase(handoff.blocks.begin(), handoff.blocks.begin() + num_blocks);
+  handoff.num_tokens -= num_blocks * handoff.model_shape.block_size;
+  return handoff;
 }
 
 absl::StatusOr<std::vector<KvPullSpec>> PlanKvPulls(const KvHandoff& handoff,

@@ -62,4 +62,9 @@ absl::StatusOr<std::vector<KvPullSpec>> PlanKvPulls(const KvHandoff& handoff,
                                                     const KvPoolShape& decode_model_shape,
                                                     const ParallelLayout& decode_layout);
 
+// The hand-off of the blocks after the first num_blocks (full ones), for a decode instance whose
+// prefix cache holds those already: it pulls the rest. Pre-condition: num_blocks * block_size <=
+// num_tokens.
+KvHandoff DropLeadingBlocks(KvHandoff handoff, int num_blocks);
+
 }  // namespace baton::runtime

@@ -47,6 +47,8 @@ struct PrefilledRequest {
 struct KvAdmission {
   SeqId seq_id = 0;
   std::vector<BlockId> blocks;  // [ceil(num_prompt_tokens / block_size)] destination, token order
+  // The leading blocks whose KV the instance's prefix cache holds already: not to be pulled.
+  int num_cached_blocks = 0;
   // [num_ranks] each rank's pool, by rank_idx; the blocks are the same ids in every one. The pools
   // outlive the engine's sequences.
   std::vector<const KvPool*> pools;

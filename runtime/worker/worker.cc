@@ -49,7 +49,8 @@ class EngineKvAdmitter final : public KvAdmitter {
       (void)engine_.Cancel(seq_id);
       return blocks.status();
     }
-    KvAdmission admission{.seq_id = seq_id, .blocks = *std::move(blocks)};
+    KvAdmission admission{.seq_id = seq_id, .blocks = *std::move(blocks),
+                          .num_cached_blocks = *engine_.NumCachedBlocksOf(seq_id)};
     for (int r = 0; r < engine_.ranks().num_ranks(); ++r) {
       admission.pools.push_back(&engine_.ranks().kv_pool(r));
     }
@@ -145,6 +146,7 @@ Worker::Worker(const WorkerOptions& options, std::unique_ptr<Engine> engine)
       max_model_len_(engine->max_model_len()),
       num_kv_blocks_(engine->allocator().num_blocks()),
       layout_(engine->ranks().layout()),
+      prefix_cache_salt_(engine->prefix_caching() ? engine->prefix_cache_salt() : ""),
       kv_model_shape_(KvPoolShape{.num_layers = model_config_.num_layers,
                                   .num_kv_heads = model_config_.num_kv_heads,
                                   .head_dim = model_config_.head_dim,
@@ -311,11 +313,12 @@ absl::StatusOr<KvAdmission> Worker::AwaitKvRoom(DecodeCall& call, const WorkerRe
   });
 }
 
-absl::Status Worker::PullAllRanks(const std::vector<KvPullSpec>& specs, const KvAdmission& admission,
-                                  absl::Time deadline, const std::function<bool()>& is_cancelled) {
-  if (specs.size() != admission.pools.size()) {
+absl::Status Worker::PullAllRanks(const std::vector<KvPullSpec>& specs, const std::vector<const KvPool*>& pools,
+                                  const std::vector<BlockId>& dst_blocks, absl::Time deadline,
+                                  const std::function<bool()>& is_cancelled) {
+  if (specs.size() != pools.size()) {
     return absl::InternalError(absl::StrCat("KV pull: ", specs.size(), " rank pulls planned for ",
-                                            admission.pools.size(), " rank pools"));
+                                            pools.size(), " rank pools"));
   }
   const UniqueFd cancel(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!cancel.valid()) return absl::InternalError("KV pull: cannot create an eventfd");
@@ -324,7 +327,7 @@ absl::Status Worker::PullAllRanks(const std::vector<KvPullSpec>& specs, const Kv
   std::atomic<size_t> num_running = specs.size();
   absl::Notification all_done;
   auto pull = [&](size_t r) {
-    statuses[r] = transport_->Pull(specs[r], *admission.pools[r], admission.blocks, wait);
+    statuses[r] = transport_->Pull(specs[r], *pools[r], dst_blocks, wait);
     if (num_running.fetch_sub(1) == 1) all_done.Notify();
   };
   // Every rank on a thread of its own, so the ranks' copies overlap, while this one watches the
@@ -374,12 +377,21 @@ absl::Status Worker::StartHandedOff(DecodeCall& call, const WorkerRequest& reque
   // only writer.
   KvTransferReport report{.start_us = NowUs()};
   const std::shared_ptr<std::atomic<bool>> cancelled = request.cancelled;
-  const absl::Status pulled = PullAllRanks(
-      *specs, *admitted, call.deadline, [&call, cancelled] { return call.is_cancelled() || cancelled->load(); });
+  // The blocks this instance's prefix cache supplied are not pulled again (a follow-up turn pulls
+  // its new blocks, not the whole history).
+  const int num_cached = admitted->num_cached_blocks;
+  const std::vector<BlockId> dst_blocks(admitted->blocks.begin() + num_cached, admitted->blocks.end());
+  if (num_cached > 0) specs = PlanKvPulls(DropLeadingBlocks(*call.kv, num_cached), kv_model_shape_, layout_);
+  absl::Status pulled = specs.status();
+  if (pulled.ok() && !dst_blocks.empty()) {
+    pulled = PullAllRanks(*specs, admitted->pools, dst_blocks, call.deadline,
+                          [&call, cancelled] { return call.is_cancelled() || cancelled->load(); });
+  }
   report.end_us = NowUs();
-  // What the ranks now hold: each its own layers x KV heads of every block.
+  report.num_cached_tokens = num_cached * kv_model_shape_.block_size;
+  // What the ranks pulled: each its own layers x KV heads of every block not cached.
   for (const KvPool* pool : admitted->pools) {
-    report.num_bytes += static_cast<int64_t>(admitted->blocks.size() * pool->BlockBytes());
+    report.num_bytes += static_cast<int64_t>(dst_blocks.size() * pool->BlockBytes());
   }
   if (!pulled.ok()) {
     Abandon(call.request_id);
@@ -404,9 +416,10 @@ absl::Status Worker::StartHandedOff(DecodeCall& call, const WorkerRequest& reque
 }
 
 absl::Status Worker::Decode(DecodeCall call) {
+  // A decode instance also prefills a request itself when the scheduler chose not to hand it off
+  // (conditional disaggregation: its prefix cache holds most of the prompt).
   const bool handed_off = call.kv.has_value();
-  if (handed_off != (options_.role == WorkerRole::kDecode) ||
-      options_.role == WorkerRole::kPrefill) {
+  if (options_.role == WorkerRole::kPrefill || (handed_off && options_.role != WorkerRole::kDecode)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "worker ", WorkerRoleName(options_.role), " ", options_.instance_idx, " cannot decode a ",
         handed_off ? "handed-off" : "fresh", " request"));

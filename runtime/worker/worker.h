@@ -43,8 +43,9 @@ struct PrefillResult {
 struct KvTransferReport {
   int64_t start_us = 0;  // the first rank's pull started
   int64_t end_us = 0;    // the last rank's pull ended
-  int64_t num_bytes = 0; // KV the decode ranks now hold for the request: sum over ranks of the
-                         // rank's block bytes x blocks (each rank's own layers x KV heads)
+  int64_t num_bytes = 0; // KV the decode ranks pulled for the request: sum over ranks of the
+                         // rank's block bytes x blocks pulled (each rank's own layers x KV heads)
+  int num_cached_tokens = 0;  // KV tokens the instance's prefix cache held already: not pulled
 };
 
 // What a decode streams back: first (decode role) the KV transfer report, then token outputs.
@@ -106,6 +107,13 @@ class Worker {
   const KvPoolShape& kv_model_shape() const { return kv_model_shape_; }
   // Prefill role: how decode workers reach each rank's KV pool, by rank_idx.
   const std::vector<KvSource>& kv_sources() const { return kv_sources_; }
+  // What the engine's prefix cache hashes chain from (Engine::prefix_cache_salt); empty when
+  // prefix caching is off.
+  const std::string& prefix_cache_salt() const { return prefix_cache_salt_; }
+  // The prefix cache's events for the scheduler's index (EngineLoop::TakeCacheEvents), and a
+  // request that the next ones be a full snapshot (after a lost heartbeat or a new registration).
+  BlockAllocator::CacheEvents TakeCacheEvents() { return loop_->TakeCacheEvents(); }
+  void RequestCacheSnapshot() { loop_->RequestCacheSnapshot(); }
 
   // Prefill role: runs the prompt, returns the first token; the KV stays held for call.kv_lease.
   // FailedPrecondition on another role, Unavailable while draining, AlreadyExists for an id in
@@ -117,8 +125,9 @@ class Worker {
   absl::Status Release(const std::string& request_id);
 
   // Decode role (call.kv set): waits in the KV admission queue for room (FIFO, see
-  // kv_admission_queue.h), pulls the KV, emits the transfer report, then decodes. Colocated (kv
-  // unset): runs the whole request. Returns OK after emitting the finishing token; FailedPrecondition
+  // kv_admission_queue.h), pulls the KV (but the blocks its prefix cache holds), emits the transfer
+  // report, then decodes. Colocated, or decode role under conditional disaggregation (kv unset):
+  // runs the whole request. Returns OK after emitting the finishing token; FailedPrecondition
   // for a role that does not take this kind of request, Unavailable while draining, AlreadyExists,
   // InvalidArgument (also for a hand-off PlanKvPulls refuses, before queueing), the lowest failing
   // decode rank's transport status for a failed pull ("decode rank r: " prefixed when there are
@@ -159,17 +168,19 @@ class Worker {
   // Decode role: the handed-off part of Decode: plan, KV room, pull, transfer report, then (one
   // Call) subscribe `sink` and StartDecoding. On error the request is forgotten and its blocks freed.
   absl::Status StartHandedOff(DecodeCall& call, const WorkerRequest& request, const TokenSink& sink);
-  // Decode role: runs every rank's pull (rank r's spec into admission.pools[r]), in parallel, each
+  // Decode role: runs every rank's pull (rank r's spec into pools[r], dst_blocks), in parallel, each
   // bounded by `deadline` and stopped (Cancelled) within kPollInterval of `is_cancelled` turning
   // true; OK, or the lowest failing rank's status once all have returned.
-  absl::Status PullAllRanks(const std::vector<KvPullSpec>& specs, const KvAdmission& admission,
-                            absl::Time deadline, const std::function<bool()>& is_cancelled);
+  absl::Status PullAllRanks(const std::vector<KvPullSpec>& specs, const std::vector<const KvPool*>& pools,
+                            const std::vector<BlockId>& dst_blocks, absl::Time deadline,
+                            const std::function<bool()>& is_cancelled);
 
   WorkerOptions options_;
   ModelConfig model_config_;
   int max_model_len_;
   int num_kv_blocks_;
   ParallelLayout layout_;
+  std::string prefix_cache_salt_;
   KvPoolShape kv_model_shape_;
   std::vector<RankHoldings> rank_holdings_;  // fixed once loaded
   RequestRegistry requests_;

@@ -601,6 +601,12 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
          }
          return absl::OkStatus();
        }},
+      BoolField("enable_prefix_caching", &config.enable_prefix_caching),
+      {"max_local_prefill_tokens",
+       [&](const YAML::Node& v, const std::string& p) -> absl::Status {
+         RETURN_IF_ERROR(ReadInt(v, p, &config.max_local_prefill_tokens));
+         return CheckAtLeast(p, config.max_local_prefill_tokens, 0);
+       }},
       {"host", [&](const YAML::Node& v, const std::string& p) { return ReadString(v, p, &config.host); }},
       IntField("scheduler_port", &config.scheduler_port),
       IntField("http_port", &config.http_port),
@@ -793,6 +799,8 @@ std::string ToYaml(const DeploymentConfig& config) {
   out << YAML::Key << "weight_dtype" << YAML::Value << std::string(DTypeName(config.weight_dtype));
   out << YAML::Key << "kv_cache_dtype" << YAML::Value
       << std::string(DTypeName(config.kv_cache_dtype));
+  out << YAML::Key << "enable_prefix_caching" << YAML::Value << config.enable_prefix_caching;
+  out << YAML::Key << "max_local_prefill_tokens" << YAML::Value << config.max_local_prefill_tokens;
   out << YAML::Key << "host" << YAML::Value;
   EmitString(out, config.host);
   out << YAML::Key << "scheduler_port" << YAML::Value << config.scheduler_port;

@@ -22,6 +22,13 @@
 //                                   # deployment so both ends of a KV hand-off agree (vLLM's
 //                                   # --kv-cache-dtype); bf16 halves the bytes per token; auto is
 //                                   # bf16 for bf16 weights, else f32 (resolved when parsed)
+//   enable_prefix_caching: true     # every instance keeps full KV blocks for later prompts with
+//                                   # the same prefix (runtime/kv_cache/block_allocator.h; vLLM's
+//                                   # --enable-prefix-caching, on by default there too)
+//   max_local_prefill_tokens: 0     # disaggregated: a request whose decode instance's prefix cache
+//                                   # leaves at most this many tokens to compute is prefilled
+//                                   # there, with no hand-off (conditional disaggregation,
+//                                   # scheduler/global/request_flow.h); 0: never
 //   host: 127.0.0.1                 # address every process binds to (and the launcher polls)
 //   scheduler_port: 50051           # public gRPC API
 //   http_port: 8000                 # OpenAI-compatible HTTP; 0 disables it
@@ -181,6 +188,8 @@ struct DeploymentConfig {
   int max_model_len = 0;
   DType weight_dtype = DType::kF32;  // kF32, kBF16 or kF16
   DType kv_cache_dtype = DType::kF32;  // kF32 or kBF16, every instance's KV pools
+  bool enable_prefix_caching = true;
+  int max_local_prefill_tokens = 0;  // >= 0; disaggregated only
   std::string host = "127.0.0.1";
   int scheduler_port = 50051;  // gRPC InferenceService
   int http_port = 8000;        // OpenAI-compatible HTTP; 0: disabled

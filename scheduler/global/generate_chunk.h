@@ -48,6 +48,7 @@ struct GenerateChunk {
   std::vector<int32_t> prompt_token_ids;
   int num_prompt_tokens = 0;
   int num_generated_tokens = 0;
+  int num_cached_tokens = 0;  // prompt tokens whose KV the prefill took from a prefix cache
 };
 
 // Writes one chunk to the client; false when the client is gone.

@@ -1,5 +1,6 @@
 #include "scheduler/global/request_driver.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -111,21 +112,30 @@ absl::StatusOr<PreparedRequest> RequestDriver::PrepareUnlogged(GenerateRequest r
   if (!request.temperature_given) params.sampling.temperature = defaults.temperature;
   if (!request.top_k_given) params.sampling.top_k = defaults.top_k;
   if (!request.top_p_given) params.sampling.top_p = defaults.top_p;
-  if (absl::Status admitted = Admit(num_prompt_tokens); !admitted.ok()) return admitted;
+  if (absl::Status admitted = Admit(prompt); !admitted.ok()) return admitted;
   request.client_request_id = std::move(request.request_id);
   request.request_id = NewRequestId();
   return PreparedRequest{.request = std::move(request), .prompt = std::move(prompt),
                          .arrival_us = arrival_us};
 }
 
-absl::Status RequestDriver::Admit(int64_t num_prompt_tokens) const {
+absl::Status RequestDriver::Admit(const std::vector<int32_t>& prompt) const {
   if (!options_.admission.enabled()) return absl::OkStatus();
+  const int num_prompt_tokens = static_cast<int>(prompt.size());
   AdmissionRequest request{.num_prompt_tokens = num_prompt_tokens};
   // The instance the flow would send the prefill to now (routing.h).
-  const std::optional<RoutingDecision> prefill =
-      options_.disaggregated ? PickPrefill(registry_->LiveInstances(WorkerRole::kPrefill))
-                             : PickColocated(registry_->LiveInstances(WorkerRole::kColocated));
-  if (prefill) request.prefill_instance = registry_->LoadOf(prefill->worker);
+  PromptHashes hashes(prompt);
+  const std::vector<InstanceSnapshot> live =
+      registry_->LiveInstances(options_.disaggregated ? WorkerRole::kPrefill : WorkerRole::kColocated, &hashes);
+  const std::optional<RoutingDecision> prefill = options_.disaggregated ? PickPrefill(live, num_prompt_tokens)
+                                                                        : PickColocated(live, num_prompt_tokens);
+  if (prefill) {
+    request.prefill_instance = registry_->LoadOf(prefill->worker);
+    for (const InstanceSnapshot& instance : live) {
+      if (instance.worker.incarnation_id != prefill->worker.incarnation_id) continue;
+      request.num_prompt_tokens = std::max(num_prompt_tokens - instance.num_cached_tokens, 1);
+    }
+  }
   request.decode_instances =
       registry_->LiveLoads(options_.disaggregated ? WorkerRole::kDecode : WorkerRole::kColocated);
   AdmissionDecision decision = DecideAdmission(options_.admission, latency_model_, request);
@@ -189,11 +199,15 @@ absl::Status RequestDriver::Execute(PreparedRequest prepared, const RequestIo& i
                                      .workers = io.workers,
                                      .disaggregated = options_.disaggregated,
                                      .kv_lease = options_.kv_lease,
+                                     .max_local_prefill_tokens =
+                                         options_.disaggregated ? options_.max_local_prefill_tokens : 0,
                                      .write = std::move(write),
                                      .is_cancelled = io.is_cancelled},
                    std::move(prepared));
   const absl::Status status = flow.Run();
-  const RequestMetrics metrics = recorder.Finish(status, NowMicros());
+  RequestMetrics metrics = recorder.Finish(status, NowMicros());
+  metrics.routes = flow.routes();
+  metrics.prefill_path = flow.prefill_path();
   if (LogEnabled(LogLevel::kInfo)) LogInfo(RequestLogLine(metrics));
   if (options_.on_request_done) options_.on_request_done(metrics);
   return status;

@@ -40,6 +40,7 @@ namespace baton::scheduler {
 struct RequestDriverOptions {
   bool disaggregated = true;                    // prefill + decode instances; false: colocated ones
   absl::Duration kv_lease = absl::Seconds(30);  // how long a prefill instance holds KV for decode
+  int max_local_prefill_tokens = 0;             // conditional disaggregation (request_flow.h)
   AdmissionPolicy admission;                    // default: admit everything
   // Called once per executed request, as it ends (on the thread that ran it), with what it
   // measured: the scheduler's Prometheus metrics. Null: nothing.
@@ -87,8 +88,9 @@ class RequestDriver {
  private:
   std::string NewRequestId() const;
   absl::StatusOr<PreparedRequest> PrepareUnlogged(GenerateRequest request) const;
-  // OK, or ResourceExhausted from DecideAdmission.
-  absl::Status Admit(int64_t num_prompt_tokens) const;
+  // OK, or ResourceExhausted from DecideAdmission. The prefill's work is the prompt's tokens the
+  // instance routing would pick does not hold in its prefix cache.
+  absl::Status Admit(const std::vector<int32_t>& prompt) const;
 
   const ServedModel* model_;
   WorkerRegistry* registry_;

@@ -109,17 +109,29 @@ void RequestFlow::ReleasePrefillKv() {
                                  CallOptions{.deadline = absl::Now() + params_.release_deadline});
 }
 
-std::optional<RoutingDecision> RequestFlow::Route(WorkerRole role) {
+std::optional<RoutingDecision> RequestFlow::Route(WorkerRole role, int* num_cached_tokens) {
   const absl::Time give_up = absl::Now() + params_.worker_wait;
+  std::vector<int32_t> context = prepared_.prompt;
+  context.insert(context.end(), generated_.begin(), generated_.end());
+  PromptHashes hashes(std::move(context));
+  const int num_tokens = NumContextTokens();
   while (true) {
-    const std::vector<InstanceSnapshot> live = params_.registry->LiveInstances(role);
+    const std::vector<InstanceSnapshot> live = params_.registry->LiveInstances(role, &hashes);
     const std::optional<RoutingDecision> pick =
-        role == WorkerRole::kPrefill  ? PickPrefill(live)
-        : role == WorkerRole::kDecode ? PickDecode(live, NumContextTokens())
-                                      : PickColocated(live);
-    if (pick && LogEnabled(LogLevel::kDebug)) {
-      LogDebug(absl::StrCat("request ", prepared_.request.request_id, ": ", runtime::WorkerRoleName(role), " on ",
-                            WorkerName(pick->worker.role, pick->worker.instance_idx), ": ", pick->reason));
+        role == WorkerRole::kPrefill  ? PickPrefill(live, num_tokens)
+        : role == WorkerRole::kDecode ? PickDecode(live, num_tokens)
+                                      : PickColocated(live, num_tokens);
+    if (pick) {
+      routes_.push_back(RouteRecord{.role = role, .label = pick->label});
+      for (const InstanceSnapshot& instance : live) {
+        if (num_cached_tokens != nullptr && instance.worker.incarnation_id == pick->worker.incarnation_id) {
+          *num_cached_tokens = instance.num_cached_tokens;
+        }
+      }
+      if (LogEnabled(LogLevel::kDebug)) {
+        LogDebug(absl::StrCat("request ", prepared_.request.request_id, ": ", runtime::WorkerRoleName(role), " on ",
+                              WorkerName(pick->worker.role, pick->worker.instance_idx), ": ", pick->reason));
+      }
     }
     if (pick || absl::Now() >= give_up || params_.is_cancelled()) return pick;
     absl::SleepFor(absl::Milliseconds(20));
@@ -158,6 +170,19 @@ void RequestFlow::PrefillDone() {
 }
 
 FlowState RequestFlow::Prefill() {
+  // Conditional disaggregation: a prompt whose part the chosen decode instance does not hold is
+  // short is prefilled there, with no hand-off (Dynamo's and llm-d's decider).
+  if (params_.max_local_prefill_tokens > 0) {
+    int num_cached = 0;
+    std::optional<RoutingDecision> decode = Route(WorkerRole::kDecode, &num_cached);
+    if (!decode) return NoLiveWorker(WorkerRole::kDecode);
+    const bool local = NumContextTokens() - num_cached <= params_.max_local_prefill_tokens;
+    prefill_path_ = local ? "local" : "remote";
+    if (local) {
+      local_decode_ = std::move(decode);
+      return FlowState::kDecoding;
+    }
+  }
   const std::optional<RoutingDecision> pick = Route(WorkerRole::kPrefill);
   if (!pick) return NoLiveWorker(WorkerRole::kPrefill);
   prefill_ = pick->worker;
@@ -194,6 +219,7 @@ FlowState RequestFlow::Prefill() {
     pending_.timing.prefill_start_us = prefilled_->prefill_start_us;
     pending_.timing.prefill_end_us = prefilled_->prefill_end_us;
     pending_.prompt_logprobs = std::move(prefilled_->prompt_logprobs);
+    stream_.set_num_cached_tokens(prefilled_->num_cached_tokens);
   }
   const int32_t token = prefilled_->first_token_id;
   generated_.push_back(token);
@@ -215,12 +241,15 @@ FlowState RequestFlow::Prefill() {
 }
 
 FlowState RequestFlow::StartDecode() {
-  const bool disaggregated = params_.disaggregated;
-  const std::optional<RoutingDecision> pick =
-      Route(disaggregated ? WorkerRole::kDecode : WorkerRole::kColocated);
+  // Handed off: the KV comes from the prefill instance; else the instance prefills (colocated, or
+  // a disaggregated request prefilled locally, on the decode instance Prefill chose).
+  const bool disaggregated = params_.disaggregated && !local_decode_;
+  const WorkerRole role = params_.disaggregated ? WorkerRole::kDecode : WorkerRole::kColocated;
+  const std::optional<RoutingDecision> pick = local_decode_ ? std::exchange(local_decode_, std::nullopt)
+                                                            : Route(role);
   if (!pick) {
     ReleasePrefillKv();
-    return NoLiveWorker(disaggregated ? WorkerRole::kDecode : WorkerRole::kColocated);
+    return NoLiveWorker(role);
   }
   decoder_ = pick->worker;
   decoder_name_ = WorkerName(decoder_->role, decoder_->instance_idx);
@@ -262,6 +291,7 @@ bool RequestFlow::OnDecodeEvent(const DecodeEvent& event) {
       pending_.timing.prefill_start_us = chunk.prefill_start_us;
       pending_.timing.prefill_end_us = chunk.prefill_end_us;
       pending_.prompt_logprobs = chunk.prompt_logprobs;
+      stream_.set_num_cached_tokens(chunk.num_cached_tokens);
     }
     params_.latency_model->ObservePrefill(decoder_name_, colocated_prefill_tokens_,
                                           chunk.prefill_start_us, chunk.prefill_end_us);

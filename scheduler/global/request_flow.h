@@ -9,6 +9,9 @@
 //                instance pulls the KV when it has room -> kDecoding on KvTransferred, which
 //                releases the prefill instance's KV
 //   kDecoding    stream token chunks to the client -> kFinished on a finish reason or stop string
+// Conditional disaggregation (max_local_prefill_tokens): kPrefilling first routes the decode; when
+// that instance's prefix cache leaves the context short of the threshold, kDecoding at once on it
+// (Decode without kv_source: it prefills), as colocated; a failure there goes back to kPrefilling.
 // Colocated: kDecoding from the start, on PickColocated's instance (Decode without kv_source).
 // From any state: -> kCancelled when the client leaves (status CANCELLED), -> kFailed otherwise
 // (UNAVAILABLE when no live instance can take the request or one dies under it; a worker's own
@@ -95,6 +98,11 @@ struct RequestFlowParams {
   absl::Duration worker_wait = absl::Seconds(10);  // for a live instance of a phase
   // From a request's first worker failure, how long it goes on being retried.
   absl::Duration retry_deadline = absl::Seconds(60);
+  // Disaggregated, conditional disaggregation: a request whose context the chosen decode instance's
+  // prefix cache leaves at most this many tokens to compute is prefilled there, with no hand-off
+  // (the prefill step delays that instance's decodes: the threshold bounds the TPOT cost). 0: every
+  // request is prefilled by a prefill instance.
+  int max_local_prefill_tokens = 0;
   ChunkSink write;                     // false: the client is gone
   std::function<bool()> is_cancelled;  // true once the client cancelled or disconnected
 };
@@ -112,6 +120,10 @@ class RequestFlow {
   FlowState state() const { return state_; }
   // Every state entered, in order (for tests and logs).
   const std::vector<FlowState>& trace() const { return trace_; }
+  // Every routing decision, in order, and the conditional disaggregation's last: "local",
+  // "remote", or nullptr when it was not asked (for metrics).
+  const std::vector<RouteRecord>& routes() const { return routes_; }
+  const char* prefill_path() const { return prefill_path_; }
 
  private:
   FlowState Prefill();
@@ -121,7 +133,8 @@ class RequestFlow {
   FlowState EndDecode(const absl::Status& stream_status);
   // A pick of a live instance of `role`, waiting up to worker_wait for one; nullopt when none came
   // (or the client left).
-  std::optional<RoutingDecision> Route(WorkerRole role);
+  // *num_cached_tokens (optional): the context's tokens the pick's prefix cache holds, by the index.
+  std::optional<RoutingDecision> Route(WorkerRole role, int* num_cached_tokens = nullptr);
   // The end of a request no live instance of `role` could take.
   FlowState NoLiveWorker(WorkerRole role);
   // After a worker failure the request can survive: `retry` while retry_deadline has not passed
@@ -163,6 +176,9 @@ class RequestFlow {
   absl::Time first_failure_;            // when the first of them happened
   std::string last_failure_;            // the latest of them, for the final error
   std::optional<WorkerRef> decoder_;
+  std::optional<RoutingDecision> local_decode_;  // Prefill chose to prefill on this decode instance
+  std::vector<RouteRecord> routes_;
+  const char* prefill_path_ = nullptr;
   std::string decoder_name_;
   bool colocated_prefill_outstanding_ = false;
   int colocated_prefill_tokens_ = 0;  // what the colocated instance prefills: NumContextTokens()

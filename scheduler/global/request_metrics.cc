@@ -97,7 +97,10 @@ void RequestMetricsRecorder::OnChunk(const GenerateChunk& chunk, int64_t now_us)
     ++num_emit_stamps_;
   }
   metrics_.num_generated_tokens += static_cast<int>(chunk.token_ids.size());
-  if (chunk.finish_reason != runtime::FinishReason::kNone) metrics_.finish_reason = chunk.finish_reason;
+  if (chunk.finish_reason != runtime::FinishReason::kNone) {
+    metrics_.finish_reason = chunk.finish_reason;
+    metrics_.num_cached_tokens = chunk.num_cached_tokens;
+  }
 }
 
 RequestMetrics RequestMetricsRecorder::Finish(const absl::Status& status, int64_t now_us) {

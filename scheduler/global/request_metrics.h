@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "runtime/batch/sequence.h"
+#include "scheduler/global/routing.h"
 #include "scheduler/global/generate_chunk.h"
 #include "scheduler/global/generate_request.h"
 
@@ -51,6 +52,9 @@ struct RequestMetrics {
   // Gaps between consecutive tokens' emission stamps, microseconds: [num_generated_tokens - 1]
   // when every token carried a stamp.
   std::vector<int64_t> inter_token_us;
+  std::vector<RouteRecord> routes;  // every routing decision, in order
+  const char* prefill_path = nullptr;  // conditional disaggregation: "local" | "remote"; nullptr: not asked
+  int num_cached_tokens = 0;  // prompt tokens a prefix cache held (the last chunk's)
 };
 
 // "stop", "length", "abort" (vLLM's finished_reason labels); nullptr for kNone.

@@ -30,6 +30,7 @@ bool ResponseStream::Write(GenerateChunk chunk, std::span<const int32_t> token_i
     chunk.prompt_token_ids = prompt_ids_;
     chunk.num_prompt_tokens = static_cast<int>(prompt_ids_.size());
     chunk.num_generated_tokens = num_generated_;
+    chunk.num_cached_tokens = num_cached_tokens_;
   }
   return (*write_)(chunk);
 }

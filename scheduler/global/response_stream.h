@@ -35,6 +35,8 @@ class ResponseStream {
 
   // The last chunk was written: the request is over for its client.
   bool finished() const { return finished_; }
+  // The prompt tokens a prefix cache held, for the last chunk's counts.
+  void set_num_cached_tokens(int n) { num_cached_tokens_ = n; }
 
  private:
   runtime::TextStream text_;
@@ -42,6 +44,7 @@ class ResponseStream {
   const std::vector<int32_t> prompt_ids_;
   const ChunkSink* write_;
   int num_generated_ = 0;
+  int num_cached_tokens_ = 0;
   bool finished_ = false;
 };
 

@@ -72,6 +72,7 @@ struct PrefillResult {
   runtime::KvHandoff kv;
   int64_t prefill_start_us = 0;
   int64_t prefill_end_us = 0;
+  int num_cached_tokens = 0;  // prompt tokens whose KV the prefill took from its prefix cache
 };
 
 struct DecodeCall {
@@ -88,7 +89,8 @@ struct DecodeCall {
 struct KvTransferred {
   int64_t start_us = 0;
   int64_t end_us = 0;
-  int64_t num_bytes = 0;
+  int64_t num_bytes = 0;       // pulled
+  int num_cached_tokens = 0;   // held by the decode instance's prefix cache already: not pulled
 };
 
 struct TokenChunk {
@@ -101,6 +103,7 @@ struct TokenChunk {
   int64_t prefill_end_us = 0;
   // Colocated, on the first chunk when params.num_prompt_logprobs: as PrefillResult's.
   std::vector<std::vector<kernels::TokenLogprob>> prompt_logprobs;
+  int num_cached_tokens = 0;  // colocated, first chunk: as PrefillResult's
 };
 
 using DecodeEvent = std::variant<KvTransferred, TokenChunk>;

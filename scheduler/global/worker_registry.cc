@@ -27,6 +27,7 @@ void WorkerRegistry::Register(WorkerEntry entry, absl::Time now) {
     const WorkerEntry& old = it->second;
     if (old.role == entry.role && old.instance_idx == entry.instance_idx &&
         old.incarnation_id != entry.incarnation_id) {
+      prefix_index_.Forget(old.incarnation_id);
       workers_.erase(it++);
     } else {
       ++it;
@@ -59,6 +60,7 @@ void WorkerRegistry::MarkDead(const std::string& incarnation_id, const std::stri
   if (it == workers_.end() || !it->second.alive) return;
   it->second.alive = false;
   it->second.death = why;
+  prefix_index_.Forget(incarnation_id);
 }
 
 bool WorkerRegistry::MarkExited(WorkerRole role, int instance_idx, int pid, const std::string& why) {
@@ -67,6 +69,7 @@ bool WorkerRegistry::MarkExited(WorkerRole role, int instance_idx, int pid, cons
     if (worker.alive && worker.role == role && worker.instance_idx == instance_idx && worker.pid == pid) {
       worker.alive = false;
       worker.death = why;
+      prefix_index_.Forget(id);
       return true;
     }
   }
@@ -96,18 +99,33 @@ void WorkerRegistry::Vouch(const std::string& incarnation_id, absl::Time now) {
   it->second.last_seen = std::max(it->second.last_seen, now);
 }
 
-std::vector<InstanceSnapshot> WorkerRegistry::LiveInstances(WorkerRole role) const {
+void WorkerRegistry::ApplyCacheEvents(const std::string& incarnation_id,
+                                      const runtime::BlockAllocator::CacheEvents& events) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(incarnation_id);
+  if (it == workers_.end() || !it->second.alive) return;
+  // A cache holds at most the instance's blocks: more in the view means removals were lost.
+  prefix_index_.Apply(incarnation_id, events,
+                      static_cast<size_t>(std::max(it->second.reported.num_kv_blocks_total, 1)));
+}
+
+std::vector<InstanceSnapshot> WorkerRegistry::LiveInstances(WorkerRole role, PromptHashes* prompt) const {
   std::vector<InstanceSnapshot> instances;
   {
     absl::ReaderMutexLock lock(&mu_);
     for (const auto& [id, worker] : workers_) {
       if (!worker.alive || worker.role != role) continue;
-      instances.push_back(InstanceSnapshot{
+      InstanceSnapshot& instance = instances.emplace_back(InstanceSnapshot{
           .worker = RefOf(worker),
           .block_size = worker.block_size,
           .num_kv_blocks_free = worker.reported.num_kv_blocks_total - worker.reported.num_kv_blocks_used,
           .outstanding_prefill_tokens = worker.outstanding_prefill_tokens,
           .num_active_requests = worker.num_active_requests});
+      if (prompt != nullptr && !worker.prefix_cache_salt.empty()) {
+        instance.num_cached_tokens =
+            prefix_index_.MatchedBlocks(id, prompt->For(worker.prefix_cache_salt, worker.block_size)) *
+            worker.block_size;
+      }
     }
   }
   std::sort(instances.begin(), instances.end(), [](const auto& a, const auto& b) {

@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "runtime/model/model_shard.h"
+#include "scheduler/global/prefix_index.h"
 #include "scheduler/global/routing.h"
 
 namespace baton::scheduler {
@@ -34,6 +35,8 @@ struct WorkerLoad {
   int num_requests_running = 0;
   int num_requests_holding_kv = 0;  // prefill: requests whose KV waits for a decode worker
   int num_requests_swapped = 0;     // preempted with their KV in the swap space
+  int64_t prefix_cache_queries = 0;  // tokens since the worker started
+  int64_t prefix_cache_hits = 0;
 };
 
 struct WorkerEntry {
@@ -43,6 +46,8 @@ struct WorkerEntry {
   std::string address;  // host:port of its WorkerService
   int pid = 0;
   int block_size = 16;
+  // What its prefix cache's block hashes chain from (prefix_index.h); empty: no prefix cache.
+  std::string prefix_cache_salt;
   // How the instance shards the model over its ranks (as it registered); tp 1 x pp 1 for a worker
   // that did not say.
   runtime::ParallelLayout layout;
@@ -88,8 +93,12 @@ class WorkerRegistry {
   // A direct probe reached the worker: it is alive, only slow to heartbeat.
   void Vouch(const std::string& incarnation_id, absl::Time now);
 
-  // Every live instance of `role`, by instance index, for routing.
-  std::vector<InstanceSnapshot> LiveInstances(WorkerRole role) const;
+  // A worker's prefix cache events (prefix_index.h); ignored for an unknown incarnation.
+  void ApplyCacheEvents(const std::string& incarnation_id, const runtime::BlockAllocator::CacheEvents& events);
+
+  // Every live instance of `role`, by instance index, for routing. With a prompt: each one's
+  // num_cached_tokens, the prompt's leading tokens its prefix cache holds by the index.
+  std::vector<InstanceSnapshot> LiveInstances(WorkerRole role, PromptHashes* prompt = nullptr) const;
 
   void AddPrefillLoad(const std::string& incarnation_id, int64_t num_tokens);
   void AddActive(const std::string& incarnation_id, int delta);
@@ -118,6 +127,7 @@ class WorkerRegistry {
   mutable absl::Mutex mu_;
   // By incarnation id; dead incarnations stay for Health until replaced.
   absl::flat_hash_map<std::string, WorkerEntry> workers_ ABSL_GUARDED_BY(mu_);
+  PrefixIndex prefix_index_ ABSL_GUARDED_BY(mu_);  // live incarnations only
 };
 
 }  // namespace baton::scheduler

@@ -184,7 +184,7 @@ class Simulation {
     }
     const std::vector<InstanceSnapshot> snapshots = Snapshots(front_, deployment_.block_size);
     const std::optional<RoutingDecision> decision =
-        colocated() ? PickColocated(snapshots) : PickPrefill(snapshots);
+        colocated() ? PickColocated(snapshots, request.input_len) : PickPrefill(snapshots, request.input_len);
     Instance& inst = *front_[decision->worker.instance_idx];
     runtime::GenerationParams params;
     params.max_tokens = request.output_len;

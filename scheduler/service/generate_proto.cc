@@ -116,6 +116,7 @@ void ToProto(const GenerateChunk& chunk, v1::GenerateResponse* out) {
                                             chunk.prompt_token_ids.end());
     out->set_num_prompt_tokens(chunk.num_prompt_tokens);
     out->set_num_generated_tokens(chunk.num_generated_tokens);
+    out->set_num_cached_tokens(chunk.num_cached_tokens);
   }
 }
 

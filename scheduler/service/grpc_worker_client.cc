@@ -18,7 +18,8 @@ TokenChunk FromProto(const v1::TokenChunk& chunk) {
                     .finish_reason = rpc::FromProto(chunk.finish_reason()),
                     .prefill_start_us = chunk.prefill_start_us(),
                     .prefill_end_us = chunk.prefill_end_us(),
-                    .prompt_logprobs = rpc::FromProto(chunk.prompt_logprobs())};
+                    .prompt_logprobs = rpc::FromProto(chunk.prompt_logprobs()),
+                    .num_cached_tokens = chunk.num_cached_tokens()};
 }
 
 }  // namespace
@@ -82,7 +83,8 @@ absl::StatusOr<PrefillResult> GrpcWorkerClient::Prefill(const WorkerRef& worker,
                        .finish_reason = rpc::FromProto(response.finish_reason()),
                        .kv = rpc::FromProto(response.kv()),
                        .prefill_start_us = response.prefill_start_us(),
-                       .prefill_end_us = response.prefill_end_us()};
+                       .prefill_end_us = response.prefill_end_us(),
+                       .num_cached_tokens = response.num_cached_tokens()};
   if (response.has_first_logprobs()) result.first_logprobs = rpc::FromProto(response.first_logprobs());
   result.prompt_logprobs = rpc::FromProto(response.prompt_logprobs());
   return result;
@@ -124,7 +126,8 @@ absl::Status GrpcWorkerClient::Decode(const WorkerRef& worker, const DecodeCall&
         event.has_kv_transferred()
             ? on_event(KvTransferred{.start_us = event.kv_transferred().start_us(),
                                      .end_us = event.kv_transferred().end_us(),
-                                     .num_bytes = event.kv_transferred().num_bytes()})
+                                     .num_bytes = event.kv_transferred().num_bytes(),
+                                     .num_cached_tokens = event.kv_transferred().num_cached_tokens()})
             : on_event(FromProto(event.tokens()));
     if (!more) {
       context->TryCancel();

@@ -49,16 +49,24 @@ void Observe(prometheus::Histogram* histogram, const std::optional<double>& valu
   if (value) histogram->Observe(*value);
 }
 
-// A gauge family of one sample per live instance, built at scrape time from the registry.
+// A family of one sample per live instance, built at scrape time from the registry: gauges, and
+// counters the workers keep (reset when a worker restarts, as a process's counters are).
 prometheus::MetricFamily GaugeFamily(const std::string& name, const std::string& help) {
   return prometheus::MetricFamily{.name = name, .help = help, .type = prometheus::MetricType::Gauge, .metric = {}};
 }
+prometheus::MetricFamily CounterFamily(const std::string& name, const std::string& help) {
+  return prometheus::MetricFamily{.name = name, .help = help, .type = prometheus::MetricType::Counter, .metric = {}};
+}
 
-void AddGauge(prometheus::MetricFamily& family, const WorkerEntry& worker, double value) {
+void AddSample(prometheus::MetricFamily& family, const WorkerEntry& worker, double value) {
   prometheus::ClientMetric metric;
   metric.label = {{"instance", std::to_string(worker.instance_idx)},
                   {"role", std::string(runtime::WorkerRoleName(worker.role))}};
-  metric.gauge.value = value;
+  if (family.type == prometheus::MetricType::Counter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
   family.metric.push_back(std::move(metric));
 }
 
@@ -106,12 +114,28 @@ ServingMetrics::ServingMetrics(const WorkerRegistry* workers)
                   .Name("baton:request_failure_total")
                   .Help("Count of executed requests that failed, by status code.")
                   .Register(r);
+  prompt_tokens_cached_ = AddCounter(r, "baton:prompt_tokens_cached_total",
+                                     "Number of prompt tokens whose KV came from a worker's prefix cache.");
+  routing_ = &prometheus::BuildCounter()
+                  .Name("baton:routing_decisions_total")
+                  .Help("Instances picked for a phase of a request, by role and reason.")
+                  .Register(r);
+  prefill_path_ = &prometheus::BuildCounter()
+                       .Name("baton:conditional_disagg_decisions_total")
+                       .Help("Disaggregated requests prefilled on their decode instance (local) or handed "
+                             "off from a prefill instance (remote).")
+                       .Register(r);
 }
 
 ServingMetrics::~ServingMetrics() = default;
 
 void ServingMetrics::Record(const RequestMetrics& request) {
   prompt_tokens_->Increment(request.num_prompt_tokens);
+  prompt_tokens_cached_->Increment(request.num_cached_tokens);
+  for (const RouteRecord& route : request.routes) {
+    routing_->Add({{"role", std::string(runtime::WorkerRoleName(route.role))}, {"reason", route.label}}).Increment();
+  }
+  if (request.prefill_path != nullptr) prefill_path_->Add({{"path", request.prefill_path}}).Increment();
   generation_tokens_->Increment(request.num_generated_tokens);
   const RequestPhases phases = PhasesOf(request);
   Observe(ttft_, phases.ttft);
@@ -149,19 +173,26 @@ std::string ServingMetrics::Scrape() const {
   prometheus::MetricFamily handoff = GaugeFamily(
       "baton:kv_handoff_queue_depth",
       "Prefill instances: requests holding KV blocks while they wait for a decode worker to pull them.");
+  prometheus::MetricFamily prefix_queries = CounterFamily(
+      "baton:prefix_cache_queries_total", "Prefix cache queries, in tokens: those of the prompts the instance admitted.");
+  prometheus::MetricFamily prefix_hits = CounterFamily(
+      "baton:prefix_cache_hits_total", "Prefix cache hits, in tokens: prompt tokens whose KV came from the cache.");
   for (const WorkerEntry& worker : workers_->Snapshot()) {
     if (!worker.alive) continue;
     const WorkerLoad& load = worker.reported;
-    AddGauge(running, worker, load.num_requests_running);
-    AddGauge(waiting, worker, load.num_requests_waiting);
-    AddGauge(swapped, worker, load.num_requests_swapped);
-    AddGauge(kv_usage, worker,
+    AddSample(running, worker, load.num_requests_running);
+    AddSample(waiting, worker, load.num_requests_waiting);
+    AddSample(swapped, worker, load.num_requests_swapped);
+    AddSample(kv_usage, worker,
              load.num_kv_blocks_total > 0
                  ? static_cast<double>(load.num_kv_blocks_used) / load.num_kv_blocks_total
                  : 0.0);
-    if (worker.role == WorkerRole::kPrefill) AddGauge(handoff, worker, load.num_requests_holding_kv);
+    if (worker.role == WorkerRole::kPrefill) AddSample(handoff, worker, load.num_requests_holding_kv);
+    AddSample(prefix_queries, worker, static_cast<double>(load.prefix_cache_queries));
+    AddSample(prefix_hits, worker, static_cast<double>(load.prefix_cache_hits));
   }
-  for (prometheus::MetricFamily* family : {&running, &waiting, &swapped, &kv_usage, &handoff}) {
+  for (prometheus::MetricFamily* family :
+       {&running, &waiting, &swapped, &kv_usage, &handoff, &prefix_queries, &prefix_hits}) {
     std::sort(family->metric.begin(), family->metric.end(),
               [](const prometheus::ClientMetric& a, const prometheus::ClientMetric& b) { return a.label < b.label; });
     families.push_back(std::move(*family));

@@ -16,11 +16,19 @@
 //     baton:prompt_tokens_total, baton:generation_tokens_total   every executed request's tokens
 //     baton:request_success_total{finished_reason="stop"|"length"|"abort"}
 //     baton:request_failure_total{code="UNAVAILABLE"|...}   executed requests that failed
+//     baton:prompt_tokens_cached_total      prompt tokens a worker's prefix cache held (usage's
+//                                           prompt_tokens_details.cached_tokens)
+//     baton:routing_decisions_total{role, reason="prefix_cache"|"least_loaded"|"no_room"}
+//                                           every pick of an instance (routing.h)
+//     baton:conditional_disagg_decisions_total{path="local"|"remote"}   disaggregated requests
+//                                           prefilled on their decode instance, or handed off
 //   gauges per live worker instance, labelled role="prefill"|"decode"|"colocated" and instance="0"..,
 //   from the workers' heartbeats (WorkerStats):
 //     baton:num_requests_running, baton:num_requests_waiting, baton:kv_cache_usage_perc (0..1),
 //     baton:num_requests_swapped (preempted with their KV in the phase's swap_space),
 //     baton:kv_handoff_queue_depth (prefill instances: requests holding KV for a decode worker)
+//   and counters per live worker instance, labelled the same, since it started:
+//     baton:prefix_cache_queries_total, baton:prefix_cache_hits_total (tokens; vLLM's)
 //
 // Record is called once per executed request (RequestDriverOptions::on_request_done); Scrape reads
 // the registry for the gauges. Both are thread-safe.
@@ -74,6 +82,9 @@ class ServingMetrics {
   prometheus::Counter* generation_tokens_;
   prometheus::Family<prometheus::Counter>* success_;
   prometheus::Family<prometheus::Counter>* failure_;
+  prometheus::Counter* prompt_tokens_cached_;
+  prometheus::Family<prometheus::Counter>* routing_;
+  prometheus::Family<prometheus::Counter>* prefill_path_;
 };
 
 }  // namespace baton::scheduler

@@ -42,6 +42,7 @@ struct ChoiceRun {
   std::unique_ptr<AnswerChoices> choices;
   runtime::FinishReason finish = runtime::FinishReason::kNone;
   int num_generated = 0;
+  int num_cached_tokens = 0;      // of its prompt, from the last chunk
   double cumulative_logprob = 0;  // of the sampled tokens, when they carry logprobs
   std::vector<std::vector<kernels::TokenLogprob>> prompt_logprobs;  // when the first chunk has them
   absl::Status status;
@@ -88,10 +89,16 @@ void Respond(RequestDriver* driver, WorkerStubs* stubs, const HttpRequest& req, 
   for (size_t p = 0; p < num_prompts; ++p) {
     num_prompt_tokens += static_cast<int>(plan.requests[p * plan.best_of].prompt.size());
   }
-  auto usage = [num_prompt_tokens](int num_generated) {
+  // OpenAI's usage, with prompt_tokens_details.cached_tokens: the prompt tokens a prefix cache
+  // held (each prompt's first choice's; the others share its prompt).
+  auto usage = [num_prompt_tokens, num_prompts, best_of = plan.best_of](int num_generated,
+                                                                        const std::vector<ChoiceRun>& runs) {
+    int num_cached = 0;
+    for (size_t p = 0; p < num_prompts; ++p) num_cached += runs[p * best_of].num_cached_tokens;
     return json{{"prompt_tokens", num_prompt_tokens},
                 {"completion_tokens", num_generated},
-                {"total_tokens", num_prompt_tokens + num_generated}};
+                {"total_tokens", num_prompt_tokens + num_generated},
+                {"prompt_tokens_details", {{"cached_tokens", num_cached}}}};
   };
   auto envelope = [=](const char* object, json choices_array) {
     return json{{"id", id}, {"object", object}, {"created", created}, {"model", model},
@@ -113,6 +120,11 @@ void Respond(RequestDriver* driver, WorkerStubs* stubs, const HttpRequest& req, 
                                    RequestIo{.workers = &workers,
                                              .write = [&](const GenerateChunk& chunk) {
                                                run.num_generated += static_cast<int>(chunk.token_ids.size());
+                                               if (chunk.finish_reason != runtime::FinishReason::kNone) {
+                                                 if (chunk.finish_reason != runtime::FinishReason::kNone) {
+                        run.num_cached_tokens = chunk.num_cached_tokens;
+                      }
+                                               }
                                                run.cumulative_logprob += SampledLogprobSum(chunk);
                                                if (!chunk.prompt_logprobs.empty()) {
                                                  run.prompt_logprobs = chunk.prompt_logprobs;
@@ -155,7 +167,7 @@ void Respond(RequestDriver* driver, WorkerStubs* stubs, const HttpRequest& req, 
     if (shape.prompt_logprobs && !names.prompt_logprobs_per_choice) {  // the one prompt's
       out["prompt_logprobs"] = VllmPromptLogprobs(*driver->model().tokenizer, runs->front().prompt_logprobs);
     }
-    out["usage"] = usage(num_generated);
+    out["usage"] = usage(num_generated, *runs);
     res.SetContent(Dump(out), "application/json");
     return;
   }
@@ -182,6 +194,9 @@ void Respond(RequestDriver* driver, WorkerStubs* stubs, const HttpRequest& req, 
           RequestIo{.workers = &workers,
                     .write = [&](const GenerateChunk& chunk) {
                       run.num_generated += static_cast<int>(chunk.token_ids.size());
+                      if (chunk.finish_reason != runtime::FinishReason::kNone) {
+                        run.num_cached_tokens = chunk.num_cached_tokens;
+                      }
                       json choice = run.choices->StreamChoice(chunk);
                       choice["index"] = r;
                       json event = envelope(names.chunk_object, json::array({std::move(choice)}));
@@ -204,7 +219,7 @@ void Respond(RequestDriver* driver, WorkerStubs* stubs, const HttpRequest& req, 
       int num_generated = 0;
       for (const ChoiceRun& run : *runs) num_generated += run.num_generated;
       json event = envelope(names.chunk_object, json::array());
-      event["usage"] = usage(num_generated);
+      event["usage"] = usage(num_generated, *runs);
       send(event);
     }
     if (!client_gone) sink.Write("data: [DONE]\n\n");

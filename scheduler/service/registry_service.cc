@@ -17,7 +17,9 @@ WorkerLoad FromProto(const v1::WorkerStats& stats) {
                     .num_requests_waiting = stats.num_requests_waiting(),
                     .num_requests_running = stats.num_requests_running(),
                     .num_requests_holding_kv = stats.num_requests_holding_kv(),
-                    .num_requests_swapped = stats.num_requests_swapped()};
+                    .num_requests_swapped = stats.num_requests_swapped(),
+                    .prefix_cache_queries = stats.prefix_cache_queries(),
+                    .prefix_cache_hits = stats.prefix_cache_hits()};
 }
 
 }  // namespace
@@ -45,6 +47,7 @@ grpc::Status RegistryServiceImpl::Register(grpc::ServerContext* context, const v
                     .address = request->address(),
                     .pid = request->pid(),
                     .block_size = request->block_size() > 0 ? request->block_size() : 16,
+                    .prefix_cache_salt = request->prefix_cache_salt(),
                     .layout = layout};
   entry.reported.num_kv_blocks_total = request->num_kv_blocks();
   registry_->Register(std::move(entry), absl::Now());
@@ -56,8 +59,12 @@ grpc::Status RegistryServiceImpl::Register(grpc::ServerContext* context, const v
 grpc::Status RegistryServiceImpl::Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
                                             v1::HeartbeatResponse* response) {
   if (grpc::Status denied = rpc::CheckDeploymentSecret(context, secret_); !denied.ok()) return denied;
-  response->set_known(
-      registry_->Heartbeat(request->incarnation_id(), FromProto(request->stats()), absl::Now()));
+  const bool known = registry_->Heartbeat(request->incarnation_id(), FromProto(request->stats()), absl::Now());
+  response->set_known(known);
+  if (!known || !request->has_kv_cache_events()) return grpc::Status::OK;
+  absl::StatusOr<runtime::BlockAllocator::CacheEvents> events = rpc::FromProto(request->kv_cache_events());
+  if (!events.ok()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(events.status().message()));
+  registry_->ApplyCacheEvents(request->incarnation_id(), *events);
   return grpc::Status::OK;
 }
 

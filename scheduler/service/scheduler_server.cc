@@ -133,6 +133,7 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
   RequestDriver driver(&model, &registry,
                        RequestDriverOptions{.disaggregated = options.disaggregated,
                                             .kv_lease = options.kv_lease,
+                                            .max_local_prefill_tokens = options.max_local_prefill_tokens,
                                             .admission = options.admission,
                                             .on_request_done = [&metrics](const RequestMetrics& request) {
                                               metrics.Record(request);

@@ -54,6 +54,7 @@ struct SchedulerOptions {
   // also goes unanswered for this long (liveness_prober.h).
   absl::Duration liveness_timeout = absl::Seconds(1);
   absl::Duration kv_lease = absl::Seconds(30);
+  int max_local_prefill_tokens = 0;  // conditional disaggregation (request_flow.h); 0: off
   AdmissionPolicy admission;  // default: admit everything
 };
 

@@ -5,7 +5,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <thread>
+
+#include "absl/strings/str_cat.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -136,6 +140,64 @@ TEST(RunnerTest, StopCancelsInFlightAndKeepsWhatWasRecorded) {
     EXPECT_TRUE(r.cancelled);
     EXPECT_FALSE(r.ok);
     EXPECT_GE(r.token_s.size(), 1u);  // the first token came before the stop
+  }
+}
+
+// Answers each prompt with max_tokens ids of its own (900 + the call's number) and remembers the
+// prompts, so a session's histories can be checked.
+class EchoingClient final : public GenerationClient {
+ public:
+  absl::Status Generate(const GenerationRequest& request, Cancellation*, GenerationTrace* trace) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    prompts_[request.request_id] = request.prompt_ids;
+    for (int i = 0; i < request.max_tokens; ++i) {
+      trace->token_times.push_back(Clock::now());
+      trace->output_ids.push_back(900 + static_cast<int32_t>(prompts_.size()));
+    }
+    trace->num_output_tokens = request.max_tokens;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<ModelInfo> GetModelInfo() override { return ModelInfo{}; }
+  std::vector<int32_t> prompt(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return prompts_.at(id);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::vector<int32_t>> prompts_;
+};
+
+TEST(RunnerTest, ASessionSendsItsTurnsInOrderEachBehindItsHistory) {
+  std::vector<PlannedRequest> plan;
+  for (int s = 0; s < 2; ++s) {
+    for (int t = 0; t < 3; ++t) {
+      plan.push_back({.request_idx = static_cast<int>(plan.size()), .arrival_s = t == 0 ? 0.01 * s : 0,
+                      .input_len = 2, .output_len = 2, .prompt_ids = {10 * s + t, 10 * s + t},
+                      .session = s, .turn = t, .think_s = 0.03});
+    }
+  }
+  EchoingClient client;
+  const RunResult result = RunOpenLoop(client, plan, {});
+  ASSERT_EQ(result.records.size(), 6u);
+  for (int s = 0; s < 2; ++s) {
+    const std::vector<int32_t> first = client.prompt(absl::StrCat("bench-", 3 * s));
+    const std::vector<int32_t> second = client.prompt(absl::StrCat("bench-", 3 * s + 1));
+    const std::vector<int32_t> third = client.prompt(absl::StrCat("bench-", 3 * s + 2));
+    EXPECT_EQ(first, (std::vector<int32_t>{10 * s, 10 * s}));
+    ASSERT_EQ(second.size(), 6u) << "turn 0's prompt, its 2-token answer, the new message";
+    EXPECT_EQ(std::vector<int32_t>(second.begin(), second.begin() + 2), first);
+    EXPECT_GE(second[2], 900);
+    EXPECT_EQ(second[4], 10 * s + 1);
+    ASSERT_EQ(third.size(), 10u);
+    EXPECT_EQ(std::vector<int32_t>(third.begin(), third.begin() + 6), second);
+    for (int t = 1; t < 3; ++t) {
+      const RequestRecord& turn = result.records[3 * s + t];
+      const RequestRecord& before = result.records[3 * s + t - 1];
+      EXPECT_GE(turn.sent_s, before.end_s + 0.03) << "the think time after the previous answer";
+      EXPECT_EQ(turn.input_len, 2 + 4 * t);
+      EXPECT_NEAR(turn.arrival_s, turn.sent_s, 1e-3);
+    }
   }
 }
 

@@ -103,7 +103,10 @@ def test_chat_completions_with_logprobs(oai, grpc_client, chat_model, model_name
         assert len(entry.top_logprobs) == 3
         # Greedy: the sampled token is the most likely one.
         assert entry.top_logprobs[0].token == entry.token
-        assert entry.logprob == pytest.approx(top[0].logprob) == pytest.approx(entry.top_logprobs[0].logprob)
+        # The chat request may take the gRPC one's prompt from the prefix cache: its logits then come
+        # from KV computed in another batch shape, equal up to rounding (1e-5 of the row maximum).
+        assert entry.logprob == pytest.approx(top[0].logprob, abs=1e-5)
+        assert entry.logprob == pytest.approx(entry.top_logprobs[0].logprob)
         assert bytes(entry.bytes).decode("utf-8", "replace") == entry.token
 
     # Sampled at temperature 1: the sampled token's own logprob, wherever it ranks.

@@ -35,7 +35,7 @@ TEST(WorkerRegistryTest, LoadsFollowTheSchedulersAccounting) {
   registry.AddActive("d1", 1);
   registry.AddActive("d0", 1);
 
-  const std::optional<RoutingDecision> pick = PickPrefill(registry.LiveInstances(WorkerRole::kPrefill));
+  const std::optional<RoutingDecision> pick = PickPrefill(registry.LiveInstances(WorkerRole::kPrefill), 0);
   ASSERT_TRUE(pick.has_value());
   const std::optional<InstanceLoad> load = registry.LoadOf(pick->worker);
   ASSERT_TRUE(load.has_value());

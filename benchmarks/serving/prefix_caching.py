@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""What prefix caching buys on the workloads that repeat prefixes (issue 38), caching on against off.
+
+Two measurements, each alternating the two deployments round by round (on, off, on, off, ...) so a
+slow minute of a shared machine is seen by both:
+
+  shared-prefix  `baton bench --workload shared-prefix` (4 system prompts of 2,000 tokens, each
+                 request one of them + a 32-token question, 16 tokens out) at a low rate against a
+                 disaggregated 1 prefill + 1 decode deployment: TTFT p50 with and without caching.
+  multi-turn     `baton bench goodput --workload chatbot --multi-turn 4` (ShareGPT turn lengths, 1 s
+                 think time) against the deployments named by --deployments: goodput at the same
+                 SLOs with and without caching.
+
+Prints one JSON object (every run's figures and the ratios); the runs' directories stay under --out.
+
+    .venv/bin/python benchmarks/serving/prefix_caching.py --model build/models/tiny \\
+        --slo-ttft 1000 --slo-tpot 50 --out /tmp/prefix-caching
+"""
+import argparse
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PHASE = "threads: {threads}, kv_cache_bytes: 1GiB"
+DEPLOYMENTS = {
+    "disagg-1p1d": "prefill: {instances: 1, " + PHASE.format(threads=1) + "}\n"
+                   "decode: {instances: 1, " + PHASE.format(threads=1) + "}\n",
+    "disagg-1p1d-local256": "max_local_prefill_tokens: 256\n"
+                            "prefill: {instances: 1, " + PHASE.format(threads=1) + "}\n"
+                            "decode: {instances: 1, " + PHASE.format(threads=1) + "}\n",
+    "coloc-1x2": "mode: colocated\ncolocated: {instances: 1, " + PHASE.format(threads=2) + "}\n",
+    "coloc-2x1": "mode: colocated\ncolocated: {instances: 2, " + PHASE.format(threads=1) + "}\n",
+}
+
+
+def free_port_block(n: int) -> int:
+    for base in range(42000, 60000, 97):
+        ok = True
+        for port in range(base, base + n):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no free port block")
+
+
+class Deployment:
+    """`baton serve` of one deployment text, caching on or off, until stopped."""
+
+    def __init__(self, baton: pathlib.Path, model: pathlib.Path, text: str, caching: bool, work: pathlib.Path):
+        self.port = free_port_block(8)
+        config = work / f"deployment-{self.port}.yaml"
+        config.write_text(f"model: {model}\nscheduler_port: {self.port}\nhttp_port: 0\n"
+                          f"enable_prefix_caching: {str(caching).lower()}\n{text}")
+        self.log = open(work / f"serve-{self.port}.log", "w")
+        self.proc = subprocess.Popen([str(baton), "serve", "--config", str(config)], stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if "baton: serving" in (work / f"serve-{self.port}.log").read_text():
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"baton serve exited: see {self.log.name}")
+            time.sleep(0.5)
+        raise RuntimeError("baton serve did not start in 180 s")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.log.close()
+
+
+def run_bench(baton, model, port, args: list[str]) -> dict:
+    out = subprocess.run([str(baton), "bench", "--server", f"127.0.0.1:{port}", "--model", str(model),
+                          "--no-progress", *args], capture_output=True, text=True, check=True)
+    return out
+
+
+def shared_prefix_round(baton, model, deployment, work, rate, num_requests) -> dict:
+    summary = work / f"shared-prefix-{deployment.port}.json"
+    run_bench(baton, model, deployment.port,
+              ["--workload", "shared-prefix", "--prefix-repetition-prefix-len", "2000",
+               "--prefix-repetition-suffix-len", "32", "--prefix-repetition-num-prefixes", "4",
+               "--prefix-repetition-output-len", "16", "--rate", str(rate), "--num-requests", str(num_requests),
+               "--warmup", "4", "--summary-json", str(summary)])
+    s = json.loads(summary.read_text())
+    return {"ttft_p50_ms": s["ttft_s"]["p50"] * 1e3, "ttft_p90_ms": s["ttft_s"]["p90"] * 1e3,
+            "tpot_p50_ms": s["tpot_s"]["p50"] * 1e3, "prefix_hit_rate": s.get("prefix_hit_rate")}
+
+
+def multi_turn_round(baton, model, deployment, out_dir, slo_ttft, slo_tpot, search_args) -> dict:
+    run_bench(baton, model, deployment.port,
+              ["goodput", "--workload", "chatbot", "--multi-turn", "4", "--think-time", "1",
+               "--slo-ttft", str(slo_ttft), "--slo-tpot", str(slo_tpot), "--output-dir", str(out_dir),
+               *search_args])
+    result = json.loads((out_dir / "goodput.json").read_text())
+    runs = result.get("runs", [])
+    hit_rates = [r["summary"].get("prefix_hit_rate") for r in runs if r.get("summary")]
+    return {"goodput_sessions_per_s": result["goodput_per_s"],
+            "runs": [(r["rate_per_s"], r["attainment"]) for r in runs],
+            "prefix_hit_rate": max((h for h in hit_rates if h is not None), default=None)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baton", type=pathlib.Path, default=ROOT / "build/bin/baton")
+    parser.add_argument("--model", type=pathlib.Path, default=ROOT / "build/models/tiny")
+    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("/tmp/prefix-caching"))
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--skip", choices=["shared-prefix", "multi-turn"], action="append", default=[])
+    parser.add_argument("--shared-prefix-rate", type=float, default=1.0)
+    parser.add_argument("--shared-prefix-requests", type=int, default=40)
+    parser.add_argument("--deployments", default="coloc-1x2,disagg-1p1d")
+    parser.add_argument("--slo-ttft", type=float, default=1000.0)
+    parser.add_argument("--slo-tpot", type=float, default=50.0)
+    parser.add_argument("--search", default="--min-duration 20 --min-requests 30 --max-runs 5 "
+                                            "--initial-rate 0.25 --tolerance 0.15",
+                        help="more `baton bench goodput` flags")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    model = args.model.resolve()
+    report = {"shared_prefix": {"on": [], "off": []}, "multi_turn": {}}
+
+    def with_deployment(text, caching, fn):
+        deployment = Deployment(args.baton, model, text, caching, args.out)
+        try:
+            return fn(deployment)
+        finally:
+            deployment.stop()
+
+    for r in range(args.rounds):
+        if "shared-prefix" not in args.skip:
+            for caching in (True, False):
+                figures = with_deployment(DEPLOYMENTS["disagg-1p1d"], caching, lambda d: shared_prefix_round(
+                    args.baton, model, d, args.out, args.shared_prefix_rate, args.shared_prefix_requests))
+                report["shared_prefix"]["on" if caching else "off"].append(figures)
+                print(f"round {r} shared-prefix caching={caching}: {figures}", file=sys.stderr)
+        if "multi-turn" not in args.skip:
+            for name in args.deployments.split(","):
+                for caching in (True, False):
+                    out_dir = args.out / f"multi-turn-{name}-{'on' if caching else 'off'}-round{r}"
+                    figures = with_deployment(DEPLOYMENTS[name], caching, lambda d: multi_turn_round(
+                        args.baton, model, d, out_dir, args.slo_ttft, args.slo_tpot, args.search.split()))
+                    report["multi_turn"].setdefault(name, {"on": [], "off": []})["on" if caching else "off"].append(figures)
+                    print(f"round {r} multi-turn {name} caching={caching}: {figures}", file=sys.stderr)
+    shared = report["shared_prefix"]
+    if shared["on"] and shared["off"]:
+        report["shared_prefix"]["ttft_p50_ratio_off_over_on"] = [
+            off["ttft_p50_ms"] / on["ttft_p50_ms"] for on, off in zip(shared["on"], shared["off"])]
+    for name, result in report["multi_turn"].items():
+        result["goodput_ratio_on_over_off"] = [
+            (on["goodput_sessions_per_s"] or 0) / off["goodput_sessions_per_s"]
+            if off["goodput_sessions_per_s"] else None for on, off in zip(result["on"], result["off"])]
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
