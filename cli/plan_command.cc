@@ -24,6 +24,7 @@
 #include "benchmarks/bench/plan.h"
 #include "benchmarks/bench/summary.h"
 #include "benchmarks/bench/trace.h"
+#include "benchmarks/bench/prefix_workloads.h"
 #include "benchmarks/bench/workload.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
@@ -69,6 +70,9 @@ struct PlanFlags {
   int max_num_batched_tokens = 2048;
   int max_pp = 8;
   int num_requests = 2000;
+  int multi_turn = 0;         // > 0: sessions of this many turns (bench's --multi-turn)
+  double think_time_s = 1.0;
+  bool no_prefix_caching = false;
   uint64_t seed = 0;
   bool explain = false;
   bool json = false;
@@ -188,18 +192,30 @@ absl::StatusOr<std::vector<planner::SimRequest>> ResolveWorkload(const PlanFlags
     }
     if (!definition.ok()) return definition.status();
     ASSIGN_OR_RETURN(const bench::ContextFitReport fit, bench::FitToContext(*definition, in.shape.max_context));
-    ASSIGN_OR_RETURN(planned, bench::PlanWorkload(*definition, {.rate_per_s = 1.0},
-                                                  {.num_requests = flags.num_requests, .seed = flags.seed,
-                                                   .lengths_only = true},
-                                                  nullptr));
-    in.notes.push_back(absl::StrCat("workload: ", definition->name, ", ", planned.size(),
-                                    " Poisson requests simulated per rate (seed ", flags.seed, "); ",
-                                    fit.ToString()));
+    const bench::PlanOptions plan_options{.num_requests = flags.num_requests, .seed = flags.seed,
+                                          .lengths_only = true};
+    if (flags.multi_turn > 0) {
+      ASSIGN_OR_RETURN(planned, bench::PlanMultiTurn(*definition,
+                                                     {.num_turns = flags.multi_turn,
+                                                      .think_s = flags.think_time_s,
+                                                      .max_model_len = in.shape.max_context},
+                                                     {.rate_per_s = 1.0}, plan_options, nullptr));
+      in.notes.push_back(absl::StrCat("workload: ", definition->name, " in sessions of ", flags.multi_turn,
+                                      " turns (", flags.think_time_s, " s think time), ", flags.num_requests,
+                                      " Poisson sessions simulated per rate (seed ", flags.seed, "); ",
+                                      fit.ToString()));
+    } else {
+      ASSIGN_OR_RETURN(planned, bench::PlanWorkload(*definition, {.rate_per_s = 1.0}, plan_options, nullptr));
+      in.notes.push_back(absl::StrCat("workload: ", definition->name, ", ", planned.size(),
+                                      " Poisson requests simulated per rate (seed ", flags.seed, "); ",
+                                      fit.ToString()));
+    }
   }
   std::vector<planner::SimRequest> out;
   out.reserve(planned.size());
   for (const bench::PlannedRequest& r : planned) {
-    out.push_back({.arrival_s = r.arrival_s, .input_len = r.input_len, .output_len = r.output_len});
+    out.push_back({.arrival_s = r.arrival_s, .input_len = r.input_len, .output_len = r.output_len,
+                   .session = r.session, .turn = r.turn, .think_s = r.think_s});
   }
   return out;
 }
@@ -385,7 +401,8 @@ absl::Status EvaluateDeployment(const PlanFlags& flags, const PlanInputs& in,
       .decode = phase(config.decode),
       .colocated_phase = phase(config.colocated),
       .kv_same_node = true,
-      .block_size = config.block_size};
+      .block_size = config.block_size,
+      .prefix_caching = config.enable_prefix_caching};
   const std::vector<planner::SimRequest> requests = planner::AtRate(in.unit_rate_requests, *flags.rate);
   absl::StatusOr<planner::SimResult> simulated = planner::Simulate(deployment, model, requests);
   if (!simulated.ok()) {
@@ -449,7 +466,8 @@ absl::Status RunPlan(const PlanFlags& flags) {
                                .affinity = flags.affinity == "low" ? planner::Affinity::kLow : planner::Affinity::kHigh,
                                .max_pp = flags.max_pp,
                                .max_num_seqs = flags.max_num_seqs,
-                               .max_num_batched_tokens = flags.max_num_batched_tokens};
+                               .max_num_batched_tokens = flags.max_num_batched_tokens,
+                               .prefix_caching = !flags.no_prefix_caching};
   uint64_t kv_cache_bytes = 0;
   if (!flags.kv_cache_bytes.empty()) {
     absl::StatusOr<uint64_t> bytes = scheduler::ParseByteSize(flags.kv_cache_bytes);
@@ -581,6 +599,13 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-pp", flags->max_pp, "Pipeline stages tried, 1..N")->capture_default_str();
   cmd->add_option("--num-requests", flags->num_requests, "Requests per simulation")->capture_default_str();
   cmd->add_option("--seed", flags->seed, "Seed of arrivals and lengths (as baton bench's)")->capture_default_str();
+  cmd->add_option("--multi-turn", flags->multi_turn,
+                  "N > 0: the workload in conversations of N turns, as `baton bench --multi-turn` "
+                  "sends them (--num-requests and rates count conversations)");
+  cmd->add_option("--think-time", flags->think_time_s, "--multi-turn: seconds between an answer and the next turn")
+      ->capture_default_str();
+  cmd->add_flag("--no-enable-prefix-caching", flags->no_prefix_caching,
+                "Simulate instances without prefix caching (the deployments' default has it)");
   cmd->add_flag("--explain", flags->explain, "Say which phase binds and why the winner wins");
   cmd->add_flag("--json", flags->json, "Print the best configuration as JSON");
   cmd->add_option("--output", flags->output, "Write the recommended deployment config (YAML) here");

@@ -154,7 +154,7 @@ absl::StatusOr<RunOutcome> BenchSession::Run(const RunSpec& spec) {
                                            {.num_turns = config_.multi_turn,
                                             .think_s = config_.think_time_s,
                                             .max_model_len = max_model_len_},
-                                           arrivals, options, *corpus_));
+                                           arrivals, options, corpus_.get()));
     } else {
       ASSIGN_OR_RETURN(plan, PlanWorkload(*workload_, arrivals, options, corpus_.get()));
     }

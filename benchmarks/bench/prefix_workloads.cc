@@ -63,8 +63,11 @@ absl::StatusOr<std::vector<PlannedRequest>> PlanMultiTurn(const WorkloadDefiniti
                                                           const MultiTurnSpec& spec,
                                                           const ArrivalSpec& arrivals,
                                                           const PlanOptions& options,
-                                                          const PromptCorpus& corpus) {
+                                                          const PromptCorpus* corpus) {
   RETURN_IF_ERROR(CheckCounts(options));
+  if (corpus == nullptr && !options.lengths_only) {
+    return absl::FailedPreconditionError("multi-turn: a prompt corpus is needed");
+  }
   if (spec.num_turns < 1 || !(spec.think_s >= 0)) {
     return absl::InvalidArgumentError(absl::StrCat("multi-turn: num_turns ", spec.num_turns, " must be >= 1 and think time ",
                                                    spec.think_s, " s >= 0"));
@@ -90,8 +93,8 @@ absl::StatusOr<std::vector<PlannedRequest>> PlanMultiTurn(const WorkloadDefiniti
       request.input_len = input_len;
       request.output_len = turns[t].output_len;
       if (!options.lengths_only) {
-        request.prompt_ids = t == 0 ? corpus.Build(turns[t].input_len, prompt_rng)
-                                    : corpus.Continue(turns[t].input_len, prompt_rng);
+        request.prompt_ids = t == 0 ? corpus->Build(turns[t].input_len, prompt_rng)
+                                    : corpus->Continue(turns[t].input_len, prompt_rng);
       }
       history = input_len + turns[t].output_len;
     }

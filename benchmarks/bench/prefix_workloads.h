@@ -43,10 +43,11 @@ absl::StatusOr<std::vector<PlannedRequest>> PlanPrefixRepetition(const PrefixRep
 
 // `workload` (FitToContext'ed) gives each turn's (message, answer) lengths. Requests in session
 // order, each session's turns together; turn 0 carries the session's arrival.
+// `corpus` may be null with options.lengths_only (`baton plan`).
 absl::StatusOr<std::vector<PlannedRequest>> PlanMultiTurn(const WorkloadDefinition& workload,
                                                           const MultiTurnSpec& spec,
                                                           const ArrivalSpec& arrivals,
                                                           const PlanOptions& options,
-                                                          const PromptCorpus& corpus);
+                                                          const PromptCorpus* corpus);
 
 }  // namespace baton::bench

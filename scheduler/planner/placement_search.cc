@@ -223,7 +223,8 @@ class Search {
           .decode = Phase(pair.d.parallelism, pair.counts.second,
                           pair.d.parallelism.num_devices() > cluster_.devices_per_node),
           .kv_same_node = same_node,
-          .block_size = options_.block_size};
+          .block_size = options_.block_size,
+          .prefix_caching = options_.prefix_caching};
       RETURN_IF_ERROR(Score(deployment, 1, pair.bound_per_device * placement.num_devices, placement));
       out.push_back(placement);
     }
@@ -278,7 +279,8 @@ class Search {
                                .prefill = Phase({u.tp_p, u.pp}, u.k_p, u.pp > 1),
                                .decode = Phase({u.tp_d, u.pp}, u.k_d, u.pp > 1),
                                .kv_same_node = true,
-                               .block_size = options_.block_size};
+                               .block_size = options_.block_size,
+          .prefix_caching = options_.prefix_caching};
       RETURN_IF_ERROR(Score(unit, replicas, unit_bound, placement));
       out.push_back(placement);
     }
@@ -301,7 +303,8 @@ class Search {
         const bool cross = p.num_devices() > cluster_.devices_per_node;
         ASSIGN_OR_RETURN(double g, Goodput({.mode = SimMode::kColocated,
                                             .colocated_phase = Phase(p, 1, cross, chunked),
-                                            .block_size = options_.block_size},
+                                            .block_size = options_.block_size,
+                                            .prefix_caching = options_.prefix_caching},
                                            both, InitialRate(p)));
         if (g > 0) options.push_back({p, chunked, g});
       }
@@ -326,7 +329,8 @@ class Search {
       const SimDeployment deployment{
           .mode = SimMode::kColocated,
           .colocated_phase = Phase(o.p, n, o.p.num_devices() > cluster_.devices_per_node, o.chunked),
-          .block_size = options_.block_size};
+          .block_size = options_.block_size,
+          .prefix_caching = options_.prefix_caching};
       RETURN_IF_ERROR(Score(deployment, 1, o.goodput * n, placement));
       out.push_back(placement);
     }

@@ -50,6 +50,7 @@ struct PlanOptions {
   int max_num_seqs = 256;               // per instance (the deployment config's)
   int max_num_batched_tokens = 2048;
   int block_size = 16;
+  bool prefix_caching = false;     // the simulated instances cache prefixes (SimDeployment's)
   int64_t kv_capacity_tokens = 0;  // > 0: every instance holds this much KV (a fixed budget)
   // Host swap space per device, in KV tokens (SimPhase::swap_capacity_tokens); 0: recompute.
   int64_t swap_tokens_per_device = 0;

@@ -41,7 +41,7 @@ struct Event {
 // One simulated worker instance: the engine's own scheduler and allocator, priced by the model.
 struct Instance {
   Instance(WorkerRole role, int idx, const SimPhase& phase, int num_blocks, int num_swap_blocks,
-           int max_context)
+           int max_context, bool prefix_caching)
       : role(role), idx(idx), phase(phase), allocator(num_blocks), swap_allocator(num_swap_blocks),
         scheduler(runtime::StepSchedulerConfig{
                       .max_num_seqs = phase.max_num_seqs,
@@ -50,7 +50,9 @@ struct Instance {
                                                     ? phase.max_num_batched_tokens
                                                     : std::max(phase.max_num_batched_tokens, max_context),
                       .chunked_prefill = phase.chunked_prefill,
-                      .max_steps_in_flight = phase.parallelism.pp},
+                      .max_steps_in_flight = phase.parallelism.pp,
+                      .prefix_caching = prefix_caching,
+                      .prefix_cache_root = runtime::PrefixCacheRoot("baton plan")},
                   &allocator, num_swap_blocks > 0 ? &swap_allocator : nullptr),
         stage_free_s(phase.parallelism.pp, 0.0) {}
 
@@ -74,6 +76,8 @@ struct Instance {
 };
 
 struct RequestState {
+  double arrival_s = 0;                   // a session's later turn: when it was sent
+  std::vector<int32_t> prompt;            // its tokens: SimRequest::prompt_ids, or made up (Prompt)
   std::unique_ptr<Sequence> prefill_seq;  // on the prefill (or colocated) instance
   std::unique_ptr<Sequence> decode_seq;   // on the decode instance
   int prefill_instance = -1;
@@ -115,14 +119,14 @@ class Simulation {
     for (int i = 0; i < phase.num_instances; ++i) {
       pool.push_back(std::make_unique<Instance>(role, i, phase, static_cast<int>(num_blocks),
                                                 static_cast<int>(num_swap_blocks),
-                                                model_.model().max_context));
+                                                model_.model().max_context, deployment_.prefix_caching));
     }
     return absl::OkStatus();
   }
 
   absl::StatusOr<SimResult> Run() {
     for (size_t r = 0; r < requests_.size(); ++r) {
-      Push(requests_[r].arrival_s, EventKind::kArrival, static_cast<int>(r));
+      if (requests_[r].turn == 0) Push(requests_[r].arrival_s, EventKind::kArrival, static_cast<int>(r));
     }
     while (!events_.empty()) {
       const Event event = events_.top();
@@ -160,29 +164,60 @@ class Simulation {
     events_.push(Event{time_s, next_order_++, kind, target});
   }
 
-  static std::vector<InstanceSnapshot> Snapshots(const std::vector<std::unique_ptr<Instance>>& pool,
-                                                 int block_size) {
+  // The pool as routing sees it; with prefix caching, each instance's cached tokens of `prompt`.
+  std::vector<InstanceSnapshot> Snapshots(const std::vector<std::unique_ptr<Instance>>& pool,
+                                          const std::vector<int32_t>& prompt) const {
+    std::vector<runtime::BlockHash> hashes;
+    if (deployment_.prefix_caching) {
+      runtime::ExtendBlockHashes(runtime::PrefixCacheRoot("baton plan"), prompt, deployment_.block_size, &hashes);
+    }
     std::vector<InstanceSnapshot> out;
     out.reserve(pool.size());
     for (const auto& inst : pool) {
       out.push_back(InstanceSnapshot{
           .worker = WorkerRef{.role = inst->role, .instance_idx = inst->idx},
-          .block_size = block_size,
+          .block_size = deployment_.block_size,
           .num_kv_blocks_free = inst->allocator.num_blocks_free(),
           .outstanding_prefill_tokens = inst->outstanding_prefill_tokens,
-          .num_active_requests = inst->num_active_requests});
+          .num_active_requests = inst->num_active_requests,
+          .num_cached_tokens = static_cast<int>(inst->allocator.FindCached(hashes).size()) * deployment_.block_size});
     }
     return out;
   }
 
+  // The request's prompt: its session's history (the previous turn's prompt and answer) and its
+  // own tokens, which are SimRequest::prompt_ids or, without them, tokens of the request alone.
+  std::vector<int32_t> Prompt(int r) const {
+    const SimRequest& request = requests_[r];
+    std::vector<int32_t> prompt;
+    if (request.turn > 0 && request.session >= 0) {
+      const RequestState& previous = state_[r - 1];
+      prompt = previous.prompt;
+      prompt.resize(prompt.size() + requests_[r - 1].output_len, 0);  // its answer: the sim samples 0s
+    }
+    const int own = request.input_len - static_cast<int>(prompt.size());
+    if (!request.prompt_ids.empty()) {
+      prompt.insert(prompt.end(), request.prompt_ids.begin(),
+                    request.prompt_ids.begin() + std::min<size_t>(std::max(own, 0), request.prompt_ids.size()));
+    }
+    for (int i = static_cast<int>(prompt.size()); i < request.input_len; ++i) {
+      prompt.push_back(static_cast<int32_t>((static_cast<uint64_t>(r) * 1000003u + i) % 2147483647u) + 1);
+    }
+    return prompt;
+  }
+
   void Arrive(int r) {
     const SimRequest& request = requests_[r];
+    RequestState& state = state_[r];
+    state.arrival_s = now_s_;
+    result_.requests[r].arrival_s = now_s_;
+    state.prompt = Prompt(r);
     if (deployment_.mode == SimMode::kDecodeOnly) {
       state_[r].first_token_s = now_s_;
       HandOff(r);
       return;
     }
-    const std::vector<InstanceSnapshot> snapshots = Snapshots(front_, deployment_.block_size);
+    const std::vector<InstanceSnapshot> snapshots = Snapshots(front_, state.prompt);
     const std::optional<RoutingDecision> decision =
         colocated() ? PickColocated(snapshots, request.input_len) : PickPrefill(snapshots, request.input_len);
     Instance& inst = *front_[decision->worker.instance_idx];
@@ -190,9 +225,7 @@ class Simulation {
     params.max_tokens = request.output_len;
     params.ignore_eos = true;
     params.hold_kv_after_prefill = deployment_.mode == SimMode::kDisaggregated;
-    RequestState& state = state_[r];
-    state.prefill_seq = std::make_unique<Sequence>(r, std::vector<int32_t>(request.input_len, 0),
-                                                   std::move(params), deployment_.block_size);
+    state.prefill_seq = std::make_unique<Sequence>(r, state.prompt, std::move(params), deployment_.block_size);
     state.prefill_instance = inst.idx;
     inst.outstanding_prefill_tokens += request.input_len;
     if (colocated()) ++inst.num_active_requests;
@@ -296,6 +329,7 @@ class Simulation {
       step.seqs[i]->num_computed_tokens += step.q_lens[i];
       step.seqs[i]->block_table.AppendTokens(step.q_lens[i]);
     }
+    inst.scheduler.CacheComputedBlocks(step);
     for (Sequence* seq : step.seqs) {
       if (seq->num_uncomputed_tokens() > 0) continue;  // a prompt chunk short of its end
       seq->token_ids.push_back(0);
@@ -305,7 +339,9 @@ class Simulation {
       const bool first_token = seq->num_generated_tokens() == 1 && inst.role != WorkerRole::kDecode;
       if (first_token) {
         state.first_token_s = now_s_;
-        result_.requests[r].ttft_s = now_s_ - request.arrival_s;
+        result_.requests[r].ttft_s = now_s_ - state.arrival_s;
+        result_.num_prompt_tokens += request.input_len;
+        result_.num_cached_tokens += seq->num_cached_tokens;
         inst.outstanding_prefill_tokens -= request.input_len;
       }
       if (seq->num_generated_tokens() >= request.output_len ||
@@ -332,12 +368,19 @@ class Simulation {
     if (inst.role != WorkerRole::kPrefill) --inst.num_active_requests;
     state.prefill_seq.reset();
     state.decode_seq.reset();
+    if (request.session < 0) state.prompt = {};  // a later turn builds on a session's prompt
     ++num_finished_;
     if (inst.role == WorkerRole::kDecode) TryPull(inst);  // its blocks are free now
+    // The session's next turn, once its user has read this answer.
+    const size_t next = static_cast<size_t>(r) + 1;
+    if (request.session >= 0 && next < requests_.size() && requests_[next].session == request.session &&
+        requests_[next].turn == request.turn + 1) {
+      Push(now_s_ + requests_[next].think_s, EventKind::kArrival, static_cast<int>(next));
+    }
   }
 
   void HandOff(int r) {
-    const std::vector<InstanceSnapshot> snapshots = Snapshots(decode_, deployment_.block_size);
+    const std::vector<InstanceSnapshot> snapshots = Snapshots(decode_, state_[r].prompt);
     const std::optional<RoutingDecision> decision = PickDecode(snapshots, requests_[r].input_len);
     Instance& inst = *decode_[decision->worker.instance_idx];
     state_[r].decode_instance = inst.idx;
@@ -357,19 +400,22 @@ class Simulation {
     runtime::GenerationParams params;
     params.max_tokens = request.output_len;
     params.ignore_eos = true;
-    state.decode_seq = std::make_unique<Sequence>(r, std::vector<int32_t>(request.input_len, 0),
-                                                  std::move(params), deployment_.block_size);
+    state.decode_seq = std::make_unique<Sequence>(r, state.prompt, std::move(params), deployment_.block_size);
     Sequence& seq = *state.decode_seq;
     seq.token_ids.push_back(0);
-    seq.block_table.AddBlocks(*inst.allocator.Allocate(NumBlocksFor(request.input_len, deployment_.block_size)));
-    seq.block_table.AppendTokens(request.input_len);
+    // Engine::AdmitPrefilled: the blocks its prefix cache holds, then the rest, which it pulls.
+    const int num_cached = inst.scheduler.TakeCachedKv(&seq, request.input_len);
+    seq.block_table.AddBlocks(
+        *inst.allocator.Allocate(NumBlocksFor(request.input_len, deployment_.block_size) - num_cached));
+    seq.block_table.AppendTokens(request.input_len - seq.block_table.num_tokens());
     seq.num_computed_tokens = request.input_len;
     seq.status = runtime::SeqStatus::kAwaitingKv;
     inst.pulling = r;
+    const int num_pulled = request.input_len - num_cached * deployment_.block_size;
     const double transfer_ms =
-        deployment_.mode == SimMode::kDecodeOnly
+        deployment_.mode == SimMode::kDecodeOnly || num_pulled == 0
             ? 0
-            : model_.KvTransferMs(request.input_len, deployment_.prefill.parallelism,
+            : model_.KvTransferMs(num_pulled, deployment_.prefill.parallelism,
                                   deployment_.decode.parallelism, deployment_.kv_same_node);
     Push(now_s_ + transfer_ms / 1e3, EventKind::kTransferDone, InstanceId(inst));
   }
@@ -422,13 +468,22 @@ absl::StatusOr<SimResult> Simulate(const SimDeployment& deployment, const StepLa
   if (requests.empty()) return absl::InvalidArgumentError("no requests to simulate");
   if (deployment.block_size < 1) return absl::InvalidArgumentError("block_size must be >= 1");
   int64_t max_tokens = 0;
+  double last_arrival_s = 0;
   for (size_t r = 0; r < requests.size(); ++r) {
     const SimRequest& request = requests[r];
     if (request.input_len < 1 || request.output_len < 1) {
       return absl::InvalidArgumentError(absl::StrCat("request ", r, ": lengths must be >= 1"));
     }
-    if (r > 0 && request.arrival_s < requests[r - 1].arrival_s) {
-      return absl::InvalidArgumentError(absl::StrCat("request ", r, " arrives before request ", r - 1));
+    if (request.turn > 0 && (r == 0 || request.session < 0 || requests[r - 1].session != request.session ||
+                             requests[r - 1].turn != request.turn - 1)) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", r, ": turn ", request.turn,
+                                                     " does not follow its session's previous turn"));
+    }
+    if (request.turn == 0) {  // later turns follow their sessions, not the list's order
+      if (last_arrival_s > request.arrival_s) {
+        return absl::InvalidArgumentError(absl::StrCat("request ", r, " arrives before an earlier request"));
+      }
+      last_arrival_s = request.arrival_s;
     }
     max_tokens = std::max<int64_t>(max_tokens, request.input_len + request.output_len);
   }

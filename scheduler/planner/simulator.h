@@ -22,6 +22,14 @@
 //     per decode instance (its link), and the prefill instance frees the blocks when it is done.
 // A step's time is the latency model's, times the coefficients' ServingSlowdown factor for its kind
 // (with prompt tokens: prefill; else decode) and whether another instance is in a step as it starts.
+//   - prefix caching (SimDeployment::prefix_caching): the instances' allocators are the runtime's
+//     prefix caches, over the requests' token content (SimRequest::prompt_ids, else tokens unique
+//     to the request), so a prompt whose prefix an instance computed before computes only the rest
+//     and a decode instance pulls only the blocks it lacks (the transfer priced for those alone);
+//     routing sees each instance's cached tokens for the prompt exactly (the scheduler's index is
+//     a heartbeat late). Multi-turn sessions (SimRequest::session): a turn arrives think_s after
+//     its session's previous turn finished, its prompt that turn's prompt, its answer and its own
+//     message, as `baton bench --multi-turn` sends them.
 // Not modelled: the scheduler's SLO admission (requests are never shed), network hops between the
 // scheduler and workers, and the detokenizer. Deterministic: the same inputs give the same output.
 #pragma once
@@ -35,9 +43,17 @@
 namespace baton::scheduler::planner {
 
 struct SimRequest {
-  double arrival_s = 0;
-  int input_len = 1;   // prompt tokens, >= 1
+  double arrival_s = 0;  // a later turn of a session: unused (it follows the previous turn)
+  int input_len = 1;   // prompt tokens, >= 1 (a session's turn: with its history)
   int output_len = 1;  // generated tokens including the first, >= 1
+  // The prompt's tokens (a session's turn: its new message alone), for prefix caching; empty:
+  // tokens of the request's own, shared with no other.
+  std::vector<int32_t> prompt_ids;
+  // Multi-turn: turn `turn` of session `session` (-1: none); a session's turns follow each other
+  // in the request list.
+  int session = -1;
+  int turn = 0;
+  double think_s = 0;
 };
 
 // One phase's identical instances.
@@ -65,9 +81,11 @@ struct SimDeployment {
   SimPhase colocated_phase;  // kColocated
   bool kv_same_node = true;  // prefill -> decode transfers over the intra-node link
   int block_size = 16;
+  bool prefix_caching = false;  // the runtime's default is on; off, the planner's older figures
 };
 
 struct RequestTiming {
+  double arrival_s = 0;  // a session's later turn: when it was sent
   double ttft_s = 0;    // 0 in kDecodeOnly
   double tpot_s = 0;    // (last token - first token) / (output_len - 1); 0 for one token
   double finish_s = 0;  // absolute
@@ -79,6 +97,8 @@ struct SimResult {
   int num_preemptions = 0;         // sequences computed again after losing their KV
   int64_t num_swapped_blocks = 0;  // KV blocks swapped out (each comes back in once, or is dropped)
   int num_steps = 0;
+  int64_t num_prompt_tokens = 0;  // of the prefills (prefix caching: those queried)
+  int64_t num_cached_tokens = 0;  // of them, taken from a prefix cache
 };
 
 struct SloTargets {

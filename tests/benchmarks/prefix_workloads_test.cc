@@ -62,7 +62,7 @@ TEST(MultiTurnTest, TurnsCarryTheirHistoryAndStopBeforeTheContextEnds) {
   const PromptCorpus corpus = Corpus();
   WorkloadDefinition workload = MakeRandomWorkload({.min_len = 10, .max_len = 10}, {.min_len = 6, .max_len = 6});
   auto plan = PlanMultiTurn(workload, {.num_turns = 4, .think_s = 0.5, .max_model_len = 60}, kArrivals,
-                            {.num_requests = 3, .num_warmup = 1, .seed = 3}, corpus);
+                            {.num_requests = 3, .num_warmup = 1, .seed = 3}, &corpus);
   ASSERT_THAT(plan, IsOk());
   // Turn t's prompt: 16 t tokens of history + 10 new; t = 3 would need 58 + 6 > 60.
   ASSERT_EQ(plan->size(), 9u);
@@ -76,7 +76,9 @@ TEST(MultiTurnTest, TurnsCarryTheirHistoryAndStopBeforeTheContextEnds) {
     EXPECT_EQ(request.prompt_ids[0] == 1, request.turn == 0) << "BOS starts a conversation only";
     EXPECT_EQ(request.warmup, request.session == 0);
     EXPECT_DOUBLE_EQ(request.think_s, 0.5);
-    if (request.turn > 0) EXPECT_EQ(request.arrival_s, 0);
+    if (request.turn > 0) {
+      EXPECT_EQ(request.arrival_s, 0);
+    }
   }
   EXPECT_LT((*plan)[0].arrival_s, (*plan)[3].arrival_s);
 }

@@ -263,5 +263,59 @@ TEST(SimulatorTest, RejectsBadInput) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Prefix caching runs the runtime's prefix cache over the requests' tokens: a prompt repeated after
+// the first computes only its last block (b = 1 ms a prompt token), and the hits are counted.
+TEST(SimulatorTest, PrefixCachingComputesOnlyWhatFollowsTheCachedPrefix) {
+  const StepLatencyModel model(TestCoefficients({.b_ms = 1.0}, {.a_ms = 1.0}), TestModel(), TestDevice());
+  std::vector<int32_t> prompt(160);
+  std::iota(prompt.begin(), prompt.end(), 7);
+  const std::vector<SimRequest> requests = {{.arrival_s = 0, .input_len = 160, .output_len = 1, .prompt_ids = prompt},
+                                            {.arrival_s = 1, .input_len = 160, .output_len = 1, .prompt_ids = prompt}};
+  for (bool caching : {false, true}) {
+    SCOPED_TRACE(caching);
+    absl::StatusOr<SimResult> result = Simulate(
+        {.mode = SimMode::kPrefillOnly, .prefill = OneInstance(), .prefix_caching = caching}, model, requests);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_NEAR(result->requests[0].ttft_s, 0.160, 1e-9);
+    EXPECT_NEAR(result->requests[1].ttft_s, caching ? 0.016 : 0.160, 1e-9);
+    EXPECT_EQ(result->num_prompt_tokens, 320);
+    EXPECT_EQ(result->num_cached_tokens, caching ? 144 : 0);
+  }
+}
+
+// Requests without token content share nothing, whatever their lengths.
+TEST(SimulatorTest, PromptsWithoutTokensShareNoPrefix) {
+  const StepLatencyModel model(TestCoefficients({.b_ms = 1.0}, {.a_ms = 1.0}), TestModel(), TestDevice());
+  absl::StatusOr<SimResult> result =
+      Simulate({.mode = SimMode::kPrefillOnly, .prefill = OneInstance(), .prefix_caching = true}, model,
+               PoissonRequests(200, 2.0, 100, 1, 5));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->num_cached_tokens, 0);
+}
+
+// A session's turn is sent think_s after the previous one finished, and its prompt (history +
+// message) finds the history in the colocated instance's cache: prompt and answer alike.
+TEST(SimulatorTest, ASessionsTurnsFollowEachOtherAndReuseTheirHistory) {
+  const StepLatencyModel model(TestCoefficients({.b_ms = 1.0}, {.a_ms = 1.0, .c_ms = 0}), TestModel(),
+                               TestDevice());
+  const std::vector<SimRequest> requests = {
+      {.arrival_s = 0.5, .input_len = 64, .output_len = 17, .session = 0, .turn = 0, .think_s = 2},
+      {.input_len = 64 + 17 + 32, .output_len = 5, .session = 0, .turn = 1, .think_s = 2}};
+  absl::StatusOr<SimResult> result = Simulate(
+      {.mode = SimMode::kColocated, .colocated_phase = OneInstance(), .prefix_caching = true}, model, requests);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_NEAR(result->requests[1].arrival_s, result->requests[0].finish_s + 2, 1e-9);
+  // Turn 0 computed 64 + 16 tokens (its last answer token is never fed): 5 full blocks for turn 1.
+  EXPECT_EQ(result->num_cached_tokens, 80);
+  EXPECT_NEAR(result->requests[1].ttft_s, 0.001 * (113 - 80), 1e-9);
+}
+
+TEST(SimulatorTest, ATurnOutOfItsSessionsOrderIsRefused) {
+  const StepLatencyModel model(TestCoefficients({.b_ms = 1.0}, {.a_ms = 1.0}), TestModel(), TestDevice());
+  const std::vector<SimRequest> requests = {{.input_len = 8, .output_len = 1, .session = 0, .turn = 1}};
+  EXPECT_EQ(Simulate({.mode = SimMode::kColocated, .colocated_phase = OneInstance()}, model, requests).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace baton::scheduler::planner
