@@ -394,6 +394,7 @@ int RunGoodput(const GoodputOptions& opts) {
                      (*session)->Run({.rate_per_s = rate,
                                       .num_requests = length.num_requests,
                                       .num_warmup = length.num_warmup,
+                                      .prompt_round = static_cast<int>(runs.size()),
                                       .stop = stop,
                                       .show_progress = !opts.common.no_progress}));
     const std::string file =

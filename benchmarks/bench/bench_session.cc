@@ -36,6 +36,9 @@ absl::StatusOr<std::unique_ptr<BenchSession>> BenchSession::Create(const BenchCo
     return absl::InvalidArgumentError(
         absl::StrCat("--max-concurrency: ", config.max_concurrency, " < 1"));
   }
+  if (config.multi_turn > 0 && !config.openai_url.empty()) {
+    return absl::InvalidArgumentError("--multi-turn needs the answers' token ids: use Baton's gRPC API (--server)");
+  }
   ASSIGN_OR_RETURN(session->client_, MakeClient(config));
   ASSIGN_OR_RETURN(session->tokenizer_, runtime::Tokenizer::FromFile(config.tokenizer_json));
 
@@ -86,10 +89,6 @@ absl::StatusOr<std::unique_ptr<BenchSession>> BenchSession::Create(const BenchCo
     if (session->trace_ || !session->workload_) {
       return absl::InvalidArgumentError("--multi-turn needs a workload of lengths (chatbot, code, random, ...)");
     }
-    if (!config.openai_url.empty()) {
-      return absl::InvalidArgumentError(
-          "--multi-turn needs the answers' token ids: use Baton's gRPC API (--server)");
-    }
     session->notes_.push_back(absl::StrCat("multi-turn sessions: ", config.multi_turn, " turns, ",
                                            config.think_time_s, " s think time; rates count sessions"));
   }
@@ -135,7 +134,8 @@ absl::StatusOr<RunOutcome> BenchSession::Run(const RunSpec& spec) {
                                                       .num_warmup = spec.num_warmup,
                                                       .seed = config_.seed,
                                                       .rate_per_s = spec.rate_per_s,
-                                                      .max_model_len = max_model_len_},
+                                                      .max_model_len = max_model_len_,
+                                                      .prompt_round = spec.prompt_round},
                                                      corpus_.get()));
     plan = std::move(trace_plan.requests);
     arrivals_text = spec.rate_per_s ? absl::StrCat("trace rescaled to ", *spec.rate_per_s, " req/s")
@@ -146,7 +146,8 @@ absl::StatusOr<RunOutcome> BenchSession::Run(const RunSpec& spec) {
   } else {
     if (!spec.rate_per_s) return absl::InvalidArgumentError("--rate (--request-rate) is required");
     arrivals.rate_per_s = *spec.rate_per_s;
-    const PlanOptions options{.num_requests = spec.num_requests, .num_warmup = spec.num_warmup, .seed = config_.seed};
+    const PlanOptions options{.num_requests = spec.num_requests, .num_warmup = spec.num_warmup,
+                              .seed = config_.seed, .prompt_round = spec.prompt_round};
     if (!workload_) {
       ASSIGN_OR_RETURN(plan, PlanPrefixRepetition(config_.prefix_repetition, arrivals, options, *corpus_));
     } else if (config_.multi_turn > 0) {

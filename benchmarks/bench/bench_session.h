@@ -65,6 +65,7 @@ struct RunSpec {
   std::optional<double> rate_per_s;  // required except for a trace (which then keeps its pace)
   int num_requests = 100;            // including warm-up; a trace: its first N (0: all of it)
   int num_warmup = 0;
+  int prompt_round = 0;  // PlanOptions::prompt_round: the run's index in a search
   const std::atomic<bool>* stop = nullptr;
   bool show_progress = false;  // a progress bar on stderr when it is a terminal
 };

@@ -44,6 +44,10 @@ absl::Status SetPrompt(const WorkloadItem& item, const PromptCorpus* corpus, boo
 
 }  // namespace
 
+uint64_t PromptSeed(const PlanOptions& options) {
+  return DeriveSeed(options.seed, kPromptStream + 16 * static_cast<uint64_t>(options.prompt_round));
+}
+
 absl::StatusOr<std::vector<PlannedRequest>> PlanWorkload(const WorkloadDefinition& workload,
                                                          const ArrivalSpec& arrivals,
                                                          const PlanOptions& options,
@@ -53,7 +57,7 @@ absl::StatusOr<std::vector<PlannedRequest>> PlanWorkload(const WorkloadDefinitio
                    GenerateArrivalTimes(arrivals, options.num_requests,
                                         DeriveSeed(options.seed, kArrivalStream)));
   Rng length_rng(DeriveSeed(options.seed, kLengthStream));
-  Rng prompt_rng(DeriveSeed(options.seed, kPromptStream));
+  Rng prompt_rng(PromptSeed(options));
   const std::vector<WorkloadItem> items =
       SampleWorkload(workload, options.num_requests, length_rng);
   std::vector<PlannedRequest> requests(options.num_requests);
@@ -79,7 +83,7 @@ absl::StatusOr<TracePlan> PlanTrace(const std::vector<TraceEntry>& trace,
   if (options.rate_per_s) {
     ASSIGN_OR_RETURN(times, RescaleToRate(times, *options.rate_per_s));
   }
-  Rng prompt_rng(DeriveSeed(options.seed, kPromptStream));
+  Rng prompt_rng(PromptSeed({.seed = options.seed, .prompt_round = options.prompt_round}));
   TracePlan plan;
   plan.requests.resize(num_requests);
   for (int i = 0; i < num_requests; ++i) {

@@ -4,7 +4,9 @@
 // Streams of randomness (DeriveSeed): 0 arrival gaps, 1 workload lengths, 2 prompt offsets. With
 // the same seed, two runs at different rates send the same requests in the same order, their
 // arrival times differing only by the factor between the rates (common random numbers: the points
-// of a rate sweep or a goodput search differ in load, not in luck).
+// of a rate sweep or a goodput search differ in load, not in luck). Only the prompts' text differs
+// from one run of a search to the next (PlanOptions::prompt_round): the same text again would find
+// a server's prefix cache warm from the run before, a luck no client has.
 //
 // The first num_warmup requests are warm-up: sent like the others, recorded, and left out of every
 // figure.
@@ -47,7 +49,12 @@ struct PlanOptions {
   // Arrivals and lengths only, prompts left empty (`baton plan` simulates the very requests a
   // `baton bench` run of the same seed sends); the corpus is not used.
   bool lengths_only = false;
+  // The prompts' text: round r cuts other text from the corpus (the same lengths) than round 0.
+  int prompt_round = 0;
 };
+
+// The prompt stream's seed of a plan (stream 2, then one more per round).
+uint64_t PromptSeed(const PlanOptions& options);
 
 // `num_requests` requests drawn from `workload` (already FitToContext'ed), arriving by `arrivals`.
 // `corpus` supplies prompts for items without ids; it may be null only if every item has ids.
@@ -64,6 +71,7 @@ struct TracePlanOptions {
   std::optional<double> rate_per_s;  // rescale the arrival times to this mean rate
   int max_model_len = 0;             // > 0: inputs clipped to max_model_len - output_len
   bool lengths_only = false;         // as PlanOptions::lengths_only
+  int prompt_round = 0;              // as PlanOptions::prompt_round (prompts cut from the corpus)
 };
 
 struct TracePlan {

@@ -9,10 +9,9 @@
 namespace baton::bench {
 namespace {
 
-// The plan's streams of randomness (plan.cc uses 0-2 the same way).
+// The plan's streams of randomness, as plan.cc's (prompts: PromptSeed).
 constexpr uint64_t kArrivalStream = 0;
 constexpr uint64_t kLengthStream = 1;
-constexpr uint64_t kPromptStream = 2;
 
 absl::Status CheckCounts(const PlanOptions& options) {
   if (options.num_requests <= 0 || options.num_warmup < 0 || options.num_warmup >= options.num_requests) {
@@ -39,7 +38,7 @@ absl::StatusOr<std::vector<PlannedRequest>> PlanPrefixRepetition(const PrefixRep
   }
   ASSIGN_OR_RETURN(const std::vector<double> times,
                    GenerateArrivalTimes(arrivals, options.num_requests, DeriveSeed(options.seed, kArrivalStream)));
-  Rng prompt_rng(DeriveSeed(options.seed, kPromptStream));
+  Rng prompt_rng(PromptSeed(options));
   Rng pick_rng(DeriveSeed(options.seed, kLengthStream));
   std::vector<std::vector<int32_t>> prefixes;
   for (int k = 0; k < spec.num_prefixes; ++k) prefixes.push_back(corpus.Build(spec.prefix_len, prompt_rng));
@@ -75,7 +74,7 @@ absl::StatusOr<std::vector<PlannedRequest>> PlanMultiTurn(const WorkloadDefiniti
   ASSIGN_OR_RETURN(const std::vector<double> times,
                    GenerateArrivalTimes(arrivals, options.num_requests, DeriveSeed(options.seed, kArrivalStream)));
   Rng length_rng(DeriveSeed(options.seed, kLengthStream));
-  Rng prompt_rng(DeriveSeed(options.seed, kPromptStream));
+  Rng prompt_rng(PromptSeed(options));
   std::vector<PlannedRequest> requests;
   for (int s = 0; s < options.num_requests; ++s) {
     const std::vector<WorkloadItem> turns = SampleWorkload(workload, spec.num_turns, length_rng);

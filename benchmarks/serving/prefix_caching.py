@@ -10,6 +10,10 @@ slow minute of a shared machine is seen by both:
   multi-turn     `baton bench goodput --workload chatbot --multi-turn 4` (ShareGPT turn lengths, 1 s
                  think time) against the deployments named by --deployments: goodput at the same
                  SLOs with and without caching.
+  routing        the shared-prefix run with 8 system prompts against 2 prefill instances (KV-aware
+                 routing) and against 1: the one instance is the oracle that always holds the
+                 longest cached prefix (nothing is evicted from its 1 GiB), so the ratio of the two
+                 hit rates is KV-aware routing's against the oracle's.
 
 Prints one JSON object (every run's figures and the ratios); the runs' directories stay under --out.
 
@@ -34,6 +38,8 @@ DEPLOYMENTS = {
     "disagg-1p1d-local256": "max_local_prefill_tokens: 256\n"
                             "prefill: {instances: 1, " + PHASE.format(threads=1) + "}\n"
                             "decode: {instances: 1, " + PHASE.format(threads=1) + "}\n",
+    "disagg-2p1d": "prefill: {instances: 2, " + PHASE.format(threads=1) + "}\n"
+                   "decode: {instances: 1, " + PHASE.format(threads=1) + "}\n",
     "coloc-1x2": "mode: colocated\ncolocated: {instances: 1, " + PHASE.format(threads=2) + "}\n",
     "coloc-2x1": "mode: colocated\ncolocated: {instances: 2, " + PHASE.format(threads=1) + "}\n",
 }
@@ -84,17 +90,18 @@ class Deployment:
         self.log.close()
 
 
-def run_bench(baton, model, port, args: list[str]) -> dict:
-    out = subprocess.run([str(baton), "bench", "--server", f"127.0.0.1:{port}", "--model", str(model),
-                          "--no-progress", *args], capture_output=True, text=True, check=True)
-    return out
+def run_bench(baton, model, port, args: list[str], subcommand: tuple[str, ...] = ()) -> None:
+    out = subprocess.run([str(baton), "bench", *subcommand, "--server", f"127.0.0.1:{port}", "--model", str(model),
+                          "--no-progress", *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"baton bench exited {out.returncode}: {out.stderr[-2000:]}")
 
 
-def shared_prefix_round(baton, model, deployment, work, rate, num_requests) -> dict:
+def shared_prefix_round(baton, model, deployment, work, rate, num_requests, num_prefixes=4) -> dict:
     summary = work / f"shared-prefix-{deployment.port}.json"
     run_bench(baton, model, deployment.port,
               ["--workload", "shared-prefix", "--prefix-repetition-prefix-len", "2000",
-               "--prefix-repetition-suffix-len", "32", "--prefix-repetition-num-prefixes", "4",
+               "--prefix-repetition-suffix-len", "32", "--prefix-repetition-num-prefixes", str(num_prefixes),
                "--prefix-repetition-output-len", "16", "--rate", str(rate), "--num-requests", str(num_requests),
                "--warmup", "4", "--summary-json", str(summary)])
     s = json.loads(summary.read_text())
@@ -104,9 +111,9 @@ def shared_prefix_round(baton, model, deployment, work, rate, num_requests) -> d
 
 def multi_turn_round(baton, model, deployment, out_dir, slo_ttft, slo_tpot, search_args) -> dict:
     run_bench(baton, model, deployment.port,
-              ["goodput", "--workload", "chatbot", "--multi-turn", "4", "--think-time", "1",
+              ["--workload", "chatbot", "--multi-turn", "4", "--think-time", "1",
                "--slo-ttft", str(slo_ttft), "--slo-tpot", str(slo_tpot), "--output-dir", str(out_dir),
-               *search_args])
+               *search_args], subcommand=("goodput",))
     result = json.loads((out_dir / "goodput.json").read_text())
     runs = result.get("runs", [])
     hit_rates = [r["summary"].get("prefix_hit_rate") for r in runs if r.get("summary")]
@@ -121,7 +128,7 @@ def main() -> int:
     parser.add_argument("--model", type=pathlib.Path, default=ROOT / "build/models/tiny")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("/tmp/prefix-caching"))
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--skip", choices=["shared-prefix", "multi-turn"], action="append", default=[])
+    parser.add_argument("--skip", choices=["shared-prefix", "multi-turn", "routing"], action="append", default=[])
     parser.add_argument("--shared-prefix-rate", type=float, default=1.0)
     parser.add_argument("--shared-prefix-requests", type=int, default=40)
     parser.add_argument("--deployments", default="coloc-1x2,disagg-1p1d")
@@ -133,7 +140,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     model = args.model.resolve()
-    report = {"shared_prefix": {"on": [], "off": []}, "multi_turn": {}}
+    report = {"shared_prefix": {"on": [], "off": []}, "multi_turn": {}, "routing": {"2p1d": [], "1p1d": []}}
 
     def with_deployment(text, caching, fn):
         deployment = Deployment(args.baton, model, text, caching, args.out)
@@ -149,6 +156,13 @@ def main() -> int:
                     args.baton, model, d, args.out, args.shared_prefix_rate, args.shared_prefix_requests))
                 report["shared_prefix"]["on" if caching else "off"].append(figures)
                 print(f"round {r} shared-prefix caching={caching}: {figures}", file=sys.stderr)
+        if "routing" not in args.skip:
+            for name, key in (("disagg-2p1d", "2p1d"), ("disagg-1p1d", "1p1d")):
+                figures = with_deployment(DEPLOYMENTS[name], True, lambda d: shared_prefix_round(
+                    args.baton, model, d, args.out, args.shared_prefix_rate, 3 * args.shared_prefix_requests,
+                    num_prefixes=8))
+                report["routing"][key].append(figures)
+                print(f"round {r} routing {name}: {figures}", file=sys.stderr)
         if "multi-turn" not in args.skip:
             for name in args.deployments.split(","):
                 for caching in (True, False):
@@ -161,6 +175,10 @@ def main() -> int:
     if shared["on"] and shared["off"]:
         report["shared_prefix"]["ttft_p50_ratio_off_over_on"] = [
             off["ttft_p50_ms"] / on["ttft_p50_ms"] for on, off in zip(shared["on"], shared["off"])]
+    routing = report["routing"]
+    if routing["2p1d"] and routing["1p1d"]:
+        routing["hit_rate_ratio_to_oracle"] = [
+            a["prefix_hit_rate"] / b["prefix_hit_rate"] for a, b in zip(routing["2p1d"], routing["1p1d"])]
     for name, result in report["multi_turn"].items():
         result["goodput_ratio_on_over_off"] = [
             (on["goodput_sessions_per_s"] or 0) / off["goodput_sessions_per_s"]

@@ -51,6 +51,8 @@ void EngineLoop::UpdateStats() {
   if (!engine_->prefix_caching()) return;
   BlockAllocator::CacheEvents events = engine_->TakeCacheEvents(std::exchange(cache_snapshot_requested_, false));
   if (events.reset) {
+    // A heartbeat stays bounded: a view short of some blocks only costs recomputes.
+    if (events.events.size() > kMaxCacheEvents) events.events.resize(kMaxCacheEvents);
     cache_events_ = std::move(events);
   } else if (cache_events_.events.size() + events.events.size() > kMaxCacheEvents) {
     cache_events_ = {};  // nobody took them in time: a snapshot replaces them

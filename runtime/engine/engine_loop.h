@@ -74,7 +74,7 @@ class EngineLoop {
   // The prefix cache's events since the last call, gathered after every step (Engine::
   // TakeCacheEvents), for the worker's heartbeat. RequestCacheSnapshot: the next events are a reset
   // naming every cached block (the scheduler's view was lost or never built). At most
-  // kMaxCacheEvents are kept between two takes; more turn into a snapshot.
+  // kMaxCacheEvents are kept between two takes; more turn into a snapshot, itself cut to that many.
   BlockAllocator::CacheEvents TakeCacheEvents();
   void RequestCacheSnapshot();
   static constexpr int kMaxCacheEvents = 1 << 16;

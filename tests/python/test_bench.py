@@ -200,6 +200,51 @@ def test_open_loop_run_records_every_request(run_baton, server, tiny_model, tmp_
 
 
 @pytest.mark.engine
+@pytest.mark.parametrize("workload", [("--workload", "shared-prefix"), ("--dataset-name", "prefix_repetition")])
+def test_shared_prefix_run_reports_the_prefix_hit_rate(run_baton, server, tiny_model, tmp_path, workload):
+    summary_path = tmp_path / "summary.json"
+    out = tmp_path / "run.jsonl"
+    proc = run_baton("bench", "--server", server.address, "--model", str(tiny_model), "--no-progress", *workload,
+                     "--prefix-repetition-prefix-len", "64", "--prefix-repetition-suffix-len", "8",
+                     "--prefix-repetition-num-prefixes", "2", "--prefix-repetition-output-len", "4",
+                     "--rate", "4", "--num-requests", "12", "--warmup", "2", "--output", out,
+                     "--summary-json", summary_path, timeout=BENCH_TIMEOUT_S)
+    records = bench_results.load_records(out)
+    assert all(r["ok"] and r["input_len"] == 72 for r in records)
+    # A request whose prefix is warm takes its 4 full blocks from the prefill worker's cache.
+    assert max(r["num_cached_tokens"] for r in records) == 64
+    summary = json.loads(summary_path.read_text())
+    assert 0.3 < summary["prefix_hit_rate"] < 64 / 72 + 1e-9
+    assert "prefix cache:" in proc.stdout and "of prompt tokens reused" in proc.stdout
+
+
+@pytest.mark.engine
+def test_multi_turn_sessions_send_each_turn_behind_its_history(run_baton, server, tiny_model, tmp_path):
+    out = tmp_path / "run.jsonl"
+    run_baton(*bench_args(server, tiny_model, "--multi-turn", "3", "--think-time", "0.05", "--rate", "2",
+                          "--num-requests", "3", "--output", out), timeout=BENCH_TIMEOUT_S)
+    records = bench_results.load_records(out)
+    assert len(records) == 9  # 3 sessions of 3 turns, random lengths far from the context's end
+    for session in range(3):
+        turns = records[3 * session:3 * session + 3]
+        assert all(r["ok"] for r in turns), [r["error"] for r in turns]
+        for before, after in zip(turns, turns[1:]):
+            # The history (prompt and answer) comes first, sent once the answer is complete.
+            assert after["input_len"] > before["input_len"] + before["output_len"]
+            assert after["num_prompt_tokens"] == after["input_len"]
+            assert after["sent_s"] >= before["end_s"] + 0.05
+            assert after["num_cached_tokens"] >= before["input_len"] // 16 * 16
+
+
+@pytest.mark.engine
+def test_multi_turn_needs_the_grpc_client(run_baton, tiny_model):
+    proc = run_baton("bench", "--openai-url", "http://127.0.0.1:9", "--model", str(tiny_model), "--no-progress",
+                     "--multi-turn", "2", "--rate", "1", "--max-model-len", "512", check=False)
+    assert proc.returncode != 0
+    assert "--multi-turn needs the answers' token ids" in proc.stderr, proc.stderr
+
+
+@pytest.mark.engine
 def test_fault_run_kills_workers_and_loses_no_request(run_baton, fresh_deployments, tiny_model, tmp_path):
     """`--fault decode:kill:2s`: the bench kills a decode worker found through the deployment's
     registry every 2 s; the deployment moves its requests and restarts it, so none fails."""

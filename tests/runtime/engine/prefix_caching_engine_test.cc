@@ -5,6 +5,7 @@
 // prompts scored (prompt_logprobs), where no cached block is taken.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -160,13 +161,17 @@ TEST_P(PrefixCachingEngineTest, ManySharersUnderPreemptionGiveTheColdTokens) {
   auto run = [](Engine& engine) {
     std::map<SeqId, std::vector<int32_t>> tokens;
     const std::vector<int32_t> prefix = Prompt(12, 9);
-    for (int i = 0; i < 4; ++i) EXPECT_THAT(engine.AddRequest(Concat(prefix, Prompt(2 + i, i)), Greedy(6 + i)), IsOk());
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_THAT(engine.AddRequest(Concat(prefix, Prompt(2 + i, i)), Greedy(6 + i)), IsOk());
+    }
     for (int step = 0; engine.HasWork(); ++step) {
       auto outputs = engine.Step();
       EXPECT_THAT(outputs, IsOk());
       if (!outputs.ok()) break;
       for (const TokenOutput& out : *outputs) tokens[out.seq_id].push_back(out.token_id);
-      if (step < 4) EXPECT_THAT(engine.AddRequest(Concat(prefix, Prompt(3 + step, 20 + step)), Greedy(10)), IsOk());
+      if (step < 4) {
+        EXPECT_THAT(engine.AddRequest(Concat(prefix, Prompt(3 + step, 20 + step)), Greedy(10)), IsOk());
+      }
     }
     EXPECT_EQ(engine.allocator().num_blocks_used(), 0);
     return tokens;
@@ -196,6 +201,59 @@ TEST_P(PrefixCachingEngineTest, APromptScoredTakesNoCachedBlocks) {
     }
   }
   EXPECT_EQ(cached->num_prefix_cache_hits(), hits);
+}
+
+// Disaggregated, one rank each: a decode engine whose prefix cache holds a follow-up's history (the
+// previous turn's prompt and answer) takes those blocks at admission and receives only the rest;
+// the follow-up decodes as a cold engine decodes it.
+TEST(PrefixCachingHandOffTest, ADecodeEngineReceivesOnlyTheBlocksItLacks) {
+  testing::ScopedTempDir dir;
+  ASSERT_THAT(testing::WriteTinyModel(dir.path(), testing::TinyEngineSpec()), IsOk());
+  auto make = [&](bool caching) {
+    auto engine = Engine::Create(EngineConfig{.model_dir = dir.path(), .block_size = 4, .kv_cache_bytes = 1 << 20,
+                                              .max_model_len = 64, .enable_prefix_caching = caching});
+    EXPECT_THAT(engine, IsOk());
+    return engine.ok() ? std::move(*engine) : nullptr;
+  };
+  auto prefill = make(true);
+  auto decode = make(true);
+  auto cold = make(false);
+  ASSERT_TRUE(prefill && decode && cold);
+  // Hands a prompt from `prefill` to `decode`, copying the blocks the decode cache did not supply;
+  // its tokens, and how many blocks the cache supplied.
+  auto hand_off = [&](const std::vector<int32_t>& prompt, int* num_cached_blocks) {
+    GenerationParams held = Greedy(6);
+    held.hold_kv_after_prefill = true;
+    const SeqId p_id = *prefill->AddRequest(prompt, held);
+    std::vector<int32_t> tokens = RunToEnd(*prefill).at(p_id).tokens;
+    auto kv = prefill->GetHeldKv(p_id);
+    EXPECT_THAT(kv, IsOk());
+    auto d_id = decode->AdmitPrefilled(prompt, tokens, Greedy(6));
+    EXPECT_THAT(d_id, IsOk());
+    *num_cached_blocks = *decode->NumCachedBlocksOf(*d_id);
+    const std::vector<BlockId> dst = *decode->BlocksOf(*d_id);
+    EXPECT_EQ(dst.size(), kv->blocks.size());
+    for (size_t b = *num_cached_blocks; b < dst.size(); ++b) {
+      std::memcpy(decode->ranks().kv_pool(0).BlockData(dst[b]), prefill->ranks().kv_pool(0).BlockData(kv->blocks[b]),
+                  prefill->ranks().kv_pool(0).BlockBytes());
+    }
+    EXPECT_THAT(prefill->ReleaseKv(p_id), IsOk());
+    EXPECT_THAT(decode->StartDecoding(*d_id), IsOk());
+    const std::vector<int32_t> decoded = RunToEnd(*decode).at(*d_id).tokens;
+    tokens.insert(tokens.end(), decoded.begin(), decoded.end());
+    return tokens;
+  };
+  const std::vector<int32_t> first_prompt = Prompt(18, 6);
+  int num_cached = -1;
+  const std::vector<int32_t> answer = hand_off(first_prompt, &num_cached);
+  EXPECT_EQ(num_cached, 0);
+  // The decode engine computed the prompt and 5 of the 6 answer tokens: 23 tokens, 5 full blocks.
+  std::vector<int32_t> follow_up = Concat(Concat(first_prompt, answer), Prompt(7, 8));
+  const std::vector<int32_t> tokens = hand_off(follow_up, &num_cached);
+  EXPECT_EQ(num_cached, 5);
+  const SeqId cold_id = *cold->AddRequest(follow_up, Greedy(6));
+  EXPECT_EQ(tokens, RunToEnd(*cold).at(cold_id).tokens);
+  EXPECT_EQ(decode->num_prefix_cache_hits(), 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(
