@@ -57,6 +57,7 @@ absl::StatusOr<std::vector<planner::ServedRequest>> ServedRequests(const std::st
     const bench::ServerTiming& t = *r.server;
     if (t.prefill_start_us <= 0 || t.prefill_end_us <= 0 || t.token_emit_us.empty()) continue;
     planner::ServedRequest req{.input_len = r.num_prompt_tokens > 0 ? r.num_prompt_tokens : r.input_len,
+                               .num_cached_tokens = std::max(r.num_cached_tokens, 0),
                                .prefill_start_s = seconds(t.prefill_start_us),
                                .prefill_end_s = seconds(t.prefill_end_us),
                                .decode_start_s = t.kv_transfer_end_us > 0 ? seconds(t.kv_transfer_end_us) : 0};

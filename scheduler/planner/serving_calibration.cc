@@ -209,8 +209,10 @@ absl::StatusOr<ServingCalibration> FitServingSlowdown(std::span<const ServedRequ
       overlapping += other.begin < req.prefill_end_s && req.prefill_start_s < other.end;
     }
     if (overlapping > 1) continue;
-    const double n = req.input_len;
-    const double ratio = step_s * 1e3 / tp1.PrefillMs(n, n * n);
+    // The tokens the prefill computed, each attending to the cached ones before it too.
+    const double cached = std::clamp(req.num_cached_tokens, 0, req.input_len - 1);
+    const double n = req.input_len - cached;
+    const double ratio = step_s * 1e3 / tp1.PrefillMs(n, n * (n + 2 * cached));
     const bool shared = Overlap(decode_busy, req.prefill_start_s, req.prefill_end_s) >= 0.5 * step_s;
     (shared ? prefill_shared : prefill_alone).push_back(ratio);
   }

@@ -39,6 +39,7 @@ namespace baton::scheduler::planner {
 // One completed request as the server timed it; seconds on any one clock.
 struct ServedRequest {
   int input_len = 0;
+  int num_cached_tokens = 0;   // of them, taken from a prefix cache: the prefill computed the rest
   double prefill_start_s = 0;  // its prompt entered a step
   double prefill_end_s = 0;    // its first token came out
   double decode_start_s = 0;   // its KV arrived on the decode instance

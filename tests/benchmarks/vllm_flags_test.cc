@@ -22,7 +22,7 @@ TEST(VllmFlagsTest, DatasetNames) {
   for (const char* name : {"sonnet", "burstgpt", "hf", "custom", "ShareGPT", ""}) {
     EXPECT_THAT(WorkloadOfDataset(name),
                 StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr("expected sharegpt (= --workload chatbot) or random")))
+                         HasSubstr("expected sharegpt (= --workload chatbot), random (= --workload random) or prefix_repetition")))
         << name;
   }
 }

@@ -133,7 +133,7 @@ def test_serve_with_vllm_flags_and_bench_the_chat_endpoint(run_baton, vllm_style
 @pytest.mark.engine
 @pytest.mark.parametrize("args, says", [
     (("--dataset-name", "sonnet"), "baton bench: --dataset-name 'sonnet': expected sharegpt "
-                                   "(= --workload chatbot) or random"),
+                                   "(= --workload chatbot), random (= --workload random) or prefix_repetition"),
     (("--goodput", "ttft:500", "e2el:2000"), "baton bench: --goodput e2el: not supported"),
     (("--goodput", "ttft:500"), "baton bench: --goodput needs both ttft:MS and tpot:MS"),
     (("--backend", "tgi"), "baton bench: --backend 'tgi': expected openai, vllm"),
