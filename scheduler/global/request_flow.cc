@@ -116,9 +116,11 @@ std::optional<RoutingDecision> RequestFlow::Route(WorkerRole role, int* num_cach
   PromptHashes hashes(std::move(context));
   const int num_tokens = NumContextTokens();
   while (true) {
-    const std::vector<InstanceSnapshot> live = params_.registry->LiveInstances(role, &hashes);
+    // A prefill's pick is charged its prompt at once (Prefill takes it off when the call ends).
+    const std::vector<InstanceSnapshot> live =
+        role == WorkerRole::kPrefill ? std::vector<InstanceSnapshot>() : params_.registry->LiveInstances(role, &hashes);
     const std::optional<RoutingDecision> pick =
-        role == WorkerRole::kPrefill  ? PickPrefill(live, num_tokens)
+        role == WorkerRole::kPrefill  ? params_.registry->PickPrefillAndCharge(&hashes, num_tokens)
         : role == WorkerRole::kDecode ? PickDecode(live, num_tokens)
                                       : PickColocated(live, num_tokens);
     if (pick) {
@@ -195,7 +197,6 @@ FlowState RequestFlow::Prefill() {
                          .generated_token_ids = generated_,
                          .params = prepared_.request.params,
                          .kv_lease = params_.kv_lease};
-  params_.registry->AddPrefillLoad(prefill_->incarnation_id, num_context_tokens);
   absl::StatusOr<PrefillResult> result = params_.workers->Prefill(*prefill_, call, CallTo(*prefill_));
   params_.registry->AddPrefillLoad(prefill_->incarnation_id, -num_context_tokens);
   if (absl::IsCancelled(result.status()) || absl::IsDeadlineExceeded(result.status())) {

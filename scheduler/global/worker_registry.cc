@@ -110,9 +110,20 @@ void WorkerRegistry::ApplyCacheEvents(const std::string& incarnation_id,
 }
 
 std::vector<InstanceSnapshot> WorkerRegistry::LiveInstances(WorkerRole role, PromptHashes* prompt) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return SnapshotsLocked(role, prompt);
+}
+
+std::optional<RoutingDecision> WorkerRegistry::PickPrefillAndCharge(PromptHashes* prompt, int num_prompt_tokens) {
+  absl::MutexLock lock(&mu_);
+  std::optional<RoutingDecision> pick = PickPrefill(SnapshotsLocked(WorkerRole::kPrefill, prompt), num_prompt_tokens);
+  if (pick) workers_.at(pick->worker.incarnation_id).outstanding_prefill_tokens += num_prompt_tokens;
+  return pick;
+}
+
+std::vector<InstanceSnapshot> WorkerRegistry::SnapshotsLocked(WorkerRole role, PromptHashes* prompt) const {
   std::vector<InstanceSnapshot> instances;
   {
-    absl::ReaderMutexLock lock(&mu_);
     for (const auto& [id, worker] : workers_) {
       if (!worker.alive || worker.role != role) continue;
       InstanceSnapshot& instance = instances.emplace_back(InstanceSnapshot{

@@ -99,6 +99,10 @@ class WorkerRegistry {
   // Every live instance of `role`, by instance index, for routing. With a prompt: each one's
   // num_cached_tokens, the prompt's leading tokens its prefix cache holds by the index.
   std::vector<InstanceSnapshot> LiveInstances(WorkerRole role, PromptHashes* prompt = nullptr) const;
+  // PickPrefill over the live prefill instances, and num_prompt_tokens added to the pick's
+  // outstanding prefill tokens under the same lock (AddPrefillLoad takes them off): requests routed
+  // at the same moment see each other's prompts, rather than all picking the idle instance.
+  std::optional<RoutingDecision> PickPrefillAndCharge(PromptHashes* prompt, int num_prompt_tokens);
 
   void AddPrefillLoad(const std::string& incarnation_id, int64_t num_tokens);
   void AddActive(const std::string& incarnation_id, int delta);
@@ -122,6 +126,9 @@ class WorkerRegistry {
   std::vector<WorkerEntry> Snapshot() const;
 
  private:
+  std::vector<InstanceSnapshot> SnapshotsLocked(WorkerRole role, PromptHashes* prompt) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
   const std::vector<std::pair<WorkerRole, int>> expected_;
   const absl::Duration liveness_timeout_;
   mutable absl::Mutex mu_;

@@ -61,6 +61,23 @@ TEST(WorkerRegistryTest, LoadsFollowTheSchedulersAccounting) {
 // the last heartbeat and the scheduler's own accounting.
 // Issue 37, defect 3: a missed heartbeat made a worker dead at once; now it is only suspected,
 // stays routable, and a probe's answer settles it.
+// Requests routed at the same moment: each pick is charged its prompt before the next looks, so two
+// prompts on two idle prefill instances go one to each.
+TEST(WorkerRegistryTest, APrefillPickIsChargedBeforeTheNextPick) {
+  WorkerRegistry registry({}, absl::Seconds(10));
+  const absl::Time now = absl::Now();
+  registry.Register(Entry(WorkerRole::kPrefill, 0, "p0"), now);
+  registry.Register(Entry(WorkerRole::kPrefill, 1, "p1"), now);
+  const std::optional<RoutingDecision> first = registry.PickPrefillAndCharge(nullptr, 300);
+  const std::optional<RoutingDecision> second = registry.PickPrefillAndCharge(nullptr, 300);
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->worker.incarnation_id, "p0");
+  EXPECT_EQ(second->worker.incarnation_id, "p1");
+  EXPECT_EQ(registry.LoadOf(first->worker)->outstanding_prefill_tokens, 300);
+  registry.AddPrefillLoad("p0", -300);
+  EXPECT_EQ(registry.LoadOf(first->worker)->outstanding_prefill_tokens, 0);
+}
+
 TEST(WorkerRegistryTest, SilenceMakesASuspectThatAProbeSettles) {
   WorkerRegistry registry({{WorkerRole::kDecode, 2}}, absl::Seconds(1));
   const absl::Time start = absl::Now();
