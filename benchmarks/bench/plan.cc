@@ -12,6 +12,8 @@ constexpr uint64_t kArrivalStream = 0;
 constexpr uint64_t kLengthStream = 1;
 constexpr uint64_t kPromptStream = 2;
 
+}  // namespace
+
 absl::Status CheckCounts(int num_requests, int num_warmup) {
   if (num_requests <= 0) {
     return absl::InvalidArgumentError(
@@ -23,6 +25,8 @@ absl::Status CheckCounts(int num_requests, int num_warmup) {
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 // Fills in the prompt of an item without ids.
 absl::Status SetPrompt(const WorkloadItem& item, const PromptCorpus* corpus, bool lengths_only,

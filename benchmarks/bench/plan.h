@@ -53,6 +53,9 @@ struct PlanOptions {
   int prompt_round = 0;
 };
 
+// InvalidArgument unless num_requests > 0 and 0 <= num_warmup < num_requests.
+absl::Status CheckCounts(int num_requests, int num_warmup);
+
 // The prompt stream's seed of a plan (stream 2, then one more per round).
 uint64_t PromptSeed(const PlanOptions& options);
 

@@ -13,21 +13,13 @@ namespace {
 constexpr uint64_t kArrivalStream = 0;
 constexpr uint64_t kLengthStream = 1;
 
-absl::Status CheckCounts(const PlanOptions& options) {
-  if (options.num_requests <= 0 || options.num_warmup < 0 || options.num_warmup >= options.num_requests) {
-    return absl::InvalidArgumentError(absl::StrCat("num_requests ", options.num_requests, " and warm-up ",
-                                                   options.num_warmup, ": need 0 <= warm-up < num_requests"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<PlannedRequest>> PlanPrefixRepetition(const PrefixRepetitionSpec& spec,
                                                                   const ArrivalSpec& arrivals,
                                                                   const PlanOptions& options,
                                                                   const PromptCorpus& corpus) {
-  RETURN_IF_ERROR(CheckCounts(options));
+  RETURN_IF_ERROR(CheckCounts(options.num_requests, options.num_warmup));
   for (const auto& [name, value, min] : {std::tuple{"prefix_len", spec.prefix_len, 1},
                                          std::tuple{"suffix_len", spec.suffix_len, 0},
                                          std::tuple{"num_prefixes", spec.num_prefixes, 1},
@@ -63,7 +55,7 @@ absl::StatusOr<std::vector<PlannedRequest>> PlanMultiTurn(const WorkloadDefiniti
                                                           const ArrivalSpec& arrivals,
                                                           const PlanOptions& options,
                                                           const PromptCorpus* corpus) {
-  RETURN_IF_ERROR(CheckCounts(options));
+  RETURN_IF_ERROR(CheckCounts(options.num_requests, options.num_warmup));
   if (corpus == nullptr && !options.lengths_only) {
     return absl::FailedPreconditionError("multi-turn: a prompt corpus is needed");
   }
