@@ -36,8 +36,10 @@ absl::StatusOr<std::unique_ptr<BenchSession>> BenchSession::Create(const BenchCo
     return absl::InvalidArgumentError(
         absl::StrCat("--max-concurrency: ", config.max_concurrency, " < 1"));
   }
-  if (config.multi_turn > 0 && !config.openai_url.empty()) {
-    return absl::InvalidArgumentError("--multi-turn needs the answers' token ids: use Baton's gRPC API (--server)");
+  if (config.multi_turn > 0 && config.prompt_as_text) {
+    // A text prompt is the turn's new message alone; the history travels as token ids.
+    return absl::InvalidArgumentError(
+        "--multi-turn sends each history as token ids: use --prompt-format ids and the completions endpoint");
   }
   ASSIGN_OR_RETURN(session->client_, MakeClient(config));
   ASSIGN_OR_RETURN(session->tokenizer_, runtime::Tokenizer::FromFile(config.tokenizer_json));
@@ -183,7 +185,10 @@ absl::StatusOr<RunOutcome> BenchSession::Run(const RunSpec& spec) {
                                  {.max_concurrency = config_.max_concurrency,
                                   .request_timeout = config_.request_timeout,
                                   .stop = spec.stop,
-                                  .progress = &progress});
+                                  .progress = &progress,
+                                  .encode_answer = [this](const std::string& text) {
+                                    return tokenizer_->Encode(text, /*add_special_tokens=*/false);
+                                  }});
     if (injector) faults = injector->Stop();
   }
   outcome.summary = Summarize(outcome.result.records, outcome.result.dispatch,

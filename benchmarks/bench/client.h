@@ -44,6 +44,7 @@ struct GenerationTrace {
   // The generated tokens' ids, when the server sends them (Baton's gRPC API): a multi-turn
   // session's next prompt carries them (plan.h).
   std::vector<int32_t> output_ids;
+  std::string output_text;  // the generated text, when the server streams text (the OpenAI APIs)
   std::string finish_reason;
   std::optional<ServerTiming> server;  // when the server reports its timing
 };

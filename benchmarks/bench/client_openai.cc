@@ -140,6 +140,7 @@ absl::Status OpenAiClient::Generate(const GenerationRequest& request, Cancellati
         done = true;
         continue;
       }
+      trace->output_text += chunk->text;
       if (chunk->has_output) {
         trace->token_times.push_back(now);
         ++num_events;

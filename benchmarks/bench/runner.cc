@@ -156,7 +156,7 @@ class OpenLoopRun {
                            plan_[j].session == plan_[i].session;
          ++j) {
       if (answer.empty()) {
-        records_[i].error = "multi-turn: the server did not report the answer's token ids (use the gRPC client)";
+        records_[i].error = "multi-turn: the server sent no answer to append to the history";
         return false;
       }
       if (!WaitUntil(Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -203,6 +203,9 @@ class OpenLoopRun {
     record.num_prompt_tokens = trace.num_prompt_tokens;
     record.num_cached_tokens = trace.num_cached_tokens;
     *answer = std::move(trace.output_ids);
+    if (answer->empty() && options_.encode_answer && !trace.output_text.empty()) {
+      *answer = options_.encode_answer(trace.output_text);
+    }
     record.finish_reason = trace.finish_reason;
     record.server = std::move(trace.server);
     record.ok = status.ok();

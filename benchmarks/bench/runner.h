@@ -20,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -42,6 +43,10 @@ struct RunnerOptions {
   absl::Duration request_timeout = absl::Seconds(600);
   const std::atomic<bool>* stop = nullptr;  // may be null; polled every few milliseconds
   RunProgress* progress = nullptr;          // may be null
+  // Multi-turn over an API that streams text, not ids (OpenAI's): the ids a session appends to its
+  // history for an answer, from the answer's text, as a chat client resends what it was shown.
+  // Unset: a session needs the server's ids (Baton's gRPC API).
+  std::function<std::vector<int32_t>(const std::string& text)> encode_answer;
 };
 
 struct RunResult {

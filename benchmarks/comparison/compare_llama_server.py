@@ -12,7 +12,10 @@ a directory of its own (after any rounds already there), so a slow minute of a s
 seen by both sides of a round. --kv-cache-dtype bf16 gives every Baton deployment a bf16 KV cache
 (llama-server's is f16 by default: the same bytes per token); its deployments are labelled with a
 -kvbf16 suffix. The SLOs are derived as above either way (with an f32 cache), so rounds with either
-cache are held to the same objectives.
+cache are held to the same objectives. --multi-turn N runs the workload as conversations of N turns
+(--think-time seconds between an answer and the next turn, each turn's prompt the whole history:
+the answers' text re-tokenized, as a chat client resends it), where llama-server reuses each slot's
+prompt cache and Baton its prefix cache; rates then count conversations.
 
     .venv/bin/python benchmarks/comparison/compare_llama_server.py --llama-cpp-bin /path/to/llama.cpp/build/bin
 
@@ -109,6 +112,8 @@ def search(args, url: str, label: str, out: pathlib.Path, slos: tuple[float, flo
            "--max-model-len", str(MAX_MODEL_LEN),  # llama-server's /v1/models does not say it
            "--slo-ttft", f"{slos[0]:.1f}", "--slo-tpot", f"{slos[1]:.1f}",
            "--label", label, "--no-progress", "--output-dir", str(out / label), *args.bench_args]
+    if args.multi_turn:
+        cmd += ["--multi-turn", str(args.multi_turn), "--think-time", str(args.think_time)]
     print("compare_llama_server: " + " ".join(cmd), file=sys.stderr, flush=True)
     if subprocess.run(cmd).returncode != 0:
         print(f"compare_llama_server: the search of {label} failed", file=sys.stderr)
@@ -180,6 +185,8 @@ def main() -> None:
     parser.add_argument("--slo-scale", type=float, default=5.0)
     parser.add_argument("--slo-ttft", type=float, help="TTFT SLO, ms (default: measured x --slo-scale)")
     parser.add_argument("--slo-tpot", type=float, help="TPOT SLO, ms (default: measured x --slo-scale)")
+    parser.add_argument("--multi-turn", type=int, default=0, help="turns per conversation (0: single requests)")
+    parser.add_argument("--think-time", type=float, default=1.0, help="--multi-turn: seconds between turns")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--port", type=int, default=52300)
     parser.add_argument("--out", type=pathlib.Path)
@@ -208,7 +215,8 @@ def main() -> None:
     labels = [baton_label(args, name) for name in args.deployments]
     table = ["| round | llama-server (req/s) | " + " | ".join(labels) + " |",
              "|---|---|" + "---|" * len(args.deployments)]
-    experiment = base / f"{args.workload}-vs-llama-server"
+    workload = f"{args.workload}-x{args.multi_turn}turns" if args.multi_turn else args.workload
+    experiment = base / f"{workload}-vs-llama-server"
     done = len(list(experiment.glob("round*"))) if experiment.exists() else 0
     for round_index in range(done + 1, done + args.rounds + 1):
         out = experiment / f"round{round_index}"

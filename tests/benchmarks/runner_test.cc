@@ -144,15 +144,22 @@ TEST(RunnerTest, StopCancelsInFlightAndKeepsWhatWasRecorded) {
 }
 
 // Answers each prompt with max_tokens ids of its own (900 + the call's number) and remembers the
-// prompts, so a session's histories can be checked.
+// prompts, so a session's histories can be checked. A text-only client answers with one letter per
+// token and no ids, as the OpenAI APIs stream.
 class EchoingClient final : public GenerationClient {
  public:
+  explicit EchoingClient(bool text_only = false) : text_only_(text_only) {}
+
   absl::Status Generate(const GenerationRequest& request, Cancellation*, GenerationTrace* trace) override {
     std::lock_guard<std::mutex> lock(mu_);
     prompts_[request.request_id] = request.prompt_ids;
     for (int i = 0; i < request.max_tokens; ++i) {
       trace->token_times.push_back(Clock::now());
-      trace->output_ids.push_back(900 + static_cast<int32_t>(prompts_.size()));
+      if (text_only_) {
+        trace->output_text += static_cast<char>('a' + prompts_.size());
+      } else {
+        trace->output_ids.push_back(900 + static_cast<int32_t>(prompts_.size()));
+      }
     }
     trace->num_output_tokens = request.max_tokens;
     return absl::OkStatus();
@@ -164,9 +171,15 @@ class EchoingClient final : public GenerationClient {
   }
 
  private:
+  const bool text_only_;
   std::mutex mu_;
   std::map<std::string, std::vector<int32_t>> prompts_;
 };
+
+std::vector<PlannedRequest> TwoTurnSession() {
+  return {{.request_idx = 0, .input_len = 2, .output_len = 2, .prompt_ids = {1, 2}, .session = 0, .turn = 0},
+          {.request_idx = 1, .input_len = 1, .output_len = 2, .prompt_ids = {3}, .session = 0, .turn = 1}};
+}
 
 TEST(RunnerTest, ASessionSendsItsTurnsInOrderEachBehindItsHistory) {
   std::vector<PlannedRequest> plan;
@@ -199,6 +212,28 @@ TEST(RunnerTest, ASessionSendsItsTurnsInOrderEachBehindItsHistory) {
       EXPECT_NEAR(turn.arrival_s, turn.sent_s, 1e-3);
     }
   }
+}
+
+TEST(RunnerTest, ATextAnswerJoinsTheHistoryThroughTheEncoder) {
+  EchoingClient client(/*text_only=*/true);
+  RunnerOptions options;
+  options.encode_answer = [](const std::string& text) {
+    std::vector<int32_t> ids;
+    for (char c : text) ids.push_back(500 + c);
+    return ids;
+  };
+  const RunResult result = RunOpenLoop(client, TwoTurnSession(), options);
+  ASSERT_EQ(result.records.size(), 2u);
+  EXPECT_TRUE(result.records[1].ok) << result.records[1].error;
+  EXPECT_EQ(client.prompt("bench-1"), (std::vector<int32_t>{1, 2, 500 + 'b', 500 + 'b', 3}));
+}
+
+TEST(RunnerTest, ASessionEndsWhenTheAnswerCannotJoinTheHistory) {
+  EchoingClient client(/*text_only=*/true);  // text, and no encoder to turn it into ids
+  const RunResult result = RunOpenLoop(client, TwoTurnSession(), {});
+  ASSERT_EQ(result.records.size(), 1u);
+  EXPECT_THAT(result.records[0].error, testing::HasSubstr("the server sent no answer"));
+  EXPECT_EQ(result.dispatch.num_not_sent, 1);
 }
 
 }  // namespace

@@ -237,11 +237,31 @@ def test_multi_turn_sessions_send_each_turn_behind_its_history(run_baton, server
 
 
 @pytest.mark.engine
-def test_multi_turn_needs_the_grpc_client(run_baton, tiny_model):
+def test_multi_turn_over_openai_resends_the_answers_text_as_history(run_baton, vllm_style_server, tiny_model,
+                                                                    tmp_path):
+    """The completions API streams text: each answer joins the history as the tokenizer's ids of its
+    text, as a chat client resends what it showed."""
+    out = tmp_path / "run.jsonl"
+    run_baton("bench", "--openai-url", f"http://127.0.0.1:{vllm_style_server.http_port}", "--model", str(tiny_model),
+              "--no-progress", "--workload", "random", "--random-input-len", "40:64", "--random-output-len",
+              "4:8", "--seed", "2", "--multi-turn", "3", "--think-time", "0", "--rate", "2",
+              "--num-requests", "2", "--warmup", "0", "--output", out, timeout=BENCH_TIMEOUT_S)
+    records = bench_results.load_records(out)
+    assert len(records) == 6 and all(r["ok"] for r in records), [r["error"] for r in records]
+    for before, after in zip(records, records[1:]):
+        if after["request_idx"] % 3 == 0:
+            continue  # a new session
+        assert after["num_prompt_tokens"] == after["input_len"] > before["input_len"]
+        assert after["num_cached_tokens"] >= before["input_len"] // 16 * 16
+
+
+@pytest.mark.engine
+def test_multi_turn_needs_token_id_prompts(run_baton, tiny_model):
     proc = run_baton("bench", "--openai-url", "http://127.0.0.1:9", "--model", str(tiny_model), "--no-progress",
-                     "--multi-turn", "2", "--rate", "1", "--max-model-len", "512", check=False)
+                     "--prompt-format", "text", "--multi-turn", "2", "--rate", "1", "--max-model-len", "512",
+                     check=False)
     assert proc.returncode != 0
-    assert "--multi-turn needs the answers' token ids" in proc.stderr, proc.stderr
+    assert "--multi-turn sends each history as token ids" in proc.stderr, proc.stderr
 
 
 @pytest.mark.engine
