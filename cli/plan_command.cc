@@ -402,7 +402,8 @@ absl::Status EvaluateDeployment(const PlanFlags& flags, const PlanInputs& in,
       .colocated_phase = phase(config.colocated),
       .kv_same_node = true,
       .block_size = config.block_size,
-      .prefix_caching = config.enable_prefix_caching};
+      .prefix_caching = config.enable_prefix_caching,
+      .kv_aware_routing = config.routing_policy == scheduler::RoutingPolicy::kKvAware};
   const std::vector<planner::SimRequest> requests = planner::AtRate(in.unit_rate_requests, *flags.rate);
   absl::StatusOr<planner::SimResult> simulated = planner::Simulate(deployment, model, requests);
   if (!simulated.ok()) {

@@ -34,7 +34,8 @@ absl::Status RunScheduler(const std::string& config_path, const std::string& sec
       .disaggregated = config.mode == scheduler::DeploymentMode::kDisaggregated,
       .max_model_len = config.max_model_len,
       .liveness_timeout = absl::Milliseconds(config.liveness_timeout_ms),
-      .max_local_prefill_tokens = config.max_local_prefill_tokens};
+      .max_local_prefill_tokens = config.max_local_prefill_tokens,
+      .kv_aware_routing = config.routing_policy == scheduler::RoutingPolicy::kKvAware};
   if (scheduler::AdmissionEnabled(config.slo)) {
     options.admission = {.ttft_ms = config.slo.ttft_ms, .tpot_ms = config.slo.tpot_ms};
   }

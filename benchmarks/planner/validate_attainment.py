@@ -12,7 +12,9 @@ warm-up left out) and prints both side by side as a Markdown table.
 
 `measure` keeps each run's records (<out>/<deployment>-<workload>-<rate>.jsonl), bench's summary and
 the workers' step traces (<out>/<stem>.traces/, for `baton plan calibrate --step-traces`), so
-`predict` can be rerun with other coefficients in seconds. Run `measure` on an otherwise
+`predict` can be rerun with other coefficients in seconds. With --multi-turn N the workloads run as
+conversations of N turns (--think-time seconds apart, each turn's prompt the whole history), bench
+and plan alike; rates then count conversations and the cells are named <workload>-x<N>turns. Run `measure` on an otherwise
 idle machine: the deployments use every core, and anything else running is read as serving time.
 """
 import argparse
@@ -68,7 +70,7 @@ def measure_one(args, config: pathlib.Path, port: int, workload: str, rate: floa
                 [baton(args.build), "bench", "--server", f"127.0.0.1:{port}", "--model", str(args.model),
                  "--workload", workload, "--rate", str(rate), "--num-requests", str(args.num_requests),
                  "--seed", str(args.seed), "--slo-ttft", str(ttft_ms), "--slo-tpot", str(tpot_ms),
-                 "--no-progress", "--output", str(args.out / f"{stem}.jsonl")],
+                 "--no-progress", "--output", str(args.out / f"{stem}.jsonl"), *session_args(args)],
                 capture_output=True, text=True, timeout=3600)
         finally:
             serve.terminate()
@@ -91,18 +93,23 @@ def predicted(args, config: pathlib.Path, workload: str, rate: float, coefficien
         [baton(args.build), "plan", "--model", str(args.model), "--device", "cpu", "--dtype", args.dtype,
          "--workload", workload, "--slo-ttft", str(ttft_ms / 1e3), "--slo-tpot", str(tpot_ms / 1e3),
          "--coefficients", coefficients, "--deployment", str(config), "--rate", str(rate),
-         "--num-requests", str(args.num_requests), "--seed", str(args.seed), "--json"],
+         "--num-requests", str(args.num_requests), "--seed", str(args.seed), "--json", *session_args(args)],
         capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"validate_attainment: baton plan failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout)
 
 
+def session_args(args) -> list[str]:
+    return ["--multi-turn", str(args.multi_turn), "--think-time", str(args.think_time)] if args.multi_turn else []
+
+
 def cells(args):
+    turns = f"-x{args.multi_turn}turns" if args.multi_turn else ""
     for d, name in enumerate(DEPLOYMENTS):
         for workload in WORKLOADS:
             for rate in RATES[workload]:
-                stem = f"{name}-{workload}-{rate}"
+                stem = f"{name}-{workload}{turns}-{rate}"
                 if args.only in stem:
                     yield name, 52400 + 10 * d, workload, rate, stem
 
@@ -116,6 +123,8 @@ def main() -> None:
     parser.add_argument("--dtype", default="f32")
     parser.add_argument("--num-requests", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--multi-turn", type=int, default=0, help="turns per conversation (0: single requests)")
+    parser.add_argument("--think-time", type=float, default=1.0, help="--multi-turn: seconds between turns")
     parser.add_argument("--rates", action="append", default=[], metavar="WORKLOAD=R1,R2,...",
                         help="the rates of a workload instead of the defaults (a faster machine's knee "
                              "lies further out)")

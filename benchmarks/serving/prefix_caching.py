@@ -41,6 +41,8 @@ DEPLOYMENTS = {
     "disagg-2p1d": "prefill: {instances: 2, " + PHASE.format(threads=1) + "}\n"
                    "decode: {instances: 1, " + PHASE.format(threads=1) + "}\n",
     "coloc-1x2": "mode: colocated\ncolocated: {instances: 1, " + PHASE.format(threads=2) + "}\n",
+    "coloc-1x2-chunked": "mode: colocated\ncolocated: {instances: 1, " + PHASE.format(threads=2)
+                         + ", chunked_prefill: true, max_num_batched_tokens: 512}\n",
     "coloc-2x1": "mode: colocated\ncolocated: {instances: 2, " + PHASE.format(threads=1) + "}\n",
 }
 
@@ -63,10 +65,11 @@ def free_port_block(n: int) -> int:
 class Deployment:
     """`baton serve` of one deployment text, caching on or off, until stopped."""
 
-    def __init__(self, baton: pathlib.Path, model: pathlib.Path, text: str, caching: bool, work: pathlib.Path):
+    def __init__(self, baton: pathlib.Path, model: pathlib.Path, text: str, caching: bool, work: pathlib.Path,
+                 weight_dtype: str):
         self.port = free_port_block(8)
         config = work / f"deployment-{self.port}.yaml"
-        config.write_text(f"model: {model}\nscheduler_port: {self.port}\nhttp_port: 0\n"
+        config.write_text(f"model: {model}\nweight_dtype: {weight_dtype}\nscheduler_port: {self.port}\nhttp_port: 0\n"
                           f"enable_prefix_caching: {str(caching).lower()}\n{text}")
         self.log = open(work / f"serve-{self.port}.log", "w")
         self.proc = subprocess.Popen([str(baton), "serve", "--config", str(config)], stdout=self.log,
@@ -126,6 +129,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baton", type=pathlib.Path, default=ROOT / "build/bin/baton")
     parser.add_argument("--model", type=pathlib.Path, default=ROOT / "build/models/tiny")
+    parser.add_argument("--weight-dtype", default="f32", choices=["f32", "bf16"])
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("/tmp/prefix-caching"))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--skip", choices=["shared-prefix", "multi-turn", "routing"], action="append", default=[])
@@ -143,7 +147,7 @@ def main() -> int:
     report = {"shared_prefix": {"on": [], "off": []}, "multi_turn": {}, "routing": {"2p1d": [], "1p1d": []}}
 
     def with_deployment(text, caching, fn):
-        deployment = Deployment(args.baton, model, text, caching, args.out)
+        deployment = Deployment(args.baton, model, text, caching, args.out, args.weight_dtype)
         try:
             return fn(deployment)
         finally:

@@ -607,6 +607,17 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
          RETURN_IF_ERROR(ReadInt(v, p, &config.max_local_prefill_tokens));
          return CheckAtLeast(p, config.max_local_prefill_tokens, 0);
        }},
+      {"routing_policy",
+       [&](const YAML::Node& v, const std::string& p) -> absl::Status {
+         std::string name;
+         RETURN_IF_ERROR(ReadString(v, p, &name));
+         std::optional<RoutingPolicy> policy = RoutingPolicyFromName(name);
+         if (!policy) {
+           return Invalid(p, absl::StrCat("'", name, "' is not a policy (expected kv_aware or least_loaded)"));
+         }
+         config.routing_policy = *policy;
+         return absl::OkStatus();
+       }},
       {"host", [&](const YAML::Node& v, const std::string& p) { return ReadString(v, p, &config.host); }},
       IntField("scheduler_port", &config.scheduler_port),
       IntField("http_port", &config.http_port),
@@ -670,6 +681,20 @@ absl::string_view DeploymentModeName(DeploymentMode mode) {
     case DeploymentMode::kColocated: return "colocated";
   }
   return "?";
+}
+
+absl::string_view RoutingPolicyName(RoutingPolicy policy) {
+  switch (policy) {
+    case RoutingPolicy::kKvAware: return "kv_aware";
+    case RoutingPolicy::kLeastLoaded: return "least_loaded";
+  }
+  return "?";
+}
+
+std::optional<RoutingPolicy> RoutingPolicyFromName(std::string_view name) {
+  if (name == "kv_aware") return RoutingPolicy::kKvAware;
+  if (name == "least_loaded") return RoutingPolicy::kLeastLoaded;
+  return std::nullopt;
 }
 
 bool AdmissionEnabled(const SloConfig& slo) {
@@ -801,6 +826,8 @@ std::string ToYaml(const DeploymentConfig& config) {
       << std::string(DTypeName(config.kv_cache_dtype));
   out << YAML::Key << "enable_prefix_caching" << YAML::Value << config.enable_prefix_caching;
   out << YAML::Key << "max_local_prefill_tokens" << YAML::Value << config.max_local_prefill_tokens;
+  out << YAML::Key << "routing_policy" << YAML::Value
+      << std::string(RoutingPolicyName(config.routing_policy));
   out << YAML::Key << "host" << YAML::Value;
   EmitString(out, config.host);
   out << YAML::Key << "scheduler_port" << YAML::Value << config.scheduler_port;

@@ -29,6 +29,8 @@
 //                                   # leaves at most this many tokens to compute is prefilled
 //                                   # there, with no hand-off (conditional disaggregation,
 //                                   # scheduler/global/request_flow.h); 0: never
+//   routing_policy: kv_aware        # kv_aware: instances' cached prefixes weigh against their load
+//                                   # (scheduler/global/routing.h); least_loaded: load alone
 //   host: 127.0.0.1                 # address every process binds to (and the launcher polls)
 //   scheduler_port: 50051           # public gRPC API
 //   http_port: 8000                 # OpenAI-compatible HTTP; 0 disables it
@@ -98,6 +100,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -113,6 +116,12 @@ using runtime::WorkerRole;
 enum class DeploymentMode : uint8_t { kDisaggregated, kColocated };
 
 absl::string_view DeploymentModeName(DeploymentMode mode);  // "disaggregated" | "colocated"
+
+// How the scheduler picks an instance for a request (routing_policy).
+enum class RoutingPolicy : uint8_t { kKvAware, kLeastLoaded };
+
+absl::string_view RoutingPolicyName(RoutingPolicy policy);  // "kv_aware" | "least_loaded"
+std::optional<RoutingPolicy> RoutingPolicyFromName(std::string_view name);
 
 // One phase's instances: all instances of a phase are identical.
 struct PhaseConfig {
@@ -190,6 +199,7 @@ struct DeploymentConfig {
   DType kv_cache_dtype = DType::kF32;  // kF32 or kBF16, every instance's KV pools
   bool enable_prefix_caching = true;
   int max_local_prefill_tokens = 0;  // >= 0; disaggregated only
+  RoutingPolicy routing_policy = RoutingPolicy::kKvAware;
   std::string host = "127.0.0.1";
   int scheduler_port = 50051;  // gRPC InferenceService
   int http_port = 8000;        // OpenAI-compatible HTTP; 0: disabled

@@ -201,6 +201,7 @@ absl::Status RequestDriver::Execute(PreparedRequest prepared, const RequestIo& i
                                      .kv_lease = options_.kv_lease,
                                      .max_local_prefill_tokens =
                                          options_.disaggregated ? options_.max_local_prefill_tokens : 0,
+                                     .kv_aware_routing = options_.kv_aware_routing,
                                      .write = std::move(write),
                                      .is_cancelled = io.is_cancelled},
                    std::move(prepared));

@@ -41,6 +41,7 @@ struct RequestDriverOptions {
   bool disaggregated = true;                    // prefill + decode instances; false: colocated ones
   absl::Duration kv_lease = absl::Seconds(30);  // how long a prefill instance holds KV for decode
   int max_local_prefill_tokens = 0;             // conditional disaggregation (request_flow.h)
+  bool kv_aware_routing = true;                 // false: least loaded (request_flow.h)
   AdmissionPolicy admission;                    // default: admit everything
   // Called once per executed request, as it ends (on the thread that ran it), with what it
   // measured: the scheduler's Prometheus metrics. Null: nothing.

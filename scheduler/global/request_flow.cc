@@ -114,13 +114,14 @@ std::optional<RoutingDecision> RequestFlow::Route(WorkerRole role, int* num_cach
   std::vector<int32_t> context = prepared_.prompt;
   context.insert(context.end(), generated_.begin(), generated_.end());
   PromptHashes hashes(std::move(context));
+  PromptHashes* const prompt = params_.kv_aware_routing ? &hashes : nullptr;
   const int num_tokens = NumContextTokens();
   while (true) {
     // A prefill's pick is charged its prompt at once (Prefill takes it off when the call ends).
     const std::vector<InstanceSnapshot> live =
-        role == WorkerRole::kPrefill ? std::vector<InstanceSnapshot>() : params_.registry->LiveInstances(role, &hashes);
+        role == WorkerRole::kPrefill ? std::vector<InstanceSnapshot>() : params_.registry->LiveInstances(role, prompt);
     const std::optional<RoutingDecision> pick =
-        role == WorkerRole::kPrefill  ? params_.registry->PickPrefillAndCharge(&hashes, num_tokens)
+        role == WorkerRole::kPrefill  ? params_.registry->PickPrefillAndCharge(prompt, num_tokens)
         : role == WorkerRole::kDecode ? PickDecode(live, num_tokens)
                                       : PickColocated(live, num_tokens);
     if (pick) {

@@ -103,6 +103,9 @@ struct RequestFlowParams {
   // (the prefill step delays that instance's decodes: the threshold bounds the TPOT cost). 0: every
   // request is prefilled by a prefill instance.
   int max_local_prefill_tokens = 0;
+  // Whether routing weighs the instances' cached prefixes (routing.h); false: load alone, as if no
+  // instance held any (least loaded: the contrast that shows what the cache index buys).
+  bool kv_aware_routing = true;
   ChunkSink write;                     // false: the client is gone
   std::function<bool()> is_cancelled;  // true once the client cancelled or disconnected
 };

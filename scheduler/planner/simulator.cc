@@ -164,11 +164,12 @@ class Simulation {
     events_.push(Event{time_s, next_order_++, kind, target});
   }
 
-  // The pool as routing sees it; with prefix caching, each instance's cached tokens of `prompt`.
+  // The pool as routing sees it; with prefix caching and KV-aware routing, each instance's cached
+  // tokens of `prompt`.
   std::vector<InstanceSnapshot> Snapshots(const std::vector<std::unique_ptr<Instance>>& pool,
                                           const std::vector<int32_t>& prompt) const {
     std::vector<runtime::BlockHash> hashes;
-    if (deployment_.prefix_caching) {
+    if (deployment_.prefix_caching && deployment_.kv_aware_routing) {
       runtime::ExtendBlockHashes(runtime::PrefixCacheRoot("baton plan"), prompt, deployment_.block_size, &hashes);
     }
     std::vector<InstanceSnapshot> out;

@@ -82,6 +82,7 @@ struct SimDeployment {
   bool kv_same_node = true;  // prefill -> decode transfers over the intra-node link
   int block_size = 16;
   bool prefix_caching = false;  // the runtime's default is on; off, the planner's older figures
+  bool kv_aware_routing = true;  // routing sees the instances' cached prefixes (routing_policy)
 };
 
 struct RequestTiming {

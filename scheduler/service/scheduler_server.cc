@@ -134,6 +134,7 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
                        RequestDriverOptions{.disaggregated = options.disaggregated,
                                             .kv_lease = options.kv_lease,
                                             .max_local_prefill_tokens = options.max_local_prefill_tokens,
+                                            .kv_aware_routing = options.kv_aware_routing,
                                             .admission = options.admission,
                                             .on_request_done = [&metrics](const RequestMetrics& request) {
                                               metrics.Record(request);

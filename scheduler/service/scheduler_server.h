@@ -55,6 +55,7 @@ struct SchedulerOptions {
   absl::Duration liveness_timeout = absl::Seconds(1);
   absl::Duration kv_lease = absl::Seconds(30);
   int max_local_prefill_tokens = 0;  // conditional disaggregation (request_flow.h); 0: off
+  bool kv_aware_routing = true;      // false: least loaded (request_flow.h)
   AdmissionPolicy admission;  // default: admit everything
 };
 

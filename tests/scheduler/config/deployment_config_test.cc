@@ -30,6 +30,7 @@ served_model_name: llama-3-8b-instruct
 max_model_len: 4096
 weight_dtype: bf16
 kv_cache_dtype: bf16
+routing_policy: least_loaded
 host: 10.0.0.7
 scheduler_port: 6000
 http_port: 6100
@@ -67,7 +68,7 @@ decode:
 // The same deployment in JSON (with tabs, which JSON allows).
 constexpr char kFullJson[] = R"({
 	"model": "/models/llama", "served_model_name": "llama-3-8b-instruct", "max_model_len": 4096,
-	"weight_dtype": "bf16", "kv_cache_dtype": "bf16", "host": "10.0.0.7",
+	"weight_dtype": "bf16", "kv_cache_dtype": "bf16", "routing_policy": "least_loaded", "host": "10.0.0.7",
 	"scheduler_port": 6000, "http_port": 6100, "mode": "disaggregated", "block_size": 32,
 	"slo": {"ttft_ms": 250.5, "tpot_ms": 40, "attainment": 0.99, "admission": false},
 	"prefill": {"instances": 2, "tp": 2, "pp": 1, "devices": [[0, 1], [2, 3]], "threads": 4,
@@ -145,6 +146,8 @@ TEST(DeploymentConfigTest, ParsesEveryKey) {
   EXPECT_EQ(c.max_model_len, 4096);
   EXPECT_EQ(c.weight_dtype, DType::kBF16);
   EXPECT_EQ(c.kv_cache_dtype, DType::kBF16);
+  EXPECT_EQ(c.routing_policy, RoutingPolicy::kLeastLoaded);
+  EXPECT_EQ(DefaultDeployment("m").routing_policy, RoutingPolicy::kKvAware);
   EXPECT_EQ(c.host, "10.0.0.7");
   EXPECT_EQ(c.scheduler_port, 6000);
   EXPECT_EQ(c.http_port, 6100);
@@ -331,6 +334,8 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
       {"model: m\nkv_cache_dtype: f16\n",
        "kv_cache_dtype: 'f16' is not supported (expected f32, bf16 or auto)"},
       {"model: m\nmode: hybrid\n", "mode: 'hybrid' (expected disaggregated or colocated)"},
+      {"model: m\nrouting_policy: random\n",
+       "routing_policy: 'random' is not a policy (expected kv_aware or least_loaded)"},
       {"model: m\ncolocated: {}\n", "colocated: section not used in disaggregated mode"},
       {"model: m\nmode: colocated\ndecode: {}\n", "decode: section not used in colocated mode"},
       // Top-level values.

@@ -75,6 +75,7 @@ class KvAwareFlowTest : public ::testing::Test {
     RequestFlow flow({.tokenizer = tokenizer_.get(), .registry = &registry_, .latency_model = &latency_,
                       .workers = &workers_, .worker_wait = absl::ZeroDuration(),
                       .max_local_prefill_tokens = max_local_prefill_tokens,
+                      .kv_aware_routing = kv_aware_routing_,
                       .write = [&](const GenerateChunk& chunk) {
                         text_ += chunk.text;
                         return true;
@@ -88,6 +89,7 @@ class KvAwareFlowTest : public ::testing::Test {
     return status;
   }
 
+  bool kv_aware_routing_ = true;
   std::unique_ptr<runtime::Tokenizer> tokenizer_;
   WorkerRegistry registry_{{}, absl::Seconds(10)};
   LatencyModel latency_;
@@ -113,6 +115,20 @@ TEST_F(KvAwareFlowTest, ThePrefillGoesWhereThePrefixLives) {
   EXPECT_STREQ(routes_[0].label, "prefix_cache");
   EXPECT_STREQ(routes_[1].label, "least_loaded");
   EXPECT_EQ(prefill_path_, "") << "conditional disaggregation is off";
+}
+
+TEST_F(KvAwareFlowTest, LeastLoadedRoutingLooksAtLoadAlone) {
+  Add(WorkerRole::kPrefill, 0, "p0");
+  Add(WorkerRole::kPrefill, 1, "p1");
+  Add(WorkerRole::kDecode, 0, "d0");
+  Holds("p1", 2);
+  kv_aware_routing_ = false;  // routing_policy: least_loaded
+  workers_.SetPrefill("p0", {.result = FirstToken('A')});
+  workers_.SetDecode("d0", {.events = {KvTransferred{}, Tokens("B", FinishReason::kLength)}});
+  ASSERT_THAT(Run(), absl_testing::IsOk());
+  EXPECT_THAT(workers_.log(), ElementsAre("Prefill p0", "Decode d0", "kv", "Release p0", "tokens"));
+  ASSERT_EQ(routes_.size(), 2u);
+  EXPECT_STREQ(routes_[0].label, "least_loaded");
 }
 
 TEST_F(KvAwareFlowTest, AShortRemainderIsPrefilledOnTheDecodeInstanceHoldingThePrefix) {
