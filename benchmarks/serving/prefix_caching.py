@@ -13,7 +13,11 @@ slow minute of a shared machine is seen by both:
   routing        the shared-prefix run with 8 system prompts against 2 prefill instances (KV-aware
                  routing) and against 1: the one instance is the oracle that always holds the
                  longest cached prefix (nothing is evicted from its 1 GiB), so the ratio of the two
-                 hit rates is KV-aware routing's against the oracle's.
+                 hit rates is KV-aware routing's against the oracle's; and against 2 prefill
+                 instances with `routing_policy: least_loaded`, which sees no cache.
+  no-reuse       `baton bench goodput --workload chatbot` (single requests: no prefix repeats)
+                 against 2 prefill instances + 1 decode with `routing_policy: kv_aware` and
+                 `least_loaded`: what the cache-aware cost costs where there is nothing to reuse.
 
 Prints one JSON object (every run's figures and the ratios); the runs' directories stay under --out.
 
@@ -112,15 +116,16 @@ def shared_prefix_round(baton, model, deployment, work, rate, num_requests, num_
             "tpot_p50_ms": s["tpot_s"]["p50"] * 1e3, "prefix_hit_rate": s.get("prefix_hit_rate")}
 
 
-def multi_turn_round(baton, model, deployment, out_dir, slo_ttft, slo_tpot, search_args) -> dict:
+def chatbot_round(baton, model, deployment, out_dir, slo_ttft, slo_tpot, search_args, turns=1) -> dict:
+    sessions = ["--multi-turn", str(turns), "--think-time", "1"] if turns > 1 else []
     run_bench(baton, model, deployment.port,
-              ["--workload", "chatbot", "--multi-turn", "4", "--think-time", "1",
+              ["--workload", "chatbot", *sessions,
                "--slo-ttft", str(slo_ttft), "--slo-tpot", str(slo_tpot), "--output-dir", str(out_dir),
                *search_args], subcommand=("goodput",))
     result = json.loads((out_dir / "goodput.json").read_text())
     runs = result.get("runs", [])
     hit_rates = [r["summary"].get("prefix_hit_rate") for r in runs if r.get("summary")]
-    return {"goodput_sessions_per_s": result["goodput_per_s"],
+    return {"goodput_per_s": result["goodput_per_s"],
             "runs": [(r["rate_per_s"], r["attainment"]) for r in runs],
             "prefix_hit_rate": max((h for h in hit_rates if h is not None), default=None)}
 
@@ -132,7 +137,8 @@ def main() -> int:
     parser.add_argument("--weight-dtype", default="f32", choices=["f32", "bf16"])
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("/tmp/prefix-caching"))
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--skip", choices=["shared-prefix", "multi-turn", "routing"], action="append", default=[])
+    parser.add_argument("--skip", choices=["shared-prefix", "multi-turn", "routing", "no-reuse"], action="append",
+                        default=[])
     parser.add_argument("--shared-prefix-rate", type=float, default=1.0)
     parser.add_argument("--shared-prefix-requests", type=int, default=40)
     parser.add_argument("--deployments", default="coloc-1x2,disagg-1p1d")
@@ -144,7 +150,9 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     model = args.model.resolve()
-    report = {"shared_prefix": {"on": [], "off": []}, "multi_turn": {}, "routing": {"2p1d": [], "1p1d": []}}
+    report = {"shared_prefix": {"on": [], "off": []}, "multi_turn": {},
+              "routing": {"2p1d": [], "1p1d": [], "2p1d-least-loaded": []},
+              "no_reuse": {"kv_aware": [], "least_loaded": []}}
 
     def with_deployment(text, caching, fn):
         deployment = Deployment(args.baton, model, text, caching, args.out, args.weight_dtype)
@@ -161,18 +169,28 @@ def main() -> int:
                 report["shared_prefix"]["on" if caching else "off"].append(figures)
                 print(f"round {r} shared-prefix caching={caching}: {figures}", file=sys.stderr)
         if "routing" not in args.skip:
-            for name, key in (("disagg-2p1d", "2p1d"), ("disagg-1p1d", "1p1d")):
-                figures = with_deployment(DEPLOYMENTS[name], True, lambda d: shared_prefix_round(
+            for name, key in (("disagg-2p1d", "2p1d"), ("disagg-1p1d", "1p1d"),
+                              ("disagg-2p1d", "2p1d-least-loaded")):
+                text = DEPLOYMENTS[name] + ("routing_policy: least_loaded\n" if "least" in key else "")
+                figures = with_deployment(text, True, lambda d: shared_prefix_round(
                     args.baton, model, d, args.out, args.shared_prefix_rate, 3 * args.shared_prefix_requests,
                     num_prefixes=8))
                 report["routing"][key].append(figures)
                 print(f"round {r} routing {name}: {figures}", file=sys.stderr)
+        if "no-reuse" not in args.skip:
+            for policy in ("kv_aware", "least_loaded"):
+                out_dir = args.out / f"no-reuse-{policy}-round{r}"
+                text = DEPLOYMENTS["disagg-2p1d"] + f"routing_policy: {policy}\n"
+                figures = with_deployment(text, True, lambda d: chatbot_round(
+                    args.baton, model, d, out_dir, args.slo_ttft, args.slo_tpot, args.search.split()))
+                report["no_reuse"][policy].append(figures)
+                print(f"round {r} no-reuse {policy}: {figures}", file=sys.stderr)
         if "multi-turn" not in args.skip:
             for name in args.deployments.split(","):
                 for caching in (True, False):
                     out_dir = args.out / f"multi-turn-{name}-{'on' if caching else 'off'}-round{r}"
-                    figures = with_deployment(DEPLOYMENTS[name], caching, lambda d: multi_turn_round(
-                        args.baton, model, d, out_dir, args.slo_ttft, args.slo_tpot, args.search.split()))
+                    figures = with_deployment(DEPLOYMENTS[name], caching, lambda d: chatbot_round(
+                        args.baton, model, d, out_dir, args.slo_ttft, args.slo_tpot, args.search.split(), turns=4))
                     report["multi_turn"].setdefault(name, {"on": [], "off": []})["on" if caching else "off"].append(figures)
                     print(f"round {r} multi-turn {name} caching={caching}: {figures}", file=sys.stderr)
     shared = report["shared_prefix"]
@@ -183,10 +201,18 @@ def main() -> int:
     if routing["2p1d"] and routing["1p1d"]:
         routing["hit_rate_ratio_to_oracle"] = [
             a["prefix_hit_rate"] / b["prefix_hit_rate"] for a, b in zip(routing["2p1d"], routing["1p1d"])]
+    if routing["2p1d-least-loaded"] and routing["1p1d"]:
+        routing["least_loaded_hit_rate_ratio_to_oracle"] = [
+            a["prefix_hit_rate"] / b["prefix_hit_rate"] for a, b in zip(routing["2p1d-least-loaded"], routing["1p1d"])]
+    no_reuse = report["no_reuse"]
+    if no_reuse["kv_aware"] and no_reuse["least_loaded"]:
+        no_reuse["goodput_ratio_kv_aware_over_least_loaded"] = [
+            a["goodput_per_s"] / b["goodput_per_s"] if b["goodput_per_s"] else None
+            for a, b in zip(no_reuse["kv_aware"], no_reuse["least_loaded"])]
     for name, result in report["multi_turn"].items():
         result["goodput_ratio_on_over_off"] = [
-            (on["goodput_sessions_per_s"] or 0) / off["goodput_sessions_per_s"]
-            if off["goodput_sessions_per_s"] else None for on, off in zip(result["on"], result["off"])]
+            (on["goodput_per_s"] or 0) / off["goodput_per_s"]
+            if off["goodput_per_s"] else None for on, off in zip(result["on"], result["off"])]
     print(json.dumps(report, indent=1))
     return 0
 
