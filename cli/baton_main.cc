@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   baton::cli::RegisterSchedulerCommand(app, &exit_code);
   baton::cli::RegisterWorkerCommand(app, &exit_code);
   baton::cli::RegisterGenerateCommand(app, &exit_code);
+  baton::cli::RegisterEvalCommand(app, &exit_code);
   baton::cli::RegisterBenchCommand(app, &exit_code);
   baton::cli::RegisterPlanCommand(app, &exit_code);
   baton::cli::RegisterTokenizeCommand(app, &exit_code);

@@ -7,6 +7,7 @@
 namespace baton::cli {
 
 void RegisterGenerateCommand(CLI::App& app, int* exit_code);
+void RegisterEvalCommand(CLI::App& app, int* exit_code);
 void RegisterTokenizeCommand(CLI::App& app, int* exit_code);
 void RegisterServeCommand(CLI::App& app, int* exit_code);
 void RegisterSchedulerCommand(CLI::App& app, int* exit_code);

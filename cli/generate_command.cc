@@ -15,12 +15,12 @@
 #include "baton/v1/inference.grpc.pb.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/engine_flags.h"
 #include "cli/parallel_layout.h"
 #include "cli/signals.h"
 #include "grpcpp/grpcpp.h"
 #include "kernels/common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "runtime/backend/backend_registry.h"
 #include "runtime/engine/engine.h"
 #include "runtime/rpc/status_conversion.h"
 #include "runtime/tokenizer/text_stream.h"
@@ -48,12 +48,7 @@ struct GenerateOptions {
   bool json = false;
   std::optional<int> logprobs;  // --logprobs K: the top K and the sampled token's
   std::string dump_logits;
-  std::string dtype = "f32";
-  std::string kv_cache_dtype = "f32";
-  std::string device = "cpu";
-  bool enforce_eager = false;
-  int threads = 0;
-  size_t kv_cache_mib = 256;
+  EngineFlags engine;
   ParallelFlags parallel;
 };
 
@@ -131,33 +126,7 @@ absl::Status RunLocal(const GenerateOptions& opts) {
   ASSIGN_OR_RETURN(auto tokenizer,
                    runtime::Tokenizer::FromFile(model_dir / "tokenizer.json"));
 
-  runtime::EngineConfig config{.model_dir = model_dir};
-  if (opts.dtype == "bf16") {
-    config.weight_dtype = DType::kBF16;
-  } else if (opts.dtype == "f16") {
-    config.weight_dtype = DType::kF16;
-  } else if (opts.dtype != "f32") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--dtype: '", opts.dtype, "' (f32, bf16 or f16)"));
-  }
-  {
-    const std::optional<DType> kv_dtype =
-        KvDTypeFromName(opts.kv_cache_dtype, config.weight_dtype);
-    if (!kv_dtype) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--kv-cache-dtype: '", opts.kv_cache_dtype, "' (f32, bf16 or auto)"));
-    }
-    config.kv_cache_dtype = *kv_dtype;
-  }
-  {
-    absl::StatusOr<runtime::DeviceSpec> device = runtime::ParseDevice(opts.device);
-    if (!device.ok()) return absl::InvalidArgumentError(absl::StrCat("--device: ", device.status().message()));
-    config.device = device->kind;
-    config.first_device_index = device->index;
-  }
-  config.decode_graphs = !opts.enforce_eager;
-  config.num_threads = opts.threads > 0 ? opts.threads : 1;
-  config.kv_cache_bytes = opts.kv_cache_mib << 20;
+  ASSIGN_OR_RETURN(runtime::EngineConfig config, EngineConfigOf(opts.engine, model_dir));
   config.max_num_seqs = 1;
   ASSIGN_OR_RETURN(config.parallel, ParallelLayoutOf(opts.parallel));
   if (config.parallel.num_ranks() > 1) {
@@ -290,7 +259,7 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Offline generation in one process: prompt in, text out");
   cmd->add_option("--model", opts->model_dir,
-                  "Hugging Face checkpoint directory (default: the embedded tiny model)");
+                  "Hugging Face checkpoint directory (default: the embedded default model)");
   cmd->add_option("--server", opts->server, "host:port of a Baton scheduler (default: run in-process)");
   cmd->add_option("--timeout", opts->timeout_s, "Seconds before a --server request gives up")
       ->capture_default_str();
@@ -309,21 +278,8 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0, 20));
   cmd->add_option("--dump-logits", opts->dump_logits,
                   "Write each step's logits as raw float32 [num_tokens, vocab] to this file");
-  cmd->add_option("--dtype", opts->dtype, "Weight dtype for matmuls: f32, bf16 or f16")
-      ->capture_default_str();
-  cmd->add_option("--device", opts->device,
-                  "cpu, cuda, cuda:N (rank r on device N + r) or cuda-emulated (the GPU backend's "
-                  "code on the CPU, for tests)")
-      ->capture_default_str();
-  cmd->add_flag("--enforce-eager", opts->enforce_eager,
-                "GPU devices: run every decode step op by op instead of replaying a CUDA graph");
-  cmd->add_option("--threads", opts->threads, "CPU compute threads per rank (default 1)");
+  AddEngineFlags(*cmd, &opts->engine);
   AddParallelFlags(*cmd, &opts->parallel);
-  cmd->add_option("--kv-cache-mib", opts->kv_cache_mib, "KV cache budget in MiB")->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype,
-                  "KV cache elements: f32, bf16 (half the bytes per token), or auto (bf16 for bf16 "
-                  "weights, else f32)")
-      ->capture_default_str();
   cmd->callback([opts, exit_code] {
     const absl::Status status = RunGenerate(*opts);
     if (!status.ok()) {

@@ -1,0 +1,55 @@
+#include "cli/engine_flags.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/backend/backend_registry.h"
+
+namespace baton::cli {
+
+void AddEngineFlags(CLI::App& cmd, EngineFlags* flags) {
+  cmd.add_option("--dtype", flags->dtype, "Weight dtype for matmuls: f32, bf16 or f16")
+      ->capture_default_str();
+  cmd.add_option("--device", flags->device,
+                 "cpu, cuda, cuda:N (rank r on device N + r) or cuda-emulated (the GPU backend's "
+                 "code on the CPU, for tests)")
+      ->capture_default_str();
+  cmd.add_flag("--enforce-eager", flags->enforce_eager,
+               "GPU devices: run every decode step op by op instead of replaying a CUDA graph");
+  cmd.add_option("--threads", flags->threads, "CPU compute threads per rank (default 1)");
+  cmd.add_option("--kv-cache-mib", flags->kv_cache_mib, "KV cache budget in MiB")->capture_default_str();
+  cmd.add_option("--kv-cache-dtype", flags->kv_cache_dtype,
+                 "KV cache elements: f32, bf16 (half the bytes per token), or auto (bf16 for bf16 "
+                 "weights, else f32)")
+      ->capture_default_str();
+}
+
+absl::StatusOr<runtime::EngineConfig> EngineConfigOf(const EngineFlags& flags,
+                                                     const std::filesystem::path& model_dir) {
+  runtime::EngineConfig config{.model_dir = model_dir};
+  if (flags.dtype == "bf16") {
+    config.weight_dtype = DType::kBF16;
+  } else if (flags.dtype == "f16") {
+    config.weight_dtype = DType::kF16;
+  } else if (flags.dtype != "f32") {
+    return absl::InvalidArgumentError(absl::StrCat("--dtype: '", flags.dtype, "' (f32, bf16 or f16)"));
+  }
+  const std::optional<DType> kv_dtype = KvDTypeFromName(flags.kv_cache_dtype, config.weight_dtype);
+  if (!kv_dtype) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv-cache-dtype: '", flags.kv_cache_dtype, "' (f32, bf16 or auto)"));
+  }
+  config.kv_cache_dtype = *kv_dtype;
+  absl::StatusOr<runtime::DeviceSpec> device = runtime::ParseDevice(flags.device);
+  if (!device.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--device: ", device.status().message()));
+  }
+  config.device = device->kind;
+  config.first_device_index = device->index;
+  config.decode_graphs = !flags.enforce_eager;
+  config.num_threads = flags.threads > 0 ? flags.threads : 1;
+  config.kv_cache_bytes = flags.kv_cache_mib << 20;
+  return config;
+}
+
+}  // namespace baton::cli

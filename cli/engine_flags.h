@@ -1,0 +1,31 @@
+// The flags that choose how an in-process engine computes (`baton generate`, `baton eval`): weight
+// and KV dtypes, device, threads, KV budget, graphs. One parser, so both commands say the same.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "runtime/engine/engine.h"
+
+namespace baton::cli {
+
+struct EngineFlags {
+  std::string dtype = "f32";
+  std::string kv_cache_dtype = "f32";
+  std::string device = "cpu";
+  bool enforce_eager = false;
+  int threads = 0;
+  size_t kv_cache_mib = 256;
+};
+
+// Adds --dtype, --kv-cache-dtype, --device, --enforce-eager, --threads and --kv-cache-mib.
+void AddEngineFlags(CLI::App& cmd, EngineFlags* flags);
+
+// The engine config the flags ask for on model_dir; InvalidArgument naming the flag for a bad value.
+absl::StatusOr<runtime::EngineConfig> EngineConfigOf(const EngineFlags& flags,
+                                                     const std::filesystem::path& model_dir);
+
+}  // namespace baton::cli
