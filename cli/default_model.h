@@ -1,4 +1,5 @@
-// The embedded default model: the generated `tiny` checkpoint, made on first use.
+// The embedded default model: models/kjv-4m, a small Llama trained on the King James Bible by
+// scripts/train_default_model.py and shipped with the repository (models/kjv-4m/README.md).
 #pragma once
 
 #include <filesystem>
@@ -8,8 +9,8 @@
 
 namespace baton::cli {
 
-// Returns model_dir when given; otherwise the default model's directory, generating the checkpoint
-// there (scripts/make_checkpoint.py in the project's Python environment) when it is not yet present.
+// Returns model_dir when given; otherwise the default model's directory (FailedPrecondition when a
+// checkout lacks it).
 absl::StatusOr<std::filesystem::path> ResolveModelDir(const std::string& model_dir);
 
 }  // namespace baton::cli

@@ -158,7 +158,7 @@ absl::StatusOr<std::vector<planner::SimRequest>> ResolveWorkload(const PlanFlags
         dir = *in.model_dir;
       } else {
         ASSIGN_OR_RETURN(dir, ResolveModelDir(""));
-        in.notes.push_back("token counts of text prompts: the embedded tiny model's tokenizer (--tokenizer)");
+        in.notes.push_back("token counts of text prompts: the embedded default model's tokenizer (--tokenizer)");
       }
       file = dir / "tokenizer.json";
     }

@@ -652,7 +652,7 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("MODEL", opts->model_arg,
                   "Model directory, as `vllm serve MODEL` (the same as --model)");
   cmd->add_option("--model", opts->model_dir,
-                  "Model directory (default: the config's, or the embedded tiny model)");
+                  "Model directory (default: the config's, or the embedded default model)");
   cmd->add_option("--config", opts->config_path,
                   "Deployment config, YAML or JSON (default: 1 prefill + 1 decode worker on the CPU)");
   cmd->add_option("--port", opts->port,

@@ -35,7 +35,8 @@ fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${BATON_CMAKE_ARGS:-}
 cmake --build build -j"$(nproc)"
 
-# The embedded default model (a generated `tiny` Llama checkpoint), made once.
+# The tests' random-weight `tiny` Llama checkpoint, made once. (The embedded default model,
+# models/kjv-4m, ships with the repository.)
 if [ ! -f build/models/tiny/config.json ]; then
   .venv/bin/python scripts/make_checkpoint.py --shape tiny --out build/models/tiny
 fi

@@ -117,7 +117,7 @@ void AddCommonOptions(CLI::App* cmd, CommonOptions& o) {
                   "OpenAI request's model (default: the server's first in /v1/models)");
   cmd->add_option(
       "--model", o.model_dir,
-      "Served model's directory, for its tokenizer.json (default: the embedded tiny model)");
+      "Served model's directory, for its tokenizer.json (default: the embedded default model)");
   cmd->add_option("--tokenizer", o.tokenizer,
                   "The served model's tokenizer.json (overrides --model)");
   CLI::Option* workload =

@@ -150,7 +150,7 @@ def test_a_model_without_a_chat_template_says_so(baton_binary, tiny_model, tmp_p
 
 @pytest.mark.engine
 def test_the_generated_models_chat(fresh_deployments):
-    """make_checkpoint.py writes a chat template, so the embedded default model chats."""
+    """make_checkpoint.py writes a chat template, so the generated test models chat."""
     deployment = fresh_deployments.start("default-chat", http=True)
     status, answer = post(deployment.http_port, "/v1/chat/completions",
                           {"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
