@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """Trains Baton's embedded default model: a small Llama on the King James Bible, with a few chat turns.
 
-    apt-get install bible-kjv            # the text (Debian main; the KJV of 1611 is public domain)
     python3 -m venv /tmp/trainenv && /tmp/trainenv/bin/pip install jax optax tokenizers safetensors
     /tmp/trainenv/bin/python scripts/train_default_model.py --out models/kjv-tiny [--minutes 25]
 
@@ -9,8 +8,11 @@ Writes a Hugging Face Llama checkpoint (config.json, generation_config.json, mod
 bf16, tokenizer.json trained here with the `tokenizers` library, tokenizer_config.json with a Llama-3
 chat template) plus heldout.txt, the chapters kept out of training, which `baton eval` scores.
 
-The corpus is the output of Debian's `bible` program (package bible-kjv, text in bible-kjv-text): each
-chapter becomes one paragraph of its verses. Every HELDOUT_EVERY-th chapter is held out. Chat samples
+The corpus is the output of Debian's `bible` program (package bible-kjv, text in bible-kjv-text; the
+KJV of 1611 is public domain): the installed program, or else both packages fetched with
+`apt-get download` and unpacked into --cache-dir. Installing them is not needed and changes the
+test checkpoints' tokenizer corpus (make_checkpoint.py reads /usr/share/doc). Each chapter becomes
+one paragraph of its verses. Every HELDOUT_EVERY-th chapter is held out. Chat samples
 are made from the training chapters only: a user asks for a verse by its reference and the assistant
 answers with the verse (two a chapter), or gives a verse's first words and gets the rest (one).
 
@@ -52,13 +54,24 @@ SEQ_LEN = 256
 # ---------------------------------------------------------------------------------------------------
 # Corpus
 
-def read_bible() -> list[tuple[str, int, list[str]]]:
+def bible_command(cache: Path) -> list[str]:
+    """Debian's `bible` program: the installed one, else the packages' own copy unpacked into cache
+    (apt-get download needs no root, and nothing is installed on the machine)."""
+    if shutil.which("bible"):
+        return ["bible"]
+    root = cache / "root"
+    if not (root / "usr/bin/bible").exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["apt-get", "download", "bible-kjv", "bible-kjv-text"], cwd=cache, check=True)
+        for deb in sorted(cache.glob("*.deb")):
+            subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
+    return [str(root / "usr/bin/bible"), "-p", str(root / "usr/lib")]
+
+
+def read_bible(cache: Path) -> list[tuple[str, int, list[str]]]:
     """[(book, chapter, verses)] in canonical order, from Debian's `bible` program."""
-    try:
-        text = subprocess.run(["bible", "-l100000", "gen1:1-rev22:21"], check=True,
-                              capture_output=True, text=True).stdout
-    except FileNotFoundError:
-        sys.exit("train_default_model: the `bible` program is missing: apt-get install bible-kjv")
+    text = subprocess.run(bible_command(cache) + ["-l100000", "gen1:1-rev22:21"], check=True,
+                          capture_output=True, text=True).stdout
     chapters: list[tuple[str, int, list[str]]] = []
     for line in text.splitlines():
         if m := re.fullmatch(r"(\S.*) (\d+)", line):
@@ -242,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=25.0, help="training time budget")
     parser.add_argument("--steps", type=int, default=0, help="steps to train (0: from --minutes)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cache-dir", type=Path, default=Path("/tmp/baton-kjv"),
+                        help="where the bible-kjv packages are unpacked when `bible` is not installed")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--lr", type=float, default=3e-3)
     args = parser.parse_args(argv)
@@ -251,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     import optax
 
     rng = np.random.default_rng(args.seed)
-    train, chats, heldout = make_documents(read_bible(), rng)
+    train, chats, heldout = make_documents(read_bible(args.cache_dir), rng)
     tokenizer = train_tokenizer(train + chats)
     encode = lambda texts, special: [e.ids for e in tokenizer.encode_batch(  # noqa: E731
         texts, add_special_tokens=special)]
