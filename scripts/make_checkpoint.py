@@ -351,9 +351,11 @@ def collect_corpus(max_bytes: int = CORPUS_MAX_BYTES) -> list[str]:
     return texts
 
 
-def train_tokenizer(texts: list[str], vocab_size: int):
+def train_tokenizer(texts: list[str], vocab_size: int,
+                    special_tokens: tuple[str, ...] = (BOS_TOKEN, EOS_TOKEN)):
     """A Llama-3-style byte-level BPE: Split(Llama-3 regex) + ByteLevel pre-tokenizer, ByteLevel
-    decoder, TemplateProcessing that prepends <|begin_of_text|>; specials get ids 0 and 1."""
+    decoder, TemplateProcessing that prepends <|begin_of_text|>; the specials get ids 0, 1, ... in
+    order (BOS first, EOS second)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     tokenizer = Tokenizer(models.BPE())
@@ -363,14 +365,14 @@ def train_tokenizer(texts: list[str], vocab_size: int):
     ])
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=[BOS_TOKEN, EOS_TOKEN],
+        vocab_size=vocab_size, special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tokenizer.train_from_iterator(texts, trainer)
     if tokenizer.get_vocab_size() != vocab_size:
         raise RuntimeError(f"tokenizer has {tokenizer.get_vocab_size()} tokens, want {vocab_size}: "
                            "not enough training text")
-    assert tokenizer.token_to_id(BOS_TOKEN) == BOS_TOKEN_ID
-    assert tokenizer.token_to_id(EOS_TOKEN) == EOS_TOKEN_ID
+    assert [tokenizer.token_to_id(t) for t in special_tokens] == list(range(len(special_tokens)))
+    assert special_tokens[:2] == (BOS_TOKEN, EOS_TOKEN)
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"{BOS_TOKEN} $A", pair=f"{BOS_TOKEN} $A {BOS_TOKEN}:1 $B:1",
         special_tokens=[(BOS_TOKEN, BOS_TOKEN_ID)])

@@ -25,7 +25,6 @@ may round differently on another CPU.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import shutil
@@ -40,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_checkpoint as mc  # noqa: E402  (the checkpoint writers and the tokenizer conventions)
 
 HELDOUT_EVERY = 25  # every 25th chapter (~47 of 1,189) is held out
-SPECIAL_TOKENS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
-                  "<|eot_id|>"]
+SPECIAL_TOKENS = ("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+                  "<|eot_id|>")
 EOT_ID = 4
 VOCAB_SIZE = 4096
 SHAPE = mc.ModelShape("LlamaForCausalLM", hidden_size=256, num_layers=4, num_heads=8, num_kv_heads=4,
@@ -110,27 +109,6 @@ def make_documents(chapters, rng: np.random.Generator) -> tuple[list[str], list[
         cut = max(1, len(words) // 3)
         chats.append(chat(f"Continue: {' '.join(words[:cut])}", " ".join(words[cut:])))
     return train, chats, heldout
-
-
-def train_tokenizer(texts: list[str]):
-    """Llama-3-style byte-level BPE (make_checkpoint.train_tokenizer's layout) with chat specials."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(mc.LLAMA3_PATTERN), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
-    ])
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tokenizer.train_from_iterator(texts, trainer)
-    assert [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS] == list(range(len(SPECIAL_TOKENS)))
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|>:1 $B:1",
-        special_tokens=[("<|begin_of_text|>", 0)])
-    return tokenizer
 
 
 def tokenizer_config() -> dict:
@@ -267,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rng = np.random.default_rng(args.seed)
     train, chats, heldout = make_documents(read_bible(args.cache_dir), rng)
-    tokenizer = train_tokenizer(train + chats)
+    tokenizer = mc.train_tokenizer(train + chats, VOCAB_SIZE, SPECIAL_TOKENS)
     encode = lambda texts, special: [e.ids for e in tokenizer.encode_batch(  # noqa: E731
         texts, add_special_tokens=special)]
     # Prose documents start with <|begin_of_text|> and end with <|end_of_text|>, as a served prompt
