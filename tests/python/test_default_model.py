@@ -86,27 +86,53 @@ def test_eval_refuses_bad_input_in_one_line(run_baton, tmp_path):
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+@pytest.fixture(scope="module")
+def served(baton_binary, tmp_path_factory):
+    """The default model on one colocated worker with the OpenAI API."""
+    factory = DeploymentFactory(baton_binary, MODEL, tmp_path_factory.mktemp("default-model"))
+    yield factory.start("default-model", mode="colocated", http=True)
+    problems = factory.stop_all()
+    assert not problems, "\n".join(problems)
+
+
+def post(deployment, path: str, body: dict) -> dict:
+    request = urllib.request.Request(f"http://127.0.0.1:{deployment.http_port}{path}",
+                                     data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())
+
+
 @pytest.mark.engine
-def test_chat_answers_in_kind(baton_binary, tmp_path):
-    factory = DeploymentFactory(baton_binary, MODEL, tmp_path)
-    try:
-        deployment = factory.start("default-model-chat", mode="colocated", http=True)
-        body = {"messages": [{"role": "user", "content": "What does Psalms 23:1 say?"}],
-                "max_tokens": 64, "temperature": 0.7, "seed": 1}
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{deployment.http_port}/v1/chat/completions",
-            data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=60) as response:
-            answer = json.loads(response.read())
-    finally:
-        problems = factory.stop_all()
-    assert not problems, problems
+def test_chat_answers_in_kind(served):
+    answer = post(served, "/v1/chat/completions",
+                  {"messages": [{"role": "user", "content": "What does Psalms 23:1 say?"}],
+                   "max_tokens": 64, "temperature": 0.7, "seed": 1})
     choice = answer["choices"][0]
     # It answers with a verse and ends its turn (<|eot_id|>), as its chat samples did. (Sampled, as a
     # chat client would: greedy decoding of a model this small falls into loops.)
     assert choice["finish_reason"] == "stop", answer
     ok, why = reads_as_english(choice["message"]["content"], heldout_words(), min_words=5)
     assert ok, why
+
+
+@pytest.mark.engine
+def test_the_completions_api_scores_as_baton_eval(served, run_baton):
+    """lm-evaluation-harness's way (echo, logprobs, max_tokens 0) over the served API gives the
+    in-process `baton eval` figure for the same window."""
+    from tokenizers import Tokenizer
+
+    text = (MODEL / "heldout.txt").read_text()[:4000]
+    ids = Tokenizer.from_file(str(MODEL / "tokenizer.json")).encode(text, add_special_tokens=False).ids
+    window = [0] + ids[:256]  # <|begin_of_text|> and the text's first 256 tokens
+    answer = post(served, "/v1/completions",
+                  {"prompt": window, "echo": True, "logprobs": 0, "max_tokens": 0})
+    scores = answer["choices"][0]["logprobs"]["token_logprobs"]
+    served_nll = -sum(scores[1:]) / 256
+    in_process = json.loads(run_baton("eval", "--window", "256", "--max-text-tokens", "256",
+                                      "--json").stdout)
+    assert in_process["num_scored_tokens"] == 256
+    assert served_nll == pytest.approx(in_process["mean_nll"], rel=1e-4)
 
 
 @pytest.mark.engine
