@@ -130,6 +130,17 @@ def chatbot_round(baton, model, deployment, out_dir, slo_ttft, slo_tpot, search_
             "prefix_hit_rate": max((h for h in hit_rates if h is not None), default=None)}
 
 
+def fixed_rate_round(baton, model, deployment, work, slo_ttft, slo_tpot, rate, num_requests) -> dict:
+    """One open-loop `baton bench` run of single-turn chatbot requests at `rate`: its attainment."""
+    summary = work / f"fixed-rate-{deployment.port}.json"
+    run_bench(baton, model, deployment.port,
+              ["--workload", "chatbot", "--rate", str(rate), "--num-requests", str(num_requests),
+               "--warmup", "4", "--slo-ttft", str(slo_ttft), "--slo-tpot", str(slo_tpot), "--summary-json", str(summary)])
+    s = json.loads(summary.read_text())
+    return {"rate_per_s": rate, "attainment": s["attainment"], "ttft_p90_ms": s["ttft_s"]["p90"] * 1e3,
+            "tpot_p90_ms": s["tpot_s"]["p90"] * 1e3}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baton", type=pathlib.Path, default=ROOT / "build/bin/baton")
@@ -139,6 +150,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--skip", choices=["shared-prefix", "multi-turn", "routing", "no-reuse"], action="append",
                         default=[])
+    parser.add_argument("--no-reuse-rates", default="",
+                        help="comma-separated rates: no-reuse runs open-loop at each (attainment per "
+                             "policy, finer than a search) instead of a goodput search")
+    parser.add_argument("--no-reuse-requests", type=int, default=60)
     parser.add_argument("--shared-prefix-rate", type=float, default=1.0)
     parser.add_argument("--shared-prefix-requests", type=int, default=40)
     parser.add_argument("--deployments", default="coloc-1x2,disagg-1p1d")
@@ -181,8 +196,13 @@ def main() -> int:
             for policy in ("kv_aware", "least_loaded"):
                 out_dir = args.out / f"no-reuse-{policy}-round{r}"
                 text = DEPLOYMENTS["disagg-2p1d"] + f"routing_policy: {policy}\n"
-                figures = with_deployment(text, True, lambda d: chatbot_round(
-                    args.baton, model, d, out_dir, args.slo_ttft, args.slo_tpot, args.search.split()))
+                if args.no_reuse_rates:
+                    figures = with_deployment(text, True, lambda d: [fixed_rate_round(
+                        args.baton, model, d, args.out, args.slo_ttft, args.slo_tpot, float(rate),
+                        args.no_reuse_requests) for rate in args.no_reuse_rates.split(",")])
+                else:
+                    figures = with_deployment(text, True, lambda d: chatbot_round(
+                        args.baton, model, d, out_dir, args.slo_ttft, args.slo_tpot, args.search.split()))
                 report["no_reuse"][policy].append(figures)
                 print(f"round {r} no-reuse {policy}: {figures}", file=sys.stderr)
         if "multi-turn" not in args.skip:
