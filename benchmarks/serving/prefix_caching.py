@@ -225,7 +225,14 @@ def main() -> int:
         routing["least_loaded_hit_rate_ratio_to_oracle"] = [
             a["prefix_hit_rate"] / b["prefix_hit_rate"] for a, b in zip(routing["2p1d-least-loaded"], routing["1p1d"])]
     no_reuse = report["no_reuse"]
-    if no_reuse["kv_aware"] and no_reuse["least_loaded"]:
+    if no_reuse["kv_aware"] and args.no_reuse_rates:
+        # Fixed rates: each round is a list of runs; the mean attainment per rate and policy.
+        no_reuse["mean_attainment"] = {
+            policy: {str(run["rate_per_s"]): sum(r[i]["attainment"] for r in rounds) / len(rounds)
+                     for i, run in enumerate(rounds[0])}
+            for policy, rounds in (("kv_aware", no_reuse["kv_aware"]),
+                                   ("least_loaded", no_reuse["least_loaded"]))}
+    elif no_reuse["kv_aware"] and no_reuse["least_loaded"]:
         no_reuse["goodput_ratio_kv_aware_over_least_loaded"] = [
             a["goodput_per_s"] / b["goodput_per_s"] if b["goodput_per_s"] else None
             for a, b in zip(no_reuse["kv_aware"], no_reuse["least_loaded"])]
