@@ -80,15 +80,22 @@ def measure_one(args, config: pathlib.Path, port: int, workload: str, rate: floa
     (args.out / f"{stem}.bench.txt").write_text(bench.stdout + bench.stderr)
 
 
-def measured_attainment(path: pathlib.Path) -> float:
-    match = re.search(r"^SLO attainment: ([0-9.]+)%", path.read_text(), re.M)
+def measured_attainment(path: pathlib.Path, slo_scale: float) -> float:
+    """Bench's attainment at the workload's SLOs times slo_scale (its summary sweeps a few scales)."""
+    text = path.read_text()
+    if slo_scale == 1:
+        match = re.search(r"^SLO attainment: ([0-9.]+)%", text, re.M)
+    else:
+        sweep = re.search(r"^  SLO scale: (.*)$", text, re.M)
+        match = sweep and re.search(rf"(?:^| ){slo_scale:g}x ([0-9.]+)%", sweep.group(1))
     if not match:
-        sys.exit(f"validate_attainment: no attainment line in {path}")
+        sys.exit(f"validate_attainment: no attainment at SLO scale {slo_scale:g} in {path} (bench sweeps "
+                 "0.5, 0.75, 1, 1.25, 1.5, 2, 2.5, 3)")
     return float(match.group(1))
 
 
 def predicted(args, config: pathlib.Path, workload: str, rate: float, coefficients: str) -> dict:
-    ttft_ms, tpot_ms = WORKLOADS[workload]
+    ttft_ms, tpot_ms = (slo * args.slo_scale for slo in WORKLOADS[workload])
     proc = subprocess.run(
         [baton(args.build), "plan", "--model", str(args.model), "--device", "cpu", "--dtype", args.dtype,
          "--workload", workload, "--slo-ttft", str(ttft_ms / 1e3), "--slo-tpot", str(tpot_ms / 1e3),
@@ -132,6 +139,9 @@ def main() -> None:
                         help="only the cells whose name (DEPLOYMENT-WORKLOAD-RATE) contains this")
     parser.add_argument("--coefficients", action="append", default=[],
                         help="predict: latency coefficients (repeat for one column each)")
+    parser.add_argument("--slo-scale", type=float, default=1.0,
+                        help="predict: score both sides at the workload's SLOs times this (one of the "
+                             "scales bench's summary sweeps), to put a grid's knee inside it")
     args = parser.parse_args()
     for spec in args.rates:
         workload, _, rates = spec.partition("=")
@@ -158,7 +168,7 @@ def main() -> None:
         bench = args.out / f"{stem}.bench.txt"
         if not bench.exists():
             continue
-        measured = measured_attainment(bench)
+        measured = measured_attainment(bench, args.slo_scale)
         config = config_file(args.out, name, args.model, port)
         row = [name, workload, f"{rate:g}", f"{measured:.1f}%"]
         for c in args.coefficients:
