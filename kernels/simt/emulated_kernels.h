@@ -17,6 +17,7 @@
 #include "baton/kernels/rope.h"
 #include "baton/kernels/sample.h"
 #include "baton/kernels/swiglu.h"
+#include "baton/kernels/token_bitmask.h"
 
 namespace baton::kernels {
 
@@ -35,5 +36,6 @@ absl::Status AddRmsNormEmulated(const AddRmsNormParams& params);
 absl::Status PagedAttentionSplitKvEmulated(const PagedAttentionSplitKvParams& params);
 absl::Status SampleEmulated(const SampleParams& params);
 absl::Status LogitsProcessorsEmulated(const LogitsProcessorsParams& params);
+absl::Status TokenBitmaskEmulated(const TokenBitmaskParams& params);
 
 }  // namespace baton::kernels

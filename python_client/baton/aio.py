@@ -92,7 +92,8 @@ class AsyncClient:
                  timeout: float | None = None, presence_penalty: float = 0.0,
                  frequency_penalty: float = 0.0, repetition_penalty: float = 1.0,
                  min_p: float = 0.0, logit_bias: Mapping[int, float] | None = None,
-                 min_tokens: int = 0, prompt_logprobs: int | None = None) -> AsyncGenerateStream:
+                 min_tokens: int = 0, prompt_logprobs: int | None = None,
+                 structured_outputs: Mapping[str, Any] | None = None) -> AsyncGenerateStream:
         """Starts one generation; see baton.Client.generate for the arguments."""
         chat = (None if messages is None
                 else build_chat(messages, tools, add_generation_prompt, chat_template_kwargs))
@@ -102,7 +103,8 @@ class AsyncClient:
                                 frequency_penalty=frequency_penalty,
                                 repetition_penalty=repetition_penalty, min_p=min_p,
                                 logit_bias=logit_bias, min_tokens=min_tokens,
-                                prompt_logprobs=prompt_logprobs)
+                                prompt_logprobs=prompt_logprobs,
+                                structured_outputs=structured_outputs)
         return AsyncGenerateStream(self._stub.Generate(request, timeout=self._timeout(timeout),
                                                        metadata=self._metadata))
 

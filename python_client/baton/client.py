@@ -83,7 +83,8 @@ class Client:
                  timeout: float | None = None, presence_penalty: float = 0.0,
                  frequency_penalty: float = 0.0, repetition_penalty: float = 1.0,
                  min_p: float = 0.0, logit_bias: Mapping[int, float] | None = None,
-                 min_tokens: int = 0, prompt_logprobs: int | None = None) -> GenerateStream:
+                 min_tokens: int = 0, prompt_logprobs: int | None = None,
+                 structured_outputs: Mapping[str, Any] | None = None) -> GenerateStream:
         """Starts one generation and returns its stream of Chunks. Exactly one of prompt (text),
         token_ids and messages (ValueError otherwise). messages: OpenAI-style chat messages, rendered
         by the server with the model's chat template (with tools, add_generation_prompt and
@@ -95,7 +96,9 @@ class Client:
         frequency_penalty, repetition_penalty, min_p, logit_bias, min_tokens: the logits processors,
         as baton.messages.build_request documents them. prompt_logprobs k (0..20): the first chunk's
         prompt_logprobs score every prompt token after the first (its logprob given the ones before,
-        then the k most likely there), as vLLM's prompt_logprobs."""
+        then the k most likely there), as vLLM's prompt_logprobs. structured_outputs: a constraint on
+        the output ({"json": schema}, {"regex": ...}, {"choice": [...]}, {"grammar": ...} or
+        {"json_object": True}), as baton.messages.build_request documents it."""
         chat = (None if messages is None
                 else build_chat(messages, tools, add_generation_prompt, chat_template_kwargs))
         request = build_request(prompt, token_ids, max_tokens, temperature, top_k, top_p, seed, stop,
@@ -104,7 +107,8 @@ class Client:
                                 frequency_penalty=frequency_penalty,
                                 repetition_penalty=repetition_penalty, min_p=min_p,
                                 logit_bias=logit_bias, min_tokens=min_tokens,
-                                prompt_logprobs=prompt_logprobs)
+                                prompt_logprobs=prompt_logprobs,
+                                structured_outputs=structured_outputs)
         return GenerateStream(self._stub.Generate(request, timeout=self._timeout(timeout),
                                                        metadata=self._metadata))
 

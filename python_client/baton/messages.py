@@ -130,7 +130,8 @@ def build_request(prompt: str | None = None, token_ids: Iterable[int] | None = N
                   presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
                   repetition_penalty: float = 1.0, min_p: float = 0.0,
                   logit_bias: Mapping[int, float] | None = None,
-                  min_tokens: int = 0, prompt_logprobs: int | None = None) -> pb.GenerateRequest:
+                  min_tokens: int = 0, prompt_logprobs: int | None = None,
+                  structured_outputs: Mapping[str, Any] | None = None) -> pb.GenerateRequest:
     """A GenerateRequest. Exactly one of prompt, token_ids and chat (ValueError otherwise); an empty
     prompt is sent as given, for the server to reject. max_tokens/seed None: unset (the server's
     default). The logits processors (vLLM's meanings; neutral by default, the server checks the
@@ -138,7 +139,10 @@ def build_request(prompt: str | None = None, token_ids: Iterable[int] | None = N
     repetition_penalty > 0 over prompt and generated tokens, min_p in [0, 1], logit_bias {token id:
     bias in [-100, 100]}, min_tokens: EOS, stop_token_ids and stop strings do not end the
     generation before this many tokens. prompt_logprobs k: score the prompt (vLLM's
-    prompt_logprobs), on the first chunk; None: not."""
+    prompt_logprobs), on the first chunk; None: not. structured_outputs: one constraint on the
+    output in vLLM's spelling, {"json": schema (a dict or its JSON text)}, {"regex": str}, {"choice":
+    [str, ...]}, {"grammar": EBNF str} or {"json_object": True}, with "strict": False to let objects
+    carry properties the schema does not name; None: none."""
     if [prompt is not None, token_ids is not None, chat is not None].count(True) != 1:
         raise ValueError("give exactly one of prompt, token_ids and messages")
     request = pb.GenerateRequest(request_id=request_id or "", model=model or "")
@@ -174,7 +178,29 @@ def build_request(prompt: str | None = None, token_ids: Iterable[int] | None = N
     request.stop.min_tokens = min_tokens
     if prompt_logprobs is not None:
         request.sampling.prompt_logprobs = prompt_logprobs
+    if structured_outputs:
+        _set_structured_outputs(request.sampling.structured_outputs, structured_outputs)
     return request
+
+
+def _set_structured_outputs(out: pb.StructuredOutputs, spec: Mapping[str, Any]) -> None:
+    kinds = [key for key in ("json", "regex", "choice", "grammar", "json_object") if spec.get(key) is not None]
+    unknown = set(spec) - {"json", "regex", "choice", "grammar", "json_object", "strict"}
+    if len(kinds) != 1 or unknown:
+        raise ValueError("structured_outputs: give exactly one of json, regex, choice, grammar and json_object"
+                         + (f" (unknown: {', '.join(sorted(unknown))})" if unknown else ""))
+    [kind] = kinds
+    value = spec[kind]
+    if kind == "json":
+        out.json = value if isinstance(value, str) else json.dumps(value)
+    elif kind == "choice":
+        out.choice.choices.extend(value)
+    elif kind == "json_object":
+        out.json_object = bool(value)
+    else:
+        setattr(out, kind, value)
+    if "strict" in spec:
+        out.strict = bool(spec["strict"])
 
 
 def chunk_from_proto(response: pb.GenerateResponse) -> Chunk:

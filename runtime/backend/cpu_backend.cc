@@ -107,4 +107,8 @@ absl::Status CpuBackend::LogitsProcessors(const kernels::LogitsProcessorsParams&
   return kernels::LogitsProcessorsCpu(params);
 }
 
+absl::Status CpuBackend::TokenBitmask(const kernels::TokenBitmaskParams& params) {
+  return kernels::TokenBitmaskCpu(params);
+}
+
 }  // namespace baton::runtime

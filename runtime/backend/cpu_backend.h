@@ -38,6 +38,7 @@ class CpuBackend final : public DeviceBackend {
   absl::Status AddRmsNorm(const kernels::AddRmsNormParams& params) override;
   absl::Status Sample(const kernels::SampleParams& params) override;
   absl::Status LogitsProcessors(const kernels::LogitsProcessorsParams& params) override;
+  absl::Status TokenBitmask(const kernels::TokenBitmaskParams& params) override;
 
  private:
   ThreadPool* pool_;

@@ -14,6 +14,7 @@
 #include "kernels/cuda/kv_gather.h"
 #include "kernels/cuda/kv_write.h"
 #include "kernels/cuda/logits_processors.h"
+#include "kernels/cuda/token_bitmask.h"
 #include "kernels/cuda/paged_attention_decode.h"
 #include "kernels/cuda/paged_attention_split_kv.h"
 #include "kernels/cuda/prefill_attention.h"
@@ -295,6 +296,11 @@ absl::Status CudaGpuRuntime::Launch(const kernels::SampleParams& params) {
 absl::Status CudaGpuRuntime::Launch(const kernels::LogitsProcessorsParams& params) {
   RETURN_IF_ERROR(Activate());
   return kernels::LogitsProcessors(params, stream_);
+}
+
+absl::Status CudaGpuRuntime::Launch(const kernels::TokenBitmaskParams& params) {
+  RETURN_IF_ERROR(Activate());
+  return kernels::TokenBitmask(params, stream_);
 }
 
 absl::Status CudaGpuRuntime::ReserveHalfScratch(size_t bytes) {

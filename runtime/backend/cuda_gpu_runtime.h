@@ -64,6 +64,7 @@ class CudaGpuRuntime final : public GpuRuntime {
   absl::Status Launch(const kernels::PagedAttentionSplitKvParams& params) override;
   absl::Status Launch(const kernels::SampleParams& params) override;
   absl::Status Launch(const kernels::LogitsProcessorsParams& params) override;
+  absl::Status Launch(const kernels::TokenBitmaskParams& params) override;
   absl::Status Gemm(const kernels::MatmulParams& params) override;
 
  private:

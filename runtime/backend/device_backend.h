@@ -40,6 +40,7 @@
 #include "baton/kernels/rope.h"
 #include "baton/kernels/sample.h"
 #include "baton/kernels/swiglu.h"
+#include "baton/kernels/token_bitmask.h"
 #include "runtime/backend/device_memory.h"
 
 namespace baton::runtime {
@@ -167,6 +168,9 @@ class DeviceBackend {
   // the logits before Sample, in place (logits_processors.h); the same logits on every backend.
   // The entries are validated by the caller (kernels::ValidateLogitsEntries) on the host.
   virtual absl::Status LogitsProcessors(const kernels::LogitsProcessorsParams& params) = 0;
+  // Structured outputs: each listed row's tokens that its bitmask does not allow to -inf, in place,
+  // after the logits processors and before Sample (token_bitmask.h); the same on every backend.
+  virtual absl::Status TokenBitmask(const kernels::TokenBitmaskParams& params) = 0;
 };
 
 }  // namespace baton::runtime

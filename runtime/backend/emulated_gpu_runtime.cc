@@ -520,6 +520,20 @@ absl::Status EmulatedGpuRuntime::Run(const kernels::LogitsProcessorsParams& p) {
   return kernels::LogitsProcessorsEmulated(p);
 }
 
+absl::Status EmulatedGpuRuntime::Run(const kernels::TokenBitmaskParams& p) {
+  constexpr absl::string_view kOp = "TokenBitmask";
+  RETURN_IF_ERROR(kernels::Validate(p));
+  if (p.num_masked == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckDevice(kOp, "bitmask", p.bitmask, Bytes<int32_t>(int64_t{p.num_masked} * p.bitmask_words)));
+  RETURN_IF_ERROR(CheckDevice(kOp, "rows", p.rows, Bytes<int32_t>(p.num_masked)));
+  // The logits' rows are the caller's batch; the masked ones at least reach the largest row named
+  // (the row ids are device memory here, which the emulation may read).
+  int64_t num_rows = 0;
+  for (int m = 0; m < p.num_masked; ++m) num_rows = std::max<int64_t>(num_rows, int64_t{p.rows[m]} + 1);
+  RETURN_IF_ERROR(CheckDevice(kOp, "logits", p.logits, Bytes<float>(num_rows * p.vocab_size)));
+  return kernels::TokenBitmaskEmulated(p);
+}
+
 absl::Status EmulatedGpuRuntime::Run(const kernels::MatmulParams& p) {
   constexpr absl::string_view kOp = "Matmul";  // the op the backend was asked for
   RETURN_IF_ERROR(kernels::Validate(p));

@@ -98,6 +98,7 @@ class EmulatedGpuRuntime final : public GpuRuntime {
   }
   absl::Status Launch(const kernels::SampleParams& p) override { return Enqueue(p); }
   absl::Status Launch(const kernels::LogitsProcessorsParams& p) override { return Enqueue(p); }
+  absl::Status Launch(const kernels::TokenBitmaskParams& p) override { return Enqueue(p); }
   absl::Status Gemm(const kernels::MatmulParams& p) override { return Enqueue(p); }
 
   absl::Status BeginCapture() override;
@@ -153,6 +154,7 @@ class EmulatedGpuRuntime final : public GpuRuntime {
   absl::Status Run(const kernels::PagedAttentionSplitKvParams& p);
   absl::Status Run(const kernels::SampleParams& p);
   absl::Status Run(const kernels::LogitsProcessorsParams& p);
+  absl::Status Run(const kernels::TokenBitmaskParams& p);
   absl::Status Run(const kernels::MatmulParams& p);
   // FailedPrecondition naming `op` while capturing: CUDA refuses host synchronisation in a capture.
   absl::Status CheckNotCapturing(absl::string_view op) const;

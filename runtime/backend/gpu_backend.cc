@@ -162,4 +162,8 @@ absl::Status GpuBackend::LogitsProcessors(const kernels::LogitsProcessorsParams&
   return ValidateAndLaunch(params);
 }
 
+absl::Status GpuBackend::TokenBitmask(const kernels::TokenBitmaskParams& params) {
+  return ValidateAndLaunch(params);
+}
+
 }  // namespace baton::runtime

@@ -64,6 +64,7 @@ class GpuBackend final : public DeviceBackend {
   absl::Status AddRmsNorm(const kernels::AddRmsNormParams& params) override;
   absl::Status Sample(const kernels::SampleParams& params) override;
   absl::Status LogitsProcessors(const kernels::LogitsProcessorsParams& params) override;
+  absl::Status TokenBitmask(const kernels::TokenBitmaskParams& params) override;
 
   bool SupportsGraphs() const override { return true; }
   absl::Status BeginCapture() override;

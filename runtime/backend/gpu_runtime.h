@@ -38,6 +38,7 @@
 #include "baton/kernels/rope.h"
 #include "baton/kernels/sample.h"
 #include "baton/kernels/swiglu.h"
+#include "baton/kernels/token_bitmask.h"
 #include "runtime/backend/device_memory.h"
 
 namespace baton::runtime {
@@ -137,6 +138,7 @@ class GpuRuntime {
   // A row with a NaN logit gets token -1 (the launch itself succeeds).
   virtual absl::Status Launch(const kernels::SampleParams& params) = 0;
   virtual absl::Status Launch(const kernels::LogitsProcessorsParams& params) = 0;
+  virtual absl::Status Launch(const kernels::TokenBitmaskParams& params) = 0;
   // out[m, n] = in[m, k] * weight[n, k]^T (+ bias[n]) with MatmulParams' semantics: weight f32,
   // bf16 or f16, f32 accumulation; with 16-bit weights the activations are rounded to the weights'
   // type first (as MatmulCpu does, and as a bf16 or f16 GEMM needs).

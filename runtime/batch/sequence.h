@@ -8,6 +8,7 @@
 #include "baton/kernels/sampling.h"
 #include "runtime/batch/logits_processing.h"
 #include "runtime/kv_cache/block_table.h"
+#include "runtime/structured_output/output_constraint.h"
 
 namespace baton::runtime {
 
@@ -40,6 +41,9 @@ struct GenerationParams {
   std::optional<int> num_prompt_logprobs;
   bool return_logits = false;           // full logits per token (tests, parity checks)
   bool hold_kv_after_prefill = false;   // prefill role: stop after the first token, keep the KV
+  // Structured outputs: what the generated text must match (the sampler masks every token the
+  // constraint's grammar does not allow next; the output ends once it is complete).
+  OutputConstraint constraint;
 };
 
 struct Sequence {

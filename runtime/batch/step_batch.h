@@ -29,6 +29,10 @@ struct TokenSampling {
   // The logits processors' row for this sequence (logits_processing.h), or nullptr when none
   // applies. Owned by the step's builder, alive until the step's Forward returns.
   const LogitsProcessing* processing = nullptr;
+  // Structured outputs: the tokens this sequence's grammar allows next, a bitmask of
+  // kernels::TokenBitmaskWordsFor(vocab_size) words (token_bitmask.h), or empty when unconstrained.
+  // Owned like `processing`.
+  std::span<const int32_t> token_bitmask;
 };
 
 struct StepBatch {

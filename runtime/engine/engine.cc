@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
 
 Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRanks> ranks, int max_model_len)
     : ranks_(std::move(ranks)),
+      constraints_(config.model_dir, ranks_->config().vocab_size, ranks_->config().eos_token_ids),
       block_size_(config.block_size),
       prefix_caching_(config.enable_prefix_caching),
       prefix_cache_salt_(PrefixCacheSalt(ranks_->config(), config)),
@@ -138,6 +139,11 @@ absl::Status Engine::ValidateRequest(SeqId seq_id, const std::vector<int32_t>& p
       !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("request ", seq_id, ": ", s.message()));
   }
+  if (params.constraint.active()) {
+    if (absl::Status s = constraints_.Check(params.constraint); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("request ", seq_id, ": ", s.message()));
+    }
+  }
   const int64_t total = static_cast<int64_t>(prompt_token_ids.size()) + params.max_tokens;
   if (total > max_model_len_) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -152,6 +158,7 @@ absl::StatusOr<SeqId> Engine::AddRequest(std::vector<int32_t> prompt_token_ids,
                                          std::vector<int32_t> generated_token_ids) {
   const SeqId seq_id = next_seq_id_;
   RETURN_IF_ERROR(ValidateRequest(seq_id, prompt_token_ids, generated_token_ids, params));
+  RETURN_IF_ERROR(AddConstraint(seq_id, params, generated_token_ids));
   if (!params.ignore_eos) {
     for (int32_t eos : ranks_->config().eos_token_ids) params.stop_token_ids.push_back(eos);
   }
@@ -172,10 +179,19 @@ Sequence* Engine::Find(SeqId seq_id) const {
              : it->second.get();
 }
 
+absl::Status Engine::AddConstraint(SeqId seq_id, const GenerationParams& params,
+                                   const std::vector<int32_t>& generated_token_ids) {
+  if (!params.constraint.active()) return absl::OkStatus();
+  const absl::Status added = constraints_.Add(seq_id, params.constraint, generated_token_ids);
+  if (added.ok()) return added;
+  return absl::Status(added.code(), absl::StrCat("request ", seq_id, ": ", added.message()));
+}
+
 void Engine::Erase(Sequence* seq) {
   if (seq->status == SeqStatus::kPaused) --num_paused_;
   scheduler_.Remove(seq);
   const SeqId id = seq->id;  // erase destroys seq
+  constraints_.Erase(id);
   seqs_.erase(id);
 }
 
@@ -223,6 +239,7 @@ absl::StatusOr<SeqId> Engine::AdmitPrefilled(std::vector<int32_t> prompt_token_i
     return absl::ResourceExhaustedError(absl::StrCat(
         "request ", seq_id, ": ", num_blocks, " KV blocks needed, ", allocator_.num_blocks_free(), " free"));
   }
+  RETURN_IF_ERROR(AddConstraint(seq_id, params, generated_token_ids));
   if (!params.ignore_eos) {
     for (int32_t eos : ranks_->config().eos_token_ids) params.stop_token_ids.push_back(eos);
   }
@@ -358,6 +375,10 @@ void Engine::StartStep(ScheduledStep step) {
                         &flight->processing[i]);
       sampling.processing = &flight->processing[i];
     }
+    // The grammar's mask for the token this step samples, from the tokens accepted so far.
+    if (seq->num_uncomputed_tokens() <= scheduled.q_lens[i] && constraints_.Has(seq->id)) {
+      sampling.token_bitmask = constraints_.NextTokenBitmask(seq->id);
+    }
     flight->return_logits = flight->return_logits || seq->params.num_logprobs.has_value() ||
                             seq->params.return_logits;
   }
@@ -456,6 +477,13 @@ absl::StatusOr<std::vector<TokenOutput>> Engine::TakeOutputs(const ScheduledStep
     if (seq.params.num_logprobs) out.logprobs = kernels::TopLogprobs(row, *seq.params.num_logprobs, token);
     if (seq.params.return_logits) out.logits.assign(row.begin(), row.end());
     out.finish_reason = CheckFinished(seq, token);
+    if (constraints_.Has(seq.id)) {
+      RETURN_IF_ERROR(constraints_.Accept(seq.id, token));
+      // Complete and its stop token taken: nothing more may follow (even with ignore_eos).
+      if (out.finish_reason == FinishReason::kNone && constraints_.IsTerminated(seq.id)) {
+        out.finish_reason = FinishReason::kStop;
+      }
+    }
     if (seq.ends_prefill) {
       out.prefill_start_us = seq.first_scheduled_us;
       out.num_cached_tokens = seq.num_cached_tokens;

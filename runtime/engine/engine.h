@@ -41,6 +41,7 @@
 #include "runtime/engine/step_trace.h"
 #include "runtime/kv_cache/block_allocator.h"
 #include "runtime/model/model_shard.h"
+#include "runtime/structured_output/sequence_constraints.h"
 
 namespace baton::runtime {
 
@@ -204,12 +205,18 @@ class Engine {
   void Erase(Sequence* seq);
 
   FinishReason CheckFinished(const Sequence& seq, int32_t token) const;
+  // Starts the sequence's grammar matcher, walked through the tokens generated before, when its
+  // params carry an output constraint. InvalidArgument naming the request otherwise.
+  absl::Status AddConstraint(SeqId seq_id, const GenerationParams& params,
+                             const std::vector<int32_t>& generated_token_ids);
   absl::Status ValidateRequest(SeqId seq_id, const std::vector<int32_t>& prompt_token_ids,
                                const std::vector<int32_t>& generated_token_ids,
                                const GenerationParams& params) const;
   Sequence* Find(SeqId seq_id) const;
 
   std::unique_ptr<ModelRanks> ranks_;
+  // Structured outputs' matchers; mutable: ValidateRequest compiles (and caches) the grammars.
+  mutable SequenceConstraints constraints_;
   int block_size_;
   bool prefix_caching_;
   std::string prefix_cache_salt_;

@@ -13,10 +13,11 @@ std::optional<DecodeGraphShape> DecodeGraphs::ShapeOf(const StepBatch& batch) {
       batch.num_tokens() != num_seqs || !batch.prompt_targets.empty()) {
     return std::nullopt;
   }
-  // The logits processors' op is in a step only when a sequence has some, and its entries vary in
-  // number from step to step: such a batch runs eagerly rather than under a graph without the op.
+  // The logits processors' and token bitmask ops are in a step only when a sequence has some, and
+  // their inputs vary in number from step to step: such a batch runs eagerly rather than under a
+  // graph without the op.
   for (const TokenSampling& sampling : batch.sampling) {
-    if (sampling.processing != nullptr) return std::nullopt;
+    if (sampling.processing != nullptr || !sampling.token_bitmask.empty()) return std::nullopt;
   }
   return DecodeGraphShape{
       .num_seqs = static_cast<int>(std::bit_ceil(static_cast<unsigned>(num_seqs))),

@@ -24,7 +24,8 @@ VocabHead::VocabHead(const ModelConfig& config, const ModelShard& shard,
       gathered_logits_(backend),
       sample_args_(backend),
       processor_args_(backend),
-      processed_logits_(backend) {
+      processed_logits_(backend),
+      bitmask_args_(backend) {
   if (!shard.vocab_parallel) return;
   BATON_CHECK(tp_ != nullptr && tp_->size() == shard.spec.tp_size);
   for (int r = 0; r < shard.spec.tp_size; ++r) {
@@ -174,6 +175,7 @@ absl::Status VocabHead::StageSampling(std::span<const TokenSampling> sampling, i
   staged_sampling_ = host;
   staged_num_seqs_ = num_seqs;
   RETURN_IF_ERROR(StageProcessors(sampling, num_seqs));
+  RETURN_IF_ERROR(StageBitmasks(sampling));
   if (backend_->IsHostMemory()) return absl::OkStatus();
   RETURN_IF_ERROR(sample_args_.Reserve(args.bytes));
   staged_sampling_ = sample_args_.data<std::byte>();
@@ -220,16 +222,44 @@ absl::Status VocabHead::StageProcessors(std::span<const TokenSampling> sampling,
   return backend_->CopyToDevice(staged_processors_, host, args.bytes);
 }
 
+absl::Status VocabHead::StageBitmasks(std::span<const TokenSampling> sampling) {
+  staged_num_masked_ = 0;
+  const size_t words = static_cast<size_t>(kernels::TokenBitmaskWordsFor(vocab_size_));
+  bitmask_host_.clear();
+  for (size_t s = 0; s < sampling.size(); ++s) {
+    if (sampling[s].token_bitmask.empty()) continue;
+    if (sampling[s].token_bitmask.size() != words) {
+      return absl::InvalidArgumentError(absl::StrCat("sampling: sequence ", s, "'s token bitmask has ",
+                                                     sampling[s].token_bitmask.size(), " words, not ",
+                                                     words, " for vocab_size ", vocab_size_));
+    }
+    bitmask_host_.push_back(static_cast<int32_t>(s));
+    ++staged_num_masked_;
+  }
+  if (staged_num_masked_ == 0) return absl::OkStatus();  // the step skips the op
+  for (const TokenSampling& row : sampling) {
+    bitmask_host_.insert(bitmask_host_.end(), row.token_bitmask.begin(), row.token_bitmask.end());
+  }
+  staged_bitmask_ = bitmask_host_.data();
+  if (backend_->IsHostMemory()) return absl::OkStatus();
+  const size_t bytes = sizeof(int32_t) * bitmask_host_.size();
+  RETURN_IF_ERROR(bitmask_args_.Reserve(bytes));
+  staged_bitmask_ = bitmask_args_.data<int32_t>();
+  return backend_->CopyToDevice(bitmask_args_.data<void>(), bitmask_host_.data(), bytes);
+}
+
 absl::Status VocabHead::Head(const float* h, int num_seqs) {
   RETURN_IF_ERROR(ComputeLogits(h, num_seqs));
   const float* sampled_logits = logits_.data<float>();
-  if (staged_processors_ != nullptr) {
+  if (staged_processors_ != nullptr || staged_num_masked_ > 0) {
     // On a copy of the raw logits, before temperature and the cuts, as vLLM orders them; the raw
     // ones stay for Collect: the logprobs a client sees are the model's, as vLLM's by default.
     const size_t bytes = sizeof(float) * static_cast<size_t>(num_seqs) * vocab_size_;
     RETURN_IF_ERROR(processed_logits_.Reserve(bytes));
     RETURN_IF_ERROR(backend_->CopyOnDevice(processed_logits_.data<void>(), logits_.data<void>(), bytes));
     sampled_logits = processed_logits_.data<float>();
+  }
+  if (staged_processors_ != nullptr) {
     const ProcessorArgs p(static_cast<size_t>(num_seqs), staged_num_entries_);
     std::byte* d = staged_processors_;
     RETURN_IF_ERROR(backend_->LogitsProcessors(kernels::LogitsProcessorsParams{
@@ -244,6 +274,16 @@ absl::Status VocabHead::Head(const float* h, int num_seqs) {
         .min_tokens = At<const int32_t>(d, p.min_tokens),
         .num_seqs = num_seqs,
         .vocab_size = vocab_size_}));
+  }
+  if (staged_num_masked_ > 0) {
+    // The grammar's mask last, after the processors: a bias cannot lift a token it forbids.
+    RETURN_IF_ERROR(backend_->TokenBitmask(kernels::TokenBitmaskParams{
+        .logits = processed_logits_.data<float>(),
+        .bitmask = staged_bitmask_ + staged_num_masked_,
+        .rows = staged_bitmask_,
+        .num_masked = staged_num_masked_,
+        .vocab_size = vocab_size_,
+        .bitmask_words = kernels::TokenBitmaskWordsFor(vocab_size_)}));
   }
   const SampleArgs args(static_cast<size_t>(num_seqs));
   std::byte* device = staged_sampling_;

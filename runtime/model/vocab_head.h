@@ -62,7 +62,7 @@ class VocabHead {
   // Last stage only.
   absl::Status StageSampling(std::span<const TokenSampling> sampling, int num_seqs);
   // The logits of h [num_seqs, hidden] (device), h x lm_head^T, and each sequence's next token drawn
-  // from them, through the staged logits processors (on a copy), with the staged options, the same
+  // from them, through the staged logits processors and token bitmasks (on a copy), with the staged options, the same
   // on every TP rank; device work only.
   absl::Status Head(const float* h, int num_seqs);
   // The first num_seqs tokens of the last Head on the host, and their raw logits (before the
@@ -84,6 +84,9 @@ class VocabHead {
   // or leaves staged_processors_ null when none has: Head then skips the op. InvalidArgument for
   // entries that fail kernels::ValidateLogitsEntries.
   absl::Status StageProcessors(std::span<const TokenSampling> sampling, int num_seqs);
+  // Puts the bitmasks of the sequences that have one on the device (staged_bitmask_), or leaves
+  // staged_num_masked_ 0: Head then skips the op. InvalidArgument for a bitmask of the wrong size.
+  absl::Status StageBitmasks(std::span<const TokenSampling> sampling);
   // The device address of `host`: itself on a host-memory backend, else a copy in `staging`.
   absl::StatusOr<const int32_t*> ToDevice(std::span<const int32_t> host, DeviceBuffer& staging);
   // logits_ [num_seqs, vocab_size] (device) = h x lm_head^T.
@@ -119,6 +122,11 @@ class VocabHead {
   std::vector<std::byte> processors_host_;
   DeviceBuffer processor_args_;
   DeviceBuffer processed_logits_;  // [num_seqs, vocab_size]: logits_ through the processors
+  // The TokenBitmask op's arrays: [num_masked] row ids, then [num_masked, words] bitmasks.
+  std::vector<int32_t> bitmask_host_;
+  DeviceBuffer bitmask_args_;
+  const int32_t* staged_bitmask_ = nullptr;
+  int staged_num_masked_ = 0;
 };
 
 }  // namespace baton::runtime

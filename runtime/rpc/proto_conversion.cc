@@ -51,6 +51,7 @@ absl::StatusOr<runtime::GenerationParams> GenerationParamsFromProto(const v1::Sa
     params.num_prompt_logprobs = sampling.prompt_logprobs();
   }
   LogitsProcessorsFromProto(sampling, stop, &params.logits_processors);
+  ASSIGN_OR_RETURN(params.constraint, FromProto(sampling.structured_outputs()));
   // The vocabulary is the engine's to check (it knows it); the ranges are checked here.
   RETURN_IF_ERROR(runtime::ValidateLogitsProcessorOptions(params.logits_processors, params.sampling,
                                                           params.max_tokens, /*vocab_size=*/0));
@@ -82,10 +83,60 @@ void ToProto(const runtime::GenerationParams& params, v1::SamplingParams* sampli
   for (const auto& [token_id, bias] : processors.logit_bias) {
     (*sampling->mutable_logit_bias())[token_id] = bias;
   }
+  ToProto(params.constraint, sampling->mutable_structured_outputs());
   stop->set_min_tokens(processors.min_tokens);
   stop->set_max_tokens(params.max_tokens);
   for (int32_t id : params.stop_token_ids) stop->add_stop_token_ids(id);
   stop->set_ignore_eos(params.ignore_eos);
+}
+
+absl::StatusOr<runtime::OutputConstraint> FromProto(const v1::StructuredOutputs& structured) {
+  using Kind = runtime::OutputConstraint::Kind;
+  runtime::OutputConstraint constraint;
+  constraint.strict = !structured.has_strict() || structured.strict();
+  switch (structured.constraint_case()) {
+    case v1::StructuredOutputs::kJson:
+      constraint.kind = Kind::kJsonSchema;
+      constraint.text = structured.json();
+      break;
+    case v1::StructuredOutputs::kJsonObject:
+      if (structured.json_object()) constraint.kind = Kind::kJsonObject;
+      break;
+    case v1::StructuredOutputs::kRegex:
+      constraint.kind = Kind::kRegex;
+      constraint.text = structured.regex();
+      break;
+    case v1::StructuredOutputs::kChoice:
+      if (structured.choice().choices().empty()) {
+        return absl::InvalidArgumentError("sampling.structured_outputs.choice: the list of choices is empty");
+      }
+      constraint.kind = Kind::kChoice;
+      constraint.choices.assign(structured.choice().choices().begin(), structured.choice().choices().end());
+      break;
+    case v1::StructuredOutputs::kGrammar:
+      constraint.kind = Kind::kGrammar;
+      constraint.text = structured.grammar();
+      break;
+    case v1::StructuredOutputs::CONSTRAINT_NOT_SET:
+      break;
+  }
+  return constraint;
+}
+
+void ToProto(const runtime::OutputConstraint& constraint, v1::StructuredOutputs* out) {
+  using Kind = runtime::OutputConstraint::Kind;
+  out->Clear();
+  switch (constraint.kind) {
+    case Kind::kNone: return;
+    case Kind::kJsonObject: out->set_json_object(true); break;
+    case Kind::kJsonSchema: out->set_json(constraint.text); break;
+    case Kind::kRegex: out->set_regex(constraint.text); break;
+    case Kind::kChoice:
+      for (const std::string& choice : constraint.choices) out->mutable_choice()->add_choices(choice);
+      break;
+    case Kind::kGrammar: out->set_grammar(constraint.text); break;
+  }
+  if (!constraint.strict) out->set_strict(false);
 }
 
 v1::FinishReason ToProto(runtime::FinishReason reason) {

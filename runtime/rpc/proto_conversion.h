@@ -28,6 +28,11 @@ void LogitsProcessorsFromProto(const v1::SamplingParams& sampling, const v1::Sto
 void ToProto(const runtime::GenerationParams& params, v1::SamplingParams* sampling,
              v1::StopConditions* stop);
 
+// The structured outputs' constraint (none when the message is unset). InvalidArgument for an
+// empty choice list; whether the constraint compiles is the core's to say (it knows the vocabulary).
+absl::StatusOr<runtime::OutputConstraint> FromProto(const v1::StructuredOutputs& structured);
+void ToProto(const runtime::OutputConstraint& constraint, v1::StructuredOutputs* out);
+
 v1::FinishReason ToProto(runtime::FinishReason reason);
 runtime::FinishReason FromProto(v1::FinishReason reason);
 

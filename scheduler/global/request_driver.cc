@@ -84,6 +84,13 @@ absl::StatusOr<PreparedRequest> RequestDriver::PrepareUnlogged(GenerateRequest r
           "sampling.logit_bias: token id ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
     }
   }
+  if (request.params.constraint.active()) {
+    if (!model_->constraint_compiler.ok()) return model_->constraint_compiler.status();
+    const absl::Status compiled = (*model_->constraint_compiler)->Compile(request.params.constraint).status();
+    if (!compiled.ok()) {
+      return absl::Status(compiled.code(), absl::StrCat("structured outputs: ", compiled.message()));
+    }
+  }
   const int num_prompt_tokens = static_cast<int>(prompt.size());
   if (num_prompt_tokens == 0) {
     return absl::InvalidArgumentError("prompt: no tokens");

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "baton/kernels/sampling.h"
 #include "runtime/model/model_config.h"
+#include "runtime/structured_output/constraint_compiler.h"
 #include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -31,6 +32,10 @@ struct ServedModel {
   // file has no chat_template, or the template does not parse), which a chat request is told.
   absl::StatusOr<runtime::ChatTemplate> chat_template =
       absl::NotFoundError("the served model has no chat template");
+  // Structured outputs: checks a request's constraint before it is routed (a constraint that does
+  // not compile is the client's error, answered at once); or why there is none.
+  absl::StatusOr<std::unique_ptr<runtime::ConstraintCompiler>> constraint_compiler =
+      absl::FailedPreconditionError("structured outputs are not set up for the served model");
 
   // Whether a request's `model` names this model (answers carry `name` whichever it used).
   bool IsNamed(std::string_view requested) const {

@@ -78,6 +78,7 @@ absl::StatusOr<GenerateRequest> FromProto(const v1::GenerateRequest& request) {
       .top_p = sampling.top_p() == 0 ? 1.0f : sampling.top_p(),
       .min_p = sampling.min_p()};
   rpc::LogitsProcessorsFromProto(sampling, stop, &params.logits_processors);
+  ASSIGN_OR_RETURN(params.constraint, rpc::FromProto(sampling.structured_outputs()));
   out.seed_given = sampling.has_seed();
   out.temperature_given = sampling.has_temperature();
   out.top_k_given = sampling.has_top_k();

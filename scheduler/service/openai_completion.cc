@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/common/status_macros.h"
 #include "scheduler/service/json_fields.h"
+#include "scheduler/service/openai_structured_outputs.h"
 
 namespace baton::scheduler {
 
@@ -51,12 +52,6 @@ absl::Status RefuseUnsupported(const json& body) {
       {"skip_special_tokens", true},
       {"spaces_between_special_tokens", true},
       {"return_tokens_as_token_ids", false},
-      {"guided_json", nullptr},
-      {"guided_regex", nullptr},
-      {"guided_choice", nullptr},
-      {"guided_grammar", nullptr},
-      {"structured_outputs", nullptr},
-      {"response_format", {{"type", "text"}}},
       {"truncate_prompt_tokens", nullptr},
       {"priority", 0}};
   for (const auto& [field, value] : neutral) {
@@ -122,6 +117,7 @@ absl::Status ReadSamplingFields(const json& body, std::optional<int> default_max
   if (absl::Status s = ReadNumber(body, "top_k", &top_k); !s.ok()) return s;
   if (top_k < 0) top_k = 0;  // vLLM's -1 means off
   runtime::GenerationParams& params = request->params;
+  RETURN_IF_ERROR(ReadStructuredOutputs(body, &params.constraint));
   params.max_tokens = max_tokens;
   // Absent: the endpoint's default; an explicit null: up to the context length, as vLLM reads it.
   const bool given = body.contains(max_tokens_field) && !body[max_tokens_field].is_null();

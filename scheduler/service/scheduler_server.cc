@@ -122,6 +122,8 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
                                                   : model.config.max_position_embeddings;
   model.dtype = std::string(DTypeName(options.weight_dtype));
   model.chat_template = LoadChatTemplate(options.model_dir, options.chat_template);
+  model.constraint_compiler = runtime::ConstraintCompiler::FromModelDir(
+      options.model_dir, model.config.vocab_size, model.config.eos_token_ids);
   // A template the operator named must work: refuse to start rather than serve without it.
   if (!options.chat_template.empty() && !model.chat_template.ok()) return model.chat_template.status();
   if (!model.chat_template.ok() && !absl::IsNotFound(model.chat_template.status())) {

@@ -28,9 +28,7 @@ using ::absl_testing::StatusIs;
 using ::testing::HasSubstr;
 
 std::filesystem::path WorkloadDir() {
-  const char* source = std::getenv("BATON_SOURCE_DIR");
-  return std::filesystem::path(source != nullptr ? source : BATON_TEST_SOURCE_DIR) / "benchmarks" /
-         "workloads";
+  return std::filesystem::path(BATON_TEST_SOURCE_DIR) / "benchmarks" / "workloads";
 }
 
 std::filesystem::path TempDir() {

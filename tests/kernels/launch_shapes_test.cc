@@ -20,6 +20,7 @@
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/sample.cuh"
 #include "kernels/cuda/swiglu.cuh"
+#include "kernels/cuda/token_bitmask.cuh"
 #include "kernels/simt/simt.h"
 #include "tests/testing/status_matchers.h"
 
@@ -96,6 +97,12 @@ TEST(LaunchShapesTest, SamplingTakesEveryVocabularyAndBatch) {
   LogitsProcessorsParams processors{};
   processors.num_seqs = kSeqs;
   EXPECT_THAT(simt::CheckLaunchShape(LogitsProcessorsLaunchShape(processors)), IsOk());
+  for (const int vocab : {1, 128256, kVocab}) {
+    TokenBitmaskParams bitmask{};
+    bitmask.num_masked = kSeqs;
+    bitmask.vocab_size = vocab;
+    EXPECT_THAT(simt::CheckLaunchShape(TokenBitmaskLaunchShape(bitmask)), IsOk()) << "vocab " << vocab;
+  }
 }
 
 }  // namespace

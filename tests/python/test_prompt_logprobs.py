@@ -185,7 +185,7 @@ def test_vllm_prompt_logprobs_field_with_ranks(deployments, reference):
 @pytest.mark.parametrize("body, field", [
     ({"prompt_logprobs": 1, "stream": True}, "prompt_logprobs"),
     ({"tool_choice": "auto"}, "tool_choice"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"response_format": {"type": "structural_tag"}}, "response_format"),
     ({"use_beam_search": True}, "use_beam_search"),
 ])
 def test_chat_fields_it_does_not_honour_are_refused_by_name(deployments, body, field):

@@ -22,6 +22,7 @@
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/sample.h"
 #include "kernels/cuda/swiglu.h"
+#include "kernels/cuda/token_bitmask.h"
 
 namespace baton::testing {
 
@@ -319,6 +320,19 @@ absl::Status LogitsProcessorsOnDevice(const kernels::LogitsProcessorsParams& hos
         return arrays;
       },
       &kernels::LogitsProcessors);
+}
+
+absl::Status TokenBitmaskOnDevice(const kernels::TokenBitmaskParams& host) {
+  const size_t num_masked = static_cast<size_t>(std::max(host.num_masked, 0));
+  size_t num_rows = 0;
+  for (size_t m = 0; m < num_masked; ++m) num_rows = std::max(num_rows, static_cast<size_t>(host.rows[m]) + 1);
+  return RunOnDevice<kernels::TokenBitmaskParams>(
+      host,
+      [&](kernels::TokenBitmaskParams& p) -> absl::StatusOr<DeviceArrays> {
+        return DeviceArrays{Out(p.logits, num_rows * host.vocab_size),
+                            In(p.bitmask, num_masked * host.bitmask_words), In(p.rows, num_masked)};
+      },
+      &kernels::TokenBitmask);
 }
 
 }  // namespace baton::testing

@@ -20,6 +20,7 @@
 #include "baton/kernels/rope.h"
 #include "baton/kernels/sample.h"
 #include "baton/kernels/swiglu.h"
+#include "baton/kernels/token_bitmask.h"
 
 namespace baton::testing {
 
@@ -42,5 +43,7 @@ absl::Status AddRmsNormOnDevice(const kernels::AddRmsNormParams& host_params);
 absl::Status PagedAttentionSplitKvOnDevice(const kernels::PagedAttentionSplitKvParams& host_params);
 absl::Status SampleOnDevice(const kernels::SampleParams& host_params);
 absl::Status LogitsProcessorsOnDevice(const kernels::LogitsProcessorsParams& host_params);
+// The logits rows are 0 .. the largest of `rows`.
+absl::Status TokenBitmaskOnDevice(const kernels::TokenBitmaskParams& host_params);
 
 }  // namespace baton::testing

@@ -80,6 +80,7 @@ class StagedCpuBackend final : public DeviceBackend {
   absl::Status LogitsProcessors(const kernels::LogitsProcessorsParams& p) override {
     return cpu_.LogitsProcessors(p);
   }
+  absl::Status TokenBitmask(const kernels::TokenBitmaskParams& p) override { return cpu_.TokenBitmask(p); }
 
  private:
   CpuBackend cpu_;

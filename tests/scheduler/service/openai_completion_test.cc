@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -102,8 +103,20 @@ TEST(OpenAiCompletionTest, Errors) {
       {R"({"prompt": [-2147483649]})", "'prompt': token id -2147483649 is out of range"},
       // vLLM fields this server does not honour: refused by name unless neutral.
       {R"({"prompt": "x", "use_beam_search": true})", "'use_beam_search' is not supported yet"},
-      {R"({"prompt": "x", "guided_json": {"type": "object"}})", "'guided_json' is not supported yet"},
-      {R"({"prompt": "x", "response_format": {"type": "json_object"}})", "'response_format' is not supported yet"},
+      // Structured outputs: shapes the reader refuses (whether a constraint compiles is the driver's).
+      {R"({"prompt": "x", "guided_json": 3})", "'guided_json' must be a JSON schema object"},
+      {R"({"prompt": "x", "guided_json": "{not json"})", "'guided_json': not a JSON schema"},
+      {R"({"prompt": "x", "guided_choice": []})", "'guided_choice' must be a non-empty list of strings"},
+      {R"({"prompt": "x", "guided_choice": ["a", 1]})", "'guided_choice' must be a non-empty list of strings"},
+      {R"({"prompt": "x", "guided_regex": "a", "guided_choice": ["a"]})", "'guided_regex' and 'guided_choice' both constrain"},
+      {R"({"prompt": "x", "response_format": {"type": "json_object"}, "structured_outputs": {"regex": "a"}})",
+       "'response_format' and 'structured_outputs.regex' both constrain"},
+      {R"({"prompt": "x", "response_format": {"type": "yaml"}})", "'response_format': unknown type 'yaml'"},
+      {R"({"prompt": "x", "response_format": "json"})", "'response_format' must be an object"},
+      {R"({"prompt": "x", "response_format": {"type": "json_schema"}})", "needs a 'json_schema' object"},
+      {R"({"prompt": "x", "response_format": {"type": "structural_tag"}})", "structural_tag is not supported"},
+      {R"({"prompt": "x", "structured_outputs": {"structural_tag": "{}"}})", "'structural_tag' is not supported"},
+      {R"({"prompt": "x", "structured_outputs": {"json_object": 1}})", "must be true or false"},
       {R"({"prompt": "x", "skip_special_tokens": false})", "'skip_special_tokens' is not supported yet"},
       {R"({"prompt": "x", "allowed_token_ids": [1, 2]})", "'allowed_token_ids' is not supported yet"},
       {R"({"prompt": "x", "add_special_tokens": false})", "'add_special_tokens' is not supported yet"},
@@ -115,6 +128,43 @@ TEST(OpenAiCompletionTest, Errors) {
     AnswerShape stream;
     EXPECT_THAT(CompletionToRequest(json::parse(body), &stream),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message)));
+  }
+}
+
+// Every spelling of a constraint reads into the same OutputConstraint.
+TEST(OpenAiCompletionTest, StructuredOutputsInEverySpelling) {
+  using Kind = runtime::OutputConstraint::Kind;
+  const std::string schema = R"({"properties":{"a":{"type":"integer"}},"type":"object"})";
+  const struct {
+    std::string fields;
+    runtime::OutputConstraint want;
+  } cases[] = {
+      {R"("response_format": {"type": "text"})", {}},
+      {R"("response_format": {"type": "json_object"})", {.kind = Kind::kJsonObject}},
+      {R"("response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": )" + schema + "}}",
+       {.kind = Kind::kJsonSchema, .text = schema}},
+      {R"("response_format": {"type": "json_schema", "json_schema": {"name": "n", "strict": false, "schema": )" +
+           schema + "}}",
+       {.kind = Kind::kJsonSchema, .text = schema, .strict = false}},
+      {R"("structured_outputs": {"json": )" + schema + "}", {.kind = Kind::kJsonSchema, .text = schema}},
+      {R"("guided_json": ")" + absl::StrReplaceAll(schema, {{"\"", "\\\""}}) + "\"",
+       {.kind = Kind::kJsonSchema, .text = schema}},
+      {R"("structured_outputs": {"regex": "[0-9]+", "backend": "xgrammar"})", {.kind = Kind::kRegex, .text = "[0-9]+"}},
+      {R"("guided_regex": "[0-9]+")", {.kind = Kind::kRegex, .text = "[0-9]+"}},
+      {R"("structured_outputs": {"choice": ["a", "b"]})", {.kind = Kind::kChoice, .choices = {"a", "b"}}},
+      {R"("guided_choice": ["a", "b"])", {.kind = Kind::kChoice, .choices = {"a", "b"}}},
+      {R"("structured_outputs": {"grammar": "root ::= \"a\""})", {.kind = Kind::kGrammar, .text = "root ::= \"a\""}},
+      {R"("guided_grammar": "root ::= \"a\"")", {.kind = Kind::kGrammar, .text = "root ::= \"a\""}},
+      {R"("structured_outputs": {"json_object": true})", {.kind = Kind::kJsonObject}},
+  };
+  for (const auto& [fields, want] : cases) {
+    SCOPED_TRACE(fields);
+    AnswerShape shape;
+    absl::StatusOr<GenerateRequest> request =
+        CompletionToRequest(json::parse(R"({"prompt": "x", )" + fields + "}"), &shape);
+    ASSERT_THAT(request, absl_testing::IsOk());
+    EXPECT_TRUE(request->params.constraint == want) << runtime::OutputConstraintKindName(request->params.constraint.kind)
+                                                    << " " << request->params.constraint.text;
   }
 }
 

@@ -1,0 +1,64 @@
+// SequenceConstraints: an engine's structured outputs. One matcher per constrained sequence over
+// grammars compiled once per constraint (constraint_compiler.h), and the bitmask of each
+// sequence's next token, which the sampler applies (TokenSampling::token_bitmask).
+//
+// A sequence that arrives with tokens already generated (a decode worker taking over a prefill, a
+// request replayed after its worker died) has its matcher walked through them: the state is a
+// function of the tokens, so nothing needs handing over, as with the logits processors' counts.
+//
+// The compiler loads the model's tokenizer.json on first use, so an engine that never sees a
+// constrained request never reads it. The engine thread's only: not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "runtime/structured_output/constraint_compiler.h"
+#include "runtime/structured_output/output_constraint.h"
+
+namespace baton::runtime {
+
+class SequenceConstraints {
+ public:
+  // `vocab_size`: the model's (its logits' width); `stop_token_ids`: what ends a complete output
+  // (the model's EOS ids).
+  SequenceConstraints(std::filesystem::path model_dir, int vocab_size, std::vector<int32_t> stop_token_ids);
+  ~SequenceConstraints();
+
+  // Whether `constraint` compiles: InvalidArgument naming what is wrong or unsupported, or the
+  // tokenizer's error (FailedPrecondition) when the model directory has none this can read.
+  absl::Status Check(const OutputConstraint& constraint);
+  // Starts `seq_id`'s matcher and walks it through `generated` (tokens sampled before). The errors
+  // of Check, and InvalidArgument when `generated` does not follow the grammar.
+  absl::Status Add(int64_t seq_id, const OutputConstraint& constraint, std::span<const int32_t> generated);
+  bool Has(int64_t seq_id) const { return seqs_.contains(seq_id); }
+  // The bitmask of the sequence's next token, valid until its next Accept or Erase. Pre-condition: Has.
+  std::span<const int32_t> NextTokenBitmask(int64_t seq_id);
+  // Advances past the token sampled; Internal when the grammar refuses it (a sampler that honoured
+  // the bitmask cannot draw such a token). Pre-condition: Has.
+  absl::Status Accept(int64_t seq_id, int32_t token_id);
+  // The output is complete and its stop token was taken. Pre-condition: Has.
+  bool IsTerminated(int64_t seq_id) const;
+  void Erase(int64_t seq_id) { seqs_.erase(seq_id); }
+  int num_sequences() const { return static_cast<int>(seqs_.size()); }
+
+ private:
+  absl::StatusOr<ConstraintCompiler*> Compiler();
+
+  struct SeqState {
+    ConstraintMatcher matcher;
+    std::vector<int32_t> bitmask;
+  };
+  std::filesystem::path model_dir_;
+  int vocab_size_;
+  std::vector<int32_t> stop_token_ids_;
+  std::unique_ptr<ConstraintCompiler> compiler_;  // made on first use
+  absl::flat_hash_map<int64_t, SeqState> seqs_;
+};
+
+}  // namespace baton::runtime
