@@ -55,6 +55,27 @@ inline std::map<runtime::SeqId, std::vector<int32_t>> RunSixStaggeredRequests(
   return tokens;
 }
 
+// What one request produced when its engine ran to the end: its tokens and how it finished.
+struct RunOutcome {
+  std::vector<int32_t> tokens;
+  runtime::FinishReason finish = runtime::FinishReason::kNone;
+};
+
+// Steps `engine` until it has no work; each sequence's outcome.
+inline std::map<runtime::SeqId, RunOutcome> RunToCompletion(runtime::Engine& engine) {
+  std::map<runtime::SeqId, RunOutcome> runs;
+  while (engine.HasWork()) {
+    auto outputs = engine.Step();
+    EXPECT_THAT(outputs, ::absl_testing::IsOk());
+    if (!outputs.ok()) break;
+    for (const runtime::TokenOutput& out : *outputs) {
+      runs[out.seq_id].tokens.push_back(out.token_id);
+      runs[out.seq_id].finish = out.finish_reason;
+    }
+  }
+  return runs;
+}
+
 // The held blocks of `prefill` into the blocks `decode` admitted for `seq`.
 inline void TransferKv(const runtime::Engine& prefill, const runtime::Engine::HeldKv& held,
                        runtime::Engine& decode, runtime::SeqId seq) {

@@ -27,10 +27,8 @@ using testing::Greedy;
 using testing::Prompt;
 using testing::TransferKv;
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  FinishReason finish = FinishReason::kNone;
-};
+using Outcome = testing::RunOutcome;
+using testing::RunToCompletion;
 
 class LogitsProcessorsEngineTest : public ::testing::Test {
  protected:
@@ -55,19 +53,6 @@ class LogitsProcessorsEngineTest : public ::testing::Test {
 
 
 
-  static std::map<SeqId, Outcome> RunToCompletion(Engine& engine) {
-    std::map<SeqId, Outcome> runs;
-    while (engine.HasWork()) {
-      auto outputs = engine.Step();
-      EXPECT_THAT(outputs, IsOk());
-      if (!outputs.ok()) break;
-      for (const auto& out : *outputs) {
-        runs[out.seq_id].tokens.push_back(out.token_id);
-        runs[out.seq_id].finish = out.finish_reason;
-      }
-    }
-    return runs;
-  }
 
   Outcome Generate(const std::vector<int32_t>& prompt, const GenerationParams& params,
                DeviceKind device = DeviceKind::kCpu) {

@@ -28,10 +28,8 @@ using ::absl_testing::StatusIs;
 using ::testing::HasSubstr;
 using testing::TransferKv;
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  FinishReason finish = FinishReason::kNone;
-};
+using Outcome = testing::RunOutcome;
+using testing::RunToCompletion;
 
 std::filesystem::path ModelDir() { return std::filesystem::path(BATON_TEST_SOURCE_DIR) / "models/kjv-4m"; }
 
@@ -57,19 +55,6 @@ class StructuredOutputEngineTest : public ::testing::Test {
     return engine.ok() ? std::move(*engine) : nullptr;
   }
 
-  static std::map<SeqId, Outcome> RunToCompletion(Engine& engine) {
-    std::map<SeqId, Outcome> runs;
-    while (engine.HasWork()) {
-      auto outputs = engine.Step();
-      EXPECT_THAT(outputs, IsOk());
-      if (!outputs.ok()) break;
-      for (const auto& out : *outputs) {
-        runs[out.seq_id].tokens.push_back(out.token_id);
-        runs[out.seq_id].finish = out.finish_reason;
-      }
-    }
-    return runs;
-  }
 
   static GenerationParams Sampled(OutputConstraint constraint, uint64_t seed, int max_tokens = 120) {
     GenerationParams params;
