@@ -365,19 +365,25 @@ void Engine::StartStep(ScheduledStep step) {
         .options = seq->params.sampling,
         .seed = seq->params.seed,
         .draw_idx = static_cast<uint64_t>(seq->num_generated_tokens())});
+    // A prefill chunk short of the prompt's end samples nothing.
+    const bool samples = seq->num_uncomputed_tokens() <= scheduled.q_lens[i];
+    // The grammar's mask for the token this step samples, from the tokens accepted so far.
+    const bool constrained = samples && constraints_.Has(seq->id);
+    if (constrained) sampling.token_bitmask = constraints_.NextTokenBitmask(seq->id);
     // The processors' counts come from the sequence's tokens, so a resumed or handed-over
-    // sequence gets the same ones; a prefill chunk short of the prompt's end samples nothing.
+    // sequence gets the same ones.
     const LogitsProcessorOptions& processors = seq->params.logits_processors;
-    if (seq->num_uncomputed_tokens() <= scheduled.q_lens[i] &&
-        NeedsLogitsProcessing(processors, seq->num_generated_tokens())) {
+    if (samples && NeedsLogitsProcessing(processors, seq->num_generated_tokens())) {
       seq->history.Update(seq->token_ids, seq->num_prompt_tokens);
       seq->history.Fill(processors, seq->params.stop_token_ids, seq->num_generated_tokens(),
                         &flight->processing[i]);
       sampling.processing = &flight->processing[i];
-    }
-    // The grammar's mask for the token this step samples, from the tokens accepted so far.
-    if (seq->num_uncomputed_tokens() <= scheduled.q_lens[i] && constraints_.Has(seq->id)) {
-      sampling.token_bitmask = constraints_.NextTokenBitmask(seq->id);
+      // A complete output allows its stop tokens alone: the grammar outranks min_tokens, whose
+      // mask would leave nothing to sample.
+      if (constrained && seq->num_generated_tokens() < processors.min_tokens &&
+          constraints_.OnlyStopTokensAllowed(seq->id)) {
+        flight->processing[i].min_tokens = 0;
+      }
     }
     flight->return_logits = flight->return_logits || seq->params.num_logprobs.has_value() ||
                             seq->params.return_logits;

@@ -1,5 +1,6 @@
 #include "runtime/structured_output/sequence_constraints.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -56,5 +57,13 @@ absl::Status SequenceConstraints::Accept(int64_t seq_id, int32_t token_id) {
 }
 
 bool SequenceConstraints::IsTerminated(int64_t seq_id) const { return seqs_.at(seq_id).matcher.IsTerminated(); }
+
+bool SequenceConstraints::OnlyStopTokensAllowed(int64_t seq_id) const {
+  std::vector<int32_t> others = seqs_.at(seq_id).bitmask;
+  for (int32_t stop : stop_token_ids_) {
+    if (stop >= 0 && stop < vocab_size_) others[stop / 32] &= ~static_cast<int32_t>(1u << (stop % 32));
+  }
+  return std::all_of(others.begin(), others.end(), [](int32_t word) { return word == 0; });
+}
 
 }  // namespace baton::runtime

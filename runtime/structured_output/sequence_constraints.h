@@ -44,6 +44,9 @@ class SequenceConstraints {
   absl::Status Accept(int64_t seq_id, int32_t token_id);
   // The output is complete and its stop token was taken. Pre-condition: Has.
   bool IsTerminated(int64_t seq_id) const;
+  // The last NextTokenBitmask allows stop tokens alone: the output is complete and cannot go on.
+  // Pre-condition: Has.
+  bool OnlyStopTokensAllowed(int64_t seq_id) const;
   void Erase(int64_t seq_id) { seqs_.erase(seq_id); }
   int num_sequences() const { return static_cast<int>(seqs_.size()); }
 

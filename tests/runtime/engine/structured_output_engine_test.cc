@@ -193,5 +193,21 @@ TEST_F(StructuredOutputEngineTest, TheOutputEndsOnceCompleteEvenWithIgnoreEos) {
   EXPECT_EQ(TextOf(run), "Amen");
 }
 
+// min_tokens masks the stop tokens; once the grammar is complete they are all it allows. The
+// grammar wins: the output ends there, and nothing else in the engine is disturbed.
+TEST_F(StructuredOutputEngineTest, MinTokensCannotOutlastACompleteGrammar) {
+  auto engine = MakeEngine();
+  GenerationParams params = Sampled({.kind = OutputConstraint::Kind::kChoice, .choices = {"Amen"}}, 1, 30);
+  params.logits_processors.min_tokens = 20;
+  const SeqId id = *engine->AddRequest(Prompt("Say"), params);
+  GenerationParams unconstrained = Sampled({}, 2, 10);
+  unconstrained.ignore_eos = true;
+  const SeqId other = *engine->AddRequest(Prompt("And the king said"), unconstrained);
+  std::map<SeqId, Outcome> runs = RunToCompletion(*engine);
+  EXPECT_EQ(runs[id].finish, FinishReason::kStop);
+  EXPECT_EQ(TextOf(runs[id]), "Amen");
+  EXPECT_EQ(runs[other].tokens.size(), 10u);
+}
+
 }  // namespace
 }  // namespace baton::runtime
