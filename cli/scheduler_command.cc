@@ -35,7 +35,10 @@ absl::Status RunScheduler(const std::string& config_path, const std::string& sec
       .max_model_len = config.max_model_len,
       .liveness_timeout = absl::Milliseconds(config.liveness_timeout_ms),
       .max_local_prefill_tokens = config.max_local_prefill_tokens,
-      .kv_aware_routing = config.routing_policy == scheduler::RoutingPolicy::kKvAware};
+      .kv_aware_routing = config.routing_policy == scheduler::RoutingPolicy::kKvAware,
+      .chat_reply = {.enable_auto_tool_choice = config.enable_auto_tool_choice,
+                     .tool_call_parser = config.tool_call_parser,
+                     .reasoning_parser = config.reasoning_parser}};
   if (scheduler::AdmissionEnabled(config.slo)) {
     options.admission = {.ttft_ms = config.slo.ttft_ms, .tpot_ms = config.slo.tpot_ms};
   }

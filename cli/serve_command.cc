@@ -50,6 +50,7 @@
 #include "runtime/transfer/kv_segment_names.h"
 #include "runtime/transfer/socket_io.h"
 #include "scheduler/config/deployment_config.h"
+#include "scheduler/service/openai_tools.h"
 
 namespace baton::cli {
 namespace {
@@ -93,6 +94,9 @@ struct ServeOptions {
   std::string tls_cert;     // with tls_key: the public APIs serve TLS
   std::string tls_key;
   std::string chat_template;  // empty: the config's, or the model's own
+  std::string tool_call_parser;   // empty: the config's
+  bool enable_auto_tool_choice = false;
+  std::string reasoning_parser;   // empty: the config's
   bool no_worker_restart = false;
   std::string log_level;    // handed to every process it starts
   std::string step_trace_dir;  // empty: no step traces; else one file per worker in it
@@ -285,6 +289,12 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
     return absl::NotFoundError(
         absl::StrCat("chat_template: ", config.chat_template.string(), " is not a file"));
   }
+  if (!opts.tool_call_parser.empty()) config.tool_call_parser = opts.tool_call_parser;
+  if (opts.enable_auto_tool_choice) config.enable_auto_tool_choice = true;
+  if (!opts.reasoning_parser.empty()) config.reasoning_parser = opts.reasoning_parser;
+  RETURN_IF_ERROR(scheduler::ValidateChatReplyOptions({.enable_auto_tool_choice = config.enable_auto_tool_choice,
+                                                       .tool_call_parser = config.tool_call_parser,
+                                                       .reasoning_parser = config.reasoning_parser}));
   config.model_dir = std::filesystem::absolute(config.model_dir).lexically_normal();
   if (!config.model_dir.has_filename()) config.model_dir = config.model_dir.parent_path();
   RETURN_IF_ERROR(scheduler::ValidateDeploymentConfig(config));
@@ -726,6 +736,14 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--chat-template", opts->chat_template,
                   "Jinja2 chat template file for /v1/chat/completions (default: the model's "
                   "tokenizer_config.json chat_template)");
+  cmd->add_option("--tool-call-parser", opts->tool_call_parser,
+                  "How the model writes tool calls, read back into tool_calls: hermes, llama3_json or "
+                  "mistral (as vLLM's)");
+  cmd->add_flag("--enable-auto-tool-choice", opts->enable_auto_tool_choice,
+                "tool_choice \"auto\" (the default with tools): the reply is parsed with "
+                "--tool-call-parser");
+  cmd->add_option("--reasoning-parser", opts->reasoning_parser,
+                  "Split a thinking model's <think>...</think> into reasoning_content: deepseek_r1 or qwen3");
   cmd->add_flag("--no-worker-restart", opts->no_worker_restart,
                 "Leave a worker that dies down (by default it is started again, after 1 s doubling "
                 "to 30 s while it keeps dying)");

@@ -142,7 +142,8 @@ def build_request(prompt: str | None = None, token_ids: Iterable[int] | None = N
     prompt_logprobs), on the first chunk; None: not. structured_outputs: one constraint on the
     output in vLLM's spelling, {"json": schema (a dict or its JSON text)}, {"regex": str}, {"choice":
     [str, ...]}, {"grammar": EBNF str} or {"json_object": True}, with "strict": False to let objects
-    carry properties the schema does not name; None: none."""
+    carry properties the schema does not name and "disable_any_whitespace": True for compact JSON;
+    None: none."""
     if [prompt is not None, token_ids is not None, chat is not None].count(True) != 1:
         raise ValueError("give exactly one of prompt, token_ids and messages")
     request = pb.GenerateRequest(request_id=request_id or "", model=model or "")
@@ -185,7 +186,7 @@ def build_request(prompt: str | None = None, token_ids: Iterable[int] | None = N
 
 def _set_structured_outputs(out: pb.StructuredOutputs, spec: Mapping[str, Any]) -> None:
     kinds = [key for key in ("json", "regex", "choice", "grammar", "json_object") if spec.get(key) is not None]
-    unknown = set(spec) - {"json", "regex", "choice", "grammar", "json_object", "strict"}
+    unknown = set(spec) - {"json", "regex", "choice", "grammar", "json_object", "strict", "disable_any_whitespace"}
     if len(kinds) != 1 or unknown:
         raise ValueError("structured_outputs: give exactly one of json, regex, choice, grammar and json_object"
                          + (f" (unknown: {', '.join(sorted(unknown))})" if unknown else ""))
@@ -201,6 +202,8 @@ def _set_structured_outputs(out: pb.StructuredOutputs, spec: Mapping[str, Any]) 
         setattr(out, kind, value)
     if "strict" in spec:
         out.strict = bool(spec["strict"])
+    if spec.get("disable_any_whitespace"):
+        out.any_whitespace = False
 
 
 def chunk_from_proto(response: pb.GenerateResponse) -> Chunk:

@@ -94,6 +94,7 @@ absl::StatusOr<runtime::OutputConstraint> FromProto(const v1::StructuredOutputs&
   using Kind = runtime::OutputConstraint::Kind;
   runtime::OutputConstraint constraint;
   constraint.strict = !structured.has_strict() || structured.strict();
+  constraint.any_whitespace = !structured.has_any_whitespace() || structured.any_whitespace();
   switch (structured.constraint_case()) {
     case v1::StructuredOutputs::kJson:
       constraint.kind = Kind::kJsonSchema;
@@ -137,6 +138,7 @@ void ToProto(const runtime::OutputConstraint& constraint, v1::StructuredOutputs*
     case Kind::kGrammar: out->set_grammar(constraint.text); break;
   }
   if (!constraint.strict) out->set_strict(false);
+  if (!constraint.any_whitespace) out->set_any_whitespace(false);
 }
 
 v1::FinishReason ToProto(runtime::FinishReason reason) {

@@ -169,11 +169,11 @@ absl::StatusOr<std::shared_ptr<const CompiledConstraint>> ConstraintCompiler::Co
         // An object, as OpenAI's json_object promises (xgrammar's builtin JSON grammar takes any
         // value), with whatever properties (strict mode would allow none).
         return std::make_shared<const CompiledConstraint>(CompiledConstraint{compiler.CompileJSONSchema(
-            R"({"type": "object"})", /*any_whitespace=*/true, std::nullopt, std::nullopt, /*strict_mode=*/false,
+            R"({"type": "object"})", constraint.any_whitespace, std::nullopt, std::nullopt, /*strict_mode=*/false,
             kMaxJsonWhitespace)});
       case Kind::kJsonSchema:
         return std::make_shared<const CompiledConstraint>(CompiledConstraint{compiler.CompileJSONSchema(
-            constraint.text, /*any_whitespace=*/true, std::nullopt, std::nullopt, constraint.strict,
+            constraint.text, constraint.any_whitespace, std::nullopt, std::nullopt, constraint.strict,
             kMaxJsonWhitespace)});
       case Kind::kRegex:
         return std::make_shared<const CompiledConstraint>(CompiledConstraint{compiler.CompileRegex(constraint.text)});

@@ -24,6 +24,9 @@ struct OutputConstraint {
   // kJsonSchema: false lets objects carry properties the schema does not name (OpenAI's
   // strict: false); true (the default, as xgrammar and vLLM) allows only the named ones.
   bool strict = true;
+  // JSON kinds: false writes JSON as Python's json.dumps does (", " and ": ", no other whitespace;
+  // vLLM's disable_any_whitespace); true allows whitespace between tokens (at most 16 in a row).
+  bool any_whitespace = true;
 
   bool active() const { return kind != Kind::kNone; }
   friend bool operator==(const OutputConstraint&, const OutputConstraint&) = default;

@@ -5,8 +5,9 @@
 namespace baton::runtime {
 
 TextStream::TextStream(const Tokenizer& tokenizer, std::span<const int32_t> prompt_ids,
-                       std::vector<std::string> stop_strings, int min_tokens, bool include_stop)
-    : detokenizer_(tokenizer, /*skip_special_tokens=*/true, prompt_ids),
+                       std::vector<std::string> stop_strings, int min_tokens, bool include_stop,
+                       bool skip_special_tokens)
+    : detokenizer_(tokenizer, skip_special_tokens, prompt_ids),
       stop_(std::move(stop_strings), include_stop),
       min_tokens_(min_tokens) {}
 

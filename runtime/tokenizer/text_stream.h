@@ -32,9 +32,11 @@ class TextStream {
   // prompt_ids: the text continues the prompt (a first token's leading space comes out right).
   // Empty stop strings are ignored (the front ends reject them before). min_tokens: a stop string
   // ends the generation only in the text of the ids after the first min_tokens (vLLM).
-  // include_stop: the stop string that ends the text is emitted too.
+  // include_stop: the stop string that ends the text is emitted too. skip_special_tokens false:
+  // special tokens are text like any other (a tool-call format's markers).
   TextStream(const Tokenizer& tokenizer, std::span<const int32_t> prompt_ids,
-             std::vector<std::string> stop_strings, int min_tokens = 0, bool include_stop = false);
+             std::vector<std::string> stop_strings, int min_tokens = 0, bool include_stop = false,
+             bool skip_special_tokens = true);
 
   // Feeds one generated id; returns the text that is now safe to emit (often empty). Returns ""
   // once stopped().

@@ -629,6 +629,11 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
       PathField("tls_cert", &config.tls_cert),
       PathField("tls_key", &config.tls_key),
       PathField("chat_template", &config.chat_template),
+      {"tool_call_parser",
+       [&](const YAML::Node& v, const std::string& p) { return ReadString(v, p, &config.tool_call_parser); }},
+      BoolField("enable_auto_tool_choice", &config.enable_auto_tool_choice),
+      {"reasoning_parser",
+       [&](const YAML::Node& v, const std::string& p) { return ReadString(v, p, &config.reasoning_parser); }},
       IntField("liveness_timeout_ms", &config.liveness_timeout_ms),
       {"http_max_body_bytes",
        [&](const YAML::Node& v, const std::string& p) -> absl::Status {
@@ -844,6 +849,15 @@ std::string ToYaml(const DeploymentConfig& config) {
   if (!config.chat_template.empty()) {
     out << YAML::Key << "chat_template" << YAML::Value;
     EmitString(out, config.chat_template.string());
+  }
+  if (!config.tool_call_parser.empty()) {
+    out << YAML::Key << "tool_call_parser" << YAML::Value;
+    EmitString(out, config.tool_call_parser);
+  }
+  out << YAML::Key << "enable_auto_tool_choice" << YAML::Value << config.enable_auto_tool_choice;
+  if (!config.reasoning_parser.empty()) {
+    out << YAML::Key << "reasoning_parser" << YAML::Value;
+    EmitString(out, config.reasoning_parser);
   }
   out << YAML::Key << "mode" << YAML::Value << std::string(DeploymentModeName(config.mode));
   out << YAML::Key << "block_size" << YAML::Value << config.block_size;

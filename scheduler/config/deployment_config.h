@@ -44,6 +44,11 @@
 //                                   # and cut off only if the probe goes unanswered as long too
 //   chat_template: chat.jinja       # Jinja2 chat template file for /v1/chat/completions, replacing
 //                                   # the model's tokenizer_config.json one (relative to the file)
+//   tool_call_parser: hermes        # how the model writes tool calls: hermes | llama3_json |
+//                                   # mistral (vLLM's --tool-call-parser); absent: none
+//   enable_auto_tool_choice: false  # tool_choice "auto" (the default with tools) parses the reply
+//                                   # with tool_call_parser (vLLM's --enable-auto-tool-choice)
+//   reasoning_parser: deepseek_r1   # reasoning_content from <think>...</think>: deepseek_r1 | qwen3
 //   mode: disaggregated             # disaggregated (sections prefill, decode) | colocated (colocated)
 //   block_size: 16                  # tokens per KV block, a power of two in [1, 1024]
 //   slo:                            # latency objectives; ttft_ms and tpot_ms are unset by default
@@ -212,6 +217,11 @@ struct DeploymentConfig {
   int liveness_timeout_ms = 1000;  // in [200, 600000]
   // Empty: the model's own chat template (tokenizer_config.json), if any.
   std::filesystem::path chat_template;
+  // Tool calling and reasoning on the chat API (scheduler/service/openai_tools.h); the names are
+  // checked by `baton serve`, which knows the parsers. Empty: none.
+  std::string tool_call_parser;
+  bool enable_auto_tool_choice = false;
+  std::string reasoning_parser;
   DeploymentMode mode = DeploymentMode::kDisaggregated;
   int block_size = 16;  // tokens per KV block
   SloConfig slo;

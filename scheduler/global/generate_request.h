@@ -42,6 +42,9 @@ struct GenerateRequest {
   bool top_p_given = true;
   std::vector<std::string> stop_strings;
   bool include_stop_str_in_output = false;  // the stop string that ends the text is returned too
+  // false: special tokens are part of the text (vLLM's skip_special_tokens; a tool-call parser's
+  // markers), except the one that stops the generation.
+  bool skip_special_tokens = true;
 };
 
 // Checks what the request alone can tell, in a fixed order (prompt, sampling, logprobs, max_tokens,

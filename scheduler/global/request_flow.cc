@@ -42,7 +42,8 @@ RequestFlow::RequestFlow(RequestFlowParams params, PreparedRequest prepared)
       prepared_(std::move(prepared)),
       stream_(*params_.tokenizer, EchoedRequestId(prepared_.request), prepared_.prompt,
               prepared_.request.stop_strings, prepared_.request.params.logits_processors.min_tokens,
-              prepared_.request.include_stop_str_in_output, &params_.write),
+              prepared_.request.include_stop_str_in_output, &params_.write,
+              prepared_.request.skip_special_tokens, prepared_.request.params.stop_token_ids),
       num_prompt_tokens_(static_cast<int>(prepared_.prompt.size())),
       state_(params_.disaggregated ? FlowState::kPrefilling : FlowState::kDecoding) {
   pending_.timing.arrival_us = prepared_.arrival_us;

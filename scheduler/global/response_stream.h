@@ -1,6 +1,6 @@
 // ResponseStream: turns a request's generated token ids, as the workers report them, into the
 // GenerateChunks its client receives: text through a TextStream (incremental detokenization, stop
-// strings), the token, logprob and emission-time fields, the finish reason, and on the last chunk
+// strings; special tokens skipped unless asked for), the token, logprob and emission-time fields, the finish reason, and on the last chunk
 // the prompt and the counts.
 //
 // Lifecycle: one per request; Write per batch of tokens until finished(). Not thread-safe; the
@@ -23,7 +23,8 @@ class ResponseStream {
  public:
   ResponseStream(const runtime::Tokenizer& tokenizer, std::string request_id,
                  std::vector<int32_t> prompt_ids, std::vector<std::string> stop_strings,
-                 int min_tokens, bool include_stop, const ChunkSink* write);
+                 int min_tokens, bool include_stop, const ChunkSink* write,
+                 bool skip_special_tokens = true, std::vector<int32_t> stop_token_ids = {});
 
   // Adds the tokens (with their logprobs and emission times, where given) to `chunk`, which may
   // carry timing already, and writes it. Tokens after a completed stop string are dropped, and the
@@ -40,6 +41,11 @@ class ResponseStream {
 
  private:
   runtime::TextStream text_;
+  const runtime::Tokenizer& tokenizer_;
+  // With special tokens kept in the text, the token that stopped the generation (a special token
+  // such as EOS, or one of these) is still not part of it, as in vLLM.
+  const bool skip_special_tokens_;
+  const std::vector<int32_t> stop_token_ids_;
   const std::string request_id_;
   const std::vector<int32_t> prompt_ids_;
   const ChunkSink* write_;

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "scheduler/service/chat_reply/chat_reply_parser.h"
+
 namespace baton::scheduler {
 namespace {
 
@@ -73,17 +75,31 @@ class CompletionAnswer : public AnswerChoices {
   json logprobs_ = json::object();
 };
 
-// An assistant message, streamed as deltas (the first names the role).
+// An assistant message, streamed as deltas (the first names the role). With a reply plan, its
+// text goes through a ChatReplyParser: reasoning_content, content and tool_calls.
 class ChatAnswer : public AnswerChoices {
  public:
-  ChatAnswer(const runtime::Tokenizer& tokenizer, std::optional<int> num_top_logprobs)
-      : tokenizer_(tokenizer), num_top_logprobs_(num_top_logprobs) {}
+  ChatAnswer(const runtime::Tokenizer& tokenizer, std::optional<int> num_top_logprobs, ChatReplyPlan plan)
+      : tokenizer_(tokenizer), num_top_logprobs_(num_top_logprobs), plan_(std::move(plan)) {
+    if (plan_.reasoning || plan_.tool_calls) parser_.emplace(plan_.reasoning, plan_.tool_calls);
+  }
   json StreamChoice(const GenerateChunk& chunk) override {
-    json delta = {{"content", chunk.text}};
+    json delta = json::object();
     if (first_) delta["role"] = "assistant";
     first_ = false;
+    if (!parser_) {
+      delta["content"] = chunk.text;
+    } else {
+      ChatReplyDelta parsed = parser_->Feed(chunk.text);
+      if (chunk.finish_reason != runtime::FinishReason::kNone) Append(parser_->Finish(), parsed);
+      if (!parsed.reasoning.empty()) delta["reasoning_content"] = parsed.reasoning;
+      if (!parsed.content.empty() || (parsed.reasoning.empty() && parsed.tool_calls.empty())) {
+        delta["content"] = parsed.content;
+      }
+      if (!parsed.tool_calls.empty()) delta["tool_calls"] = StreamedCalls(parsed.tool_calls);
+    }
     return {{"index", 0}, {"delta", std::move(delta)}, {"logprobs", Logprobs(chunk)},
-            {"finish_reason", FinishReasonJson(chunk.finish_reason)}};
+            {"finish_reason", Finish(chunk.finish_reason)}};
   }
   void Add(const GenerateChunk& chunk) override {
     text_ += chunk.text;
@@ -93,19 +109,72 @@ class ChatAnswer : public AnswerChoices {
     }
   }
   json BodyChoice(runtime::FinishReason finish) override {
+    json message = {{"role", "assistant"}, {"content", text_}};
+    if (parser_) {
+      ChatReplyDelta reply = parser_->Feed(text_);
+      Append(parser_->Finish(), reply);
+      json calls = WholeCalls(reply.tool_calls);
+      message["content"] = reply.content.empty() && !calls.empty() ? json(nullptr) : json(reply.content);
+      if (!calls.empty()) message["tool_calls"] = std::move(calls);
+      if (plan_.reasoning) {
+        message["reasoning_content"] = reply.reasoning.empty() ? json(nullptr) : json(reply.reasoning);
+      }
+    }
     return {{"index", 0},
-            {"message", {{"role", "assistant"}, {"content", text_}}},
+            {"message", std::move(message)},
             {"logprobs", num_top_logprobs_ ? json{{"content", content_}} : json(nullptr)},
-            {"finish_reason", FinishReasonJson(finish)}};
+            {"finish_reason", Finish(finish)}};
   }
 
  private:
+  // `more` after `into`.
+  static void Append(ChatReplyDelta more, ChatReplyDelta& into) {
+    into.reasoning += more.reasoning;
+    into.content += more.content;
+    for (ToolCallDelta& call : more.tool_calls) into.tool_calls.push_back(std::move(call));
+  }
+  static json StreamedCalls(const std::vector<ToolCallDelta>& calls) {
+    json out = json::array();
+    for (const ToolCallDelta& call : calls) {
+      json entry = {{"index", call.index}, {"function", {{"arguments", call.arguments}}}};
+      if (call.first) {
+        entry["id"] = call.id;
+        entry["type"] = "function";
+        entry["function"]["name"] = call.name;
+      }
+      out.push_back(std::move(entry));
+    }
+    return out;
+  }
+  // The calls of a whole reply, each from its deltas.
+  static json WholeCalls(const std::vector<ToolCallDelta>& deltas) {
+    json out = json::array();
+    for (const ToolCallDelta& call : deltas) {
+      if (call.first) {
+        out.push_back({{"id", call.id}, {"type", "function"},
+                       {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+      } else if (call.index < static_cast<int>(out.size())) {
+        out[call.index]["function"]["arguments"] =
+            out[call.index]["function"]["arguments"].get<std::string>() + call.arguments;
+      }
+    }
+    return out;
+  }
+  json Finish(runtime::FinishReason finish) const {
+    if (finish == runtime::FinishReason::kStop && plan_.finish_with_tool_calls && parser_ &&
+        parser_->num_calls() > 0) {
+      return "tool_calls";
+    }
+    return FinishReasonJson(finish);
+  }
   json Logprobs(const GenerateChunk& chunk) const {
     if (!num_top_logprobs_) return nullptr;
     return {{"content", ChatLogprobsContent(tokenizer_, chunk, *num_top_logprobs_)}};
   }
   const runtime::Tokenizer& tokenizer_;
   const std::optional<int> num_top_logprobs_;
+  const ChatReplyPlan plan_;
+  std::optional<ChatReplyParser> parser_;
   bool first_ = true;
   std::string text_;
   json content_ = json::array();
@@ -154,8 +223,8 @@ std::unique_ptr<AnswerChoices> MakeCompletionAnswer(const runtime::Tokenizer& to
 }
 
 std::unique_ptr<AnswerChoices> MakeChatAnswer(const runtime::Tokenizer& tokenizer,
-                                              std::optional<int> num_top_logprobs) {
-  return std::make_unique<ChatAnswer>(tokenizer, num_top_logprobs);
+                                              std::optional<int> num_top_logprobs, ChatReplyPlan plan) {
+  return std::make_unique<ChatAnswer>(tokenizer, num_top_logprobs, std::move(plan));
 }
 
 }  // namespace baton::scheduler

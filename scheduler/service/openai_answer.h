@@ -14,6 +14,7 @@
 #include "runtime/tokenizer/tokenizer.h"
 #include "scheduler/global/generate_chunk.h"
 #include "scheduler/service/openai_completion.h"
+#include "scheduler/service/openai_tools.h"
 
 namespace baton::scheduler {
 
@@ -42,9 +43,12 @@ std::unique_ptr<AnswerChoices> MakeCompletionAnswer(const runtime::Tokenizer& to
                                                     std::optional<CompletionEcho> echo = std::nullopt);
 
 // /v1/chat/completions; `num_top_logprobs` set: the chat logprobs object, {"content": [{"token",
-// "logprob", "bytes", "top_logprobs": [that many {"token", "logprob", "bytes"}]}]}.
+// "logprob", "bytes", "top_logprobs": [that many {"token", "logprob", "bytes"}]}]}. `reply`: how
+// the text becomes reasoning_content, content and tool_calls (openai_tools.h); by default all
+// content. A reply with calls under an auto or required choice finishes with "tool_calls".
 std::unique_ptr<AnswerChoices> MakeChatAnswer(const runtime::Tokenizer& tokenizer,
-                                              std::optional<int> num_top_logprobs);
+                                              std::optional<int> num_top_logprobs,
+                                              ChatReplyPlan reply = {});
 
 // One token's entries of the chat logprobs "content" list, as OpenAI spells them (exposed for tests).
 nlohmann::json ChatLogprobsContent(const runtime::Tokenizer& tokenizer, const GenerateChunk& chunk,

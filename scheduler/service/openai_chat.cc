@@ -3,11 +3,33 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/common/status_macros.h"
 #include "scheduler/service/json_fields.h"
+#include "scheduler/service/openai_structured_outputs.h"
 
 namespace baton::scheduler {
 
 using nlohmann::json;
 using nlohmann::ordered_json;
+
+namespace {
+
+// An assistant's earlier tool calls carry their arguments as JSON text; chat templates print them
+// with tojson, so they get the object (as vLLM hands them over). Text that is not JSON stays text.
+void ParseToolCallArguments(ordered_json& messages) {
+  for (ordered_json& message : messages) {
+    if (!message.contains("tool_calls") || !message["tool_calls"].is_array()) continue;
+    for (ordered_json& call : message["tool_calls"]) {
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+      ordered_json& function = call["function"];
+      if (!function.contains("arguments") || !function["arguments"].is_string()) continue;
+      ordered_json parsed = ordered_json::parse(function["arguments"].get<std::string>(), nullptr, false);
+      if (parsed.is_discarded() || !parsed.is_object()) continue;
+      if (!CheckSchemaDepth(json(parsed), "arguments").ok()) continue;  // the template walks it
+      function["arguments"] = std::move(parsed);
+    }
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<ChatPrompt> ChatPromptFromJson(const json& body, const ordered_json& ordered_body) {
   if (!body.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
@@ -15,6 +37,7 @@ absl::StatusOr<ChatPrompt> ChatPromptFromJson(const json& body, const ordered_js
   ChatPrompt chat;
   chat.messages = ordered_body["messages"];
   RETURN_IF_ERROR(ValidateChatPrompt(chat));
+  ParseToolCallArguments(chat.messages);
   chat.options.add_generation_prompt = true;
   RETURN_IF_ERROR(ReadBool(body, "add_generation_prompt", &chat.options.add_generation_prompt));
   if (body.contains("tools") && !body["tools"].is_null()) {
@@ -31,7 +54,8 @@ absl::StatusOr<ChatPrompt> ChatPromptFromJson(const json& body, const ordered_js
 }
 
 absl::StatusOr<GenerateRequest> ChatToRequest(const json& body, const ordered_json& ordered_body,
-                                              AnswerShape* shape) {
+                                              const ChatReplyOptions& reply_options, AnswerShape* shape,
+                                              ChatReplyPlan* reply) {
   if (!body.is_object()) return absl::InvalidArgumentError("the body must be a JSON object");
   GenerateRequest request;
   if (body.contains("model") && body["model"].is_string()) request.model = body["model"];
@@ -49,14 +73,8 @@ absl::StatusOr<GenerateRequest> ChatToRequest(const json& body, const ordered_js
   }
   if (logprobs) request.params.num_logprobs = top_logprobs;
   RETURN_IF_ERROR(ReadSamplingFields(body, /*default_max_tokens=*/std::nullopt, &request, shape));
-  // The reply is text: no tool-call parser turns it into tool_calls, so a choice that needs one is
-  // refused (as vLLM does without --tool-call-parser).
-  if (body.contains("tool_choice") && !body["tool_choice"].is_null() && body["tool_choice"] != "none") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'tool_choice' ", body["tool_choice"].dump(),
-        " is not supported: this server has no tool-call parser (\"none\" is; tools still reach the "
-        "chat template and the model's reply comes back as text)"));
-  }
+  // After the sampling fields: a forced tool choice is a constraint that may not meet another.
+  ASSIGN_OR_RETURN(*reply, ReadToolChoice(body, reply_options, &request));
   // The template writes the special tokens; vLLM's chat adds none of its own by default.
   if (body.contains("add_special_tokens") && body["add_special_tokens"] == true) {
     return absl::InvalidArgumentError("'add_special_tokens' is not supported yet on chat (only false)");

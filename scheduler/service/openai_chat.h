@@ -11,15 +11,19 @@
 #include "scheduler/global/chat_prompt.h"
 #include "scheduler/global/generate_request.h"
 #include "scheduler/service/openai_completion.h"
+#include "scheduler/service/openai_tools.h"
 
 namespace baton::scheduler {
 
 // `body` and `ordered_body` are the same request parsed twice: the template sees the messages and
 // tools in the client's key order (tojson prints them), everything else reads the plain form.
-// InvalidArgument for a bad field or a field this endpoint does not support yet.
+// *reply: how the reply's text becomes the message (tools and tool_choice, openai_tools.h; the
+// server's reasoning parser). InvalidArgument for a bad field or a field this endpoint does not
+// support yet.
 absl::StatusOr<GenerateRequest> ChatToRequest(const nlohmann::json& body,
                                               const nlohmann::ordered_json& ordered_body,
-                                              AnswerShape* shape);
+                                              const ChatReplyOptions& reply_options, AnswerShape* shape,
+                                              ChatReplyPlan* reply);
 
 // The conversation of a chat body (also vLLM's /tokenize with `messages`): messages, tools,
 // chat_template_kwargs, add_generation_prompt (default true). InvalidArgument for a bad field.

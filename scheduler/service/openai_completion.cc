@@ -49,7 +49,6 @@ absl::Status RefuseUnsupported(const json& body) {
       {"length_penalty", 1.0},
       {"allowed_token_ids", json::array()},
       {"bad_words", json::array()},
-      {"skip_special_tokens", true},
       {"spaces_between_special_tokens", true},
       {"return_tokens_as_token_ids", false},
       {"truncate_prompt_tokens", nullptr},
@@ -149,6 +148,7 @@ absl::Status ReadSamplingFields(const json& body, std::optional<int> default_max
   }
   if (absl::Status s = ReadBool(body, "ignore_eos", &params.ignore_eos); !s.ok()) return s;
   RETURN_IF_ERROR(ReadBool(body, "include_stop_str_in_output", &request->include_stop_str_in_output));
+  RETURN_IF_ERROR(ReadBool(body, "skip_special_tokens", &request->skip_special_tokens));
   if (body.contains("stop_token_ids") && !body["stop_token_ids"].is_null()) {
     const json& ids = body["stop_token_ids"];
     if (!ids.is_array()) return absl::InvalidArgumentError("'stop_token_ids' must be an array of token ids");

@@ -58,6 +58,7 @@ absl::Status PrepareCandidates(RequestDriver* driver, const GenerateRequest& req
 
 absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     RequestDriver* driver, WorkerStubs* stubs, const HttpServerOptions& options) {
+  RETURN_IF_ERROR(ValidateChatReplyOptions(options.chat_reply));
   if (!options.tls_cert.empty()) {
     for (const std::filesystem::path& file : {options.tls_cert, options.tls_key}) {
       RETURN_IF_ERROR(rpc::ReadPemFile(file).status());
@@ -136,13 +137,15 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     Respond(driver, stubs, req, res, std::move(plan), shape,
             {.id_prefix = "cmpl-", .object = "text_completion", .chunk_object = "text_completion"});
   });
-  http.Add("POST", "/v1/chat/completions", [driver, stubs](const HttpRequest& req, HttpResponse& res) {
+  http.Add("POST", "/v1/chat/completions", [driver, stubs, reply_options = options.chat_reply](
+                                               const HttpRequest& req, HttpResponse& res) {
     const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded()) return SendError(res, absl::InvalidArgumentError("the body is not valid JSON"));
     // Parsed again keeping key order: the chat template prints the client's tools as they came.
     const nlohmann::ordered_json ordered_body = nlohmann::ordered_json::parse(req.body, nullptr, false);
     AnswerShape shape;
-    absl::StatusOr<GenerateRequest> request = ChatToRequest(body, ordered_body, &shape);
+    ChatReplyPlan reply;
+    absl::StatusOr<GenerateRequest> request = ChatToRequest(body, ordered_body, reply_options, &shape, &reply);
     if (!request.ok()) return SendError(res, request.status());
     request->request_id = std::string(req.Header("X-Request-Id"));
     AnswerPlan plan{.best_of = shape.n, .n = shape.n};
@@ -150,8 +153,8 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
       return SendError(res, s);
     }
     const runtime::Tokenizer* tokenizer = driver->model().tokenizer.get();
-    plan.make_choices = [tokenizer, num_top_logprobs = request->params.num_logprobs](size_t) {
-      return MakeChatAnswer(*tokenizer, num_top_logprobs);
+    plan.make_choices = [tokenizer, num_top_logprobs = request->params.num_logprobs, reply](size_t) {
+      return MakeChatAnswer(*tokenizer, num_top_logprobs, reply);
     };
     Respond(driver, stubs, req, res, std::move(plan), shape,
             {.id_prefix = "chatcmpl-",

@@ -25,6 +25,7 @@
 #include "scheduler/service/grpc_worker_client.h"
 #include "scheduler/service/http_server.h"
 #include "scheduler/service/metrics.h"
+#include "scheduler/service/openai_tools.h"
 
 namespace baton::scheduler {
 
@@ -39,6 +40,8 @@ struct HttpServerOptions {
   // Served at GET /metrics (behind the API key like every path but /health); null: no /metrics.
   // Must outlive the server.
   const ServingMetrics* metrics = nullptr;
+  // Tool calling and reasoning on /v1/chat/completions (openai_tools.h).
+  ChatReplyOptions chat_reply;
 };
 
 class OpenAiHttpServer {

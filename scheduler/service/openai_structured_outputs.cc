@@ -17,11 +17,9 @@ bool Present(const json& object, const char* field) {
   return object.contains(field) && !object[field].is_null();
 }
 
-// Deeper schemas are refused before anything walks them recursively (dump, the grammar compiler):
-// a small body of nested brackets must not exhaust a thread's stack.
-constexpr int kMaxSchemaDepth = 64;
+}  // namespace
 
-absl::Status CheckDepth(const json& value, const std::string& field) {
+absl::Status CheckSchemaDepth(const json& value, const std::string& field) {
   std::vector<std::pair<const json*, int>> stack = {{&value, 1}};
   while (!stack.empty()) {
     const auto [node, depth] = stack.back();
@@ -36,11 +34,13 @@ absl::Status CheckDepth(const json& value, const std::string& field) {
   return absl::OkStatus();
 }
 
+namespace {
+
 // A JSON schema as clients send it: an object, or (vLLM's guided_json allows it) its JSON text.
 absl::StatusOr<std::string> SchemaText(const json& value, const std::string& field) {
   if (value.is_boolean()) return value.dump();
   if (value.is_object()) {
-    RETURN_IF_ERROR(CheckDepth(value, field));
+    RETURN_IF_ERROR(CheckSchemaDepth(value, field));
     return value.dump();
   }
   if (value.is_string()) {
@@ -48,7 +48,7 @@ absl::StatusOr<std::string> SchemaText(const json& value, const std::string& fie
     if (parsed.is_discarded() || !(parsed.is_object() || parsed.is_boolean())) {
       return absl::InvalidArgumentError(absl::StrCat("'", field, "': not a JSON schema (a JSON object)"));
     }
-    RETURN_IF_ERROR(CheckDepth(parsed, field));
+    RETURN_IF_ERROR(CheckSchemaDepth(parsed, field));
     return parsed.dump();
   }
   return absl::InvalidArgumentError(absl::StrCat("'", field, "' must be a JSON schema object"));
@@ -175,8 +175,14 @@ absl::Status ReadStructuredOutputs(const json& body, runtime::OutputConstraint* 
         known = true;
         RETURN_IF_ERROR(reader.Read(value, absl::StrCat("structured_outputs.", key), kind));
       }
-      // vLLM's knobs that change nothing here: the whitespace rule is xgrammar's, the backend is it.
-      if (!known && key != "disable_fallback" && key != "disable_any_whitespace" &&
+      if (key == "disable_any_whitespace") {
+        if (!value.is_boolean()) {
+          return absl::InvalidArgumentError("'structured_outputs.disable_any_whitespace' must be true or false");
+        }
+        continue;  // applied below, to whichever constraint is set
+      }
+      // vLLM's knobs that change nothing here: the backend is xgrammar whatever it names.
+      if (!known && key != "disable_fallback" &&
           key != "disable_additional_properties" && key != "whitespace_pattern" && key != "backend") {
         return absl::InvalidArgumentError(
             absl::StrCat("'structured_outputs': '", key, "' is not supported (json, regex, choice, grammar, json_object)"));
@@ -186,6 +192,10 @@ absl::Status ReadStructuredOutputs(const json& body, runtime::OutputConstraint* 
   for (const auto& [field, kind] : kFields) {
     const std::string guided = absl::StrCat("guided_", field);
     if (Present(body, guided.c_str())) RETURN_IF_ERROR(reader.Read(body[guided], guided, kind));
+  }
+  if (Present(body, "structured_outputs") && body["structured_outputs"].is_object() &&
+      body["structured_outputs"].value("disable_any_whitespace", false)) {
+    out->any_whitespace = false;
   }
   return absl::OkStatus();
 }

@@ -185,7 +185,8 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
                                                                      .tls_cert = options.tls_cert,
                                                                      .tls_key = options.tls_key,
                                                                      .limits = {.max_body_bytes = options.http_max_body_bytes},
-                                                                     .metrics = &metrics}));
+                                                                     .metrics = &metrics,
+                                                                     .chat_reply = options.chat_reply}));
   }
   const char* scheme = options.tls_cert.empty() ? "" : ", TLS";
   LogInfo(absl::StrCat("serving ", model.name, " on ", options.host, ":", port, " (gRPC", scheme, ")",

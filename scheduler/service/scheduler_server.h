@@ -22,6 +22,7 @@
 #include "kernels/common/dtype.h"
 #include "scheduler/global/admission.h"
 #include "scheduler/global/worker_registry.h"
+#include "scheduler/service/openai_tools.h"
 
 namespace baton::scheduler {
 
@@ -57,6 +58,7 @@ struct SchedulerOptions {
   int max_local_prefill_tokens = 0;  // conditional disaggregation (request_flow.h); 0: off
   bool kv_aware_routing = true;      // false: least loaded (request_flow.h)
   AdmissionPolicy admission;  // default: admit everything
+  ChatReplyOptions chat_reply;  // tool calling and reasoning on the OpenAI chat API
 };
 
 absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atomic<bool>* stop);

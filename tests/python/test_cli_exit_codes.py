@@ -51,9 +51,14 @@ def test_parse_errors_exit_two_and_say_why(run_baton, args, says):
                                           "got 1.5"),
     (("--kv-cache-dtype", "fp8"), "baton serve: --kv-cache-dtype 'fp8': expected f32, bf16 or auto"),
     (("--swap-space", "-1"), "baton serve: --swap-space: must be in [0, 1048576] GiB, got -1"),
+    (("--tool-call-parser", "xml"), "baton serve: 'xml' is not a tool-call parser (expected one of hermes, "
+                                    "llama3_json, mistral)"),
+    (("--enable-auto-tool-choice",), "baton serve: --enable-auto-tool-choice needs --tool-call-parser"),
+    (("--reasoning-parser", "o1"), "baton serve: 'o1' is not a reasoning parser"),
 ], ids=["dtype", "max-model-len-too-large", "max-model-len-0", "served-model-name-empty",
         "model-twice", "port-and-http-port", "port-clash", "tp-with-positional-model",
-        "gpu-memory-utilization", "kv-cache-dtype", "swap-space-negative"])
+        "gpu-memory-utilization", "kv-cache-dtype", "swap-space-negative", "tool-call-parser",
+        "auto-tool-choice-alone", "reasoning-parser"])
 def test_serve_vllm_flag_errors_are_one_line_and_exit_2(run_baton, tiny_model, args, line):
     proc = run_baton("serve", str(tiny_model), *args, check=False, timeout=30)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)

@@ -513,6 +513,9 @@ TEST(DeploymentConfigTest, ToYamlRoundTrips) {
   ttft_only.http_max_body_bytes = 65536;
   ttft_only.liveness_timeout_ms = 2500;
   ttft_only.chat_template = "/etc/baton/chat template.jinja";
+  ttft_only.tool_call_parser = "hermes";
+  ttft_only.enable_auto_tool_choice = true;
+  ttft_only.reasoning_parser = "qwen3";
   DeploymentConfig named = DefaultDeployment("m");
   named.max_model_len = 77;
   named.served_model_names = {"null"};  // a YAML keyword, still the string when read back

@@ -117,7 +117,7 @@ TEST(OpenAiCompletionTest, Errors) {
       {R"({"prompt": "x", "response_format": {"type": "structural_tag"}})", "structural_tag is not supported"},
       {R"({"prompt": "x", "structured_outputs": {"structural_tag": "{}"}})", "'structural_tag' is not supported"},
       {R"({"prompt": "x", "structured_outputs": {"json_object": 1}})", "must be true or false"},
-      {R"({"prompt": "x", "skip_special_tokens": false})", "'skip_special_tokens' is not supported yet"},
+      {R"({"prompt": "x", "spaces_between_special_tokens": false})", "'spaces_between_special_tokens' is not supported yet"},
       {R"({"prompt": "x", "allowed_token_ids": [1, 2]})", "'allowed_token_ids' is not supported yet"},
       {R"({"prompt": "x", "add_special_tokens": false})", "'add_special_tokens' is not supported yet"},
       {R"({"prompt": "x", "prompt_logprobs": 21})", "'prompt_logprobs' must be in [0, 20], got 21"},
