@@ -221,3 +221,47 @@ def test_bad_tool_requests_are_400s_naming_the_problem(oai):
             oai.chat.completions.create(model="kjv-4m", messages=QUESTION, max_tokens=8,
                                         extra_body=body)
         assert words in str(error.value), (body, str(error.value))
+
+
+# Llama 3's and Mistral's formats, each with its own template: the model (made to) write a call,
+# and the call sent back as history through that template (Mistral's takes only 9-character ids).
+OTHER_FORMATS = {
+    "llama3_json": ("llama3_tools_like.jinja",
+                    r'\{"name": "get_weather", "parameters": \{"city": "(Paris|Oslo|Rome)"\}\}'),
+    "mistral": ("mistral_tools_like.jinja",
+                r'\[TOOL_CALLS\] \[\{"name": "get_weather", "arguments": \{"city": "(Paris|Oslo|Rome)"\}\}\]'),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(OTHER_FORMATS))
+def other_format(request, baton_binary, tmp_path_factory):
+    template, regex = OTHER_FORMATS[request.param]
+    factory = DeploymentFactory(baton_binary, MODEL, tmp_path_factory.mktemp(f"tools-{request.param}"))
+    deployment = factory.start(f"tools-{request.param}", mode="colocated", http=True,
+                               config={"chat_template": str(QWEN3_TEMPLATE.parent / template),
+                                       "tool_call_parser": request.param, "enable_auto_tool_choice": True})
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{deployment.http_port}/v1", api_key="unused",
+                           timeout=120, max_retries=0)
+    yield request.param, client, regex
+    client.close()
+    problems = factory.stop_all()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.engine
+def test_other_formats_read_calls_and_take_them_back(other_format):
+    parser, client, regex = other_format
+    answer = ask(client, seed=4, extra_body={"structured_outputs": {"regex": regex}})
+    message = answer.choices[0].message
+    assert answer.choices[0].finish_reason == "tool_calls", message
+    [call] = message.tool_calls
+    assert call.function.name == "get_weather" and json.loads(call.function.arguments)["city"] in CITIES
+    assert len(call.id) == 9 if parser == "mistral" else call.id.startswith("call_")
+    content, _, calls, finish = streamed_message(
+        ask(client, seed=4, stream=True, extra_body={"structured_outputs": {"regex": regex}}))
+    assert (content, finish) == ("", ["tool_calls"])
+    assert [(c["name"], c["arguments"]) for c in calls] == [(call.function.name, call.function.arguments)]
+    history = [*QUESTION, message.model_dump(exclude_none=True),
+               {"role": "tool", "tool_call_id": call.id, "content": "-3 C, snow"}]
+    again = ask(client, messages=history, seed=5, max_tokens=8, tool_choice="none")
+    assert again.choices[0].finish_reason in ("stop", "length")
