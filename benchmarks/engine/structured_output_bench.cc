@@ -4,12 +4,13 @@
 //   build/bin/baton_structured_output_bench --model build/models/small
 //
 // Each round runs --batch sizes' requests (sampled, temperature 1, seeded, --output-len tokens at
-// most) twice on one engine, in turn: unconstrained, then under a JSON schema (an object of a
-// string, an enum, an integer and an array of strings, the shape of a tool call's arguments), so
-// drift of a shared machine hits both alike. Reported per batch size, medians over --rounds: the
-// wall time of a decode step that decodes the whole batch (a constrained answer may end sooner, and
-// a smaller batch costs more per token), with the masks' filling and applying included, and the
-// ratio of the two. Then the compile time of the
+// most) three times, in turn: unconstrained, then under a JSON schema (an object of a string, an
+// enum, an integer and an array of strings, the shape of a tool call's arguments) with the masks
+// filled during the forward pass (the engine's default), then the same with the masks filled on the
+// engine thread before it (a second engine), so drift of a shared machine hits all alike. Reported
+// per batch size, medians over --rounds: the wall time of a decode step that decodes the whole batch
+// (a constrained answer may end sooner, and a smaller batch costs more per token), with the masks'
+// filling and applying included, and the ratios to unconstrained. Then the compile time of the
 // schema against the model's vocabulary (a fresh compiler, so uncached), and of the compiler itself
 // (the vocabulary's preprocessing). Prints one JSON object.
 #include <cstdio>
@@ -87,26 +88,39 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batches, "Decode batch sizes");
   CLI11_PARSE(app, argc, argv);
 
-  auto engine = Engine::Create({.model_dir = model, .num_threads = threads, .kv_cache_bytes = 512ull << 20,
-                                .max_num_seqs = 64, .max_model_len = 512});
-  if (!engine.ok()) {
-    std::fprintf(stderr, "structured_output_bench: %s\n", std::string(engine.status().message()).c_str());
+  // Two engines alike but for where the masks are filled: on a helper thread during the forward
+  // pass (the default), or on the engine thread before it.
+  const baton::runtime::EngineConfig engine_config{.model_dir = model, .num_threads = threads,
+                                                   .kv_cache_bytes = 512ull << 20, .max_num_seqs = 64,
+                                                   .max_model_len = 512};
+  auto engine = Engine::Create(engine_config);
+  baton::runtime::EngineConfig before_config = engine_config;
+  before_config.fill_masks_during_forward = false;
+  auto engine_before = Engine::Create(before_config);
+  if (!engine.ok() || !engine_before.ok()) {
+    const absl::Status failed = engine.ok() ? engine_before.status() : engine.status();
+    std::fprintf(stderr, "structured_output_bench: %s\n", std::string(failed.message()).c_str());
     return 1;
   }
   nlohmann::json result = {{"model", model}, {"threads", threads}, {"rounds", rounds}};
   // One constrained warm-up: the engine's compiler and the schema's grammar are made once.
   (void)SecondsPerFullStep(**engine, 1, prompt_len, 4, true, -1);
+  (void)SecondsPerFullStep(**engine_before, 1, prompt_len, 4, true, -1);
   for (int batch : batches) {
-    std::vector<double> plain, constrained, ratio;
+    std::vector<double> plain, constrained, before, ratio, ratio_before;
     for (int round = 0; round < rounds; ++round) {
       plain.push_back(SecondsPerFullStep(**engine, batch, prompt_len, output_len, false, round));
       constrained.push_back(SecondsPerFullStep(**engine, batch, prompt_len, output_len, true, round));
+      before.push_back(SecondsPerFullStep(**engine_before, batch, prompt_len, output_len, true, round));
       ratio.push_back(constrained.back() / plain.back());
+      ratio_before.push_back(before.back() / plain.back());
     }
     result["batches"].push_back({{"batch", batch},
                                  {"unconstrained_ms_per_step", 1e3 * Median(plain)},
                                  {"constrained_ms_per_step", 1e3 * Median(constrained)},
-                                 {"ratio_median", Median(ratio)}});
+                                 {"constrained_masks_before_forward_ms_per_step", 1e3 * Median(before)},
+                                 {"ratio_median", Median(ratio)},
+                                 {"ratio_masks_before_forward_median", Median(ratio_before)}});
   }
   const auto config = (*engine)->model_config();
   const auto compiler_start = Clock::now();

@@ -17,6 +17,7 @@
 
 #include "baton/kernels/sampling.h"
 #include "runtime/batch/logits_processing.h"
+#include "runtime/batch/pending_fill.h"
 
 namespace baton::runtime {
 
@@ -33,6 +34,9 @@ struct TokenSampling {
   // kernels::TokenBitmaskWordsFor(vocab_size) words (token_bitmask.h), or empty when unconstrained.
   // Owned like `processing`.
   std::span<const int32_t> token_bitmask;
+  // When set, token_bitmask is still being filled as the step starts: read it only once this is
+  // done (it is filled while the forward pass runs). Owned like `processing`.
+  const PendingFill* token_bitmask_fill = nullptr;
 };
 
 struct StepBatch {

@@ -77,6 +77,7 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRanks> ranks, in
       constraints_(config.model_dir, ranks_->config().vocab_size, ranks_->config().eos_token_ids),
       block_size_(config.block_size),
       prefix_caching_(config.enable_prefix_caching),
+      fill_masks_during_forward_(config.fill_masks_during_forward),
       prefix_cache_salt_(PrefixCacheSalt(ranks_->config(), config)),
       max_model_len_(max_model_len),
       allocator_(ranks_->num_blocks()),
@@ -359,6 +360,7 @@ void Engine::StartStep(ScheduledStep step) {
   flight->sampling.clear();
   flight->processing.resize(scheduled.seqs.size());  // sized before any pointer into it is taken
   flight->return_logits = false;
+  std::vector<size_t> filled_later;  // rows whose bitmask is filled while the forward pass runs
   for (size_t i = 0; i < scheduled.seqs.size(); ++i) {
     Sequence* seq = scheduled.seqs[i];
     TokenSampling& sampling = flight->sampling.emplace_back(TokenSampling{
@@ -367,12 +369,20 @@ void Engine::StartStep(ScheduledStep step) {
         .draw_idx = static_cast<uint64_t>(seq->num_generated_tokens())});
     // A prefill chunk short of the prompt's end samples nothing.
     const bool samples = seq->num_uncomputed_tokens() <= scheduled.q_lens[i];
-    // The grammar's mask for the token this step samples, from the tokens accepted so far.
+    // The grammar's mask for the token this step samples, from the tokens accepted so far: filled
+    // during the forward pass, or now when the min_tokens rule below must read it.
+    const LogitsProcessorOptions& processors = seq->params.logits_processors;
     const bool constrained = samples && constraints_.Has(seq->id);
-    if (constrained) sampling.token_bitmask = constraints_.NextTokenBitmask(seq->id);
+    if (constrained && seq->num_generated_tokens() < processors.min_tokens) {
+      sampling.token_bitmask = constraints_.NextTokenBitmask(seq->id);
+    } else if (constrained && fill_masks_during_forward_) {
+      sampling.token_bitmask = constraints_.BitmaskOf(seq->id);
+      filled_later.push_back(i);
+    } else if (constrained) {
+      sampling.token_bitmask = constraints_.NextTokenBitmask(seq->id);
+    }
     // The processors' counts come from the sequence's tokens, so a resumed or handed-over
     // sequence gets the same ones.
-    const LogitsProcessorOptions& processors = seq->params.logits_processors;
     if (samples && NeedsLogitsProcessing(processors, seq->num_generated_tokens())) {
       seq->history.Update(seq->token_ids, seq->num_prompt_tokens);
       seq->history.Fill(processors, seq->params.stop_token_ids, seq->num_generated_tokens(),
@@ -387,6 +397,13 @@ void Engine::StartStep(ScheduledStep step) {
     }
     flight->return_logits = flight->return_logits || seq->params.num_logprobs.has_value() ||
                             seq->params.return_logits;
+  }
+  flight->bitmask_fill.reset();
+  if (!filled_later.empty()) {
+    std::vector<int64_t> ids;
+    for (size_t i : filled_later) ids.push_back(scheduled.seqs[i]->id);
+    flight->bitmask_fill = constraints_.FillBitmasksAsync(ids);
+    for (size_t i : filled_later) flight->sampling[i].token_bitmask_fill = flight->bitmask_fill.get();
   }
   if (step_observer_) {
     StepRecord& record = flight->record;

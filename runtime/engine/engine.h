@@ -76,6 +76,10 @@ struct EngineConfig {
   // Full KV blocks outlive their sequences and serve later prompts with the same prefix
   // (step_scheduler.h), as vLLM's automatic prefix caching, on by default there too.
   bool enable_prefix_caching = true;
+  // Structured outputs: a step's grammar bitmasks are filled on a helper thread while its forward
+  // pass runs (sequence_constraints.h); false fills them on the engine thread before it (the
+  // baseline benchmarks/engine/structured_output_bench.cc measures against).
+  bool fill_masks_during_forward = true;
 };
 
 struct TokenOutput {
@@ -193,6 +197,9 @@ class Engine {
     ScheduledStep step;
     std::vector<TokenSampling> sampling;        // [num_seqs]
     std::vector<LogitsProcessing> processing;   // [num_seqs]: what sampling[i].processing views
+    // The grammars' bitmasks of this step, filled while its forward pass runs (what
+    // sampling[i].token_bitmask_fill points to); null when none is.
+    std::shared_ptr<const PendingFill> bitmask_fill;
     bool return_logits = false;
     StepRecord record;  // its shape and start, for the step observer
   };
@@ -219,6 +226,7 @@ class Engine {
   mutable SequenceConstraints constraints_;
   int block_size_;
   bool prefix_caching_;
+  bool fill_masks_during_forward_;
   std::string prefix_cache_salt_;
   int max_model_len_;
   BlockAllocator allocator_;

@@ -224,8 +224,10 @@ absl::Status VocabHead::StageProcessors(std::span<const TokenSampling> sampling,
 
 absl::Status VocabHead::StageBitmasks(std::span<const TokenSampling> sampling) {
   staged_num_masked_ = 0;
+  staged_bitmask_ = nullptr;
+  masked_rows_.clear();
   const size_t words = static_cast<size_t>(kernels::TokenBitmaskWordsFor(vocab_size_));
-  bitmask_host_.clear();
+  bool all_filled = true;
   for (size_t s = 0; s < sampling.size(); ++s) {
     if (sampling[s].token_bitmask.empty()) continue;
     if (sampling[s].token_bitmask.size() != words) {
@@ -233,12 +235,20 @@ absl::Status VocabHead::StageBitmasks(std::span<const TokenSampling> sampling) {
                                                      sampling[s].token_bitmask.size(), " words, not ",
                                                      words, " for vocab_size ", vocab_size_));
     }
-    bitmask_host_.push_back(static_cast<int32_t>(s));
-    ++staged_num_masked_;
+    masked_rows_.push_back({static_cast<int32_t>(s), sampling[s].token_bitmask, sampling[s].token_bitmask_fill});
+    all_filled = all_filled && (sampling[s].token_bitmask_fill == nullptr || sampling[s].token_bitmask_fill->done());
   }
-  if (staged_num_masked_ == 0) return absl::OkStatus();  // the step skips the op
-  for (const TokenSampling& row : sampling) {
-    bitmask_host_.insert(bitmask_host_.end(), row.token_bitmask.begin(), row.token_bitmask.end());
+  staged_num_masked_ = static_cast<int>(masked_rows_.size());
+  if (staged_num_masked_ == 0 || !all_filled) return absl::OkStatus();  // nothing, or Head's to do
+  return UploadBitmasks();
+}
+
+absl::Status VocabHead::UploadBitmasks() {
+  bitmask_host_.clear();
+  for (const MaskedRow& masked : masked_rows_) bitmask_host_.push_back(masked.row);
+  for (const MaskedRow& masked : masked_rows_) {
+    if (masked.fill != nullptr) RETURN_IF_ERROR(masked.fill->Wait());
+    bitmask_host_.insert(bitmask_host_.end(), masked.bitmask.begin(), masked.bitmask.end());
   }
   staged_bitmask_ = bitmask_host_.data();
   if (backend_->IsHostMemory()) return absl::OkStatus();
@@ -277,6 +287,7 @@ absl::Status VocabHead::Head(const float* h, int num_seqs) {
   }
   if (staged_num_masked_ > 0) {
     // The grammar's mask last, after the processors: a bias cannot lift a token it forbids.
+    if (staged_bitmask_ == nullptr) RETURN_IF_ERROR(UploadBitmasks());  // filled during the forward
     RETURN_IF_ERROR(backend_->TokenBitmask(kernels::TokenBitmaskParams{
         .logits = processed_logits_.data<float>(),
         .bitmask = staged_bitmask_ + staged_num_masked_,

@@ -84,9 +84,12 @@ class VocabHead {
   // or leaves staged_processors_ null when none has: Head then skips the op. InvalidArgument for
   // entries that fail kernels::ValidateLogitsEntries.
   absl::Status StageProcessors(std::span<const TokenSampling> sampling, int num_seqs);
-  // Puts the bitmasks of the sequences that have one on the device (staged_bitmask_), or leaves
-  // staged_num_masked_ 0: Head then skips the op. InvalidArgument for a bitmask of the wrong size.
+  // Notes the sequences that have a bitmask (staged_num_masked_; 0: Head skips the op) and puts
+  // their bitmasks on the device now, or, while one is still being filled (token_bitmask_fill),
+  // leaves that to Head, which waits for it. InvalidArgument for a bitmask of the wrong size.
   absl::Status StageBitmasks(std::span<const TokenSampling> sampling);
+  // Waits for the noted bitmasks' fills and puts them on the device (staged_bitmask_).
+  absl::Status UploadBitmasks();
   // The device address of `host`: itself on a host-memory backend, else a copy in `staging`.
   absl::StatusOr<const int32_t*> ToDevice(std::span<const int32_t> host, DeviceBuffer& staging);
   // logits_ [num_seqs, vocab_size] (device) = h x lm_head^T.
@@ -123,9 +126,15 @@ class VocabHead {
   DeviceBuffer processor_args_;
   DeviceBuffer processed_logits_;  // [num_seqs, vocab_size]: logits_ through the processors
   // The TokenBitmask op's arrays: [num_masked] row ids, then [num_masked, words] bitmasks.
+  struct MaskedRow {
+    int32_t row;
+    std::span<const int32_t> bitmask;
+    const PendingFill* fill;  // nullptr: filled already
+  };
+  std::vector<MaskedRow> masked_rows_;
   std::vector<int32_t> bitmask_host_;
   DeviceBuffer bitmask_args_;
-  const int32_t* staged_bitmask_ = nullptr;
+  const int32_t* staged_bitmask_ = nullptr;  // null until uploaded
   int staged_num_masked_ = 0;
 };
 

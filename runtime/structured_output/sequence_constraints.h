@@ -6,8 +6,12 @@
 // request replayed after its worker died) has its matcher walked through them: the state is a
 // function of the tokens, so nothing needs handing over, as with the logits processors' counts.
 //
+// A step's bitmasks may be filled on a helper thread while its forward pass runs
+// (FillBitmasksAsync); the sampler waits for them where it applies them.
+//
 // The compiler loads the model's tokenizer.json on first use, so an engine that never sees a
-// constrained request never reads it. The engine thread's only: not thread-safe.
+// constrained request never reads it. The engine thread's only (the helper touches only the
+// sequences it was handed, and every call here first waits for the fills in flight).
 #pragma once
 
 #include <cstdint>
@@ -16,8 +20,9 @@
 #include <span>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
+#include "runtime/batch/pending_fill.h"
 #include "runtime/structured_output/constraint_compiler.h"
 #include "runtime/structured_output/output_constraint.h"
 
@@ -39,6 +44,11 @@ class SequenceConstraints {
   bool Has(int64_t seq_id) const { return seqs_.contains(seq_id); }
   // The bitmask of the sequence's next token, valid until its next Accept or Erase. Pre-condition: Has.
   std::span<const int32_t> NextTokenBitmask(int64_t seq_id);
+  // Starts filling the next-token bitmasks of `seq_ids` on the helper thread; each lands in its
+  // BitmaskOf buffer, to be read once the returned fill is done. Pre-condition: Has, for each.
+  std::shared_ptr<const PendingFill> FillBitmasksAsync(std::span<const int64_t> seq_ids);
+  // The buffer the two above fill. Pre-condition: Has.
+  std::span<const int32_t> BitmaskOf(int64_t seq_id) const { return seqs_.at(seq_id).bitmask; }
   // Advances past the token sampled; Internal when the grammar refuses it (a sampler that honoured
   // the bitmask cannot draw such a token). Pre-condition: Has.
   absl::Status Accept(int64_t seq_id, int32_t token_id);
@@ -47,21 +57,30 @@ class SequenceConstraints {
   // The last NextTokenBitmask allows stop tokens alone: the output is complete and cannot go on.
   // Pre-condition: Has.
   bool OnlyStopTokensAllowed(int64_t seq_id) const;
-  void Erase(int64_t seq_id) { seqs_.erase(seq_id); }
+  void Erase(int64_t seq_id) {
+    WaitForFills();
+    seqs_.erase(seq_id);
+  }
   int num_sequences() const { return static_cast<int>(seqs_.size()); }
 
  private:
   absl::StatusOr<ConstraintCompiler*> Compiler();
+  // Waits until the helper has filled every bitmask handed to it (it finishes every job it takes:
+  // pure computation over the matchers, so the wait is as long as the fill).
+  void WaitForFills();
 
   struct SeqState {
     ConstraintMatcher matcher;
     std::vector<int32_t> bitmask;
   };
+  class Filler;  // the helper thread
   std::filesystem::path model_dir_;
   int vocab_size_;
   std::vector<int32_t> stop_token_ids_;
   std::unique_ptr<ConstraintCompiler> compiler_;  // made on first use
-  absl::flat_hash_map<int64_t, SeqState> seqs_;
+  absl::node_hash_map<int64_t, SeqState> seqs_;  // node: the helper holds SeqState pointers
+  std::unique_ptr<Filler> filler_;                // started on first use
+  std::vector<std::shared_ptr<PendingFill>> fills_in_flight_;
 };
 
 }  // namespace baton::runtime

@@ -124,6 +124,23 @@ TEST_F(ConstraintCompilerTest, JsonSchemaWalksParseAndValidate) {
   EXPECT_GE(num_terminated, 15);
 }
 
+TEST_F(ConstraintCompilerTest, CompactJsonHasNoWhitespaceButAfterSeparators) {
+  OutputConstraint constraint{.kind = OutputConstraint::Kind::kJsonSchema,
+                              .text = R"({"type": "object", "properties": {
+                                  "n": {"type": "integer"}, "list": {"type": "array", "items": {"enum": [1, 2]}}},
+                                "required": ["n", "list"]})",
+                              .any_whitespace = false};
+  int num_terminated = 0;
+  for (uint32_t seed = 0; seed < 10; ++seed) {
+    const std::optional<std::string> text = RandomWalk(constraint, seed);
+    if (!text) continue;
+    ++num_terminated;
+    // As Python's json.dumps writes it: ", " and ": ", nothing else.
+    EXPECT_TRUE(std::regex_match(*text, std::regex(R"(\{"n": -?[0-9]+, "list": \[([12](, [12])*)?\]\})"))) << *text;
+  }
+  EXPECT_GE(num_terminated, 8);
+}
+
 TEST_F(ConstraintCompilerTest, JsonObjectWalksParse) {
   int num_terminated = 0;
   for (uint32_t seed = 0; seed < 10; ++seed) {
