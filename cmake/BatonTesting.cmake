@@ -1,6 +1,7 @@
 # baton_add_test(<source.cc> [LABELS l...] [LIBS lib...])
 # One executable per test file, named after it, registered with ctest through gtest_discover_tests.
-# Labels: cpu (always runs), cuda (needs a GPU), multi_gpu, model (needs generated checkpoints).
+# Labels: cpu (the default: runs everywhere), gpu (needs a CUDA device; skips, saying why, without
+# one), multi_gpu (needs two).
 include(GoogleTest)
 function(baton_add_test src)
   cmake_parse_arguments(ARG "" "" "LABELS;LIBS" ${ARGN})

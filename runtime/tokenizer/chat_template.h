@@ -1,7 +1,8 @@
 // Renders the chat template of a Hugging Face checkpoint: messages (and tools) to the prompt text,
 // the way transformers' apply_chat_template(tokenize=False) does, through our Jinja2 subset
-// (runtime/tokenizer/jinja/). The HTTP layer's /v1/chat/completions calls Render and tokenizes
-// the result.
+// (runtime/tokenizer/jinja/). The scheduler's core renders a chat request's messages with it
+// (RequestDriver::Prepare, scheduler/global/chat_prompt.h) and tokenizes the result, whichever API
+// the request came through.
 //
 // Lifecycle: load once per model (FromTokenizerConfigJson, or FromSource for --chat-template FILE),
 // then Render per request; Render is const and thread-safe.

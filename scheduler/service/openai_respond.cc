@@ -121,9 +121,7 @@ void Respond(RequestDriver* driver, WorkerStubs* stubs, const HttpRequest& req, 
                                              .write = [&](const GenerateChunk& chunk) {
                                                run.num_generated += static_cast<int>(chunk.token_ids.size());
                                                if (chunk.finish_reason != runtime::FinishReason::kNone) {
-                                                 if (chunk.finish_reason != runtime::FinishReason::kNone) {
-                        run.num_cached_tokens = chunk.num_cached_tokens;
-                      }
+                                                 run.num_cached_tokens = chunk.num_cached_tokens;
                                                }
                                                run.cumulative_logprob += SampledLogprobSum(chunk);
                                                if (!chunk.prompt_logprobs.empty()) {
