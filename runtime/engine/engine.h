@@ -101,6 +101,12 @@ struct TokenOutput {
 class Engine {
  public:
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config);
+  // Compiles a request's output constraint into the engine's grammar cache. The one method callable
+  // from any thread: a worker calls it on its RPC thread, so that the engine thread's AddRequest
+  // finds the grammar compiled. The errors AddRequest would give for the constraint.
+  absl::Status PrecompileConstraint(const OutputConstraint& constraint) const {
+    return constraints_.Precompile(constraint);
+  }
 
   const ModelConfig& model_config() const { return ranks_->config(); }
   // The instance's ranks: layout, per-rank KV pools (same block ids on every rank) and holdings.

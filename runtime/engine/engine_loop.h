@@ -52,6 +52,10 @@ class EngineLoop {
   void Unsubscribe(SeqId seq_id);
   // Engine-thread only (a sink may call it): Engine::Pause, for a consumer that fell behind.
   void Pause(SeqId seq_id) { (void)engine_->Pause(seq_id); }
+  // Engine::PrecompileConstraint, from the caller's thread (it is thread-safe).
+  absl::Status PrecompileConstraint(const OutputConstraint& constraint) const {
+    return engine_->PrecompileConstraint(constraint);
+  }
 
   // Runs hook(engine) on the engine thread on every turn of the loop: after the posted tasks, so
   // before every step, and at least once per tick while idle. Hooks run in the order added.

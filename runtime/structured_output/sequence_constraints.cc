@@ -85,6 +85,7 @@ std::shared_ptr<const PendingFill> SequenceConstraints::FillBitmasksAsync(std::s
 }
 
 absl::StatusOr<ConstraintCompiler*> SequenceConstraints::Compiler() {
+  std::lock_guard<std::mutex> lock(compiler_mu_);
   if (compiler_ == nullptr) {
     ASSIGN_OR_RETURN(compiler_, ConstraintCompiler::FromModelDir(model_dir_, vocab_size_, stop_token_ids_));
   }

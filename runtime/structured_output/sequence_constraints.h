@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -38,6 +39,10 @@ class SequenceConstraints {
   // Whether `constraint` compiles: InvalidArgument naming what is wrong or unsupported, or the
   // tokenizer's error (FailedPrecondition) when the model directory has none this can read.
   absl::Status Check(const OutputConstraint& constraint);
+  // Check, callable from any thread: compiles into the compiler's cache, where the engine thread's
+  // Check and Add then find the grammar (a new schema's compile, some milliseconds, is not the
+  // engine loop's to wait for).
+  absl::Status Precompile(const OutputConstraint& constraint) { return Check(constraint); }
   // Starts `seq_id`'s matcher and walks it through `generated` (tokens sampled before). The errors
   // of Check, and InvalidArgument when `generated` does not follow the grammar.
   absl::Status Add(int64_t seq_id, const OutputConstraint& constraint, std::span<const int32_t> generated);
@@ -77,7 +82,8 @@ class SequenceConstraints {
   std::filesystem::path model_dir_;
   int vocab_size_;
   std::vector<int32_t> stop_token_ids_;
-  std::unique_ptr<ConstraintCompiler> compiler_;  // made on first use
+  std::mutex compiler_mu_;  // Compiler() runs on any thread (Precompile)
+  std::unique_ptr<ConstraintCompiler> compiler_;  // made on first use, under compiler_mu_
   absl::node_hash_map<int64_t, SeqState> seqs_;  // node: the helper holds SeqState pointers
   std::unique_ptr<Filler> filler_;                // started on first use
   std::vector<std::shared_ptr<PendingFill>> fills_in_flight_;

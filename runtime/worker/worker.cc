@@ -206,6 +206,9 @@ absl::StatusOr<PrefillResult> Worker::Prefill(PrefillCall call) {
                      " does not prefill for hand-off"));
   }
   if (draining_) return absl::UnavailableError("worker is draining");
+  // A new grammar is compiled here, on the caller's thread, not by the engine loop (where every
+  // running sequence would wait for it); an error is the engine's to report, as before.
+  if (call.params.constraint.active()) loop_->PrecompileConstraint(call.params.constraint).IgnoreError();
   const std::string& request_id = call.request_id;
   ASSIGN_OR_RETURN(WorkerRequest request, requests_.Add(request_id));
   std::shared_ptr<TokenChannel> channel = request.channel;
@@ -425,6 +428,9 @@ absl::Status Worker::Decode(DecodeCall call) {
         handed_off ? "handed-off" : "fresh", " request"));
   }
   if (draining_) return absl::UnavailableError("worker is draining");
+  // A new grammar is compiled here, on the caller's thread, not by the engine loop (where every
+  // running sequence would wait for it); an error is the engine's to report, as before.
+  if (call.params.constraint.active()) loop_->PrecompileConstraint(call.params.constraint).IgnoreError();
   const std::string& request_id = call.request_id;
   ASSIGN_OR_RETURN(WorkerRequest request, requests_.Add(request_id));
   std::shared_ptr<TokenChannel> channel = request.channel;

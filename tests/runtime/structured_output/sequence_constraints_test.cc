@@ -4,6 +4,7 @@
 #include "runtime/structured_output/sequence_constraints.h"
 
 #include <filesystem>
+#include <thread>
 
 #include "gtest/gtest.h"
 
@@ -66,6 +67,23 @@ TEST(SequenceConstraintsTest, ASequenceLeavesWhileItsFillIsInFlight) {
   EXPECT_TRUE(fill->done());
   EXPECT_FALSE(constraints.Has(1));
   EXPECT_EQ(constraints.num_sequences(), 1);
+}
+
+TEST(SequenceConstraintsTest, PrecompileRunsOnAnyThread) {
+  SequenceConstraints constraints(ModelDir(), kVocabSize, kStopIds);
+  std::vector<absl::Status> results(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      results[t] = constraints.Precompile(
+          t % 2 == 0 ? kSchema : OutputConstraint{.kind = OutputConstraint::Kind::kRegex, .text = "[a-z]{1,8}"});
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const absl::Status& result : results) EXPECT_TRUE(result.ok()) << result;
+  EXPECT_TRUE(constraints.Add(1, kSchema, {}).ok());  // the engine thread's, from the cache
+  EXPECT_EQ(constraints.Precompile({.kind = OutputConstraint::Kind::kRegex, .text = "(a"}).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
