@@ -27,10 +27,13 @@ def proto_root() -> Path:
 
 def generate(out_dir: Path = HERE) -> None:
     """Writes baton/v1/*_pb2*.py (and the package's __init__.py) under `out_dir`."""
-    from grpc_tools import protoc  # a build dependency, imported only when generating
+    import grpc_tools  # a build dependency, imported only when generating
+    from grpc_tools import protoc
 
     root = proto_root()
-    args = ["grpc_tools.protoc", f"-I{root}", f"--python_out={out_dir}", f"--grpc_python_out={out_dir}",
+    well_known = Path(grpc_tools.__file__).resolve().parent / "_proto"  # google/protobuf/*.proto
+    args = ["grpc_tools.protoc", f"-I{root}", f"-I{well_known}", f"--python_out={out_dir}",
+            f"--grpc_python_out={out_dir}",
             *(str(root / proto) for proto in PROTOS)]
     if protoc.main(args) != 0:
         raise RuntimeError(f"grpc_tools.protoc failed on {', '.join(PROTOS)}")

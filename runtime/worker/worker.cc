@@ -15,6 +15,7 @@
 #include "runtime/transfer/kv_server.h"
 #include "runtime/transfer/socket_io.h"
 #include "runtime/transfer/transport_factory.h"
+#include "runtime/worker/worker_draining.h"
 
 namespace baton::runtime {
 namespace {
@@ -205,7 +206,7 @@ absl::StatusOr<PrefillResult> Worker::Prefill(PrefillCall call) {
         absl::StrCat("worker ", WorkerRoleName(options_.role), " ", options_.instance_idx,
                      " does not prefill for hand-off"));
   }
-  if (draining_) return absl::UnavailableError("worker is draining");
+  if (draining_) return WorkerDrainingError();
   // A new grammar is compiled here, on the caller's thread, not by the engine loop (where every
   // running sequence would wait for it); an error is the engine's to report, as before.
   if (call.params.constraint.active()) loop_->PrecompileConstraint(call.params.constraint).IgnoreError();
@@ -427,7 +428,7 @@ absl::Status Worker::Decode(DecodeCall call) {
         "worker ", WorkerRoleName(options_.role), " ", options_.instance_idx, " cannot decode a ",
         handed_off ? "handed-off" : "fresh", " request"));
   }
-  if (draining_) return absl::UnavailableError("worker is draining");
+  if (draining_) return WorkerDrainingError();
   // A new grammar is compiled here, on the caller's thread, not by the engine loop (where every
   // running sequence would wait for it); an error is the engine's to report, as before.
   if (call.params.constraint.active()) loop_->PrecompileConstraint(call.params.constraint).IgnoreError();

@@ -7,15 +7,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "kernels/common/log.h"
+#include "runtime/worker/worker_draining.h"
 
 namespace baton::scheduler {
 namespace {
 
 // A worker that failed a call this way is gone (process dead or unreachable). One that is draining
-// answers UNAVAILABLE too, but it is alive and finishes what it has.
+// answers UNAVAILABLE too, but it is alive and finishes what it has (worker_draining.h).
 bool WorkerUnreachable(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kUnavailable &&
-         !absl::StrContains(status.message(), "draining");
+  return status.code() == absl::StatusCode::kUnavailable && !runtime::IsWorkerDraining(status);
 }
 
 bool IsTerminal(FlowState state) {

@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/worker/worker_draining.h"
 #include "scheduler/global/latency_model.h"
 #include "scheduler/global/worker_registry.h"
 #include "tests/runtime/tokenizer/tokenizer_test_util.h"
@@ -244,7 +245,7 @@ INSTANTIATE_TEST_SUITE_P(
              .want_log = {"Prefill p0"},
              .want_dead = {"p0"}},
         Case{.name = "PrefillDraining_NotMarkedDead",
-             .prefill = {.result = absl::UnavailableError("worker is draining")},
+             .prefill = {.result = runtime::WorkerDrainingError()},
              .want_code = absl::StatusCode::kUnavailable,
              .want_message = "worker is draining",
              .want_states = {FS::kPrefilling, FS::kFailed},
