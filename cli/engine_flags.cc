@@ -3,7 +3,9 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/status_macros.h"
 #include "runtime/backend/backend_registry.h"
+#include "runtime/model/model_config.h"
 
 namespace baton::cli {
 
@@ -18,6 +20,8 @@ void AddEngineFlags(CLI::App& cmd, EngineFlags* flags) {
                "GPU devices: run every decode step op by op instead of replaying a CUDA graph");
   cmd.add_option("--threads", flags->threads, "CPU compute threads per rank (default 1)");
   cmd.add_option("--kv-cache-mib", flags->kv_cache_mib, "KV cache budget in MiB")->capture_default_str();
+  cmd.add_option("--max-model-len", flags->max_model_len,
+                 "Context length, prompt plus output tokens (default: the model's max_position_embeddings)");
   cmd.add_option("--kv-cache-dtype", flags->kv_cache_dtype,
                  "KV cache elements: f32, bf16 (half the bytes per token), or auto (bf16 for bf16 "
                  "weights, else f32)")
@@ -49,6 +53,18 @@ absl::StatusOr<runtime::EngineConfig> EngineConfigOf(const EngineFlags& flags,
   config.decode_graphs = !flags.enforce_eager;
   config.num_threads = flags.threads > 0 ? flags.threads : 1;
   config.kv_cache_bytes = flags.kv_cache_mib << 20;
+  if (flags.max_model_len < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-model-len: must be >= 1, got ", flags.max_model_len));
+  }
+  if (flags.max_model_len > 0) {  // more than the model was trained for is refused, as vLLM does
+    ASSIGN_OR_RETURN(const runtime::ModelConfig model, runtime::LoadModelConfig(model_dir));
+    if (flags.max_model_len > model.max_position_embeddings) {
+      return absl::InvalidArgumentError(absl::StrCat("--max-model-len ", flags.max_model_len,
+                                                     " exceeds the model's max_position_embeddings ",
+                                                     model.max_position_embeddings));
+    }
+  }
+  config.max_model_len = flags.max_model_len;
   return config;
 }
 

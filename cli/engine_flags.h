@@ -19,9 +19,11 @@ struct EngineFlags {
   bool enforce_eager = false;
   int threads = 0;
   size_t kv_cache_mib = 256;
+  int max_model_len = 0;  // 0: the model's max_position_embeddings
 };
 
-// Adds --dtype, --kv-cache-dtype, --device, --enforce-eager, --threads and --kv-cache-mib.
+// Adds --dtype, --kv-cache-dtype, --device, --enforce-eager, --threads, --kv-cache-mib and
+// --max-model-len.
 void AddEngineFlags(CLI::App& cmd, EngineFlags* flags);
 
 // The engine config the flags ask for on model_dir; InvalidArgument naming the flag for a bad value.

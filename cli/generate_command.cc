@@ -34,6 +34,7 @@ using Clock = std::chrono::steady_clock;
 struct GenerateOptions {
   std::string model_dir;
   std::string server;  // host:port of a scheduler; empty = run the model in this process
+  std::string api_key;  // --server's, when it has one
   int timeout_s = 600;
   std::string prompt;
   std::string prompt_ids;
@@ -216,6 +217,7 @@ absl::Status RunRemote(const GenerateOptions& opts) {
 
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(opts.timeout_s));
+  if (!opts.api_key.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", opts.api_key));
   GenerationPrinter printer(opts);
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader = stub->Generate(&context, request);
   v1::GenerateResponse response;
@@ -263,6 +265,8 @@ void RegisterGenerateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--server", opts->server, "host:port of a Baton scheduler (default: run in-process)");
   cmd->add_option("--timeout", opts->timeout_s, "Seconds before a --server request gives up")
       ->capture_default_str();
+  cmd->add_option("--api-key", opts->api_key, "The --server's API key, sent as 'Authorization: Bearer KEY'")
+      ->envname("BATON_API_KEY");
   cmd->add_option("--prompt", opts->prompt, "Prompt text");
   cmd->add_option("--prompt-ids", opts->prompt_ids, "Prompt as comma-separated token ids");
   cmd->add_option("--max-tokens", opts->max_tokens, "Tokens to generate")->capture_default_str();

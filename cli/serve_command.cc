@@ -79,6 +79,13 @@ struct ServeOptions {
   std::optional<int> max_model_len;
   std::optional<double> gpu_memory_utilization;
   std::optional<double> swap_space_gib;  // per rank, as vLLM's per-GPU --swap-space
+  // vLLM's scheduler flags, for every phase (chunked prefill: the colocated one).
+  std::optional<int> max_num_seqs;
+  std::optional<int> max_num_batched_tokens;
+  bool enable_chunked_prefill = false;
+  bool enforce_eager = false;
+  std::optional<int> block_size;
+  std::vector<std::string> unknown_args;  // what CLI11 did not recognise (VllmOnlyFlag names them)
   std::string dtype;        // empty: auto, or with --config its weight_dtype; else DtypeOf's names
   std::string kv_cache_dtype;  // empty: the config's (f32 by default); else f32 or bf16
   // Neither: the config's enable_prefix_caching (on by default).
@@ -198,6 +205,30 @@ absl::StatusOr<std::string> ModelArgument(const ServeOptions& opts) {
   return opts.model_arg;
 }
 
+// An argument `baton serve` does not take: for a flag of `vllm serve`, what does its job here (a
+// config key) or that nothing does; for anything else, where the flags are listed.
+absl::Status UnknownArgument(const std::string& arg) {
+  const std::string flag = arg.substr(0, arg.find('='));
+  static const std::pair<const char*, const char*> kVllmFlags[] = {
+      {"--seed", "is vLLM's server-wide seed; here each request's `seed` seeds it (unseeded requests "
+                 "draw from their arrival time)"},
+      {"--disable-log-requests", "is vLLM's; Baton logs no request's prompt or output"},
+      {"--disable-log-stats", "is vLLM's; not supported yet"},
+      {"--max-logprobs", "is vLLM's; here at most 20 logprobs per token, fixed"},
+      {"--generation-config", "is vLLM's; here the model directory's generation_config.json is read"},
+      {"--tokenizer", "is vLLM's; here the model directory's tokenizer.json is the tokenizer"},
+      {"--allowed-origins", "is vLLM's CORS setting; not supported"},
+      {"--trust-remote-code", "is vLLM's; Baton runs no model code from a checkpoint"},
+      {"--quantization", "is vLLM's; quantized checkpoints are not supported yet"},
+      {"--data-parallel-size", "is vLLM's; here a phase's `instances` in a config"},
+      {"--uvicorn-log-level", "is vLLM's; use --log-level"},
+  };
+  for (const auto& [name, why] : kVllmFlags) {
+    if (flag == name) return absl::InvalidArgumentError(absl::StrCat(flag, " ", why));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown argument '", arg, "' (`baton serve --help` lists the flags)"));
+}
+
 absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   DeploymentConfig config;
   ASSIGN_OR_RETURN(const std::string model_arg, ModelArgument(opts));
@@ -221,6 +252,12 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   if (opts.swap_space_gib && !(*opts.swap_space_gib >= 0 && *opts.swap_space_gib <= 1 << 20)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--swap-space: must be in [0, 1048576] GiB, got ", *opts.swap_space_gib));
+  }
+  for (const std::string& arg : opts.unknown_args) RETURN_IF_ERROR(UnknownArgument(arg));
+  for (const auto& [flag, value] : {std::pair{"--max-num-seqs", opts.max_num_seqs},
+                                    std::pair{"--max-num-batched-tokens", opts.max_num_batched_tokens},
+                                    std::pair{"--block-size", opts.block_size}}) {
+    if (value && *value < 1) return absl::InvalidArgumentError(absl::StrCat(flag, ": must be >= 1, got ", *value));
   }
   if (opts.max_model_len && *opts.max_model_len < 1) {
     return absl::InvalidArgumentError(
@@ -257,6 +294,19 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
       scheduler::MutablePhase(config, role).gpu_memory_utilization = *opts.gpu_memory_utilization;
     }
   }
+  if (opts.enable_chunked_prefill && config.mode != scheduler::DeploymentMode::kColocated) {
+    return absl::InvalidArgumentError(
+        "--enable-chunked-prefill: only colocated instances chunk prompts (a disaggregated prefill "
+        "instance runs whole prompts); serve a config with mode: colocated");
+  }
+  for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
+    scheduler::PhaseConfig& phase = scheduler::MutablePhase(config, role);
+    if (opts.max_num_seqs) phase.max_num_seqs = *opts.max_num_seqs;
+    if (opts.max_num_batched_tokens) phase.max_num_batched_tokens = *opts.max_num_batched_tokens;
+    if (opts.enable_chunked_prefill) phase.chunked_prefill = true;
+    if (opts.enforce_eager) phase.enforce_eager = true;
+  }
+  if (opts.block_size) config.block_size = *opts.block_size;
   if (opts.swap_space_gib) {
     for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
       scheduler::PhaseConfig& phase = scheduler::MutablePhase(config, role);
@@ -730,9 +780,19 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "Key every public call but health must present as 'Authorization: Bearer KEY' "
                   "(HTTP header or gRPC metadata)")
       ->envname("BATON_API_KEY");
-  cmd->add_option("--tls-cert", opts->tls_cert,
+  cmd->add_option("--tls-cert,--ssl-certfile", opts->tls_cert,
                   "PEM certificate chain: the public gRPC and HTTP APIs serve TLS (with --tls-key)");
-  cmd->add_option("--tls-key", opts->tls_key, "PEM private key of --tls-cert");
+  cmd->add_option("--tls-key,--ssl-keyfile", opts->tls_key, "PEM private key of --tls-cert");
+  cmd->add_option("--max-num-seqs", opts->max_num_seqs,
+                  "Sequences in one continuous batch, every phase (config key max_num_seqs)");
+  cmd->add_option("--max-num-batched-tokens", opts->max_num_batched_tokens,
+                  "Tokens in one forward pass, every phase (config key max_num_batched_tokens)");
+  cmd->add_flag("--enable-chunked-prefill", opts->enable_chunked_prefill,
+                "Colocated instances split long prompts across steps, decodes first (config key "
+                "chunked_prefill)");
+  cmd->add_flag("--enforce-eager", opts->enforce_eager,
+                "GPU devices: every step op by op, no CUDA graphs (config key enforce_eager)");
+  cmd->add_option("--block-size", opts->block_size, "Tokens per KV block, a power of two (config key block_size)");
   cmd->add_option("--chat-template", opts->chat_template,
                   "Jinja2 chat template file for /v1/chat/completions (default: the model's "
                   "tokenizer_config.json chat_template)");
@@ -749,7 +809,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                 "to 30 s while it keeps dying)");
   AddParallelFlags(*cmd, &opts->parallel);
   AddLogLevelFlag(*cmd, &opts->log_level);
-  cmd->callback([opts, exit_code] {
+  cmd->allow_extras();  // vLLM's flags that Baton lacks get a line naming what does their job
+  cmd->callback([opts, exit_code, cmd] {
+    opts->unknown_args = cmd->remaining();
     StartLogging("baton", opts->log_level);
     *exit_code = RunServe(*opts);
   });

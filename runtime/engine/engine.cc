@@ -60,7 +60,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
         absl::StrCat(config.kv_cache_bytes, " bytes"), ") holds ", num_blocks,
         " blocks, fewer than one sequence of max_model_len ", max_model_len, " needs (",
         NumBlocksFor(max_model_len, config.block_size), " blocks of ",
-        ranks->kv_pool(0).BlockBytes(), " bytes on rank 0)"));
+        ranks->kv_pool(0).BlockBytes(), " bytes on rank 0): raise the KV budget (kv_cache_bytes; "
+        "--kv-cache-mib), use a bf16 KV cache (--kv-cache-dtype bf16), or lower max_model_len "
+        "(--max-model-len)"));
   }
   EngineConfig effective = config;
   if (config.max_steps_in_flight == 0) effective.max_steps_in_flight = config.parallel.pp_size;

@@ -24,6 +24,8 @@ def test_version_and_help_exit_zero(run_baton):
     (("serve", "--port", "70000"), "--port"),
     (("generate", "--no-such-flag"), "--no-such-flag"),
     (("bench", "--seed", "-1x"), "--seed"),
+    (("generate", "--prompt", "x", "--max-model-len", "4096"), "--max-model-len 4096 exceeds the model's max_position_embeddings 2048"),
+    (("generate", "--prompt", "x", "--kv-cache-mib", "1"), "raise the KV budget (kv_cache_bytes; --kv-cache-mib)"),
 ])
 def test_parse_errors_exit_two_and_say_why(run_baton, args, says):
     proc = run_baton(*args, check=False)
@@ -55,10 +57,16 @@ def test_parse_errors_exit_two_and_say_why(run_baton, args, says):
                                     "llama3_json, mistral)"),
     (("--enable-auto-tool-choice",), "baton serve: --enable-auto-tool-choice needs --tool-call-parser"),
     (("--reasoning-parser", "o1"), "baton serve: 'o1' is not a reasoning parser"),
+    (("--seed", "1"), "baton serve: --seed is vLLM's server-wide seed; here each request's `seed` seeds it"),
+    (("--tokenizer", "x"), "baton serve: --tokenizer is vLLM's; here the model directory's tokenizer.json"),
+    (("--bogus",), "baton serve: unknown argument '--bogus' (`baton serve --help` lists the flags)"),
+    (("--enable-chunked-prefill",), "baton serve: --enable-chunked-prefill: only colocated instances chunk"),
+    (("--max-num-seqs", "0"), "baton serve: --max-num-seqs: must be >= 1, got 0"),
 ], ids=["dtype", "max-model-len-too-large", "max-model-len-0", "served-model-name-empty",
         "model-twice", "port-and-http-port", "port-clash", "tp-with-positional-model",
         "gpu-memory-utilization", "kv-cache-dtype", "swap-space-negative", "tool-call-parser",
-        "auto-tool-choice-alone", "reasoning-parser"])
+        "auto-tool-choice-alone", "reasoning-parser", "vllm-seed", "vllm-tokenizer", "unknown-flag",
+        "chunked-prefill-disaggregated", "max-num-seqs-0"])
 def test_serve_vllm_flag_errors_are_one_line_and_exit_2(run_baton, tiny_model, args, line):
     proc = run_baton("serve", str(tiny_model), *args, check=False, timeout=30)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)

@@ -6,6 +6,7 @@ Baton's own gRPC client on the same deployment (the same tokens through another 
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 
 import pytest
@@ -292,3 +293,14 @@ def test_include_stop_str_in_output(oai, model_name):
     with pytest.raises(openai.BadRequestError) as error:
         oai.completions.create(suffix="end", **common)
     assert "'suffix' is not supported" in str(error.value)
+
+
+@pytest.mark.engine
+def test_generate_through_a_keyed_server(run_baton, deployment):
+    args = ("generate", "--server", deployment.address, "--prompt", "Hello", "--max-tokens", "3", "--json")
+    refused = run_baton(*args, check=False, env={**os.environ, "BATON_API_KEY": ""})
+    assert refused.returncode != 0 and "missing or wrong API key" in refused.stderr, refused.stderr
+    answered = run_baton(*args, "--api-key", API_KEY)
+    assert '"finish_reason"' in answered.stdout
+    from_env = run_baton(*args, env={**os.environ, "BATON_API_KEY": API_KEY})
+    assert '"finish_reason"' in from_env.stdout
