@@ -58,6 +58,11 @@ class ChatTemplate {
 
   bool has_tool_use_template() const { return tool_use_.has_value(); }
 
+  // Another template with this one's bos_token and eos_token (a request's own chat_template).
+  absl::StatusOr<ChatTemplate> WithSource(std::string_view source) const {
+    return FromSource(source, bos_token_, eos_token_);
+  }
+
  private:
   ChatTemplate(jinja::Template default_template, std::optional<jinja::Template> tool_use,
                std::optional<std::string> bos_token, std::optional<std::string> eos_token)

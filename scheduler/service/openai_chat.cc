@@ -36,10 +36,13 @@ absl::StatusOr<ChatPrompt> ChatPromptFromJson(const json& body, const ordered_js
   if (!body.contains("messages")) return absl::InvalidArgumentError("'messages' is required");
   ChatPrompt chat;
   chat.messages = ordered_body["messages"];
-  RETURN_IF_ERROR(ValidateChatPrompt(chat));
-  ParseToolCallArguments(chat.messages);
   chat.options.add_generation_prompt = true;
   RETURN_IF_ERROR(ReadBool(body, "add_generation_prompt", &chat.options.add_generation_prompt));
+  RETURN_IF_ERROR(ReadBool(body, "continue_final_message", &chat.continue_final_message));
+  if (body.contains("chat_template") && !body["chat_template"].is_null()) {
+    if (!body["chat_template"].is_string()) return absl::InvalidArgumentError("'chat_template' must be a string");
+    chat.template_source = body["chat_template"].get<std::string>();
+  }
   if (body.contains("tools") && !body["tools"].is_null()) {
     if (!body["tools"].is_array()) return absl::InvalidArgumentError("'tools' must be an array");
     chat.options.tools = ordered_body["tools"];
@@ -50,6 +53,8 @@ absl::StatusOr<ChatPrompt> ChatPromptFromJson(const json& body, const ordered_js
     }
     chat.options.template_kwargs = ordered_body["chat_template_kwargs"];
   }
+  RETURN_IF_ERROR(ValidateChatPrompt(chat));
+  ParseToolCallArguments(chat.messages);
   return chat;
 }
 
@@ -79,10 +84,13 @@ absl::StatusOr<GenerateRequest> ChatToRequest(const json& body, const ordered_js
   if (body.contains("add_special_tokens") && body["add_special_tokens"] == true) {
     return absl::InvalidArgumentError("'add_special_tokens' is not supported yet on chat (only false)");
   }
-  // best_of and echo are /v1/completions' alone.
+  // best_of and echo are /v1/completions' alone here.
   int best_of = shape->n;
   RETURN_IF_ERROR(ReadNumber(body, "best_of", &best_of));
   if (best_of != shape->n) return absl::InvalidArgumentError("'best_of' is not supported on chat completions");
+  if (body.contains("echo") && body["echo"] == true) {
+    return absl::InvalidArgumentError("'echo' is not supported on chat completions yet (only false)");
+  }
   return request;
 }
 

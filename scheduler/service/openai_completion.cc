@@ -51,6 +51,7 @@ absl::Status RefuseUnsupported(const json& body) {
       {"bad_words", json::array()},
       {"spaces_between_special_tokens", true},
       {"return_tokens_as_token_ids", false},
+      {"detokenize", true},
       {"truncate_prompt_tokens", nullptr},
       {"priority", 0}};
   for (const auto& [field, value] : neutral) {
@@ -179,9 +180,19 @@ absl::Status ReadSamplingFields(const json& body, std::optional<int> default_max
   if (body.contains("stream_options") && !body["stream_options"].is_null()) {
     const json& options = body["stream_options"];
     if (!options.is_object()) return absl::InvalidArgumentError("'stream_options' must be an object");
+    // vLLM refuses stream options on an answer that is not streamed.
+    if (!shape->stream) return absl::InvalidArgumentError("'stream_options' needs 'stream': true");
     if (absl::Status s = ReadBool(options, "include_usage", &shape->include_usage); !s.ok()) {
       return s;
     }
+    bool continuous = false;
+    RETURN_IF_ERROR(ReadBool(options, "continuous_usage_stats", &continuous));
+    if (continuous) return absl::InvalidArgumentError("'stream_options.continuous_usage_stats' is not supported yet");
+  }
+  // The body's request_id (vLLM's field); an X-Request-Id header, read by the server, wins.
+  if (body.contains("request_id") && !body["request_id"].is_null()) {
+    if (!body["request_id"].is_string()) return absl::InvalidArgumentError("'request_id' must be a string");
+    request->request_id = body["request_id"].get<std::string>();
   }
   return absl::OkStatus();
 }

@@ -109,7 +109,9 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     AnswerShape shape;
     absl::StatusOr<std::vector<GenerateRequest>> requests = CompletionToRequests(body, &shape);
     if (!requests.ok()) return SendError(res, requests.status());
-    for (GenerateRequest& request : *requests) request.request_id = std::string(req.Header("X-Request-Id"));
+    for (GenerateRequest& request : *requests) {
+      if (!req.Header("X-Request-Id").empty()) request.request_id = std::string(req.Header("X-Request-Id"));
+    }
     const bool want_logprobs = requests->front().params.num_logprobs.has_value();
     AnswerPlan plan{.best_of = shape.best_of, .n = shape.n};
     std::vector<CompletionEcho> echoes;  // per prompt
@@ -147,7 +149,7 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
     ChatReplyPlan reply;
     absl::StatusOr<GenerateRequest> request = ChatToRequest(body, ordered_body, reply_options, &shape, &reply);
     if (!request.ok()) return SendError(res, request.status());
-    request->request_id = std::string(req.Header("X-Request-Id"));
+    if (!req.Header("X-Request-Id").empty()) request->request_id = std::string(req.Header("X-Request-Id"));
     AnswerPlan plan{.best_of = shape.n, .n = shape.n};
     if (absl::Status s = PrepareCandidates(driver, *request, shape.n, false, &plan.requests); !s.ok()) {
       return SendError(res, s);

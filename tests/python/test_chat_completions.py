@@ -128,6 +128,14 @@ def test_chat_errors_are_400_with_the_reason(chat_deployment):
         ({"messages": MESSAGES, "n": 2, "best_of": 3}, "'best_of' is not supported on chat completions"),
         ({"messages": MESSAGES, "presence_penalty": 2.5}, "sampling.presence_penalty 2.5 must be in [-2, 2]"),
         ({"messages": MESSAGES, "logit_bias": {"x": 10}}, "'logit_bias': key 'x' is not a token id"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+         "'messages'[0].content[0]: type 'image_url' is not supported: the served model takes text parts only"),
+        ({"messages": MESSAGES, "continue_final_message": True},
+         "'continue_final_message' and 'add_generation_prompt' cannot both be true"),
+        ({"messages": MESSAGES, "chat_template": "{% for m in messages %}"}, "'chat_template': "),
+        ({"messages": MESSAGES, "echo": True}, "'echo' is not supported on chat completions"),
+        ({"messages": MESSAGES, "stream_options": {"include_usage": True}}, "'stream_options' needs 'stream': true"),
+        ({"messages": MESSAGES, "detokenize": False}, "'detokenize' is not supported yet"),
     ]:
         status, answer = post(port, "/v1/chat/completions", body)
         assert status == 400, (body, answer)
@@ -185,6 +193,32 @@ def test_grpc_chat_renders_as_http_chat(chat_deployment, chat_model):
 
 
 @pytest.mark.engine
+@pytest.mark.engine
+def test_continue_final_message_and_a_requests_own_template(chat_deployment, chat_model):
+    port = chat_deployment.http_port
+    tokenizer = tokenizers.Tokenizer.from_file(str(chat_model / "tokenizer.json"))
+    # The prompt ends inside the final (assistant) message, as transformers' continue_final_message.
+    partial = [*MESSAGES, {"role": "assistant", "content": "Green, and"}]
+    status, body = post(port, "/tokenize", {"messages": partial, "add_generation_prompt": False,
+                                            "continue_final_message": True})
+    assert status == 200, body
+    text = tokenizer.decode(body["tokens"], skip_special_tokens=False)
+    assert text.endswith("<|start_header_id|>assistant<|end_header_id|>\n\nGreen, and"), text
+    status, body = post(port, "/v1/chat/completions", {"messages": partial, "add_generation_prompt": False,
+                                                       "continue_final_message": True, "max_tokens": 3})
+    assert status == 200 and body["usage"]["prompt_tokens"] == len(tokenizer.encode(text, add_special_tokens=False).ids)
+    # A request's own template, with the model's bos_token.
+    own = "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
+    status, body = post(port, "/tokenize", {"messages": MESSAGES[:2], "chat_template": own})
+    assert status == 200, body
+    assert tokenizer.decode(body["tokens"], skip_special_tokens=False).endswith(
+        "[system] You are terse.\n[user] Name a colour.\n")
+    assert body["tokens"][0] == 0  # the model's BOS, from bos_token
+    # vLLM's request_id field names the answer (an X-Request-Id header would win).
+    status, body = post(port, "/v1/chat/completions", {"messages": MESSAGES, "max_tokens": 2, "request_id": "my-7"})
+    assert status == 200 and body["id"] == "chatcmpl-my-7", body
+
+
 def test_tokenize_and_detokenize_show_what_the_model_receives(chat_deployment, chat_model):
     """vLLM's /tokenize (a prompt, or messages through the chat template) and /detokenize."""
     port = chat_deployment.http_port

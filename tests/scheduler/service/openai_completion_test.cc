@@ -90,7 +90,12 @@ TEST(OpenAiCompletionTest, Errors) {
       {R"({"prompt": "x", "echo": 1})", "'echo' must be true or false"},
       {R"({"prompt": "x", "ignore_eos": "no"})", "'ignore_eos' must be true or false"},
       {R"({"prompt": "x", "stream_options": 1})", "'stream_options' must be an object"},
-      {R"({"prompt": "x", "stream_options": {"include_usage": "y"}})",
+      {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "'stream_options' needs 'stream': true"},
+      {R"({"prompt": "x", "stream": true, "stream_options": {"continuous_usage_stats": true}})",
+       "'stream_options.continuous_usage_stats' is not supported yet"},
+      {R"({"prompt": "x", "detokenize": false})", "'detokenize' is not supported yet"},
+      {R"({"prompt": "x", "request_id": 7})", "'request_id' must be a string"},
+      {R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": "y"}})",
        "'include_usage' must be true or false"},
       // Out of range: refused, never wrapped or truncated (2^32 + 4 once became 4).
       {R"({"prompt": "x", "max_tokens": 4294967300})", "'max_tokens' is out of range: 4294967300"},
