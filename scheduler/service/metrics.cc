@@ -72,8 +72,8 @@ void AddSample(prometheus::MetricFamily& family, const WorkerEntry& worker, doub
 
 }  // namespace
 
-ServingMetrics::ServingMetrics(const WorkerRegistry* workers)
-    : workers_(workers), registry_(std::make_shared<prometheus::Registry>()) {
+ServingMetrics::ServingMetrics(const WorkerRegistry* workers, std::string model_name)
+    : workers_(workers), model_name_(std::move(model_name)), registry_(std::make_shared<prometheus::Registry>()) {
   prometheus::Registry& r = *registry_;
   ttft_ = AddHistogram(r, "baton:time_to_first_token_seconds",
                        "Histogram of time to first token in seconds (arrival to the first token written).",
@@ -196,6 +196,15 @@ std::string ServingMetrics::Scrape() const {
     std::sort(family->metric.begin(), family->metric.end(),
               [](const prometheus::ClientMetric& a, const prometheus::ClientMetric& b) { return a.label < b.label; });
     families.push_back(std::move(*family));
+  }
+  for (prometheus::MetricFamily& family : families) {
+    for (prometheus::ClientMetric& metric : family.metric) {
+      metric.label.push_back({"model_name", model_name_});
+      std::sort(metric.label.begin(), metric.label.end(),
+                [](const prometheus::ClientMetric::Label& a, const prometheus::ClientMetric::Label& b) {
+                  return a.name < b.name;
+                });
+    }
   }
   return prometheus::TextSerializer().Serialize(families);
 }

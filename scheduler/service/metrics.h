@@ -30,6 +30,8 @@
 //   and counters per live worker instance, labelled the same, since it started:
 //     baton:prefix_cache_queries_total, baton:prefix_cache_hits_total (tokens; vLLM's)
 //
+// Every sample carries model_name="<the served model's name>", as vLLM's (dashboards filter by it).
+//
 // Record is called once per executed request (RequestDriverOptions::on_request_done); Scrape reads
 // the registry for the gauges. Both are thread-safe.
 #pragma once
@@ -55,8 +57,8 @@ inline constexpr char kPrometheusContentType[] = "text/plain; version=0.0.4; cha
 
 class ServingMetrics {
  public:
-  // registry must outlive the metrics.
-  explicit ServingMetrics(const WorkerRegistry* registry);
+  // registry must outlive the metrics; model_name labels every sample.
+  ServingMetrics(const WorkerRegistry* registry, std::string model_name);
   ~ServingMetrics();
 
   void Record(const RequestMetrics& request);
@@ -65,6 +67,7 @@ class ServingMetrics {
 
  private:
   const WorkerRegistry* workers_;
+  const std::string model_name_;
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Histogram* ttft_;
   prometheus::Histogram* inter_token_;

@@ -68,17 +68,27 @@ absl::StatusOr<std::unique_ptr<OpenAiHttpServer>> OpenAiHttpServer::Start(
   http.error = [](int status, std::string_view message, HttpResponse& res) { SendHttpError(res, status, message); };
   if (!options.api_key.empty()) {
     http.before_routing = [key = options.api_key](const HttpRequest& req, HttpResponse& res) {
-      if (req.path == "/health" || PresentsApiKey(std::string(req.Header("Authorization")), key)) return false;
+      // Health probes and the version are open, as vLLM leaves them.
+      if (req.path == "/health" || req.path == "/ping" || req.path == "/version" ||
+          PresentsApiKey(std::string(req.Header("Authorization")), key)) {
+        return false;
+      }
       res.headers.emplace_back("WWW-Authenticate", "Bearer");
       SendHttpError(res, 401, "missing or wrong API key: send \"Authorization: Bearer <key>\"");
       return true;
     };
   }
 
-  http.Add("GET", "/health", [driver](const HttpRequest&, HttpResponse& res) {
+  auto health = [driver](const HttpRequest&, HttpResponse& res) {
     const WorkerRegistry::Health health = driver->CheckHealth();
     res.status = health.all_phases_served ? 200 : 503;
     res.SetContent(json({{"problems", health.problems}}).dump(), "application/json");
+  };
+  http.Add("GET", "/health", health);
+  http.Add("GET", "/ping", health);  // vLLM's (SageMaker's) name for the same probe
+  http.Add("POST", "/ping", health);
+  http.Add("GET", "/version", [](const HttpRequest&, HttpResponse& res) {
+    res.SetContent(json({{"version", BATON_VERSION}}).dump(), "application/json");
   });
   if (const ServingMetrics* metrics = options.metrics; metrics != nullptr) {
     http.Add("GET", "/metrics", [metrics](const HttpRequest&, HttpResponse& res) {

@@ -1,15 +1,15 @@
 // OpenAiHttpServer: the OpenAI-compatible HTTP front end of the scheduler, as vLLM and SGLang serve
 // it: POST /v1/completions and POST /v1/chat/completions (streaming with Server-Sent Events, or one
 // JSON body; chat through the model's chat template, openai_chat.h), GET /v1/models[/{id}],
-// vLLM's POST /tokenize and /detokenize (openai_tokenize.h), GET /health, GET /metrics (Prometheus
-// text, metrics.h). Only converts and delegates: the JSON body becomes a native GenerateRequest once (no
+// vLLM's POST /tokenize and /detokenize (openai_tokenize.h), GET /health (and /ping), GET /version,
+// GET /metrics (Prometheus text, metrics.h). Only converts and delegates: the JSON body becomes a native GenerateRequest once (no
 // proto in between), runs through the same RequestDriver as the gRPC API, and each GenerateChunk
 // becomes JSON. Bad requests get HTTP 400 with {"error": {"message", "type", "code"}}; a request
 // admission sheds (RESOURCE_EXHAUSTED) gets 429 with type "rate_limit_error"; no live worker gets
 // 503. A client's X-Request-Id is its request's id (echoed as that header and in
 // the answer's id), as vLLM takes it. Served by HttpServer (http_server.h: event-driven, each limit a client cannot pass).
 //
-// Hardening: with an API key every path but /health needs "Authorization: Bearer KEY" (401 with a
+// Hardening: with an API key every path but /health, /ping and /version needs "Authorization: Bearer KEY" (401 with a
 // JSON error otherwise); every error the server raises itself (a body over the limit, a request
 // that trickles in, no route), a handler's exception included, is a JSON body that carries no
 // exception text.

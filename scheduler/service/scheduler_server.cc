@@ -131,7 +131,7 @@ absl::Status RunSchedulerServer(const SchedulerOptions& options, const std::atom
   }
 
   WorkerRegistry registry(options.expected_workers, options.liveness_timeout);
-  ServingMetrics metrics(&registry);
+  ServingMetrics metrics(&registry, model.name);
   RequestDriver driver(&model, &registry,
                        RequestDriverOptions{.disaggregated = options.disaggregated,
                                             .kv_lease = options.kv_lease,

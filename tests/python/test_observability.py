@@ -41,13 +41,15 @@ PER_INSTANCE_GAUGES = ["baton:num_requests_running", "baton:num_requests_waiting
                        "baton:kv_cache_usage_perc"]
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+MODEL_NAME = "tiny-observed"  # --served-model-name: what every metric's model_name label says
 
 
 @pytest.fixture(scope="module")
 def deployment(baton_binary, tiny_model, tmp_path_factory):
     """1 prefill + 1 decode with the OpenAI HTTP port, that only this module's requests reach."""
     factory = DeploymentFactory(baton_binary, tiny_model, tmp_path_factory.mktemp("observability"))
-    yield factory.start("observability", http=True, serve_args=("--log-level", "info"))
+    yield factory.start("observability", http=True,
+                        serve_args=("--log-level", "info", "--served-model-name", MODEL_NAME))
     problems = factory.stop_all()
     assert not problems, "\n".join(problems)
 
@@ -65,15 +67,19 @@ def http(port: int, method: str, path: str, body: dict | None = None) -> tuple[i
 
 
 def scrape(port: int) -> dict[str, dict]:
-    """GET /metrics, parsed: {family name: {"type", "samples": {(sample name, sorted labels): value}}}."""
+    """GET /metrics, parsed: {family name: {"type", "samples": {(sample name, sorted labels): value}}}.
+    Every sample carries model_name (vLLM's label), checked here and left out of the labels."""
     status, content_type, text = http(port, "GET", "/metrics")
     assert status == 200, text
     assert content_type.startswith("text/plain; version=0.0.4"), content_type
     families = {}
     for family in prometheus_parser.text_string_to_metric_families(text):
+        for s in family.samples:
+            assert s.labels.get("model_name") == MODEL_NAME, (s.name, s.labels)
         families[family.name] = {
             "type": family.type,
-            "samples": {(s.name, tuple(sorted(s.labels.items()))): s.value for s in family.samples}}
+            "samples": {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "model_name"))): s.value
+                        for s in family.samples}}
     return families
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -78,6 +79,10 @@ class TestApiKey:
             status, _ = http(keyed.http_port, "/v1/completions", COMPLETION, headers=headers)
             assert status == 401
         assert http(keyed.http_port, "/health")[0] == 200
+        assert http(keyed.http_port, "/ping")[0] == 200  # vLLM's name for the probe, open too
+        status, version = http(keyed.http_port, "/version")
+        assert status == 200 and re.fullmatch(r"\d+\.\d+\.\d+", version["version"]), version
+        assert http(keyed.http_port, "/metrics", headers={})[0] == 401
         status, body = http(keyed.http_port, "/v1/models", headers=BEARER)
         assert status == 200 and body["data"][0]["id"]
         status, body = http(keyed.http_port, "/v1/completions", COMPLETION, headers=BEARER)

@@ -32,7 +32,7 @@ RequestMetrics Finished(int num_prompt_tokens, int num_generated_tokens) {
 
 TEST(ServingMetricsTest, CountsTokensRequestsAndOutcomes) {
   WorkerRegistry registry({}, absl::Seconds(1));
-  ServingMetrics metrics(&registry);
+  ServingMetrics metrics(&registry, "m");
   metrics.Record(Finished(5, 4));
   metrics.Record(Finished(7, 3));
   RequestMetrics failed{.num_prompt_tokens = 2, .status = absl::UnavailableError("gone"),
@@ -44,24 +44,27 @@ TEST(ServingMetricsTest, CountsTokensRequestsAndOutcomes) {
 
   const std::vector<std::string> lines = Lines(metrics.Scrape());
   EXPECT_THAT(lines, Contains("# TYPE baton:prompt_tokens_total counter"));
-  EXPECT_THAT(lines, Contains("baton:prompt_tokens_total 15"));
-  EXPECT_THAT(lines, Contains("baton:generation_tokens_total 8"));
-  EXPECT_THAT(lines, Contains("baton:request_success_total{finished_reason=\"length\"} 2"));
-  EXPECT_THAT(lines, Contains("baton:request_success_total{finished_reason=\"abort\"} 1"));
-  EXPECT_THAT(lines, Contains("baton:request_failure_total{code=\"UNAVAILABLE\"} 1"));
+  EXPECT_THAT(lines, Contains("baton:prompt_tokens_total{model_name=\"m\"} 15"));
+  EXPECT_THAT(lines, Contains("baton:generation_tokens_total{model_name=\"m\"} 8"));
+  EXPECT_THAT(lines, Contains("baton:request_success_total{finished_reason=\"length\",model_name=\"m\"} 2"));
+  EXPECT_THAT(lines, Contains("baton:request_success_total{finished_reason=\"abort\",model_name=\"m\"} 1"));
+  EXPECT_THAT(lines, Contains("baton:request_failure_total{code=\"UNAVAILABLE\",model_name=\"m\"} 1"));
   EXPECT_THAT(lines, Contains("# TYPE baton:time_to_first_token_seconds histogram"));
-  EXPECT_THAT(lines, Contains("baton:time_to_first_token_seconds_count 2"));
-  EXPECT_THAT(lines, Contains("baton:time_to_first_token_seconds_bucket{le=\"0.02\"} 2"));
-  EXPECT_THAT(lines, Contains("baton:time_to_first_token_seconds_bucket{le=\"0.01\"} 0"));
-  EXPECT_THAT(lines, Contains("baton:e2e_request_latency_seconds_count 2"));  // finished ones only
-  EXPECT_THAT(lines, Contains("baton:inter_token_latency_seconds_count 5"));
-  EXPECT_THAT(lines, Contains("baton:kv_transfer_bytes_count 2"));
-  EXPECT_THAT(lines, Contains("baton:kv_transfer_bytes_sum 16384"));
-  EXPECT_THAT(lines, Contains("baton:kv_transfer_time_seconds_count 2"));
-  EXPECT_THAT(lines, Contains("baton:request_queue_time_seconds_count 2"));
-  EXPECT_THAT(lines, Contains("baton:request_prefill_time_seconds_count 2"));
+  EXPECT_THAT(lines, Contains("baton:time_to_first_token_seconds_count{model_name=\"m\"} 2"));
+  EXPECT_THAT(lines, Contains("baton:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"0.02\"} 2"));
+  EXPECT_THAT(lines, Contains("baton:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"0.01\"} 0"));
+  EXPECT_THAT(lines, Contains("baton:e2e_request_latency_seconds_count{model_name=\"m\"} 2"));  // finished ones only
+  EXPECT_THAT(lines, Contains("baton:inter_token_latency_seconds_count{model_name=\"m\"} 5"));
+  EXPECT_THAT(lines, Contains("baton:kv_transfer_bytes_count{model_name=\"m\"} 2"));
+  EXPECT_THAT(lines, Contains("baton:kv_transfer_bytes_sum{model_name=\"m\"} 16384"));
+  EXPECT_THAT(lines, Contains("baton:kv_transfer_time_seconds_count{model_name=\"m\"} 2"));
+  EXPECT_THAT(lines, Contains("baton:request_queue_time_seconds_count{model_name=\"m\"} 2"));
+  EXPECT_THAT(lines, Contains("baton:request_prefill_time_seconds_count{model_name=\"m\"} 2"));
+  for (const std::string& line : lines) {  // every sample names the model, as vLLM's
+    if (!line.empty() && line[0] != '#') EXPECT_THAT(line, HasSubstr("model_name=\"m\"")) << line;
+  }
   for (const char* phase : {"queue", "prefill", "handoff_wait", "kv_transfer", "first_decode_step"}) {
-    EXPECT_THAT(lines, Contains(absl::StrCat("baton:request_phase_seconds_count{phase=\"", phase, "\"} 2")));
+    EXPECT_THAT(lines, Contains(absl::StrCat("baton:request_phase_seconds_count{model_name=\"m\",phase=\"", phase, "\"} 2")));
   }
 }
 
@@ -76,21 +79,21 @@ TEST(ServingMetricsTest, GaugesPerLiveInstanceFromTheHeartbeats) {
   registry.Heartbeat("d0", {.num_kv_blocks_total = 200, .num_kv_blocks_used = 50, .num_requests_waiting = 0,
                             .num_requests_running = 4, .num_requests_swapped = 5}, now);
   registry.MarkDead("p1", "gone");
-  ServingMetrics metrics(&registry);
+  ServingMetrics metrics(&registry, "m");
 
   const std::string text = metrics.Scrape();
   const std::vector<std::string> lines = Lines(text);
   EXPECT_THAT(lines, Contains("# TYPE baton:num_requests_running gauge"));
-  EXPECT_THAT(lines, Contains("baton:num_requests_running{instance=\"0\",role=\"decode\"} 4"));
-  EXPECT_THAT(lines, Contains("baton:num_requests_running{instance=\"0\",role=\"prefill\"} 1"));
-  EXPECT_THAT(lines, Contains("baton:num_requests_waiting{instance=\"0\",role=\"prefill\"} 3"));
-  EXPECT_THAT(lines, Contains("baton:kv_cache_usage_perc{instance=\"0\",role=\"decode\"} 0.25"));
-  EXPECT_THAT(lines, Contains("baton:kv_cache_usage_perc{instance=\"0\",role=\"prefill\"} 0.1"));
-  EXPECT_THAT(lines, Contains("baton:kv_handoff_queue_depth{instance=\"0\",role=\"prefill\"} 2"));
-  EXPECT_THAT(lines, Contains("baton:num_requests_swapped{instance=\"0\",role=\"decode\"} 5"));
-  EXPECT_THAT(lines, Contains("baton:num_requests_swapped{instance=\"0\",role=\"prefill\"} 0"));
+  EXPECT_THAT(lines, Contains("baton:num_requests_running{instance=\"0\",model_name=\"m\",role=\"decode\"} 4"));
+  EXPECT_THAT(lines, Contains("baton:num_requests_running{instance=\"0\",model_name=\"m\",role=\"prefill\"} 1"));
+  EXPECT_THAT(lines, Contains("baton:num_requests_waiting{instance=\"0\",model_name=\"m\",role=\"prefill\"} 3"));
+  EXPECT_THAT(lines, Contains("baton:kv_cache_usage_perc{instance=\"0\",model_name=\"m\",role=\"decode\"} 0.25"));
+  EXPECT_THAT(lines, Contains("baton:kv_cache_usage_perc{instance=\"0\",model_name=\"m\",role=\"prefill\"} 0.1"));
+  EXPECT_THAT(lines, Contains("baton:kv_handoff_queue_depth{instance=\"0\",model_name=\"m\",role=\"prefill\"} 2"));
+  EXPECT_THAT(lines, Contains("baton:num_requests_swapped{instance=\"0\",model_name=\"m\",role=\"decode\"} 5"));
+  EXPECT_THAT(lines, Contains("baton:num_requests_swapped{instance=\"0\",model_name=\"m\",role=\"prefill\"} 0"));
   // Only prefill instances hold KV for a hand-off; a dead instance has no series.
-  EXPECT_THAT(text, Not(HasSubstr("baton:kv_handoff_queue_depth{instance=\"0\",role=\"decode\"}")));
+  EXPECT_THAT(text, Not(HasSubstr("baton:kv_handoff_queue_depth{instance=\"0\",model_name=\"m\",role=\"decode\"}")));
   EXPECT_THAT(text, Not(HasSubstr("instance=\"1\"")));
 }
 
