@@ -5,7 +5,8 @@
 //   fake_baton scheduler --config FILE --secret-file S --drain-timeout T --log-level L
 //                                        serves WorkerRegistryService.Health on the config's host
 //                                        and internal port, to callers with the secret; SERVING
-//                                        unless FAKE_BATON_HEALTH=never
+//                                        unless FAKE_BATON_HEALTH=never; on SIGTERM takes
+//                                        FAKE_BATON_DRAIN_S seconds to drain, if set
 //   fake_baton worker --config FILE --secret-file S --role R --instance N --log-level L
 //                                        checks role and instance against the config; exits 3 at
 //                                        once when FAKE_BATON_FAIL_WORKER is "R-N"
@@ -92,6 +93,8 @@ int RunScheduler(const std::string& config_path, const std::string& secret_path)
     return 1;
   }
   WaitForSigterm();
+  // A drain that takes this long (a second SIGTERM does not cut it short: only SIGKILL does).
+  if (const std::string drain = Env("FAKE_BATON_DRAIN_S"); !drain.empty()) sleep(std::stoi(drain));
   server->Shutdown();
   return 0;
 }

@@ -74,6 +74,7 @@ class ServeCommandTest : public ::testing::Test {
     WriteModelConfig();
     unsetenv("FAKE_BATON_HEALTH");
     unsetenv("FAKE_BATON_FAIL_WORKER");
+    unsetenv("FAKE_BATON_DRAIN_S");
     absl::StatusOr<std::unique_ptr<ProcessSupervisor>> supervisor = ProcessSupervisor::Create();
     ASSERT_THAT(supervisor, IsOk());
     supervisor_ = *std::move(supervisor);
@@ -203,6 +204,23 @@ TEST_F(ServeCommandTest, ServesUntilSigintThenStopsEveryChild) {
   EXPECT_THAT(ReadFile(dir_ / "serve.err"), HasSubstr("baton: SIGINT received; draining, then stopping"));
   for (pid_t child : children) EXPECT_TRUE(ProcessGone(child)) << "child " << child << " survived";
   EXPECT_FALSE(std::filesystem::exists(config_file.parent_path())) << "the run directory is removed";
+}
+
+TEST_F(ServeCommandTest, ASecondSigintCutsTheDrainShort) {
+  setenv("FAKE_BATON_DRAIN_S", "60", 1);  // a scheduler that would drain for a minute
+  const pid_t launcher = StartServe({"--model", (dir_ / "model").string(), "--grpc-port",
+                                     std::to_string(FreePort()), "--port", "0", "--drain-timeout", "60"});
+  WaitForServingLine();
+  const pid_t scheduler = ChildPid("scheduler");
+  const absl::Time start = absl::Now();
+  ASSERT_EQ(kill(launcher, SIGINT), 0);
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_EQ(kill(launcher, SIGINT), 0);
+  const ChildExit exit = WaitForLauncherExit();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  EXPECT_EQ(exit.exit_code, 0) << ReadFile(dir_ / "serve.err");
+  EXPECT_THAT(ReadFile(dir_ / "serve.err"), HasSubstr("baton: SIGINT received again; stopping now"));
+  EXPECT_TRUE(ProcessGone(scheduler));
 }
 
 TEST_F(ServeCommandTest, AWorkerDyingDuringStartUpStopsEverythingWithAClearError) {
