@@ -22,8 +22,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "kernels/common/log.h"
+#include "runtime/tokenizer/absl_compat.h"
 #include "scheduler/service/http_request_threads.h"
 
 namespace baton::scheduler {
@@ -260,6 +263,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   // An error the server raises itself, answered from the I/O thread; the connection is then closed
   // (its input may be anything) unless close is false.
   void ReplyError(int status, std::string_view message, bool close = true) {
+    LogAccess("-", "-", status, absl::Now());
     HttpResponse response;
     server_->routes.error(status, message, response);
     auto out = std::make_shared<http::response<http::string_body>>(Head(response, !close));
@@ -280,10 +284,21 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     return out;
   }
 
+  // The access log: one line per answer at info level, errors the server raises included (what
+  // uvicorn prints for vLLM), as key=value pairs like the request log's.
+  void LogAccess(std::string_view method, std::string_view path, int status, absl::Time start) const {
+    if (!LogEnabled(LogLevel::kInfo)) return;
+    LogInfo(absl::StrFormat("http peer=%s:%d method=%s path=%s status=%d ms=%.3f", peer_, peer_port_,
+                            LogValue(runtime::ToAbsl(method)), LogValue(runtime::ToAbsl(path)), status,
+                            absl::ToDoubleMilliseconds(absl::Now() - start)));
+  }
+
   // Runs on a request thread: the handler, then its answer written through the I/O thread.
   void Answer(HttpRequest request) {
+    const absl::Time start = absl::Now();
     HttpResponse response;
     Route(request, response);
+    const int status = response.status;
     const bool keep_alive = keep_alive_ && !server_->stopping;
     bool ok;
     if (!response.stream) {
@@ -292,6 +307,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     } else {
       ok = WriteStreamed(response, keep_alive);
     }
+    LogAccess(request.method, request.path, status, start);
     asio::post(stream_.get_executor(), [self = this->shared_from_this(), next = ok && keep_alive] {
       if (next) return self->ReadHeader();
       self->Close();

@@ -161,6 +161,12 @@ def test_a_rejected_request_is_logged_and_not_counted(deployment):
     line = deployment.stderr.wait_for(r"^baton scheduler: request request_id=- outcome=rejected "
                                       r"code=INVALID_ARGUMENT error=", 10)
     assert line, deployment.log()
+    # The access log: one line per HTTP answer, errors included.
+    access = deployment.stderr.wait_for(r"^baton scheduler: http peer=127\.0\.0\.1:\d+ method=POST "
+                                        r"path=/v1/completions status=400 ms=[0-9.]+$", 10)
+    assert access, deployment.log()
+    assert http(deployment.http_port, "GET", "/no/such/path")[0] == 404
+    assert deployment.stderr.wait_for(r"^baton scheduler: http .* method=GET path=/no/such/path status=404 ", 10)
     after = scrape(deployment.http_port)
     assert value(after, "baton:prompt_tokens", "baton:prompt_tokens_total") == \
         value(before, "baton:prompt_tokens", "baton:prompt_tokens_total")
