@@ -103,6 +103,16 @@ std::optional<DecodeStepFit> LatencyModel::Fit(const DecodeState& state, absl::T
     fit.slope_ms = sxy / sxx;
     fit.intercept_ms = mean_gap - fit.slope_ms * mean_batch;
   }
+  if (fit.intercept_ms < 0) {
+    // A step never costs less than nothing: the least-squares line through the origin instead.
+    double sbb = 0, sbg = 0;
+    for (const DecodeSample& s : samples) {
+      sbb += static_cast<double>(s.batch_size) * s.batch_size;
+      sbg += s.batch_size * s.gap_ms;
+    }
+    fit.intercept_ms = 0;
+    fit.slope_ms = sbb > 0 ? sbg / sbb : 0;
+  }
   return fit;
 }
 

@@ -52,7 +52,8 @@ struct LatencyModelOptions {
 
 // The decode fit of one instance: step_ms = intercept_ms + slope_ms * batch.
 struct DecodeStepFit {
-  double intercept_ms = 0;
+  double intercept_ms = 0;  // >= 0: where the least-squares line would cross below 0, the line
+                            // through the origin is the fit
   double slope_ms = 0;  // >= 0
   int num_observations = 0;
 

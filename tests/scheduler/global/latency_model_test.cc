@@ -123,6 +123,21 @@ TEST(LatencyModelTest, DecodeStepIsTheLeastSquaresLineOverBatchSize) {
   EXPECT_THAT(model.PredictDecodeStepMs(kDecode, 20), Optional(DoubleNear(34, 1e-9)));
 }
 
+TEST(LatencyModelTest, DecodeStepNeverCostsLessThanNothing) {
+  // Small batches stepping much faster than a line through the big ones predicts: least squares
+  // would put the intercept below zero (the "decode step -14.6 ms" of a log line); the fit goes
+  // through the origin instead.
+  LatencyModel model;
+  for (const auto& [batch, ms] : {std::pair{1, 1.0}, std::pair{2, 1.0}, std::pair{30, 60.0}, std::pair{32, 64.0}}) {
+    model.ObserveDecodeStep(kDecode, batch, static_cast<int64_t>(ms * 1000));
+  }
+  const std::optional<DecodeStepFit> fit = model.DecodeFit(kDecode);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->intercept_ms, 0);
+  EXPECT_NEAR(fit->slope_ms, (1.0 + 2.0 + 30 * 60.0 + 32 * 64.0) / (1 + 4 + 900 + 1024), 1e-9);
+  EXPECT_GT(*model.PredictDecodeStepMs(kDecode, 1), 0);
+}
+
 TEST(LatencyModelTest, DecodeStepWithoutUsableSlopeIsTheMean) {
   LatencyModel one_batch_size;
   one_batch_size.ObserveDecodeStep(kDecode, 3, 4000);
