@@ -81,6 +81,14 @@ ServingMetrics::ServingMetrics(const WorkerRegistry* workers, std::string model_
   inter_token_ = AddHistogram(r, "baton:inter_token_latency_seconds",
                               "Histogram of inter-token latency in seconds (worker emission stamps).",
                               kItlBuckets);
+  time_per_output_token_ = AddHistogram(r, "baton:time_per_output_token_seconds",
+                                        "Histogram of time per output token in seconds (the inter-token "
+                                        "gaps, vLLM's older name).",
+                                        kItlBuckets);
+  request_tpot_ = AddHistogram(r, "baton:request_time_per_output_token_seconds",
+                               "Histogram of a finished request's mean time per output token after the "
+                               "first, in seconds.",
+                               kItlBuckets);
   e2e_ = AddHistogram(r, "baton:e2e_request_latency_seconds",
                       "Histogram of end-to-end latency of finished requests in seconds.", kRequestLatencyBuckets);
   queue_ = AddHistogram(r, "baton:request_queue_time_seconds",
@@ -139,7 +147,10 @@ void ServingMetrics::Record(const RequestMetrics& request) {
   generation_tokens_->Increment(request.num_generated_tokens);
   const RequestPhases phases = PhasesOf(request);
   Observe(ttft_, phases.ttft);
-  for (const int64_t gap_us : request.inter_token_us) inter_token_->Observe(static_cast<double>(gap_us) * 1e-6);
+  for (const int64_t gap_us : request.inter_token_us) {
+    inter_token_->Observe(static_cast<double>(gap_us) * 1e-6);
+    time_per_output_token_->Observe(static_cast<double>(gap_us) * 1e-6);
+  }
   Observe(queue_, phases.queue);
   Observe(prefill_, phases.prefill);
   Observe(kv_transfer_time_, phases.kv_transfer);
@@ -151,6 +162,9 @@ void ServingMetrics::Record(const RequestMetrics& request) {
   Observe(phase_first_decode_step_, phases.first_decode_step);
   if (request.status.ok()) {
     Observe(e2e_, phases.e2e);
+    if (phases.e2e && phases.ttft && request.num_generated_tokens > 1) {
+      request_tpot_->Observe((*phases.e2e - *phases.ttft) / (request.num_generated_tokens - 1));
+    }
     const char* reason = FinishedReasonLabel(request.finish_reason);
     success_->Add({{"finished_reason", reason ? reason : "none"}}).Increment();
   } else if (absl::IsCancelled(request.status)) {

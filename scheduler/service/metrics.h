@@ -4,6 +4,10 @@
 //   histograms (seconds unless named _bytes), one sample per request unless said:
 //     baton:time_to_first_token_seconds     arrival -> the first token written (scheduler clock)
 //     baton:inter_token_latency_seconds     one sample per gap between consecutive tokens
+//     baton:time_per_output_token_seconds   the same gaps under vLLM's older name (dashboards use it)
+//     baton:request_time_per_output_token_seconds   a finished request's mean gap after its first
+//                                           token: (e2e - TTFT) / (generated - 1), the TPOT of
+//                                           DistServe's SLO
 //     baton:e2e_request_latency_seconds     arrival -> end, finished requests
 //     baton:request_queue_time_seconds      arrival -> the prefill starts on a worker
 //     baton:request_prefill_time_seconds    the prefill on the worker
@@ -71,6 +75,8 @@ class ServingMetrics {
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Histogram* ttft_;
   prometheus::Histogram* inter_token_;
+  prometheus::Histogram* time_per_output_token_;
+  prometheus::Histogram* request_tpot_;
   prometheus::Histogram* e2e_;
   prometheus::Histogram* queue_;
   prometheus::Histogram* prefill_;

@@ -55,6 +55,8 @@ TEST(ServingMetricsTest, CountsTokensRequestsAndOutcomes) {
   EXPECT_THAT(lines, Contains("baton:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"0.01\"} 0"));
   EXPECT_THAT(lines, Contains("baton:e2e_request_latency_seconds_count{model_name=\"m\"} 2"));  // finished ones only
   EXPECT_THAT(lines, Contains("baton:inter_token_latency_seconds_count{model_name=\"m\"} 5"));
+  EXPECT_THAT(lines, Contains("baton:time_per_output_token_seconds_count{model_name=\"m\"} 5"));
+  EXPECT_THAT(lines, Contains("baton:request_time_per_output_token_seconds_count{model_name=\"m\"} 2"));
   EXPECT_THAT(lines, Contains("baton:kv_transfer_bytes_count{model_name=\"m\"} 2"));
   EXPECT_THAT(lines, Contains("baton:kv_transfer_bytes_sum{model_name=\"m\"} 16384"));
   EXPECT_THAT(lines, Contains("baton:kv_transfer_time_seconds_count{model_name=\"m\"} 2"));
