@@ -12,6 +12,9 @@ namespace baton::cli {
 void AddEngineFlags(CLI::App& cmd, EngineFlags* flags) {
   cmd.add_option("--dtype", flags->dtype, "Weight dtype for matmuls: f32, bf16 or f16")
       ->capture_default_str();
+  cmd.add_option("--quantization,-q", flags->quantization,
+                 "Quantize the matmul weights at load: int8 (per output row, symmetric; the "
+                 "products take bf16 activations). Replaces --dtype for those weights");
   cmd.add_option("--device", flags->device,
                  "cpu, cuda, cuda:N (rank r on device N + r) or cuda-emulated (the GPU backend's "
                  "code on the CPU, for tests)")
@@ -24,7 +27,7 @@ void AddEngineFlags(CLI::App& cmd, EngineFlags* flags) {
                  "Context length, prompt plus output tokens (default: the model's max_position_embeddings)");
   cmd.add_option("--kv-cache-dtype", flags->kv_cache_dtype,
                  "KV cache elements: f32, bf16 (half the bytes per token), or auto (bf16 for bf16 "
-                 "weights, else f32)")
+                 "and int8 weights, else f32)")
       ->capture_default_str();
 }
 
@@ -37,6 +40,13 @@ absl::StatusOr<runtime::EngineConfig> EngineConfigOf(const EngineFlags& flags,
     config.weight_dtype = DType::kF16;
   } else if (flags.dtype != "f32") {
     return absl::InvalidArgumentError(absl::StrCat("--dtype: '", flags.dtype, "' (f32, bf16 or f16)"));
+  }
+  if (!flags.quantization.empty()) {
+    if (flags.quantization != "int8") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--quantization: '", flags.quantization, "' (int8)"));
+    }
+    config.weight_dtype = DType::kI8;
   }
   const std::optional<DType> kv_dtype = KvDTypeFromName(flags.kv_cache_dtype, config.weight_dtype);
   if (!kv_dtype) {

@@ -14,6 +14,7 @@ namespace baton::cli {
 
 struct EngineFlags {
   std::string dtype = "f32";
+  std::string quantization;  // empty: none; "int8"
   std::string kv_cache_dtype = "f32";
   std::string device = "cpu";
   bool enforce_eager = false;
@@ -22,7 +23,7 @@ struct EngineFlags {
   int max_model_len = 0;  // 0: the model's max_position_embeddings
 };
 
-// Adds --dtype, --kv-cache-dtype, --device, --enforce-eager, --threads, --kv-cache-mib and
+// Adds --dtype, --quantization, --kv-cache-dtype, --device, --enforce-eager, --threads, --kv-cache-mib and
 // --max-model-len.
 void AddEngineFlags(CLI::App& cmd, EngineFlags* flags);
 

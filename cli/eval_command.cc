@@ -94,7 +94,7 @@ absl::Status RunEval(const EvalOptions& opts) {
     nlohmann::json line = {{"model", model_dir.string()},
                            {"text", text_file.string()},
                            {"device", opts.engine.device},
-                           {"dtype", opts.engine.dtype},
+                           {"dtype", std::string(DTypeName(config.weight_dtype))},
                            {"kv_cache_dtype", kv_dtype},
                            {"window", opts.window},
                            {"chunk", opts.chunk},
@@ -111,7 +111,7 @@ absl::Status RunEval(const EvalOptions& opts) {
                      result.perplexity(), result.mean_nll(), result.num_scored_tokens,
                      result.num_windows, opts.window,
                      opts.chunk > 0 ? absl::StrCat(", prefilled in chunks of ", opts.chunk) : "",
-                     opts.engine.device, opts.engine.dtype, kv_dtype, seconds);
+                     opts.engine.device, DTypeName(config.weight_dtype), kv_dtype, seconds);
   }
   return absl::OkStatus();
 }

@@ -88,6 +88,7 @@ struct ServeOptions {
   std::vector<std::string> unknown_args;  // what CLI11 did not recognise (VllmOnlyFlag names them)
   std::string dtype;        // empty: auto, or with --config its weight_dtype; else DtypeOf's names
   std::string kv_cache_dtype;  // empty: the config's (f32 by default); else f32 or bf16
+  std::string quantization;    // empty: none; "int8" (weight_dtype i8)
   // Neither: the config's enable_prefix_caching (on by default).
   bool enable_prefix_caching = false;
   bool no_enable_prefix_caching = false;
@@ -136,6 +137,12 @@ absl::Status CheckDevicesServable(const DeploymentConfig& config) {
   // A CUDA instance's rank r runs on device first + r (EngineConfig::first_device_index).
   for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
     const scheduler::PhaseConfig& phase = scheduler::Phase(config, role);
+    if (IsQuantized(config.weight_dtype) && phase.device_name() != "cpu") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weight_dtype ", std::string(DTypeName(config.weight_dtype)), ": quantized weights run "
+          "on cpu devices only for now; ", runtime::WorkerRoleName(role), " runs on ",
+          phase.device_name()));
+    }
     for (size_t i = 0; i < phase.cuda_device_ids.size(); ++i) {
       const std::vector<int>& ids = phase.cuda_device_ids[i];
       for (size_t r = 1; r < ids.size(); ++r) {
@@ -219,7 +226,6 @@ absl::Status UnknownArgument(const std::string& arg) {
       {"--tokenizer", "is vLLM's; here the model directory's tokenizer.json is the tokenizer"},
       {"--allowed-origins", "is vLLM's CORS setting; not supported"},
       {"--trust-remote-code", "is vLLM's; Baton runs no model code from a checkpoint"},
-      {"--quantization", "is vLLM's; quantized checkpoints are not supported yet"},
       {"--data-parallel-size", "is vLLM's; here a phase's `instances` in a config"},
       {"--uvicorn-log-level", "is vLLM's; use --log-level"},
   };
@@ -315,6 +321,14 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
     }
   }
   if (dtype) config.weight_dtype = *dtype;
+  if (!opts.quantization.empty()) {
+    if (opts.quantization != "int8") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--quantization '", opts.quantization, "': expected int8"));
+    }
+    config.weight_dtype = DType::kI8;
+    dtype_auto = false;
+  }
   if (!opts.kv_cache_dtype.empty()) {
     const std::optional<DType> kv_dtype =
         KvDTypeFromName(opts.kv_cache_dtype, config.weight_dtype);
@@ -750,6 +764,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--dtype", opts->dtype,
                   "Weight dtype: auto (the checkpoint's torch_dtype), float32|float, bfloat16, "
                   "float16|half (default: auto; with --config, its weight_dtype)");
+  cmd->add_option("--quantization,-q", opts->quantization,
+                  "Quantize the matmul weights at load: int8 (per output row, symmetric; CPU "
+                  "devices; sets weight_dtype i8, whatever --dtype says)");
   cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype,
                   "KV cache elements: f32, bf16 (half the memory per token and half the bytes "
                   "decode attention reads), or auto (bf16 for bf16 weights, else f32) (default: "

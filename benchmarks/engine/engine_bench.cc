@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
   int long_context_len = 2000;
   std::vector<int> batches = {1, 8, 32}, long_batches = {1, 8};
   app.add_option("--model", model_dir, "Checkpoint directory")->required();
-  app.add_option("--dtype", dtype, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  app.add_option("--dtype", dtype, "f32, bf16, f16, or i8 (int8 weights quantized at load)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16", "i8"}));
   app.add_option("--kv-cache-dtype", kv_cache_dtype, "KV cache elements: f32 or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--threads", threads, "Threads");
@@ -114,9 +115,7 @@ int main(int argc, char** argv) {
   }
 
   baton::runtime::EngineConfig config{.model_dir = model_dir,
-                                      .weight_dtype = dtype == "bf16"  ? baton::DType::kBF16
-                                                      : dtype == "f16" ? baton::DType::kF16
-                                                                       : baton::DType::kF32,
+                                      .weight_dtype = *baton::DTypeFromName(dtype),
                                       .num_threads = threads,
                                       .kv_cache_dtype = kv_cache_dtype == "bf16"
                                                             ? baton::DType::kBF16
@@ -140,7 +139,7 @@ int main(int argc, char** argv) {
   result["prefill_tokens_per_s"] = BestPrefillTokensPerSecond(**engine, prompt_len, 3, rng);
   // Bytes a batch-1 decode step must read: every matmul weight once, the embedding row, and the
   // KV cache of its context.
-  const double weight_elem_bytes = dtype == "f32" ? 4 : 2;
+  const double weight_elem_bytes = baton::DTypeBytes(*baton::DTypeFromName(dtype));
   const double h = model.hidden_size, kv = model.num_kv_heads * model.head_dim,
                inter = model.intermediate_size;
   const double per_layer = h * (model.num_heads * model.head_dim) * 2 + h * kv * 2 + 3 * h * inter;

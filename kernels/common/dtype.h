@@ -10,22 +10,36 @@
 
 namespace baton {
 
-enum class DType : uint8_t { kF32, kF16, kBF16 };
+// kI8: symmetric int8 matmul weights, one f32 scale per output row (MatmulParams::weight_scales);
+// the only quantized type so far, and never a KV or activation type.
+enum class DType : uint8_t { kF32, kF16, kBF16, kI8 };
 
-constexpr size_t DTypeBytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+constexpr size_t DTypeBytes(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 4;
+    case DType::kF16:
+    case DType::kBF16: return 2;
+    case DType::kI8: return 1;
+  }
+  return 0;
+}
 
 constexpr std::string_view DTypeName(DType dtype) {
   switch (dtype) {
     case DType::kF32: return "f32";
     case DType::kF16: return "f16";
     case DType::kBF16: return "bf16";
+    case DType::kI8: return "i8";
   }
   return "?";
 }
 
-// The DType whose DTypeName is `name` ("f32", "f16", "bf16"); nullopt for any other name.
+// True for the types whose values are integers standing for value * scale.
+constexpr bool IsQuantized(DType dtype) { return dtype == DType::kI8; }
+
+// The DType whose DTypeName is `name` ("f32", "f16", "bf16", "i8"); nullopt for any other name.
 constexpr std::optional<DType> DTypeFromName(std::string_view name) {
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kI8}) {
     if (DTypeName(dtype) == name) return dtype;
   }
   return std::nullopt;
@@ -42,9 +56,13 @@ constexpr std::optional<DType> KvDTypeFromName(std::string_view name) {
 }
 
 // As above, and "auto" (vLLM's default): the weights' own dtype where a cache can hold it (bf16
-// weights, a bf16 cache), f32 otherwise (f32 or f16 weights).
+// weights, a bf16 cache), bf16 for int8 weights (whose products take bf16 activations), f32
+// otherwise (f32 or f16 weights).
 constexpr std::optional<DType> KvDTypeFromName(std::string_view name, DType weight_dtype) {
-  if (name == "auto") return IsKvDType(weight_dtype) ? weight_dtype : DType::kF32;
+  if (name == "auto") {
+    if (weight_dtype == DType::kI8) return DType::kBF16;
+    return IsKvDType(weight_dtype) ? weight_dtype : DType::kF32;
+  }
   return KvDTypeFromName(name);
 }
 

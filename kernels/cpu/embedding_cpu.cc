@@ -35,6 +35,8 @@ absl::Status EmbeddingCpu(const EmbeddingParams& p, ThreadPool* pool) {
           for (int64_t d = 0; d < hidden; ++d) out[d] = F16ToF32(src[d]);
           break;
         }
+        case DType::kI8:  // refused by Validate
+          break;
       }
     }
   });

@@ -9,6 +9,9 @@
 //     or, on CPUs without it, the same rounding of the activations and f32 arithmetic: the AVX2
 //     GEMV widening bf16 weights on the fly for small m, widened weight panels through sgemm for
 //     large m.
+//   int8: bf16's scheme with the integers widened exactly (in registers for small m; to bf16 panels
+//     for the AVX512_BF16 kernel, or to f32 panels for sgemm, for large m), then each column
+//     times its scale.
 //   f16: no x86 instruction we use multiplies f16 pairs into f32 (AVX512_FP16 accumulates in f16),
 //     so always bf16's second scheme: activations rounded to f16 once, then the GEMV (AVX-512 or
 //     AVX2) widening the f16 weights with F16C as they stream past for small m, widened panels
@@ -80,6 +83,16 @@ inline __m512 LoadWeightsTail16(const float* w, int count) {
 }
 inline __m512 LoadWeightsTail16(const HalfFloat* w, int count) {
   HalfFloat buffer[16] = {};
+  std::copy(w, w + count, buffer);
+  return LoadWeights16(buffer);
+}
+// int8 widens exactly: sign-extend 16 bytes to 32-bit lanes, then convert.
+inline __m512 LoadWeights16(const int8_t* w) {
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w))));
+}
+inline __m512 LoadWeightsTail16(const int8_t* w, int count) {
+  int8_t buffer[16] = {};
   std::copy(w, w + count, buffer);
   return LoadWeights16(buffer);
 }
@@ -224,6 +237,11 @@ inline __m256 LoadWeights8(const HalfFloat* w) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
 }
 #endif
+// int8 widens exactly: sign-extend 8 bytes to 32-bit lanes, then convert.
+inline __m256 LoadWeights8(const int8_t* w) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w))));
+}
 // The first `count` (< 8) weights, the other lanes 0 (AVX2 has no 16-bit masked load).
 template <typename W>
 __m256 LoadWeightsTail(const W* w, int count) {
@@ -235,7 +253,8 @@ __m256 LoadWeightsTail(const W* w, int count) {
 // How far ahead of a 16-bit stream to prefetch. A bf16 stream is consumed at half the bytes per
 // instruction of an f32 one, and Zen 3's prefetchers alone then leave it short of bandwidth
 // (interleaved trials, 32000 x 768 and 4096 x 4096: +10-20% at 2 KiB ahead, 1 and 2 threads);
-// the same prefetch on the f32 stream gained nothing. f16 streams get it too (not measured apart).
+// the same prefetch on the f32 stream gained nothing. f16 and int8 streams get it too (not
+// measured apart).
 constexpr int kBf16PrefetchBytes = 2048;
 
 // out[r, j .. j+NW) for r < MA: MA activation rows against NW weight rows read side by side. Each
@@ -253,7 +272,7 @@ void GemvTile(const float* in, const W* weight, const float* bias, float* out, i
   int l = 0;
   for (; l + 16 <= k; l += 16) {
     for (int c = 0; c < NW; ++c) {
-      if constexpr (sizeof(W) == 2) {
+      if constexpr (sizeof(W) < 4) {
         // Past the matrix's end this is a hint to a stray line, never a fault.
         _mm_prefetch(reinterpret_cast<const char*>(w + int64_t{c} * k + l) + kBf16PrefetchBytes,
                      _MM_HINT_T0);
@@ -491,6 +510,23 @@ struct F16Format {
   }
 };
 
+// int8 weights: the activations rounded to bf16 as for bf16 weights (Bf16Format::Round), the
+// integers widened exactly; the scales are applied to the finished sums (ScaleColumns). kSimd as
+// in F16Format: false gives the portable twin, one widened row at a time.
+template <bool kSimd>
+struct Int8Format {
+  using Weight = int8_t;
+#if defined(BATON_SIMD_GEMV)
+  static constexpr bool kSimdGemv = kSimd;
+#else
+  static constexpr bool kSimdGemv = false;
+#endif
+  static void Round(const float* in, int64_t n, float* out) { Bf16Format::Round(in, n, out); }
+  static void Widen(const int8_t* w, int64_t n, float* out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = w[i];
+  }
+};
+
 // Columns [n_begin, n_end) at decode sizes: the SIMD GEMV widening each weight as it streams past,
 // or one widened row at a time.
 template <typename Format>
@@ -556,6 +592,112 @@ void MatmulWidened(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   }
 }
 
+// out[:, n_begin:n_end) = scale[j] * out + bias[j]: the int8 products' sums become the layer's
+// output once they are complete (so no kernel below sees the bias).
+void ScaleColumns(const MatmulParams& p, int n_begin, int n_end) {
+  for (int i = 0; i < p.m; ++i) {
+    float* out = p.out + int64_t{i} * p.n;
+    for (int j = n_begin; j < n_end; ++j) {
+      out[j] = out[j] * p.weight_scales[j] + (p.bias != nullptr ? p.bias[j] : 0.0f);
+    }
+  }
+}
+
+MatmulParams WithoutBias(MatmulParams p) {
+  p.bias = nullptr;
+  return p;
+}
+
+// Columns [n_begin, n_end) at prefill sizes on an AVX512_BF16 CPU: panels of int8 rows widened to
+// bf16 (exact: |q| <= 128 needs 8 significant bits) for the bf16 kernel, which reads each panel
+// once per tile of activation rows. `a` is the activations as MatmulBf16 lays them out. No bias.
+void Int8Bf16PanelColumns(const MatmulParams& p, const uint16_t* a, int64_t k_pad, int n_begin,
+                          int n_end) {
+  const int panel_rows = std::max(16, static_cast<int>(kWidenedPanelBytes / (2 * int64_t{p.k})));
+  thread_local std::vector<uint16_t> panel;
+  panel.resize(static_cast<size_t>(panel_rows) * p.k);
+  const int8_t* w = static_cast<const int8_t*>(p.weight);
+  for (int j0 = n_begin; j0 < n_end; j0 += panel_rows) {
+    const int rows = std::min(panel_rows, n_end - j0);
+    internal::WidenInt8ToBf16(w + int64_t{j0} * p.k, int64_t{rows} * p.k, panel.data());
+    internal::MatmulBf16Avx512(a, k_pad, panel.data(), nullptr, p.out + j0, p.n, p.m, 0, rows,
+                               p.k);
+  }
+}
+
+// [m, k_pad] bf16 activations, zero-padded to a multiple of 32 for whole-vector loads, for the
+// AVX512_BF16 kernel; k_pad is returned through `k_pad`.
+const uint16_t* Bf16Activations(const MatmulParams& first, ThreadPool* pool, int64_t* k_pad) {
+  *k_pad = (first.k + 31) / 32 * 32;
+  // Reused across calls on this thread; the pool's threads reach it through `a`, not by name.
+  thread_local std::vector<uint16_t> buffer;
+  buffer.assign(first.m * *k_pad, 0);
+  uint16_t* a = buffer.data();
+  const int64_t stride = *k_pad;
+  internal::ParallelChunks(pool, first.m, first.k, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      for (int l = 0; l < first.k; ++l) a[i * stride + l] = F32ToBf16(first.in[i * first.k + l]);
+    }
+  });
+  return a;
+}
+
+// The whole int8 scheme for a group (see MatmulCpu): on AVX512_BF16 CPUs, decode batches of 2 to
+// 16 rows widen the integers to bf16 in registers (matmul_int8_avx512.cc) and prefill sizes widen
+// panels of them; otherwise (and for a lone row) the f32 GEMV widening in registers, or f32
+// panels into sgemm. Then the scales and biases. A row's value may depend on the batch size (as
+// with bf16 weights: the kernels differ).
+template <bool kSimd>
+void MatmulInt8(absl::Span<const MatmulParams> group, ThreadPool* pool) {
+  using Format = Int8Format<kSimd>;
+  const MatmulParams& first = group[0];
+  static const bool has_bf16 = internal::CpuHasAvx512Bf16();
+  if (kSimd && has_bf16 && first.m >= 2 && first.m <= kStreamMaxRows) {
+    int64_t k_pad = 0;
+    const uint16_t* a = Bf16Activations(first, pool, &k_pad);
+    ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) {
+      const MatmulParams& p = group[i];
+      internal::MatmulInt8Avx512(a, k_pad, static_cast<const int8_t*>(p.weight), p.out, p.n, p.m,
+                                 n0, n1, p.k);
+      ScaleColumns(p, n0, n1);
+    });
+    return;
+  }
+  if (first.m <= kStreamMaxRows) {
+    thread_local std::vector<float> buffer;
+    buffer.resize(int64_t{first.m} * first.k);
+    float* rounded = buffer.data();  // the pool's threads reach the buffer through this
+    Format::Round(first.in, int64_t{first.m} * first.k, rounded);
+    ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) {
+      WidenedGemvColumns<Format>(WithoutBias(group[i]), rounded, n0, n1);
+      ScaleColumns(group[i], n0, n1);
+    });
+    return;
+  }
+  if (kSimd && has_bf16) {
+    int64_t k_pad = 0;
+    const uint16_t* a = Bf16Activations(first, pool, &k_pad);
+    for (const MatmulParams& p : group) {
+      ForColumnRanges(pool, p.n, int64_t{p.m} * p.k, [&](int n0, int n1) {
+        Int8Bf16PanelColumns(p, a, k_pad, n0, n1);
+        ScaleColumns(p, n0, n1);
+      });
+    }
+    return;
+  }
+  thread_local std::vector<float> buffer;
+  buffer.resize(int64_t{first.m} * first.k);
+  float* rounded = buffer.data();
+  Format::Round(first.in, int64_t{first.m} * first.k, rounded);
+  MakeOpenBlasSingleThreaded();
+  for (const MatmulParams& p : group) {
+    ForColumnRanges(pool, p.n, int64_t{p.m} * p.k, [&](int n0, int n1) {
+      WidenedSgemmColumns<Format>(WithoutBias(p), rounded, n0, n1);
+      ScaleColumns(p, n0, n1);
+    });
+  }
+}
+
 void MatmulBf16(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   static const bool has_bf16 = internal::CpuHasAvx512Bf16();
   if (!has_bf16) {
@@ -563,17 +705,8 @@ void MatmulBf16(absl::Span<const MatmulParams> group, ThreadPool* pool) {
     return;
   }
   const MatmulParams& first = group[0];
-  // [m, k_pad] bf16 activations, zero-padded to a multiple of 32 for whole-vector loads.
-  const int64_t k_pad = (first.k + 31) / 32 * 32;
-  // Reused across calls on this thread; the pool's threads reach it through `a`, not by name.
-  thread_local std::vector<uint16_t> buffer;
-  buffer.assign(first.m * k_pad, 0);
-  uint16_t* a = buffer.data();
-  internal::ParallelChunks(pool, first.m, first.k, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) {
-      for (int l = 0; l < first.k; ++l) a[i * k_pad + l] = F32ToBf16(first.in[i * first.k + l]);
-    }
-  });
+  int64_t k_pad = 0;
+  const uint16_t* a = Bf16Activations(first, pool, &k_pad);
   auto columns = [&](const MatmulParams& p, int n0, int n1) {
     internal::MatmulBf16Avx512(a, k_pad, static_cast<const uint16_t*>(p.weight), p.bias, p.out,
                                p.n, p.m, n0, n1, p.k);
@@ -602,6 +735,10 @@ void MatmulF16Portable(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   MatmulWidened<F16Format<false>>(group, pool);
 }
 
+void MatmulInt8Portable(absl::Span<const MatmulParams> group, ThreadPool* pool) {
+  MatmulInt8<false>(group, pool);
+}
+
 }  // namespace internal
 
 absl::Status MatmulCpu(const MatmulParams& p, ThreadPool* pool) {
@@ -623,6 +760,7 @@ absl::Status MatmulGroupCpu(absl::Span<const MatmulParams> group, ThreadPool* po
     case DType::kF32: MatmulF32(group, pool); break;
     case DType::kBF16: MatmulBf16(group, pool); break;
     case DType::kF16: MatmulWidened<F16Format<true>>(group, pool); break;
+    case DType::kI8: MatmulInt8<true>(group, pool); break;
   }
   return absl::OkStatus();
 }

@@ -23,6 +23,13 @@ int F32GemvMaxRows();
 void MatmulBf16Avx512(const uint16_t* a, int64_t a_stride, const uint16_t* w, const float* bias,
                       float* out, int64_t out_stride, int m, int n_begin, int n_end, int k);
 
+// int8 weights x bf16 activations (matmul_int8_avx512.cc), `a` as in MatmulBf16Avx512:
+// out[i, j] = a[i, :] . q[j, :], the raw sums (no scale, no bias). Call only if CpuHasAvx512Bf16().
+void MatmulInt8Avx512(const uint16_t* a, int64_t a_stride, const int8_t* w, float* out,
+                      int64_t out_stride, int m, int n_begin, int n_end, int k);
+// out[i] = q[i] as bf16 bits (exact). Call only if CpuHasAvx512Bf16().
+void WidenInt8ToBf16(const int8_t* q, int64_t n, uint16_t* out);
+
 // The bf16 path for CPUs without AVX512_BF16 (exposed so tests cover it on any CPU): activations
 // rounded to bf16, weights widened to f32, f32 products. `group` is as in MatmulGroupCpu: valid,
 // bf16, sharing in, m and k.
@@ -32,5 +39,9 @@ void MatmulBf16Portable(absl::Span<const MatmulParams> group, ThreadPool* pool);
 // compare the two): activations rounded to f16, weights widened to f32, f32 products. `group` as
 // above, f16.
 void MatmulF16Portable(absl::Span<const MatmulParams> group, ThreadPool* pool);
+
+// The int8 path with scalar widening and no SIMD GEMV, and sgemm for large m whatever the CPU
+// (the twin of the fast one, exposed so tests compare the two). `group` as above, i8.
+void MatmulInt8Portable(absl::Span<const MatmulParams> group, ThreadPool* pool);
 
 }  // namespace baton::kernels::internal

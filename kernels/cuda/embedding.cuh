@@ -40,6 +40,8 @@ BATON_GLOBAL void EmbeddingKernel(EmbeddingParams p) {
       case DType::kF16:
         out[d] = simt::HalfBitsToFloat(static_cast<const uint16_t*>(p.table)[row + d]);
         break;
+      case DType::kI8:  // refused by Validate
+        break;
     }
   }
 }

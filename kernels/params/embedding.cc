@@ -23,6 +23,8 @@ absl::Status Validate(const EmbeddingParams& params) {
     case DType::kF16:
     case DType::kBF16:
       return absl::OkStatus();
+    case DType::kI8:
+      break;
   }
   return absl::InvalidArgumentError(
       absl::StrCat(kOp, ": unknown table_dtype ", static_cast<int>(params.table_dtype)));

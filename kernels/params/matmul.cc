@@ -22,10 +22,17 @@ absl::Status Validate(const MatmulParams& params) {
   RETURN_IF_ERROR(CheckPointer(kOp, "weight", params.weight));
   // Every DType is a weight dtype today; the check stays for values outside the enum.
   if (params.weight_dtype != DType::kF32 && params.weight_dtype != DType::kBF16 &&
-      params.weight_dtype != DType::kF16) {
+      params.weight_dtype != DType::kF16 && params.weight_dtype != DType::kI8) {
     return absl::InvalidArgumentError(absl::StrCat(
         kOp, ": weight_dtype ", std::string(DTypeName(params.weight_dtype)),
-        " is not supported (f32, bf16, f16)"));
+        " is not supported (f32, bf16, f16, i8)"));
+  }
+  if (IsQuantized(params.weight_dtype)) {
+    RETURN_IF_ERROR(CheckPointer(kOp, "weight_scales", params.weight_scales));
+  } else if (params.weight_scales != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kOp, ": weight_scales given with ", std::string(DTypeName(params.weight_dtype)),
+        " weights (scales belong to quantized weights only)"));
   }
   return absl::OkStatus();
 }

@@ -17,6 +17,8 @@ float LoadAsF32(const void* data, DType dtype, int64_t idx) {
       return F16ToF32(static_cast<const uint16_t*>(data)[idx]);
     case DType::kBF16:
       return Bf16ToF32(static_cast<const uint16_t*>(data)[idx]);
+    case DType::kI8:  // the integer, without its row's scale
+      return static_cast<const int8_t*>(data)[idx];
   }
   return std::numeric_limits<float>::quiet_NaN();
 }
@@ -32,6 +34,10 @@ void StoreFromF32(void* data, DType dtype, int64_t idx, float value) {
       return;
     case DType::kBF16:
       static_cast<uint16_t*>(data)[idx] = F32ToBf16(value);
+      return;
+    case DType::kI8:
+      static_cast<int8_t*>(data)[idx] =
+          static_cast<int8_t>(std::clamp(std::nearbyint(value), -128.0f, 127.0f));
       return;
   }
 }
@@ -161,11 +167,13 @@ void Add(float* out, const float* a, const float* b, int64_t n) {
 void Matmul(const MatmulParams& p) {
   for (int i = 0; i < p.m; ++i) {
     for (int j = 0; j < p.n; ++j) {
-      double acc = p.bias != nullptr ? p.bias[j] : 0.0;
+      double acc = 0.0;
       for (int l = 0; l < p.k; ++l) {
         acc += double{p.in[int64_t{i} * p.k + l]} *
                LoadAsF32(p.weight, p.weight_dtype, int64_t{j} * p.k + l);
       }
+      if (p.weight_scales != nullptr) acc *= p.weight_scales[j];
+      if (p.bias != nullptr) acc += p.bias[j];
       p.out[int64_t{i} * p.n + j] = static_cast<float>(acc);
     }
   }

@@ -30,7 +30,8 @@ kernels::MatmulParams ToParams(const Projection& p, const float* in, int m) {
       .bias = p.bias != nullptr ? static_cast<const float*>(p.bias->data) : nullptr,
       .m = m,
       .n = static_cast<int>(p.weight.shape[0]),
-      .k = static_cast<int>(p.weight.shape[1])};
+      .k = static_cast<int>(p.weight.shape[1]),
+      .weight_scales = p.weight.scales};
 }
 
 absl::Status Linear(DeviceBackend& backend, const Weight& w, const Weight* bias, const float* in,
@@ -105,10 +106,16 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesyst
                                                              ThreadPool* load_pool,
                                                              const ShardSpec& shard_spec,
                                                              ModelComms comms) {
-  if (matmul_dtype != DType::kF32 && matmul_dtype != DType::kBF16 && matmul_dtype != DType::kF16) {
+  if (matmul_dtype != DType::kF32 && matmul_dtype != DType::kBF16 && matmul_dtype != DType::kF16 &&
+      matmul_dtype != DType::kI8) {
     return absl::InvalidArgumentError(absl::StrCat("weight dtype ",
                                                    std::string(DTypeName(matmul_dtype)),
-                                                   " is not supported (f32, bf16 or f16)"));
+                                                   " is not supported (f32, bf16, f16 or i8)"));
+  }
+  if (IsQuantized(matmul_dtype) && !backend->IsHostMemory()) {
+    return absl::UnimplementedError(absl::StrCat(
+        std::string(DTypeName(matmul_dtype)), " weights run on the CPU backend only: ",
+        DeviceKindName(backend->device()), " has no quantized matmul yet"));
   }
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
   ASSIGN_OR_RETURN(ModelShard shard, MakeModelShard(config, shard_spec));

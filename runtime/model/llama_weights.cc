@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/common/check.h"
 #include "kernels/common/status_macros.h"
+#include "runtime/model/weight_quantization.h"
 
 namespace baton::runtime {
 namespace {
@@ -39,6 +40,8 @@ float LoadAsF32(const std::byte* src, DType dtype, int64_t i) {
       std::memcpy(&bits, src + 2 * i, 2);
       return Bf16ToF32(bits);
     }
+    case DType::kI8:  // the integer; its scale is applied by whoever reads the tensor's scales
+      return static_cast<float>(static_cast<int8_t>(src[i]));
   }
   return 0;
 }
@@ -68,6 +71,9 @@ void ConvertRange(const std::byte* src, DType src_dtype, std::byte* dst, DType d
       for (int64_t i = begin; i < end; ++i) out[i] = F32ToF16(LoadAsF32(src, src_dtype, i));
       return;
     }
+    case DType::kI8:  // quantizing needs a scale per row: weight_quantization.h, never a conversion
+      BATON_CHECK(false);
+      return;
   }
 }
 
@@ -95,13 +101,52 @@ class WeightLoader {
   // The tensor `name` of exactly `shape`, as `target` (nullopt: as stored).
   absl::StatusOr<Weight> Load(const std::string& name, std::vector<int64_t> shape,
                               std::optional<DType> target) {
-    ASSIGN_OR_RETURN(TensorInfo info, checkpoint_.Get(name, shape));
+    ASSIGN_OR_RETURN(TensorInfo info, Get(name, std::move(shape)));
     return FromInfo(info, target.value_or(info.dtype));
   }
 
-  // The tensor `name` of exactly `shape`, as stored.
+  // The tensor `name` of exactly `shape`, as stored. Int8 tensors are refused: without the
+  // checkpoint's quantization scheme their integers mean nothing.
   absl::StatusOr<TensorInfo> Get(const std::string& name, std::vector<int64_t> shape) {
-    return checkpoint_.Get(name, shape);
+    ASSIGN_OR_RETURN(TensorInfo info, checkpoint_.Get(name, shape));
+    if (IsQuantized(info.dtype)) {
+      return absl::UnimplementedError(absl::StrCat(
+          checkpoint_.dir().string(), ": tensor '", name, "' is stored as ",
+          std::string(DTypeName(info.dtype)),
+          "; pre-quantized checkpoints are not read yet (quantize a f32/bf16/f16 checkpoint at "
+          "load with --quantization int8)"));
+    }
+    return info;
+  }
+
+  // A matmul weight: `info` as `target`, or, for kI8, columns [col_begin, col_end) of `info` (a
+  // matrix) quantized per row (QuantizeRowsInt8).
+  Weight Matmul(const TensorInfo& info, DType target, int64_t col_begin, int64_t col_end) {
+    if (target != DType::kI8) {
+      if (col_begin == 0 && col_end == info.shape[1]) return FromInfo(info, target);
+      return ColumnSlice(info, target, col_begin, col_end);
+    }
+    const int64_t rows = info.shape[0];
+    const int64_t cols = info.shape[1];
+    const int64_t width = col_end - col_begin;
+    const size_t src_elem = DTypeBytes(info.dtype);
+    auto* q = reinterpret_cast<int8_t*>(Allocate(static_cast<size_t>(rows * width)));
+    auto* scales = reinterpret_cast<float*>(Allocate(static_cast<size_t>(rows) * sizeof(float)));
+    auto quantize_rows = [&](int64_t row_begin, int64_t row_end) {
+      std::vector<float> row(width);
+      for (int64_t r = row_begin; r < row_end; ++r) {
+        ConvertRange(info.data + (r * cols + col_begin) * src_elem, info.dtype,
+                     reinterpret_cast<std::byte*>(row.data()), DType::kF32, 0, width);
+        QuantizeRowsInt8(row.data(), 1, width, q + r * width, scales + r);
+      }
+    };
+    if (rows * width < kMinParallelElements) {
+      quantize_rows(0, rows);
+    } else {
+      pool_.ParallelFor(rows, [&](int64_t b, int64_t e, int) { quantize_rows(b, e); });
+    }
+    ReleaseMappedRange(info.data, info.num_bytes);
+    return Weight{.dtype = DType::kI8, .shape = {rows, width}, .data = q, .scales = scales};
   }
 
   // `info` as `target`: zero-copy when it already is and is aligned, else a converted copy.
@@ -231,12 +276,17 @@ absl::StatusOr<LayerWeights> LoadLayer(WeightLoader& loader, const ModelConfig& 
     ASSIGN_OR_RETURN(TensorInfo info, get(name, std::move(shape)));
     return loader.FromInfo(WeightLoader::RowSlice(info, begin, end), target);
   };
+  // Rows [begin, end) of a [rows, hidden] matmul weight.
+  auto matmul_rows = [&](std::string_view name, int64_t num_rows, int64_t begin,
+                         int64_t end) -> absl::StatusOr<Weight> {
+    ASSIGN_OR_RETURN(TensorInfo info, get(name, {num_rows, hidden}));
+    return loader.Matmul(WeightLoader::RowSlice(info, begin, end), matmul_dtype, 0, hidden);
+  };
   // Columns [begin, end) of a [hidden, cols] matmul weight.
   auto columns = [&](std::string_view name, int64_t cols, int64_t begin,
                      int64_t end) -> absl::StatusOr<Weight> {
     ASSIGN_OR_RETURN(TensorInfo info, get(name, {hidden, cols}));
-    if (begin == 0 && end == cols) return loader.FromInfo(info, matmul_dtype);
-    return loader.ColumnSlice(info, matmul_dtype, begin, end);
+    return loader.Matmul(info, matmul_dtype, begin, end);
   };
   auto f32 = [&](std::string_view name, std::vector<int64_t> shape) {
     return loader.Load(prefix + std::string(name), std::move(shape), DType::kF32);
@@ -244,12 +294,11 @@ absl::StatusOr<LayerWeights> LoadLayer(WeightLoader& loader, const ModelConfig& 
 
   LayerWeights layer;
   ASSIGN_OR_RETURN(layer.input_norm, f32("input_layernorm.weight", {hidden}));
-  ASSIGN_OR_RETURN(layer.q_proj,
-                   rows("self_attn.q_proj.weight", {q_dim, hidden}, matmul_dtype, q_begin, q_end));
-  ASSIGN_OR_RETURN(layer.k_proj, rows("self_attn.k_proj.weight", {kv_dim, hidden}, matmul_dtype,
-                                      kv_begin, kv_end));
-  ASSIGN_OR_RETURN(layer.v_proj, rows("self_attn.v_proj.weight", {kv_dim, hidden}, matmul_dtype,
-                                      kv_begin, kv_end));
+  ASSIGN_OR_RETURN(layer.q_proj, matmul_rows("self_attn.q_proj.weight", q_dim, q_begin, q_end));
+  ASSIGN_OR_RETURN(layer.k_proj,
+                   matmul_rows("self_attn.k_proj.weight", kv_dim, kv_begin, kv_end));
+  ASSIGN_OR_RETURN(layer.v_proj,
+                   matmul_rows("self_attn.v_proj.weight", kv_dim, kv_begin, kv_end));
   ASSIGN_OR_RETURN(layer.o_proj, columns("self_attn.o_proj.weight", q_dim, q_begin, q_end));
   if (config.attention_bias) {
     ASSIGN_OR_RETURN(layer.q_bias,
@@ -260,10 +309,9 @@ absl::StatusOr<LayerWeights> LoadLayer(WeightLoader& loader, const ModelConfig& 
                      rows("self_attn.v_proj.bias", {kv_dim}, DType::kF32, kv_begin, kv_end));
   }
   ASSIGN_OR_RETURN(layer.post_attention_norm, f32("post_attention_layernorm.weight", {hidden}));
-  ASSIGN_OR_RETURN(layer.gate_proj, rows("mlp.gate_proj.weight", {inter, hidden}, matmul_dtype,
-                                         mlp_begin, mlp_end));
-  ASSIGN_OR_RETURN(layer.up_proj, rows("mlp.up_proj.weight", {inter, hidden}, matmul_dtype,
-                                       mlp_begin, mlp_end));
+  ASSIGN_OR_RETURN(layer.gate_proj,
+                   matmul_rows("mlp.gate_proj.weight", inter, mlp_begin, mlp_end));
+  ASSIGN_OR_RETURN(layer.up_proj, matmul_rows("mlp.up_proj.weight", inter, mlp_begin, mlp_end));
   ASSIGN_OR_RETURN(layer.down_proj, columns("mlp.down_proj.weight", inter, mlp_begin, mlp_end));
   return layer;
 }
@@ -275,8 +323,9 @@ int64_t Weight::numel() const { return data == nullptr ? 0 : NumElements(shape);
 absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
     const std::filesystem::path& model_dir, const ModelConfig& config, DType matmul_dtype,
     ThreadPool* pool, const ModelShard* shard) {
-  if (matmul_dtype != DType::kF32 && matmul_dtype != DType::kBF16 && matmul_dtype != DType::kF16) {
-    return absl::InvalidArgumentError(absl::StrCat("matmul dtype must be f32, bf16 or f16, got ",
+  if (matmul_dtype != DType::kF32 && matmul_dtype != DType::kBF16 && matmul_dtype != DType::kF16 &&
+      matmul_dtype != DType::kI8) {
+    return absl::InvalidArgumentError(absl::StrCat("matmul dtype must be f32, bf16, f16 or i8, got ",
                                                    std::string(DTypeName(matmul_dtype))));
   }
   ModelShard whole;
@@ -304,8 +353,7 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
   const int64_t vocab_end = shard->vocab_end;
   std::optional<TensorInfo> embed;
   if (first_stage || (last_stage && config.tie_word_embeddings)) {
-    ASSIGN_OR_RETURN(embed, weights->checkpoint->Get("model.embed_tokens.weight",
-                                                     std::vector<int64_t>{vocab, hidden}));
+    ASSIGN_OR_RETURN(embed, loader.Get("model.embed_tokens.weight", {vocab, hidden}));
   }
   if (first_stage) {
     // The embedding kernel reads f32 and bf16 tables; f16 is widened.
@@ -322,13 +370,13 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
         weights->lm_head = weights->embed_tokens;
         weights->lm_head.shape = {vocab_end - vocab_begin, hidden};
       } else {
-        weights->lm_head =
-            loader.FromInfo(WeightLoader::RowSlice(*embed, vocab_begin, vocab_end), matmul_dtype);
+        weights->lm_head = loader.Matmul(WeightLoader::RowSlice(*embed, vocab_begin, vocab_end),
+                                         matmul_dtype, 0, hidden);
       }
     } else {
       ASSIGN_OR_RETURN(TensorInfo lm_head, loader.Get("lm_head.weight", {vocab, hidden}));
-      weights->lm_head =
-          loader.FromInfo(WeightLoader::RowSlice(lm_head, vocab_begin, vocab_end), matmul_dtype);
+      weights->lm_head = loader.Matmul(WeightLoader::RowSlice(lm_head, vocab_begin, vocab_end),
+                                       matmul_dtype, 0, hidden);
     }
     ASSIGN_OR_RETURN(weights->final_norm,
                      loader.Load("model.norm.weight", {hidden}, DType::kF32));

@@ -18,7 +18,8 @@
 //
 // Dtypes after loading:
 //   - norms and biases: always f32;
-//   - matmul weights (q, k, v, o, gate, up, down, lm_head): matmul_dtype (kF32, kBF16 or kF16);
+//   - matmul weights (q, k, v, o, gate, up, down, lm_head): matmul_dtype (kF32, kBF16, kF16, or
+//     kI8: quantized at load, per row, symmetric, by QuantizeRowsInt8 (weight_quantization.h));
 //   - embed_tokens: as stored if f32 or bf16, f16 converted to f32.
 // A weight already stored in its target dtype is zero-copy: Weight::data points into the
 // checkpoint's memory map (unless the file places it misaligned for its element size, then it is
@@ -48,7 +49,8 @@
 //
 // Errors: those of Checkpoint::Open, and of Checkpoint::Get for each tensor (kNotFound naming a
 // missing tensor and the directory; kInvalidArgument for a wrong shape, naming the tensor, both
-// shapes and the file); kInvalidArgument for a matmul_dtype other than kF32/kBF16/kF16.
+// shapes and the file); kInvalidArgument for a matmul_dtype other than kF32/kBF16/kF16/kI8, and for
+// an int8 tensor in the checkpoint (a pre-quantized checkpoint is not read yet).
 //
 // Immutable after loading; share freely between threads that only read.
 #pragma once
@@ -74,6 +76,8 @@ struct Weight {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;  // row-major; empty for an absent optional weight
   const void* data = nullptr;  // [shape] elements of dtype; nullptr for an absent optional weight
+  // kI8 only: [shape[0]] f32, row j's values are scales[j] * q[j, :] (MatmulParams::weight_scales).
+  const float* scales = nullptr;
 
   int64_t numel() const;  // 0 for an absent weight
   size_t num_bytes() const { return static_cast<size_t>(numel()) * DTypeBytes(dtype); }

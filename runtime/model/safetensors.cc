@@ -34,7 +34,7 @@ constexpr DTypeEntry kDTypes[] = {
     {"F32", 32, DType::kF32},     {"F16", 16, DType::kF16},     {"BF16", 16, DType::kBF16},
     {"F64", 64, std::nullopt},    {"I64", 64, std::nullopt},    {"U64", 64, std::nullopt},
     {"C64", 64, std::nullopt},    {"I32", 32, std::nullopt},    {"U32", 32, std::nullopt},
-    {"I16", 16, std::nullopt},    {"U16", 16, std::nullopt},    {"I8", 8, std::nullopt},
+    {"I16", 16, std::nullopt},    {"U16", 16, std::nullopt},    {"I8", 8, DType::kI8},
     {"U8", 8, std::nullopt},      {"BOOL", 8, std::nullopt},    {"F8_E4M3", 8, std::nullopt},
     {"F8_E5M2", 8, std::nullopt}, {"F8_E8M0", 8, std::nullopt}, {"F6_E2M3", 6, std::nullopt},
     {"F6_E3M2", 6, std::nullopt}, {"F4", 4, std::nullopt},
@@ -289,7 +289,7 @@ absl::StatusOr<const TensorInfo*> SafetensorsFile::Get(std::string_view name) co
   if (auto it = unsupported_.find(name); it != unsupported_.end()) {
     return absl::UnimplementedError(absl::StrCat(path_.string(), ": tensor '", std::string(name),
                                                  "' has dtype ", it->second,
-                                                 "; supported: F32, F16, BF16"));
+                                                 "; supported: F32, F16, BF16, I8"));
   }
   return absl::NotFoundError(
       absl::StrCat(path_.string(), ": no tensor named '", std::string(name), "'"));

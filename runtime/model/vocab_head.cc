@@ -92,7 +92,8 @@ absl::Status VocabHead::ComputeLogits(const float* h, int num_seqs) {
                                                   .bias = nullptr,
                                                   .m = num_seqs,
                                                   .n = vocab_end_ - vocab_begin_,
-                                                  .k = hidden_});
+                                                  .k = hidden_,
+                                                  .weight_scales = lm_head_.scales});
   };
   if (tp_ == nullptr) return matmul(logits_.data<float>());
 

@@ -32,6 +32,8 @@ struct MatmulProblem {
   std::vector<float> in;
   std::vector<float> weight32;
   std::vector<uint16_t> weight16;
+  std::vector<int8_t> weight8;  // kI8: integers in [-127, 127], each row times its scale
+  std::vector<float> scales;    // kI8: [n], about 1/127, so the weights span about [-1, 1]
   std::vector<float> bias;
   std::vector<float> out;
 
@@ -42,6 +44,11 @@ struct MatmulProblem {
       weight32 = kernels::reference::RandomVector(size_t(n_) * k_, seed + 1);
     } else if (dt == DType::kBF16) {
       weight16 = kernels::reference::RandomBf16(size_t(n_) * k_, seed + 1);
+    } else if (dt == DType::kI8) {
+      kernels::reference::TestRng rng(seed + 1);
+      weight8.resize(size_t(n_) * k_);
+      for (int8_t& q : weight8) q = static_cast<int8_t>(rng.UniformInt(-127, 127));
+      scales = kernels::reference::RandomVector(n_, seed + 3, 0.5f / 127, 1.5f / 127);
     } else {
       weight16 = kernels::reference::RandomF16(size_t(n_) * k_, seed + 1);
     }
@@ -50,13 +57,15 @@ struct MatmulProblem {
   MatmulParams Params(float* out_ptr, const float* in_ptr = nullptr) const {
     return {.out = out_ptr,
             .in = in_ptr != nullptr ? in_ptr : in.data(),
-            .weight = dtype == DType::kF32 ? static_cast<const void*>(weight32.data())
-                                           : static_cast<const void*>(weight16.data()),
+            .weight = dtype == DType::kF32   ? static_cast<const void*>(weight32.data())
+                      : dtype == DType::kI8 ? static_cast<const void*>(weight8.data())
+                                            : static_cast<const void*>(weight16.data()),
             .weight_dtype = dtype,
             .bias = bias.empty() ? nullptr : bias.data(),
             .m = m,
             .n = n,
-            .k = k};
+            .k = k,
+            .weight_scales = scales.empty() ? nullptr : scales.data()};
   }
 };
 
@@ -67,7 +76,8 @@ testing::Tolerance SumTolerance(int k) { return ScaledForSum(ToleranceFor(DType:
 std::vector<float> RoundedLikeTheWeights(const std::vector<float>& in, DType dtype) {
   switch (dtype) {
     case DType::kF32: return in;
-    case DType::kBF16: return kernels::reference::RoundToBf16(in);
+    case DType::kBF16:
+    case DType::kI8: return kernels::reference::RoundToBf16(in);
     case DType::kF16: return kernels::reference::RoundToF16(in);
   }
   return in;
@@ -103,7 +113,7 @@ TEST_P(MatmulCpuTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulCpuTest,
                          ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16,
-                                                              DType::kF16),
+                                                              DType::kF16, DType::kI8),
                                             ::testing::Values(1, 2, 3, 4, 5, 8, 15, 16, 17, 64)));
 
 TEST(MatmulCpuTest, Bf16ResultIsCloseToTheUnroundedProduct) {
@@ -190,6 +200,38 @@ TEST(MatmulCpuTest, PortableF16PathMatchesTheFastOne) {
   }
 }
 
+TEST(MatmulCpuTest, PortableInt8PathMatchesTheFastOne) {
+  for (int m : {1, 6, 40}) {
+    MatmulProblem problem(m, 45, 100, DType::kI8, true, 8);
+    std::vector<float> portable(problem.out.size());
+    ThreadPool pool(2);
+    ASSERT_THAT(MatmulCpu(problem.Params(problem.out.data()), &pool), IsOk());
+    const MatmulParams params = problem.Params(portable.data());
+    internal::MatmulInt8Portable(absl::MakeConstSpan(&params, 1), &pool);
+    EXPECT_TRUE(AllClose(portable, problem.out, SumTolerance(100))) << "m = " << m;
+  }
+}
+
+// int8 x bf16 products are exact in f32, so the int8 result of (in, q, scale) is the f32 result
+// of (bf16(in), q) times the scale: equal up to summation order at any size.
+TEST(MatmulCpuTest, Int8IsTheF32ProductOfTheIntegersTimesTheScale) {
+  for (int m : {1, 7, 33}) {
+    MatmulProblem problem(m, 50, 300, DType::kI8, false, 21);
+    ASSERT_THAT(MatmulCpu(problem.Params(problem.out.data()), nullptr), IsOk());
+    const std::vector<float> in = kernels::reference::RoundToBf16(problem.in);
+    const std::vector<float> integers(problem.weight8.begin(), problem.weight8.end());
+    std::vector<float> expected(problem.out.size());
+    ASSERT_THAT(MatmulCpu({.out = expected.data(), .in = in.data(), .weight = integers.data(),
+                           .weight_dtype = DType::kF32, .bias = nullptr, .m = m, .n = 50, .k = 300},
+                          nullptr),
+                IsOk());
+    for (int i = 0; i < m; ++i) {
+      for (int j = 0; j < 50; ++j) expected[i * 50 + j] *= problem.scales[j];
+    }
+    EXPECT_TRUE(AllClose(problem.out, expected, ToleranceFor(DType::kF32))) << "m = " << m;
+  }
+}
+
 TEST(MatmulCpuTest, PortableBf16PathMatchesTheFastOne) {
   for (int m : {1, 6, 40}) {
     MatmulProblem problem(m, 45, 100, DType::kBF16, true, 8);
@@ -205,7 +247,7 @@ TEST(MatmulCpuTest, PortableBf16PathMatchesTheFastOne) {
 // (c) a row of the output depends on its row of the input only: m rows at once equals m calls of
 // one row, up to summation order (GEMV and GEMM kernels differ).
 TEST(MatmulCpuTest, BatchedRowsMatchSingleRows) {
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kI8}) {
     MatmulProblem problem(37, 130, 257, dtype, true, 12);
     ThreadPool pool(2);
     ASSERT_THAT(MatmulCpu(problem.Params(problem.out.data()), &pool), IsOk());
@@ -224,7 +266,7 @@ TEST(MatmulCpuTest, BatchedRowsMatchSingleRows) {
 // A group computes exactly what its members compute alone: the same kernels on the same rows,
 // only the split of the rows over the threads differs.
 TEST(MatmulGroupCpuTest, EqualsEachMemberAlone) {
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kI8}) {
     for (int m : {1, 3, 9}) {
       SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " m " << m);
       // Odd widths so the group's row ranges cut members mid-way; one member with a bias.
@@ -306,6 +348,17 @@ TEST(MatmulCpuTest, RejectsBadParams) {
   p = problem.Params(nullptr);
   p.m = 0;
   EXPECT_THAT(MatmulCpu(p, nullptr), IsOk());
+  // Scales go with int8 weights, and only with them.
+  const float scales[3] = {1, 1, 1};
+  p = problem.Params(problem.out.data());
+  p.weight_scales = scales;
+  EXPECT_THAT(MatmulCpu(p, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("weight_scales given with f32")));
+  MatmulProblem int8(2, 3, 4, DType::kI8, false, 1);
+  p = int8.Params(int8.out.data());
+  p.weight_scales = nullptr;
+  EXPECT_THAT(MatmulCpu(p, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("weight_scales")));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "tests/testing/safetensors_writer.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -42,6 +43,9 @@ std::string EncodeValues(std::span<const float> values, DType dtype) {
         std::memcpy(&bytes[2 * i], &bits, 2);
         break;
       }
+      case DType::kI8:
+        bytes[i] = static_cast<char>(static_cast<int8_t>(std::nearbyint(values[i])));
+        break;
     }
   }
   return bytes;
@@ -55,6 +59,8 @@ std::string SafetensorsDTypeName(DType dtype) {
       return "F16";
     case DType::kBF16:
       return "BF16";
+    case DType::kI8:
+      return "I8";
   }
   return "?";
 }

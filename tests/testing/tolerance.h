@@ -29,6 +29,7 @@ constexpr Tolerance ToleranceFor(DType dtype) {
     case DType::kF32: return {.atol = 1e-5, .rtol = 1e-5};
     case DType::kF16: return {.atol = 1e-3, .rtol = 1e-3};
     case DType::kBF16: return {.atol = 8e-3, .rtol = 8e-3};
+    case DType::kI8: return {.atol = 8e-3, .rtol = 8e-3};  // its products take bf16 activations
   }
   return {.atol = 0, .rtol = 0};
 }

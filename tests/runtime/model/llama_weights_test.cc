@@ -1,6 +1,7 @@
 #include "runtime/model/llama_weights.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -554,7 +555,108 @@ TEST_F(LlamaWeightsTest, WrongShapeNamesTensorShapesAndFile) {
 TEST_F(LlamaWeightsTest, UnsupportedMatmulDTypeIsInvalid) {
   EXPECT_THAT(WriteAndLoad(TinyModelSpec{}, static_cast<DType>(7)),  // no such dtype
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("matmul dtype must be f32, bf16 or f16")));
+                       HasSubstr("matmul dtype must be f32, bf16, f16 or i8")));
+}
+
+// int8 at load: every matmul weight (lm_head too, a copy of a tied table) is q * scale with one
+// scale per row, scale = max |w| / 127 and q = w / scale rounded half to even; the embedding table
+// and the norms are as without quantization.
+TEST_F(LlamaWeightsTest, Int8QuantizesEveryMatmulWeightPerRow) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "tied " << tied);
+    TinyModelSpec spec;
+    spec.tie_word_embeddings = tied;
+    spec.dtype = DType::kBF16;
+    absl::StatusOr<std::unique_ptr<LlamaWeights>> weights = WriteAndLoad(spec, DType::kI8);
+    ASSERT_THAT(weights, IsOk());
+    EXPECT_EQ((*weights)->embed_tokens.dtype, DType::kBF16);
+    EXPECT_EQ((*weights)->embed_tokens.scales, nullptr);
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (const auto& [name, shape] : TinyTensorShapes(spec)) shapes[name] = shape;
+    for (const auto& [name, weight] : NamedWeights(**weights, tied)) {
+      SCOPED_TRACE(name);
+      const bool is_lm_head = weight == &(*weights)->lm_head;
+      if (IsNorm(name) || (name == "model.embed_tokens.weight" && !is_lm_head)) {
+        EXPECT_NE(weight->dtype, DType::kI8);
+        continue;
+      }
+      ASSERT_EQ(weight->dtype, DType::kI8);
+      ASSERT_EQ(weight->shape, shapes.at(name));
+      ASSERT_NE(weight->scales, nullptr);
+      const int64_t rows = weight->shape[0], cols = weight->shape[1];
+      const auto* q = static_cast<const int8_t*>(weight->data);
+      for (int64_t r = 0; r < rows; ++r) {
+        double max_abs = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          max_abs = std::max(max_abs, std::fabs(double{TinyValue(name, r * cols + c)}));
+        }
+        const float scale = static_cast<float>(max_abs / 127);
+        ASSERT_FLOAT_EQ(weight->scales[r], scale) << "row " << r;
+        for (int64_t c = 0; c < cols; ++c) {
+          const float w = TinyValue(name, r * cols + c);
+          ASSERT_EQ(q[r * cols + c], static_cast<int8_t>(std::nearbyint(w / weight->scales[r])))
+              << "row " << r << " column " << c;
+          // Dequantized, within half a step of the checkpoint's value.
+          ASSERT_LE(std::fabs(q[r * cols + c] * weight->scales[r] - w), weight->scales[r] / 2 + 1e-6);
+        }
+      }
+    }
+  }
+}
+
+// A TP rank quantizes its own slice: the rows of its heads (row-parallel q/k/v keep the whole
+// rows' scales) and, for o_proj / down_proj, the columns of its heads, each row's scale taken over
+// those columns alone.
+TEST_F(LlamaWeightsTest, Int8TpRankQuantizesItsSlices) {
+  TinyModelSpec spec;
+  spec.dtype = DType::kF32;
+  ASSERT_THAT(WriteTinyModel(dir_.path(), spec), IsOk());
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(dir_.path());
+  ASSERT_THAT(config, IsOk());
+  absl::StatusOr<ModelShard> shard = MakeModelShard(*config, ShardSpec{.tp_rank = 1, .tp_size = 2});
+  ASSERT_THAT(shard, IsOk());
+  absl::StatusOr<std::unique_ptr<LlamaWeights>> part =
+      LoadLlamaWeights(dir_.path(), *config, DType::kI8, nullptr, &*shard);
+  ASSERT_THAT(part, IsOk());
+  const Weight& o_proj = (*part)->layers[0].o_proj;
+  ASSERT_EQ(o_proj.dtype, DType::kI8);
+  const int64_t hidden = config->hidden_size;
+  const int64_t full_cols = int64_t{config->num_heads} * config->head_dim;
+  const int64_t width = o_proj.shape[1];
+  ASSERT_EQ(width * 2, full_cols);
+  const int64_t begin = int64_t{shard->head_begin} * config->head_dim;
+  for (int64_t r = 0; r < hidden; ++r) {
+    float max_abs = 0;
+    for (int64_t c = 0; c < width; ++c) {
+      max_abs = std::max(max_abs, std::fabs(TinyValue("model.layers.0.self_attn.o_proj.weight",
+                                                      r * full_cols + begin + c)));
+    }
+    EXPECT_FLOAT_EQ(o_proj.scales[r], max_abs / 127) << "row " << r;
+  }
+}
+
+// A checkpoint whose tensors are int8 already (a pre-quantized one) is refused by name, not read
+// as if its integers were the weights.
+TEST_F(LlamaWeightsTest, Int8TensorInTheCheckpointIsUnimplemented) {
+  TinyModelSpec spec;
+  ASSERT_THAT(WriteTinyModel(dir_.path(), spec), IsOk());
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(dir_.path());
+  ASSERT_THAT(config, IsOk());
+  // Rewrite the checkpoint with q_proj of layer 0 as I8.
+  testing::SafetensorsWriter writer;
+  for (const auto& [name, shape] : TinyTensorShapes(spec)) {
+    std::vector<float> values(static_cast<size_t>(NumElements(shape)));
+    for (size_t i = 0; i < values.size(); ++i) values[i] = std::nearbyint(TinyValue(name, i) * 16);
+    const bool int8 = name == "model.layers.0.self_attn.q_proj.weight";
+    writer.Add(name, int8 ? DType::kI8 : DType::kF32, shape, values);
+  }
+  ASSERT_THAT(writer.Write(dir_.path() / "model.safetensors"), IsOk());
+  for (DType matmul : {DType::kF32, DType::kI8}) {
+    EXPECT_THAT(LoadLlamaWeights(dir_.path(), *config, matmul),
+                StatusIs(absl::StatusCode::kUnimplemented,
+                         AllOf(HasSubstr("model.layers.0.self_attn.q_proj.weight"),
+                               HasSubstr("stored as i8"))));
+  }
 }
 
 }  // namespace

@@ -12,14 +12,17 @@ struct MatmulParams {
   float* out;          // [m, n]; must not overlap the inputs
   const float* in;     // [m, k]
   const void* weight;  // [n, k] row-major in weight_dtype
-  DType weight_dtype;  // kF32, kBF16 or kF16
+  DType weight_dtype;  // kF32, kBF16, kF16 or kI8
   const float* bias;   // [n] or nullptr
   int m;
   int n;
   int k;
+  // kI8 only (else nullptr): [n] f32, row j of the weight is weight_scales[j] * q[j, :].
+  const float* weight_scales = nullptr;
 };
 
-// Checks pointers (in/out may be null only when m == 0), sizes and the weight dtype.
+// Checks pointers (in/out may be null only when m == 0), sizes, the weight dtype, and that scales
+// come with int8 weights and only with them.
 absl::Status Validate(const MatmulParams& params);
 
 // Validates, then computes. f32 weights: OpenBLAS sgemm for large m, a SIMD GEMV (AVX-512 or AVX2) for small m,
@@ -34,6 +37,12 @@ absl::Status Validate(const MatmulParams& params);
 // The widening is F16C's (AVX-512 or AVX2) inside the GEMV for small m, by panels into sgemm for
 // large m. So an f16 result equals the f32-weight result of (f16(in), weight) up to f32 summation
 // order.
+// int8 weights (W8A16, per output channel): the activations are rounded to bf16 as for bf16
+// weights, the products and sums are f32, and each column's sum is multiplied by its scale:
+// out[i, j] = scale[j] * sum_l bf16(in[i, l]) * q[j, l] + bias[j]. bf16(x) * q is exact in f32,
+// so the result is the f32-weight result of (bf16(in), q) times the scale, up to summation order.
+// Small m streams the int8 rows, widened in registers (a byte per weight read instead of two);
+// large m widens panels of rows (exactly) to bf16 for the AVX512_BF16 kernel, or to f32 for sgemm.
 absl::Status MatmulCpu(const MatmulParams& params, ThreadPool* pool);
 
 // Several products that share `in`, m, k and the weight dtype (e.g. the Q, K and V projections of
