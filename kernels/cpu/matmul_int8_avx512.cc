@@ -5,11 +5,12 @@
 // vector of 32 bf16 (exact: |q| <= 128 needs 8 significant bits), which _mm512_dpbf16_ps multiplies
 // with 32 bf16 activations. Per 32 weights that is 5 conversions and one dot-product instruction
 // per activation row, where widening to f32 for FMAs costs 4 conversions and two FMAs per row: at
-// 8 rows, 13 instructions against 20. A lone row is left to the FMA GEMV (matmul_cpu.cc), whose
-// two accumulator chains per row beat one dpbf16 chain (`small`, batch 1, 1 thread: 212 against
-// 140 tokens/s).
+// 8 rows, 13 instructions against 20. A lone row is left to the FMA GEMV (matmul_cpu.cc), which
+// read faster there (`small`, batch 1, 1 thread, tokens/s: FMA GEMV 178-212, dpbf16 with one
+// accumulator chain 140, with two 150).
 #include <algorithm>
 #include <bit>
+#include <utility>
 
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/vec_math.h"
@@ -73,38 +74,44 @@ void Tile(const uint16_t* a, int64_t a_stride, const int8_t* w, int k, float* ou
 
 using TileFn = void (*)(const uint16_t*, int64_t, const int8_t*, int, float*, int64_t);
 
-template <int MA>
-TileFn PickTile(int nw) {
-  switch (nw) {
-    case 1: return Tile<MA, 1>;
-    case 2: return Tile<MA, 2>;
-    case 3: return Tile<MA, 3>;
-    default: return Tile<MA, 4>;
-  }
+// How many weight rows a tile of `ma` activation rows reads side by side within 16 accumulators:
+// the rows of a decode batch share one tile (up to kMaxGroupRows), so each weight is widened once
+// per group, beside as many weight rows as fit.
+constexpr int kMaxGroupRows = 8;
+constexpr int TileWeightRows(int ma) { return ma <= 4 ? 4 : 2; }
+
+template <int... MAs>
+TileFn PickTile(int ma, int nw, std::integer_sequence<int, MAs...>) {
+  static_assert(sizeof...(MAs) == kMaxGroupRows);
+  static constexpr TileFn kWide[] = {Tile<MAs + 1, TileWeightRows(MAs + 1)>...};
+  static constexpr TileFn kOne[] = {Tile<MAs + 1, 1>...};
+  return nw == 1 ? kOne[ma - 1] : kWide[ma - 1];
 }
 
+// Tile<ma, nw> for ma in [1, kMaxGroupRows] and nw either TileWeightRows(ma) or 1.
 TileFn PickTile(int ma, int nw) {
-  switch (ma) {
-    case 1: return PickTile<1>(nw);
-    case 2: return PickTile<2>(nw);
-    case 3: return PickTile<3>(nw);
-    default: return PickTile<4>(nw);
-  }
+  return PickTile(ma, nw, std::make_integer_sequence<int, kMaxGroupRows>());
 }
 
 }  // namespace
 
 void MatmulInt8Avx512(const uint16_t* a, int64_t a_stride, const int8_t* w, float* out,
                       int64_t out_stride, int m, int n_begin, int n_end, int k) {
-  // Tile-major, as the bf16 kernel's decode sizes: each group of 4 activation rows takes its turn
-  // on a tile of 4 weight rows, read from memory once and then from L1. (Widening a few rows into
-  // an L1 panel for the bf16 kernel instead, so each weight is widened once whatever m is, ran
-  // slower: `small`, 1 thread, batch 8, 339 against 514 tokens/s.)
-  for (int j = n_begin; j < n_end; j += 4) {
-    const int nw = std::min(4, n_end - j);
-    for (int i = 0; i < m; i += 4) {
-      PickTile(std::min(4, m - i), nw)(a + i * a_stride, a_stride, w + int64_t{j} * k, k,
-                                       out + i * out_stride + j, out_stride);
+  // Activation rows in groups of at most kMaxGroupRows, each group passing over the weights tile
+  // by tile; the weight rows left past the last whole tile go one at a time. `small`, 1 thread,
+  // tokens/s at batch 4 / 8 / 16: tiles of 4 x 4 for any m (each weight widened once per 4 rows)
+  // 452 / 487 / -, groups of up to 16 rows (16 x 1 tiles above 8) - / 518 / 292.
+  for (int i = 0; i < m; i += kMaxGroupRows) {
+    const int ma = std::min(kMaxGroupRows, m - i);
+    const int nw = TileWeightRows(ma);
+    const TileFn wide = PickTile(ma, nw);
+    const TileFn one = PickTile(ma, 1);
+    int j = n_begin;
+    for (; j + nw <= n_end; j += nw) {
+      wide(a + i * a_stride, a_stride, w + int64_t{j} * k, k, out + i * out_stride + j, out_stride);
+    }
+    for (; j < n_end; ++j) {
+      one(a + i * a_stride, a_stride, w + int64_t{j} * k, k, out + i * out_stride + j, out_stride);
     }
   }
 }
