@@ -42,10 +42,16 @@ absl::StatusOr<runtime::EngineConfig> EngineConfigOf(const EngineFlags& flags,
     return absl::InvalidArgumentError(absl::StrCat("--dtype: '", flags.dtype, "' (f32, bf16 or f16)"));
   }
   if (!flags.quantization.empty()) {
-    if (flags.quantization != "int8") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--quantization: '", flags.quantization, "' (int8)"));
+    if (flags.quantization != "int8" && flags.quantization != "compressed-tensors") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--quantization: '", flags.quantization, "' (int8, or compressed-tensors: a checkpoint "
+          "quantized with it, which is also detected from its config.json)"));
     }
+    config.weight_dtype = DType::kI8;
+  }
+  // A pre-quantized checkpoint says so in config.json (vLLM detects it the same way).
+  if (absl::StatusOr<runtime::ModelConfig> model = runtime::LoadModelConfig(model_dir);
+      model.ok() && model->quantization.has_value()) {
     config.weight_dtype = DType::kI8;
   }
   const std::optional<DType> kv_dtype = KvDTypeFromName(flags.kv_cache_dtype, config.weight_dtype);

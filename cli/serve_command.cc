@@ -322,9 +322,9 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   }
   if (dtype) config.weight_dtype = *dtype;
   if (!opts.quantization.empty()) {
-    if (opts.quantization != "int8") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--quantization '", opts.quantization, "': expected int8"));
+    if (opts.quantization != "int8" && opts.quantization != "compressed-tensors") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--quantization '", opts.quantization, "': expected int8 or compressed-tensors"));
     }
     config.weight_dtype = DType::kI8;
     dtype_auto = false;
@@ -362,23 +362,23 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   config.model_dir = std::filesystem::absolute(config.model_dir).lexically_normal();
   if (!config.model_dir.has_filename()) config.model_dir = config.model_dir.parent_path();
   RETURN_IF_ERROR(scheduler::ValidateDeploymentConfig(config));
-  // What the config can say but the workers cannot do yet: refuse it here, in one line.
-  RETURN_IF_ERROR(CheckDevicesServable(config));
   if (!std::filesystem::is_directory(config.model_dir)) {
     return absl::NotFoundError(
         absl::StrCat("model: ", config.model_dir.string(), " is not a directory"));
   }
-  // What needs the model's config.json: --dtype auto, and max_model_len against its context.
-  if (dtype_auto || config.max_model_len > 0) {
-    ASSIGN_OR_RETURN(const runtime::ModelConfig model_config, runtime::LoadModelConfig(config.model_dir));
-    if (dtype_auto) config.weight_dtype = model_config.torch_dtype;
-    if (config.max_model_len > model_config.max_position_embeddings) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "max_model_len ", config.max_model_len, " exceeds the model's max_position_embeddings ",
-          model_config.max_position_embeddings, " (", (config.model_dir / "config.json").string(),
-          ")"));
-    }
+  // What needs the model's config.json: --dtype auto, a pre-quantized checkpoint (its matmul
+  // weights are int8 whatever the dtype says), and max_model_len against its context.
+  ASSIGN_OR_RETURN(const runtime::ModelConfig model_config, runtime::LoadModelConfig(config.model_dir));
+  if (dtype_auto) config.weight_dtype = model_config.torch_dtype;
+  if (model_config.quantization.has_value()) config.weight_dtype = DType::kI8;
+  if (config.max_model_len > model_config.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_model_len ", config.max_model_len, " exceeds the model's max_position_embeddings ",
+        model_config.max_position_embeddings, " (", (config.model_dir / "config.json").string(),
+        ")"));
   }
+  // What the config can say but the workers cannot do yet: refuse it here, in one line.
+  RETURN_IF_ERROR(CheckDevicesServable(config));
   ASSIGN_OR_RETURN(std::vector<std::string> rank_lines, CheckLayouts(config));
   return ServePlan{.config = std::move(config), .rank_lines = std::move(rank_lines)};
 }

@@ -163,6 +163,11 @@ const TensorInfo* Checkpoint::Find(std::string_view name) const {
   return it == tensors_.end() ? nullptr : it->second.info;
 }
 
+const RawTensorInfo* Checkpoint::FindRaw(std::string_view name) const {
+  auto it = unsupported_.find(name);
+  return it == unsupported_.end() ? nullptr : files_[it->second].FindRaw(name);
+}
+
 const SafetensorsFile* Checkpoint::FileOf(std::string_view name) const {
   if (auto it = tensors_.find(name); it != tensors_.end()) return &files_[it->second.file_idx];
   if (auto it = unsupported_.find(name); it != unsupported_.end()) return &files_[it->second];

@@ -43,6 +43,8 @@ class Checkpoint {
 
   // nullptr when no file holds `name` in a supported dtype (F32, F16, BF16).
   const TensorInfo* Find(std::string_view name) const;
+  // A tensor in a dtype Baton does not compute in (I32, ...), as raw bytes; nullptr when absent.
+  const RawTensorInfo* FindRaw(std::string_view name) const;
   // The file holding `name`; nullptr when absent.
   const SafetensorsFile* FileOf(std::string_view name) const;
 

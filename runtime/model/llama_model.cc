@@ -44,6 +44,14 @@ absl::Status LinearGroup(DeviceBackend& backend, std::initializer_list<Projectio
                          const float* in, int m) {
   absl::InlinedVector<kernels::MatmulParams, 3> group;
   for (const Projection& p : projections) group.push_back(ToParams(p, in, m));
+  // A pre-quantized checkpoint may leave some of a group's weights unquantized (its `ignore`); a
+  // group shares one weight dtype, so those run one by one.
+  for (const kernels::MatmulParams& p : group) {
+    if (p.weight_dtype != group[0].weight_dtype) {
+      for (const kernels::MatmulParams& each : group) RETURN_IF_ERROR(backend.Matmul(each));
+      return absl::OkStatus();
+    }
+  }
   return backend.MatmulGroup(group);
 }
 
@@ -112,12 +120,13 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesyst
                                                    std::string(DTypeName(matmul_dtype)),
                                                    " is not supported (f32, bf16, f16 or i8)"));
   }
-  if (IsQuantized(matmul_dtype) && !backend->IsHostMemory()) {
-    return absl::UnimplementedError(absl::StrCat(
-        std::string(DTypeName(matmul_dtype)), " weights run on the CPU backend only: ",
-        DeviceKindName(backend->device()), " has no quantized matmul yet"));
-  }
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
+  if ((IsQuantized(matmul_dtype) || config.quantization.has_value()) &&
+      !backend->IsHostMemory()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "int8 weights run on the CPU backend only: ", DeviceKindName(backend->device()),
+        " has no quantized matmul yet"));
+  }
   ASSIGN_OR_RETURN(ModelShard shard, MakeModelShard(config, shard_spec));
   RETURN_IF_ERROR(CheckComm(comms.tp, "tp", shard_spec.tp_size, shard_spec.tp_rank));
   RETURN_IF_ERROR(CheckComm(comms.pp, "pp", shard_spec.pp_size, shard_spec.pp_rank));

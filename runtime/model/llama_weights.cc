@@ -119,6 +119,66 @@ class WeightLoader {
     return info;
   }
 
+  // Rows [row_begin, row_end) and columns [col_begin, col_end) of the pre-quantized matmul weight
+  // of `module` ([rows, cols] unpacked), stored as `quantization` says (checkpoint_quantization.h):
+  // int8 with one scale per row, copied out of the checkpoint.
+  absl::StatusOr<Weight> PreQuantized(const CheckpointQuantization& quantization,
+                                      const std::string& module, int64_t rows, int64_t cols,
+                                      int64_t row_begin, int64_t row_end, int64_t col_begin,
+                                      int64_t col_end) {
+    const int64_t width = col_end - col_begin;
+    const int64_t num_rows = row_end - row_begin;
+    // The scales, [rows, 1] (or [rows]) in any float dtype.
+    const std::string scale_name = module + ".weight_scale";
+    const TensorInfo* scale = checkpoint_.Find(scale_name);
+    if (scale == nullptr || NumElements(scale->shape) != rows ||
+        (scale->shape.size() == 2 && scale->shape[1] != 1) || scale->shape.size() > 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          checkpoint_.dir().string(), ": ", scale_name, " must be a float tensor of shape [", rows,
+          ", 1] (one scale per output channel)", scale == nullptr ? "; it is absent" : ""));
+    }
+    auto* q = reinterpret_cast<int8_t*>(Allocate(static_cast<size_t>(num_rows * width)));
+    auto* scales = reinterpret_cast<float*>(Allocate(static_cast<size_t>(num_rows) * sizeof(float)));
+    ConvertRange(scale->data + row_begin * DTypeBytes(scale->dtype), scale->dtype,
+                 reinterpret_cast<std::byte*>(scales), DType::kF32, 0, num_rows);
+    if (quantization.layout == CheckpointQuantization::Layout::kInt8) {
+      ASSIGN_OR_RETURN(TensorInfo info, checkpoint_.Get(module + ".weight",
+                                                        std::vector<int64_t>{rows, cols}));
+      if (info.dtype != DType::kI8) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            checkpoint_.dir().string(), ": ", module, ".weight is ",
+            std::string(DTypeName(info.dtype)), "; quantization_config (", quantization.format,
+            ") says int8"));
+      }
+      for (int64_t r = 0; r < num_rows; ++r) {
+        std::memcpy(q + r * width, info.data + (row_begin + r) * cols + col_begin,
+                    static_cast<size_t>(width));
+      }
+      ReleaseMappedRange(info.data, info.num_bytes);
+    } else {
+      // pack-quantized: 4 weights per little-endian I32 word, weight i at bits 8 * (i % 4), q + 128.
+      const std::string packed_name = module + ".weight_packed";
+      const RawTensorInfo* packed = checkpoint_.FindRaw(packed_name);
+      const int64_t words = (cols + 3) / 4;
+      if (packed == nullptr || packed->dtype != "I32" ||
+          packed->shape != std::vector<int64_t>{rows, words}) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            checkpoint_.dir().string(), ": ", packed_name, " must be I32 of shape [", rows, ", ",
+            words, "] (pack-quantized int8)", packed == nullptr ? "; it is absent" : ""));
+      }
+      for (int64_t r = 0; r < num_rows; ++r) {
+        const std::byte* row = packed->data + (row_begin + r) * words * 4;
+        for (int64_t c = 0; c < width; ++c) {
+          // Byte c of the row's words is weight c: little-endian words, 8 bits each, low first.
+          const auto stored = static_cast<uint8_t>(row[col_begin + c]);
+          q[r * width + c] = static_cast<int8_t>(static_cast<int>(stored) - 128);
+        }
+      }
+      ReleaseMappedRange(packed->data, packed->num_bytes);
+    }
+    return Weight{.dtype = DType::kI8, .shape = {num_rows, width}, .data = q, .scales = scales};
+  }
+
   // A matmul weight: `info` as `target`, or, for kI8, columns [col_begin, col_end) of `info` (a
   // matrix) quantized per row (QuantizeRowsInt8).
   Weight Matmul(const TensorInfo& info, DType target, int64_t col_begin, int64_t col_end) {
@@ -276,17 +336,37 @@ absl::StatusOr<LayerWeights> LoadLayer(WeightLoader& loader, const ModelConfig& 
     ASSIGN_OR_RETURN(TensorInfo info, get(name, std::move(shape)));
     return loader.FromInfo(WeightLoader::RowSlice(info, begin, end), target);
   };
+  // A pre-quantized checkpoint's modules load as it stores them; the others as matmul_dtype, or
+  // as stored when that is i8 and the checkpoint left them unquantized (its `ignore`).
+  const std::optional<CheckpointQuantization>& quantization = config.quantization;
+  auto module_of = [&](std::string_view name) {
+    return prefix + std::string(name.substr(0, name.size() - std::string_view(".weight").size()));
+  };
+  auto pre_quantized = [&](std::string_view name) {
+    return quantization.has_value() && quantization->Quantizes(module_of(name));
+  };
+  auto float_target = [&](const TensorInfo& info) {
+    return quantization.has_value() && IsQuantized(matmul_dtype) ? info.dtype : matmul_dtype;
+  };
   // Rows [begin, end) of a [rows, hidden] matmul weight.
   auto matmul_rows = [&](std::string_view name, int64_t num_rows, int64_t begin,
                          int64_t end) -> absl::StatusOr<Weight> {
+    if (pre_quantized(name)) {
+      return loader.PreQuantized(*quantization, module_of(name), num_rows, hidden, begin, end, 0,
+                                 hidden);
+    }
     ASSIGN_OR_RETURN(TensorInfo info, get(name, {num_rows, hidden}));
-    return loader.Matmul(WeightLoader::RowSlice(info, begin, end), matmul_dtype, 0, hidden);
+    return loader.Matmul(WeightLoader::RowSlice(info, begin, end), float_target(info), 0, hidden);
   };
   // Columns [begin, end) of a [hidden, cols] matmul weight.
   auto columns = [&](std::string_view name, int64_t cols, int64_t begin,
                      int64_t end) -> absl::StatusOr<Weight> {
+    if (pre_quantized(name)) {
+      return loader.PreQuantized(*quantization, module_of(name), hidden, cols, 0, hidden, begin,
+                                 end);
+    }
     ASSIGN_OR_RETURN(TensorInfo info, get(name, {hidden, cols}));
-    return loader.Matmul(info, matmul_dtype, begin, end);
+    return loader.Matmul(info, float_target(info), begin, end);
   };
   auto f32 = [&](std::string_view name, std::vector<int64_t> shape) {
     return loader.Load(prefix + std::string(name), std::move(shape), DType::kF32);
@@ -364,19 +444,28 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
             : loader.FromInfo(*embed, table_dtype);
   }
   if (last_stage) {
+    // A pre-quantized checkpoint quantizes only what it stores quantized: a tied lm_head (the
+    // embedding table) or one it left out stays in its own dtype.
+    const bool keep_stored = config.quantization.has_value() && IsQuantized(matmul_dtype);
     if (config.tie_word_embeddings) {
-      if (first_stage && weights->embed_tokens.dtype == matmul_dtype) {
+      const DType target = keep_stored ? embed->dtype : matmul_dtype;
+      if (first_stage && weights->embed_tokens.dtype == target) {
         // The table's first rows (all but the zero row when vocab-parallel), not counted again.
         weights->lm_head = weights->embed_tokens;
         weights->lm_head.shape = {vocab_end - vocab_begin, hidden};
       } else {
         weights->lm_head = loader.Matmul(WeightLoader::RowSlice(*embed, vocab_begin, vocab_end),
-                                         matmul_dtype, 0, hidden);
+                                         target, 0, hidden);
       }
+    } else if (config.quantization.has_value() && config.quantization->Quantizes("lm_head")) {
+      ASSIGN_OR_RETURN(weights->lm_head,
+                       loader.PreQuantized(*config.quantization, "lm_head", vocab, hidden,
+                                           vocab_begin, vocab_end, 0, hidden));
     } else {
       ASSIGN_OR_RETURN(TensorInfo lm_head, loader.Get("lm_head.weight", {vocab, hidden}));
+      const DType target = keep_stored ? lm_head.dtype : matmul_dtype;
       weights->lm_head = loader.Matmul(WeightLoader::RowSlice(lm_head, vocab_begin, vocab_end),
-                                       matmul_dtype, 0, hidden);
+                                       target, 0, hidden);
     }
     ASSIGN_OR_RETURN(weights->final_norm,
                      loader.Load("model.norm.weight", {hidden}, DType::kF32));

@@ -381,6 +381,7 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::filesystem::path& model_d
   config.attention_bias = arch->qkv_bias;
   ASSIGN_OR_RETURN(config.tie_word_embeddings, reader.BoolOr("tie_word_embeddings", false));
   ASSIGN_OR_RETURN(config.torch_dtype, ParseTorchDtype(reader));
+  ASSIGN_OR_RETURN(config.quantization, ReadCheckpointQuantization(*json, config_path));
   RETURN_IF_ERROR(ParseTokenIds(reader, &config));
   RETURN_IF_ERROR(ApplyGenerationConfig(model_dir / kGenerationConfigFile, &config));
   return config;

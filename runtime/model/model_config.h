@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "baton/kernels/rope.h"
 #include "kernels/common/dtype.h"
+#include "runtime/model/checkpoint_quantization.h"
 
 namespace baton::runtime {
 
@@ -53,6 +54,9 @@ struct ModelConfig {
   std::optional<int> sliding_window;  // in tokens; set only when it is in effect
   int max_model_len = 0;  // longest sequence served: min(max_position_embeddings, sliding_window)
   DType torch_dtype = DType::kF32;  // dtype the checkpoint was saved in, per config.json
+  // Set for a pre-quantized checkpoint (config.json's quantization_config, checkpoint_quantization.h):
+  // its matmul weights load as int8 whatever weight dtype is asked for.
+  std::optional<CheckpointQuantization> quantization;
 
   std::optional<int32_t> bos_token_id;
   // config.json's eos_token_id (int or list), extended by generation_config.json's; no duplicates,

@@ -234,6 +234,11 @@ absl::Status SafetensorsFile::ParseHeader() {
   for (RawEntry& entry : entries) {
     if (!entry.dtype->dtype.has_value()) {
       unsupported_.emplace(entry.name, std::string(entry.dtype->name));
+      raw_.emplace(entry.name,
+                   RawTensorInfo{.dtype = std::string(entry.dtype->name),
+                                 .shape = entry.shape,
+                                 .data = data_section + entry.begin,
+                                 .num_bytes = static_cast<size_t>(entry.end - entry.begin)});
       continue;
     }
     index_.emplace(entry.name, tensors_.size());
@@ -253,6 +258,7 @@ SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept
       tensors_(std::move(other.tensors_)),
       index_(std::move(other.index_)),
       unsupported_(std::move(other.unsupported_)),
+      raw_(std::move(other.raw_)),
       metadata_(std::move(other.metadata_)) {}
 
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
@@ -264,6 +270,7 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
     tensors_ = std::move(other.tensors_);
     index_ = std::move(other.index_);
     unsupported_ = std::move(other.unsupported_);
+    raw_ = std::move(other.raw_);
     metadata_ = std::move(other.metadata_);
   }
   return *this;
@@ -282,6 +289,11 @@ void SafetensorsFile::Unmap() {
 const TensorInfo* SafetensorsFile::Find(std::string_view name) const {
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+const RawTensorInfo* SafetensorsFile::FindRaw(std::string_view name) const {
+  auto it = raw_.find(name);
+  return it == raw_.end() ? nullptr : &it->second;
 }
 
 absl::StatusOr<const TensorInfo*> SafetensorsFile::Get(std::string_view name) const {

@@ -51,6 +51,15 @@ int64_t NumElements(const std::vector<int64_t>& shape);
 // "[2, 3]" for error messages.
 std::string ShapeToString(const std::vector<int64_t>& shape);
 
+// A tensor in a dtype Baton does not compute in (I32 words of packed int8 weights, ...): its bytes
+// and the format's dtype name, for a loader that knows how to read them.
+struct RawTensorInfo {
+  std::string dtype;  // the format's name: "I32", "I64", "U8", ...
+  std::vector<int64_t> shape;
+  const std::byte* data = nullptr;  // inside the mapping, aligned only as the file places it
+  size_t num_bytes = 0;
+};
+
 class SafetensorsFile {
  public:
   // Maps and validates `path`. Errors as described in the file comment.
@@ -75,6 +84,8 @@ class SafetensorsFile {
 
   // nullptr when the file holds no tensor `name` in a supported dtype.
   const TensorInfo* Find(std::string_view name) const;
+  // nullptr when the file holds no tensor `name` in an unsupported dtype.
+  const RawTensorInfo* FindRaw(std::string_view name) const;
   // kNotFound naming the tensor and the file, or kUnimplemented for an unsupported dtype.
   absl::StatusOr<const TensorInfo*> Get(std::string_view name) const;
 
@@ -95,6 +106,7 @@ class SafetensorsFile {
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> index_;  // name -> position in tensors_
   std::map<std::string, std::string, std::less<>> unsupported_;
+  std::map<std::string, RawTensorInfo, std::less<>> raw_;  // the unsupported tensors' bytes
   std::map<std::string, std::string, std::less<>> metadata_;
 };
 

@@ -6,9 +6,12 @@ not supported is refused in one line."""
 from __future__ import annotations
 
 import json
+import shutil
+import struct
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from serving_fixtures import DeploymentFactory
@@ -17,6 +20,90 @@ MODEL = Path(__file__).resolve().parents[2] / "models" / "kjv-4m"
 EVAL_ARGS = ("--window", "256", "--max-text-tokens", "8192", "--json")
 # The issue's bound for int8 weights against bf16 ones.
 INT8_RATIO_LIMIT = 1.005
+
+
+def read_safetensors(path: Path) -> dict[str, tuple[str, list[int], bytes]]:
+    data = path.read_bytes()
+    (header_len,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + header_len])
+    body = data[8 + header_len:]
+    return {name: (entry["dtype"], entry["shape"], body[entry["data_offsets"][0]:entry["data_offsets"][1]])
+            for name, entry in header.items() if name != "__metadata__"}
+
+
+def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int], bytes]]) -> None:
+    header, offset, blobs = {}, 0, []
+    for name, (dtype, shape, blob) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+        blobs.append(blob)
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def bf16_to_f32(blob: bytes) -> np.ndarray:
+    return (np.frombuffer(blob, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16(values: np.ndarray) -> bytes:
+    bits = values.astype(np.float32).view(np.uint32)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # nearest even (no NaNs here)
+    return rounded.astype(np.uint16).tobytes()
+
+
+def write_compressed_tensors_int8(source: Path, out: Path, layout: str) -> None:
+    """The default model as llm-compressor writes a channel-wise int8 scheme (compressed-tensors):
+    scale = max|w| / 127.5 in the weights' dtype, q = clamp(round(w / scale), -128, 127), every
+    Linear but lm_head; `int-quantized` stores q as I8, `pack-quantized` four to an I32 word as
+    q + 128, low byte first."""
+    shutil.copytree(source, out)
+    tensors = read_safetensors(source / "model.safetensors")
+    result = {}
+    for name, (dtype, shape, blob) in tensors.items():
+        if not name.endswith("_proj.weight"):
+            result[name] = (dtype, shape, blob)
+            continue
+        assert dtype == "BF16"
+        w = bf16_to_f32(blob).reshape(shape)
+        scale_bf16 = f32_to_bf16(np.abs(w).max(axis=1, keepdims=True) / np.float32(127.5))
+        scale = bf16_to_f32(scale_bf16).reshape(shape[0], 1)
+        q = np.clip(np.round(w / scale), -128, 127).astype(np.int8)
+        module = name[:-len(".weight")]
+        result[f"{module}.weight_scale"] = ("BF16", [shape[0], 1], scale_bf16)
+        if layout == "int-quantized":
+            result[f"{module}.weight"] = ("I8", shape, q.tobytes())
+        else:
+            words = -(-shape[1] // 4)
+            padded = np.zeros((shape[0], words * 4), dtype=np.uint8)
+            padded[:, :shape[1]] = (q.astype(np.int16) + 128).astype(np.uint8)
+            result[f"{module}.weight_packed"] = ("I32", [shape[0], words], padded.tobytes())
+            result[f"{module}.weight_shape"] = ("I64", [2], np.array(shape, dtype=np.int64).tobytes())
+    write_safetensors(out / "model.safetensors", result)
+    config = json.loads((source / "config.json").read_text())
+    config["quantization_config"] = {
+        "quant_method": "compressed-tensors", "format": layout, "quantization_status": "compressed",
+        "ignore": ["lm_head"], "kv_cache_scheme": None,
+        "config_groups": {"group_0": {
+            "targets": ["Linear"],
+            "weights": {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel",
+                        "group_size": None, "dynamic": False, "actorder": None},
+            "input_activations": None}}}
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+
+
+@pytest.mark.engine
+def test_a_compressed_tensors_int8_checkpoint_is_read_in_both_layouts(run_baton, tmp_path):
+    """Detected from config.json (no flag); both layouts hold the same integers, so they score
+    alike, and within the int8 bound of bf16."""
+    scores = {}
+    for layout in ("int-quantized", "pack-quantized"):
+        model = tmp_path / layout
+        write_compressed_tensors_int8(MODEL, model, layout)
+        scores[layout] = eval_json(run_baton, "--model", str(model))
+        assert scores[layout]["dtype"] == "i8", scores[layout]
+    assert scores["int-quantized"]["perplexity"] == scores["pack-quantized"]["perplexity"]
+    bf16 = eval_json(run_baton, "--dtype", "bf16")["perplexity"]
+    assert scores["int-quantized"]["perplexity"] / bf16 <= INT8_RATIO_LIMIT, (bf16, scores)
 
 
 def eval_json(run_baton, *args) -> dict:

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -632,6 +633,103 @@ TEST_F(LlamaWeightsTest, Int8TpRankQuantizesItsSlices) {
                                                       r * full_cols + begin + c)));
     }
     EXPECT_FLOAT_EQ(o_proj.scales[r], max_abs / 127) << "row " << r;
+  }
+}
+
+// A compressed-tensors checkpoint (checkpoint_quantization.h), written as llm-compressor lays it
+// out: every Linear but lm_head quantized per channel, int8 (`weight`) or packed 4 to an I32 word
+// (`weight_packed`, q + 128, low byte first), scales [out, 1] in bf16. The loader's integers and
+// scales are the stored ones, lm_head and the embedding stay as stored, whatever weight dtype is
+// asked for; a TP rank takes its rows and columns of them.
+TEST_F(LlamaWeightsTest, CompressedTensorsInt8CheckpointLoadsAsStored) {
+  for (const std::string format : {"int-quantized", "pack-quantized"}) {
+    SCOPED_TRACE(format);
+    TinyModelSpec spec;
+    spec.dtype = DType::kBF16;
+    ASSERT_THAT(WriteTinyModel(dir_.path(), spec), IsOk());
+    nlohmann::json config_json = testing::TinyConfigJson(spec);
+    config_json["quantization_config"] = {
+        {"quant_method", "compressed-tensors"}, {"format", format},
+        {"quantization_status", "compressed"}, {"ignore", {"lm_head"}},
+        {"config_groups",
+         {{"group_0",
+           {{"targets", {"Linear"}},
+            {"weights",
+             {{"num_bits", 8}, {"type", "int"}, {"symmetric", true}, {"strategy", "channel"}}}}}}}};
+    std::ofstream(dir_.path() / "config.json") << config_json.dump();
+    // The integers of row r, column c of a module, and the rows' scales.
+    auto q_of = [](const std::string& module, int64_t r, int64_t c) {
+      return static_cast<int8_t>((static_cast<int64_t>(module.size()) * 31 + r * 7 + c * 13) % 255 - 127);
+    };
+    auto scale_of = [](int64_t r) { return 0.015625f * static_cast<float>(r % 5 + 1); };
+    testing::SafetensorsWriter writer;
+    for (const auto& [name, shape] : TinyTensorShapes(spec)) {
+      const bool linear = name.ends_with("_proj.weight");
+      std::vector<float> values(static_cast<size_t>(NumElements(shape)));
+      if (!linear) {
+        for (size_t i = 0; i < values.size(); ++i) values[i] = TinyValue(name, i);
+        writer.Add(name, DType::kBF16, shape, values);
+        continue;
+      }
+      const std::string module = name.substr(0, name.size() - std::string(".weight").size());
+      const int64_t rows = shape[0], cols = shape[1];
+      std::vector<float> scales(rows);
+      for (int64_t r = 0; r < rows; ++r) scales[r] = scale_of(r);
+      writer.Add(module + ".weight_scale", DType::kBF16, {rows, 1}, scales);
+      if (format == "int-quantized") {
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < cols; ++c) values[r * cols + c] = q_of(module, r, c);
+        }
+        writer.Add(module + ".weight", DType::kI8, shape, values);
+      } else {
+        const int64_t words = (cols + 3) / 4;
+        std::string bytes(static_cast<size_t>(rows * words * 4), '\0');
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < cols; ++c) {
+            bytes[r * words * 4 + c] = static_cast<char>(static_cast<uint8_t>(q_of(module, r, c) + 128));
+          }
+        }
+        writer.AddRaw(module + ".weight_packed", "I32", {rows, words}, bytes);
+      }
+    }
+    ASSERT_THAT(writer.Write(dir_.path() / "model.safetensors"), IsOk());
+    absl::StatusOr<ModelConfig> config = LoadModelConfig(dir_.path());
+    ASSERT_THAT(config, IsOk());
+    ASSERT_TRUE(config->quantization.has_value());
+    for (DType asked : {DType::kBF16, DType::kI8}) {
+      absl::StatusOr<std::unique_ptr<LlamaWeights>> weights =
+          LoadLlamaWeights(dir_.path(), *config, asked);
+      ASSERT_THAT(weights, IsOk());
+      EXPECT_EQ((*weights)->embed_tokens.dtype, DType::kBF16);
+      // lm_head is in `ignore`: as stored (bf16) when i8 is asked for, as asked otherwise.
+      EXPECT_EQ((*weights)->lm_head.dtype, DType::kBF16);
+      const Weight& down = (*weights)->layers[1].down_proj;
+      ASSERT_EQ(down.dtype, DType::kI8);
+      const std::string module = "model.layers.1.mlp.down_proj";
+      const auto* q = static_cast<const int8_t*>(down.data);
+      for (int64_t r = 0; r < down.shape[0]; ++r) {
+        ASSERT_EQ(down.scales[r], scale_of(r));
+        for (int64_t c = 0; c < down.shape[1]; ++c) {
+          ASSERT_EQ(q[r * down.shape[1] + c], q_of(module, r, c)) << r << ", " << c;
+        }
+      }
+    }
+    // A TP rank's o_proj: its columns of every row, the rows' scales.
+    absl::StatusOr<ModelShard> shard =
+        MakeModelShard(*config, ShardSpec{.tp_rank = 1, .tp_size = 2});
+    ASSERT_THAT(shard, IsOk());
+    absl::StatusOr<std::unique_ptr<LlamaWeights>> part =
+        LoadLlamaWeights(dir_.path(), *config, DType::kI8, nullptr, &*shard);
+    ASSERT_THAT(part, IsOk());
+    const Weight& o_proj = (*part)->layers[0].o_proj;
+    const int64_t begin = int64_t{shard->head_begin} * config->head_dim;
+    const auto* q = static_cast<const int8_t*>(o_proj.data);
+    for (int64_t r = 0; r < o_proj.shape[0]; ++r) {
+      ASSERT_EQ(o_proj.scales[r], scale_of(r));
+      for (int64_t c = 0; c < o_proj.shape[1]; ++c) {
+        ASSERT_EQ(q[r * o_proj.shape[1] + c], q_of("model.layers.0.self_attn.o_proj", r, begin + c));
+      }
+    }
   }
 }
 

@@ -1,0 +1,96 @@
+#include "runtime/model/checkpoint_quantization.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/status_matchers.h"
+
+namespace baton::runtime {
+namespace {
+
+using ::absl_testing::IsOk;
+using ::absl_testing::StatusIs;
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+// config.json's quantization_config as llm-compressor writes it for a channel-wise int8 scheme.
+Json Int8Config(const std::string& format) {
+  return Json::parse(R"({"quantization_config": {
+      "quant_method": "compressed-tensors", "format": ")" + format + R"(",
+      "quantization_status": "compressed", "kv_cache_scheme": null,
+      "ignore": ["lm_head", "re:.*layers\\.1\\.mlp\\.down_proj$"],
+      "config_groups": {"group_0": {"targets": ["Linear"],
+        "weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel",
+                    "group_size": null, "dynamic": false, "actorder": null, "observer": "minmax"},
+        "input_activations": {"num_bits": 8, "type": "int", "symmetric": true,
+                              "strategy": "token", "dynamic": true}}}}})");
+}
+
+TEST(CheckpointQuantizationTest, AbsentIsNone) {
+  auto q = ReadCheckpointQuantization(Json::parse(R"({"model_type": "llama"})"), "config.json");
+  ASSERT_THAT(q, IsOk());
+  EXPECT_FALSE(q->has_value());
+}
+
+TEST(CheckpointQuantizationTest, ReadsChannelWiseInt8InBothLayouts) {
+  for (const auto& [format, layout] :
+       {std::pair{"int-quantized", CheckpointQuantization::Layout::kInt8},
+        std::pair{"naive-quantized", CheckpointQuantization::Layout::kInt8},
+        std::pair{"pack-quantized", CheckpointQuantization::Layout::kPacked8}}) {
+    auto q = ReadCheckpointQuantization(Int8Config(format), "config.json");
+    ASSERT_THAT(q, IsOk()) << format;
+    ASSERT_TRUE(q->has_value());
+    EXPECT_EQ((*q)->layout, layout);
+    EXPECT_EQ((*q)->format, format);
+    EXPECT_TRUE((*q)->Quantizes("model.layers.0.self_attn.q_proj"));
+    EXPECT_TRUE((*q)->Quantizes("model.layers.0.mlp.down_proj"));
+    EXPECT_FALSE((*q)->Quantizes("lm_head"));
+    EXPECT_FALSE((*q)->Quantizes("model.layers.1.mlp.down_proj"));  // by the regular expression
+  }
+}
+
+// Everything else is refused by name: never read as something it is not.
+TEST(CheckpointQuantizationTest, RefusesWhatItCannotReadNamingTheField) {
+  struct Case {
+    std::string json_patch;  // applied to quantization_config
+    std::string message;
+  };
+  const Case cases[] = {
+      {R"([{"op": "replace", "path": "/quant_method", "value": "awq"}])", "quant_method 'awq'"},
+      {R"([{"op": "replace", "path": "/quant_method", "value": "gptq"}])", "quant_method 'gptq'"},
+      {R"([{"op": "replace", "path": "/format", "value": "float-quantized"}])",
+       "format 'float-quantized'"},
+      {R"([{"op": "replace", "path": "/config_groups/group_0/weights/num_bits", "value": 4}])",
+       "weights.num_bits 4"},
+      {R"([{"op": "replace", "path": "/config_groups/group_0/weights/strategy", "value": "group"}])",
+       "weights.strategy group"},
+      {R"([{"op": "replace", "path": "/config_groups/group_0/weights/symmetric", "value": false}])",
+       "weights.symmetric false"},
+      {R"([{"op": "replace", "path": "/config_groups/group_0/weights/type", "value": "float"}])",
+       "weights.type float"},
+      {R"([{"op": "replace", "path": "/config_groups/group_0/weights/actorder", "value": "group"}])",
+       "weights.actorder group"},
+      {R"([{"op": "replace", "path": "/kv_cache_scheme", "value": {"num_bits": 8}}])",
+       "kv_cache_scheme"},
+      {R"([{"op": "replace", "path": "/quantization_status", "value": "frozen"}])",
+       "quantization_status frozen"},
+      {R"([{"op": "replace", "path": "/config_groups/group_0/targets", "value": ["Attention"]}])",
+       "targets"},
+  };
+  for (const Case& c : cases) {
+    Json config = Int8Config("int-quantized");
+    config["quantization_config"] = config["quantization_config"].patch(Json::parse(c.json_patch));
+    EXPECT_THAT(ReadCheckpointQuantization(config, "m/config.json"),
+                StatusIs(absl::StatusCode::kUnimplemented, HasSubstr(c.message)))
+        << c.json_patch;
+  }
+  Json bad_regex = Int8Config("int-quantized");
+  bad_regex["quantization_config"]["ignore"] = Json::array({"re:(unclosed"});
+  EXPECT_THAT(ReadCheckpointQuantization(bad_regex, "m/config.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a valid regular")));
+}
+
+}  // namespace
+}  // namespace baton::runtime
