@@ -226,9 +226,14 @@ absl::Status Engine::ValidatePrefilled(const std::vector<int32_t>& prompt_token_
   return absl::OkStatus();
 }
 
-bool Engine::CanAdmitPrefilled(int num_kv_tokens) const {
+bool Engine::CanAdmitPrefilled(const std::vector<int32_t>& prompt_token_ids,
+                               const std::vector<int32_t>& generated_token_ids) const {
+  const int num_kv_tokens = NumPrefilledKvTokens(prompt_token_ids, generated_token_ids);
+  std::vector<int32_t> tokens = prompt_token_ids;
+  tokens.insert(tokens.end(), generated_token_ids.begin(), generated_token_ids.end());
   // Room for the KV and the next token's, so the first decode step cannot preempt.
-  return allocator_.CanAllocate(NumBlocksFor(num_kv_tokens + 1, block_size_));
+  return allocator_.CanAllocate(NumBlocksFor(num_kv_tokens + 1, block_size_) -
+                                scheduler_.NumHeldCachedBlocks(tokens, num_kv_tokens, block_size_));
 }
 
 absl::StatusOr<SeqId> Engine::AdmitPrefilled(std::vector<int32_t> prompt_token_ids,
@@ -238,7 +243,7 @@ absl::StatusOr<SeqId> Engine::AdmitPrefilled(std::vector<int32_t> prompt_token_i
   RETURN_IF_ERROR(ValidatePrefilled(prompt_token_ids, generated_token_ids, params));
   const int num_kv_tokens = NumPrefilledKvTokens(prompt_token_ids, generated_token_ids);
   const int num_blocks = NumBlocksFor(num_kv_tokens, block_size_);
-  if (!CanAdmitPrefilled(num_kv_tokens)) {
+  if (!CanAdmitPrefilled(prompt_token_ids, generated_token_ids)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "request ", seq_id, ": ", num_blocks, " KV blocks needed, ", allocator_.num_blocks_free(), " free"));
   }

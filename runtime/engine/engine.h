@@ -152,13 +152,16 @@ class Engine {
   absl::Status ValidatePrefilled(const std::vector<int32_t>& prompt_token_ids,
                                  const std::vector<int32_t>& generated_token_ids,
                                  const GenerationParams& params) const;
-  bool CanAdmitPrefilled(int num_kv_tokens) const;
+  // Whether the blocks are free now, counting the cached leading blocks other sequences hold (a
+  // follow-up turn whose history another sequence still holds needs room for its new blocks only).
+  bool CanAdmitPrefilled(const std::vector<int32_t>& prompt_token_ids,
+                         const std::vector<int32_t>& generated_token_ids) const;
   absl::StatusOr<SeqId> AdmitPrefilled(std::vector<int32_t> prompt_token_ids,
                                        std::vector<int32_t> generated_token_ids,
                                        GenerationParams params);
   // With prefix caching, the admission takes the leading full blocks the cache holds (counted as
   // queries and hits); only the rest are to be filled: NumCachedBlocksOf of BlocksOf's blocks are
-  // already. CanAdmitPrefilled does not count on hits, so it may make a request wait that would fit.
+  // already.
   absl::StatusOr<std::vector<BlockId>> BlocksOf(SeqId seq_id) const;
   absl::StatusOr<int> NumCachedBlocksOf(SeqId seq_id) const;
   absl::Status StartDecoding(SeqId seq_id);

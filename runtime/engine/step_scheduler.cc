@@ -78,6 +78,17 @@ int StepScheduler::TakeCachedKv(Sequence* seq, int num_kv_tokens) {
   return static_cast<int>(seq->block_table.blocks().size());
 }
 
+int StepScheduler::NumHeldCachedBlocks(std::span<const int32_t> tokens, int num_kv_tokens,
+                                       int block_size) const {
+  if (!config_.prefix_caching) return 0;
+  std::vector<BlockHash> hashes;
+  ExtendBlockHashes(config_.prefix_cache_root, tokens.first(num_kv_tokens / block_size * block_size),
+                    block_size, &hashes);
+  int held = 0;
+  for (BlockId block : allocator_->FindCached(hashes)) held += allocator_->refcount(block) > 0;
+  return held;
+}
+
 void StepScheduler::TakeCachedBlocks(Sequence* seq, int max_blocks) {
   const int block_size = seq->block_table.block_size();
   ExtendBlockHashes(config_.prefix_cache_root, seq->token_ids, block_size, &seq->block_hashes);

@@ -35,6 +35,7 @@
 #pragma once
 
 #include <deque>
+#include <span>
 #include <vector>
 
 #include "runtime/batch/sequence.h"
@@ -99,6 +100,11 @@ class StepScheduler {
   // as an admission; the caller allocates the rest and receives only their KV. Returns the number
   // of blocks taken.
   int TakeCachedKv(Sequence* seq, int num_kv_tokens);
+  // How many of the cached run of the full blocks of tokens[0, num_kv_tokens) TakeCachedKv would
+  // take that a sequence holds already: those cost no free block (a cached block nobody holds
+  // leaves the free count when taken, so it saves nothing). 0 without prefix caching.
+  int NumHeldCachedBlocks(std::span<const int32_t> tokens, int num_kv_tokens,
+                          int block_size) const;
   // Frees a sequence's blocks (in the swap pool when it is swapped out) and forgets it (finished,
   // cancelled, or released after hand-off). Pre-condition: not in a step.
   void Remove(Sequence* seq);

@@ -38,7 +38,7 @@ class EngineKvAdmitter final : public KvAdmitter {
     const int num_kv_tokens = NumPrefilledKvTokens(request.prompt_token_ids, request.generated_token_ids);
     // Requests paused because their clients stopped reading give their KV up before this one waits.
     engine_.ReleasePausedKvFor(num_kv_tokens);
-    return engine_.CanAdmitPrefilled(num_kv_tokens);
+    return engine_.CanAdmitPrefilled(request.prompt_token_ids, request.generated_token_ids);
   }
   absl::StatusOr<KvAdmission> Admit(PrefilledRequest request) override {
     ASSIGN_OR_RETURN(SeqId seq_id,

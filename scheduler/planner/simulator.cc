@@ -395,7 +395,13 @@ class Simulation {
     if (inst.pulling >= 0 || inst.pulls.empty()) return;
     const int r = inst.pulls.front();
     const SimRequest& request = requests_[r];
-    if (!inst.allocator.CanAllocate(NumBlocksFor(request.input_len + 1, deployment_.block_size))) return;
+    // The cached leading blocks another sequence holds take no free block (as the engine counts).
+    const int num_held = inst.scheduler.NumHeldCachedBlocks(state_[r].prompt, request.input_len,
+                                                            deployment_.block_size);
+    if (!inst.allocator.CanAllocate(NumBlocksFor(request.input_len + 1, deployment_.block_size) -
+                                    num_held)) {
+      return;
+    }
     inst.pulls.pop_front();
     RequestState& state = state_[r];
     runtime::GenerationParams params;

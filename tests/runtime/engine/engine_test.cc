@@ -253,7 +253,7 @@ TEST_F(EngineTest, PrefillHandOffToAnotherEngineContinuesTheSameSequence) {
     ASSERT_THAT(held, IsOk());
     EXPECT_EQ(held->num_tokens, 23);
 
-    ASSERT_TRUE(decode->CanAdmitPrefilled(23));
+    ASSERT_TRUE(decode->CanAdmitPrefilled(prompt, first));
     auto d_id = decode->AdmitPrefilled(prompt, first, params);
     ASSERT_THAT(d_id, IsOk());
     ASSERT_NO_FATAL_FAILURE(TransferKv(*prefill, *held, *decode, *d_id));
@@ -359,7 +359,7 @@ TEST_F(EngineTest, AValidPrefilledRequestFitsAnEmptyPoolAndAnInvalidOneIsRefused
   auto engine = MakeEngine(/*kv_cache_bytes=*/32 * 2 * 2 * 4 * 2 * 8 * sizeof(float));
   ASSERT_NE(engine, nullptr);
   EXPECT_THAT(engine->ValidatePrefilled(Prompt(126, 0), {1}, Greedy(2)), IsOk());
-  EXPECT_TRUE(engine->CanAdmitPrefilled(127));
+  EXPECT_TRUE(engine->CanAdmitPrefilled(Prompt(126, 0), {1}));
   EXPECT_THAT(engine->ValidatePrefilled(Prompt(127, 0), {1}, Greedy(2)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exceeds max_model_len 128")));
   EXPECT_THAT(engine->ValidatePrefilled(Prompt(5, 0), {}, Greedy(2)),

@@ -256,6 +256,36 @@ TEST(PrefixCachingHandOffTest, ADecodeEngineReceivesOnlyTheBlocksItLacks) {
   EXPECT_EQ(decode->num_prefix_cache_hits(), 20);
 }
 
+// A prefilled request whose leading blocks another running sequence holds needs free blocks for the
+// rest only: it is admitted into a pool too full for its whole KV (with caching off it waits).
+TEST(PrefixCachingHandOffTest, AdmissionCountsTheCachedBlocksOthersHold) {
+  testing::ScopedTempDir dir;
+  ASSERT_THAT(testing::WriteTinyModel(dir.path(), testing::TinyEngineSpec()), IsOk());
+  for (bool caching : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "caching " << caching);
+    auto engine = Engine::Create(EngineConfig{.model_dir = dir.path(), .block_size = 4,
+                                              .kv_cache_bytes = 1 << 16, .max_model_len = 256,
+                                              .enable_prefix_caching = caching});
+    ASSERT_THAT(engine, IsOk());
+    const int num_blocks = (*engine)->allocator().num_blocks();
+    ASSERT_GE(num_blocks, 8);
+    // A runs with a prompt of num_blocks - 3 full blocks: after its prefill it holds them (cached),
+    // leaving 3 free.
+    const std::vector<int32_t> prompt = Prompt(4 * (num_blocks - 3), 3);
+    ASSERT_THAT((*engine)->AddRequest(prompt, Greedy(8)), IsOk());
+    ASSERT_THAT((*engine)->Step(), IsOk());
+    ASSERT_EQ((*engine)->allocator().num_blocks_free(), 3);
+    // B: A's prompt and 2 more tokens, prefilled elsewhere: its KV needs num_blocks - 2 blocks.
+    const std::vector<int32_t> follow_up = Concat(prompt, {5, 6});
+    EXPECT_EQ((*engine)->CanAdmitPrefilled(follow_up, {7}), caching);
+    if (caching) {
+      auto id = (*engine)->AdmitPrefilled(follow_up, {7}, Greedy(4));
+      ASSERT_THAT(id, IsOk());
+      EXPECT_EQ(*(*engine)->NumCachedBlocksOf(*id), num_blocks - 3);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Layouts, PrefixCachingEngineTest,
     ::testing::Values(Case{.name = "one_rank"}, Case{.name = "tp2", .tp = 2}, Case{.name = "pp2", .pp = 2},
