@@ -137,12 +137,6 @@ absl::Status CheckDevicesServable(const DeploymentConfig& config) {
   // A CUDA instance's rank r runs on device first + r (EngineConfig::first_device_index).
   for (runtime::WorkerRole role : scheduler::Roles(config.mode)) {
     const scheduler::PhaseConfig& phase = scheduler::Phase(config, role);
-    if (IsQuantized(config.weight_dtype) && phase.device_name() != "cpu") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "weight_dtype ", std::string(DTypeName(config.weight_dtype)), ": quantized weights run "
-          "on cpu devices only for now; ", runtime::WorkerRoleName(role), " runs on ",
-          phase.device_name()));
-    }
     for (size_t i = 0; i < phase.cuda_device_ids.size(); ++i) {
       const std::vector<int>& ids = phase.cuda_device_ids[i];
       for (size_t r = 1; r < ids.size(); ++r) {
@@ -765,8 +759,8 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "Weight dtype: auto (the checkpoint's torch_dtype), float32|float, bfloat16, "
                   "float16|half (default: auto; with --config, its weight_dtype)");
   cmd->add_option("--quantization,-q", opts->quantization,
-                  "Quantize the matmul weights at load: int8 (per output row, symmetric; CPU "
-                  "devices; sets weight_dtype i8, whatever --dtype says)");
+                  "Quantize the matmul weights at load: int8 (per output row, symmetric; sets "
+                  "weight_dtype i8, whatever --dtype says)");
   cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype,
                   "KV cache elements: f32, bf16 (half the memory per token and half the bytes "
                   "decode attention reads), or auto (bf16 for bf16 weights, else f32) (default: "

@@ -22,4 +22,13 @@ absl::Status RoundToF16(const float* in, uint16_t* out, int64_t n, cudaStream_t 
 // out[r, c] = bias[c] for r < m, c < n. Device pointers; m, n >= 0.
 absl::Status BroadcastRows(float* out, const float* bias, int m, int n, cudaStream_t stream);
 
+// out[i] = bf16(q[i]), exact (|q| <= 128 needs 8 significant bits), for i < n: int8 weights
+// widened for a bf16 GEMM. Device pointers; n >= 0.
+absl::Status WidenInt8ToBf16(const int8_t* q, uint16_t* out, int64_t n, cudaStream_t stream);
+
+// out[r, c] = out[r, c] * scales[c] + (bias ? bias[c] : 0) for r < m, c < n: the sums of an int8
+// GEMM made the layer's output. Device pointers (bias may be null); m, n >= 0.
+absl::Status ScaleColumns(float* out, const float* scales, const float* bias, int m, int n,
+                          cudaStream_t stream);
+
 }  // namespace baton::runtime::cuda_internal

@@ -72,7 +72,9 @@ CudaGpuRuntime::~CudaGpuRuntime() {
   // way out after a device fault.
   (void)Activate();
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
-  if (half_scratch_ != nullptr) cudaFree(half_scratch_);
+  for (const Scratch* scratch : {&half_scratch_, &weight_scratch_}) {
+    if (scratch->data != nullptr) cudaFree(scratch->data);
+  }
   for (void* scratch : retired_scratch_) cudaFree(scratch);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -303,21 +305,54 @@ absl::Status CudaGpuRuntime::Launch(const kernels::TokenBitmaskParams& params) {
   return kernels::TokenBitmask(params, stream_);
 }
 
-absl::Status CudaGpuRuntime::ReserveHalfScratch(size_t bytes) {
-  if (bytes <= half_scratch_bytes_) return absl::OkStatus();
+absl::Status CudaGpuRuntime::Reserve(Scratch& scratch, size_t bytes) {
+  if (bytes <= scratch.bytes) return absl::OkStatus();
   // At least double, so the retired ones add up to less than the current one.
-  const size_t grown = std::max(bytes, 2 * half_scratch_bytes_);
-  ASSIGN_OR_RETURN(void* scratch, Malloc(grown));
-  if (half_scratch_ != nullptr) retired_scratch_.push_back(half_scratch_);
-  half_scratch_ = scratch;
-  half_scratch_bytes_ = grown;
+  const size_t grown = std::max(bytes, 2 * scratch.bytes);
+  ASSIGN_OR_RETURN(void* data, Malloc(grown));
+  if (scratch.data != nullptr) retired_scratch_.push_back(scratch.data);
+  scratch.data = data;
+  scratch.bytes = grown;
   return absl::OkStatus();
+}
+
+// cuBLAS multiplies no int8 by bf16: panels of the integers are widened (exactly) to bf16 and
+// multiplied by the activations rounded to bf16, which is MatmulCpu's int8 semantics, then every
+// column is scaled and given its bias. Panels bound the scratch (an lm_head of 128k rows widened
+// whole would take 1 GiB). Each weight is read as int8, written and read again as bf16: correct,
+// and slower than bf16 weights for decode; a dequantizing GEMV is the fast path still to write.
+absl::Status CudaGpuRuntime::GemmInt8(const kernels::MatmulParams& p) {
+  constexpr int64_t kPanelBytes = int64_t{64} << 20;
+  const int64_t count = int64_t{p.m} * p.k;
+  RETURN_IF_ERROR(Reserve(half_scratch_, static_cast<size_t>(count) * sizeof(uint16_t)));
+  uint16_t* rounded = static_cast<uint16_t*>(half_scratch_.data);
+  RETURN_IF_ERROR(cuda_internal::RoundToBf16(p.in, rounded, count, stream_));
+  const int panel_rows =
+      static_cast<int>(std::clamp<int64_t>(kPanelBytes / (2 * int64_t{p.k}), 1, p.n));
+  RETURN_IF_ERROR(
+      Reserve(weight_scratch_, static_cast<size_t>(panel_rows) * p.k * sizeof(uint16_t)));
+  uint16_t* panel = static_cast<uint16_t*>(weight_scratch_.data);
+  const auto* q = static_cast<const int8_t*>(p.weight);
+  const float alpha = 1.0f;
+  const float beta = 0.0f;
+  for (int j0 = 0; j0 < p.n; j0 += panel_rows) {
+    const int rows = std::min(panel_rows, p.n - j0);
+    RETURN_IF_ERROR(
+        cuda_internal::WidenInt8ToBf16(q + int64_t{j0} * p.k, panel, int64_t{rows} * p.k, stream_));
+    // Columns [j0, j0 + rows) of out: out^T's rows from j0, leading dimension n.
+    BATON_CUBLAS_CALL(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, rows, p.m, p.k, &alpha,
+                                   panel, CUDA_R_16BF, p.k, rounded, CUDA_R_16BF, p.k, &beta,
+                                   p.out + j0, CUDA_R_32F, p.n, CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT));
+  }
+  return cuda_internal::ScaleColumns(p.out, p.weight_scales, p.bias, p.m, p.n, stream_);
 }
 
 absl::Status CudaGpuRuntime::Gemm(const kernels::MatmulParams& p) {
   RETURN_IF_ERROR(kernels::Validate(p));
   if (p.m == 0) return absl::OkStatus();
   RETURN_IF_ERROR(Activate());
+  if (p.weight_dtype == DType::kI8) return GemmInt8(p);
   // Row-major out[m, n] = in[m, k] * W[n, k]^T is, read column-major, out^T[n, m] =
   // W^T (W stored as a k x n column-major matrix, ld k, transposed) * in^T (k x m, ld k).
   const void* in = p.in;
@@ -328,8 +363,8 @@ absl::Status CudaGpuRuntime::Gemm(const kernels::MatmulParams& p) {
     // (as MatmulCpu does) into the scratch, which holds 16-bit activations of either dtype.
     const bool bf16 = p.weight_dtype == DType::kBF16;
     const int64_t count = int64_t{p.m} * p.k;
-    RETURN_IF_ERROR(ReserveHalfScratch(static_cast<size_t>(count) * sizeof(uint16_t)));
-    uint16_t* rounded = static_cast<uint16_t*>(half_scratch_);
+    RETURN_IF_ERROR(Reserve(half_scratch_, static_cast<size_t>(count) * sizeof(uint16_t)));
+    uint16_t* rounded = static_cast<uint16_t*>(half_scratch_.data);
     RETURN_IF_ERROR(bf16 ? cuda_internal::RoundToBf16(p.in, rounded, count, stream_)
                          : cuda_internal::RoundToF16(p.in, rounded, count, stream_));
     in = rounded;

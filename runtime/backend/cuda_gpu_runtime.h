@@ -72,9 +72,16 @@ class CudaGpuRuntime final : public GpuRuntime {
   absl::Status Activate() const;  // cudaSetDevice(device_index_)
   // FailedPrecondition naming `op` while capturing: CUDA would invalidate the capture instead.
   absl::Status CheckNotCapturing(absl::string_view op) const;
-  // Grows the 16-bit (bf16 or f16) activation scratch of Gemm to at least `bytes`. The old one is
-  // retired, not freed: a captured graph may still use it (and cudaFree is illegal in a capture).
-  absl::Status ReserveHalfScratch(size_t bytes);
+  // A device buffer Gemm reuses from call to call.
+  struct Scratch {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  // Grows `scratch` to at least `bytes`. The old one is retired, not freed: a captured graph may
+  // still use it (and cudaFree is illegal in a capture).
+  absl::Status Reserve(Scratch& scratch, size_t bytes);
+  // Gemm with int8 weights (MatmulParams::weight_scales).
+  absl::Status GemmInt8(const kernels::MatmulParams& params);
 
   int device_index_;
   std::string name_;
@@ -82,8 +89,8 @@ class CudaGpuRuntime final : public GpuRuntime {
   CUstream_st* stream_ = nullptr;
   bool capturing_ = false;
   cublasContext* cublas_ = nullptr;
-  void* half_scratch_ = nullptr;  // [m, k] bf16 or f16 activations of the current 16-bit GEMM
-  size_t half_scratch_bytes_ = 0;
+  Scratch half_scratch_;    // [m, k] bf16 or f16 activations of the current 16-bit GEMM
+  Scratch weight_scratch_;  // a panel of int8 weights widened to bf16 (GemmInt8)
   std::vector<void*> retired_scratch_;  // freed with the runtime
 };
 

@@ -544,8 +544,12 @@ absl::Status EmulatedGpuRuntime::Run(const kernels::MatmulParams& p) {
                                 static_cast<size_t>(p.n) * p.k * DTypeBytes(p.weight_dtype)));
   }
   if (p.bias != nullptr) RETURN_IF_ERROR(CheckDevice(kOp, "bias", p.bias, Bytes<float>(p.n)));
+  if (p.weight_scales != nullptr) {
+    RETURN_IF_ERROR(CheckDevice(kOp, "weight_scales", p.weight_scales, Bytes<float>(p.n)));
+  }
   // The CPU BLAS stands in for cuBLAS; its bf16 and f16 paths round the activations to the weights'
-  // dtype first, as the CUDA runtime's bf16 and f16 GEMMs do.
+  // dtype first, as the CUDA runtime's bf16 and f16 GEMMs do, and its int8 path computes what the
+  // CUDA runtime's widened panels do (bf16 activations, exact integers, sums times the scales).
   return kernels::MatmulCpu(p, nullptr);
 }
 

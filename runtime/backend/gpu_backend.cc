@@ -52,15 +52,11 @@ absl::Status GpuBackend::RmsNorm(const kernels::RmsNormParams& params) {
 }
 
 absl::Status GpuBackend::Matmul(const kernels::MatmulParams& params) {
-  return MatmulGroup(absl::MakeConstSpan(&params, 1));
+  RETURN_IF_ERROR(kernels::Validate(params));
+  return runtime_->Gemm(params);
 }
 
 absl::Status GpuBackend::MatmulGroup(absl::Span<const kernels::MatmulParams> group) {
-  for (const kernels::MatmulParams& params : group) {
-    if (IsQuantized(params.weight_dtype)) {
-      return absl::UnimplementedError("the GPU backend has no quantized matmul yet");
-    }
-  }
   // All validated before any is enqueued, so a bad member leaves every output untouched.
   for (const kernels::MatmulParams& params : group) RETURN_IF_ERROR(kernels::Validate(params));
   for (const kernels::MatmulParams& params : group) RETURN_IF_ERROR(runtime_->Gemm(params));

@@ -140,8 +140,8 @@ class GpuRuntime {
   virtual absl::Status Launch(const kernels::LogitsProcessorsParams& params) = 0;
   virtual absl::Status Launch(const kernels::TokenBitmaskParams& params) = 0;
   // out[m, n] = in[m, k] * weight[n, k]^T (+ bias[n]) with MatmulParams' semantics: weight f32,
-  // bf16 or f16, f32 accumulation; with 16-bit weights the activations are rounded to the weights'
-  // type first (as MatmulCpu does, and as a bf16 or f16 GEMM needs).
+  // bf16, f16 or int8 (with its scales), f32 accumulation; with 16-bit or int8 weights the
+  // activations are rounded to bf16/f16 first (as MatmulCpu does, and as a 16-bit GEMM needs).
   virtual absl::Status Gemm(const kernels::MatmulParams& params) = 0;
 };
 

@@ -49,6 +49,15 @@ absl::Status UploadWeights(LlamaWeights& weights, DeviceBackend& backend,
     device_at[host] = buffer.data<void>();
   }
   for (Weight* w : present) w->data = device_at.at(w->data);
+  // An int8 weight's scales, one copy each (no two weights share theirs).
+  for (Weight* w : present) {
+    if (w->scales == nullptr) continue;
+    const size_t bytes = static_cast<size_t>(w->shape[0]) * sizeof(float);
+    DeviceBuffer& buffer = uploaded.emplace_back(&backend);
+    RETURN_IF_ERROR(buffer.Reserve(bytes));
+    RETURN_IF_ERROR(backend.CopyToDevice(buffer.data<void>(), w->scales, bytes));
+    w->scales = buffer.data<float>();
+  }
   for (DeviceBuffer& buffer : uploaded) storage->push_back(std::move(buffer));
   // The device holds the weights now; the host copies and maps are not read again.
   weights.owned.clear();

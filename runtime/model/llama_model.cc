@@ -121,12 +121,6 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesyst
                                                    " is not supported (f32, bf16, f16 or i8)"));
   }
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
-  if ((IsQuantized(matmul_dtype) || config.quantization.has_value()) &&
-      !backend->IsHostMemory()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "int8 weights run on the CPU backend only: ", DeviceKindName(backend->device()),
-        " has no quantized matmul yet"));
-  }
   ASSIGN_OR_RETURN(ModelShard shard, MakeModelShard(config, shard_spec));
   RETURN_IF_ERROR(CheckComm(comms.tp, "tp", shard_spec.tp_size, shard_spec.tp_rank));
   RETURN_IF_ERROR(CheckComm(comms.pp, "pp", shard_spec.pp_size, shard_spec.pp_rank));

@@ -18,7 +18,7 @@
 //                                   # model's max_position_embeddings (checked by `baton serve`,
 //                                   # which reads config.json); absent: max_position_embeddings
 //   weight_dtype: f32               # f32 | bf16 | f16 | i8 (matmul weights; see LlamaModel::Load;
-//                                   # i8: quantized at load, per row, CPU devices only)
+//                                   # i8: int8 quantized at load, a scale per row)
 //   kv_cache_dtype: f32             # f32 | bf16 | auto: KV cache elements, one for the whole
 //                                   # deployment so both ends of a KV hand-off agree (vLLM's
 //                                   # --kv-cache-dtype); bf16 halves the bytes per token; auto is

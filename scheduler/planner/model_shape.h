@@ -40,7 +40,7 @@ struct ModelShape {
   bool tie_word_embeddings = false;
   bool attention_bias = false;     // q, k and v carry a bias (Qwen2); kPlain has biases everywhere
   int num_learned_positions = 0;   // rows of a learned position table (OPT: 2 + 2048); 0: RoPE
-  int bytes_per_param = 2;         // of the served weights and activations (2: bf16/f16)
+  int bytes_per_param = 2;         // of the served weights (2: bf16/f16, 1: int8)
   // Of one cached K or V value: 2 for a 16-bit KV cache (DistServe's, vLLM's, Baton's
   // kv_cache_dtype bf16), 4 for Baton's f32 default; `baton plan` sets what it plans for.
   int kv_bytes_per_value = 2;
@@ -49,6 +49,9 @@ struct ModelShape {
   // head unless tied. Matches the published totals (llama-2-7b: 6,738,415,616).
   int64_t NumParams() const;
   int64_t WeightBytes() const { return NumParams() * bytes_per_param; }
+  // Of one activation value between ranks: as the weights', but int8 weights multiply 16-bit
+  // activations.
+  int ActivationBytes() const { return bytes_per_param < 2 ? 2 : bytes_per_param; }
   // K and V of every layer for one token.
   int64_t KvBytesPerToken() const;
   // Matmul FLOPs per token of a forward pass (2 per multiply-add of every layer's projections and

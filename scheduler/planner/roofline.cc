@@ -76,7 +76,7 @@ LatencyCoefficients RooflineCoefficients(const ModelShape& model, const DeviceSp
     if (tp > 1) {
       const double num_all_reduces = 2.0 * model.num_layers;
       all_reduce_s_per_step = num_all_reduces * device.intra_node.latency_s;
-      all_reduce_s_per_token = num_all_reduces * model.hidden_size * model.bytes_per_param * 2.0 *
+      all_reduce_s_per_token = num_all_reduces * model.hidden_size * model.ActivationBytes() * 2.0 *
                                (tp - 1) / tp / device.intra_node.bytes_per_s;
     }
     const double weights_s = share.weight_bytes / bytes_per_s;

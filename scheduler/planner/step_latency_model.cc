@@ -49,7 +49,7 @@ double StepLatencyModel::StageMs(Parallelism p, const MicroBatchShape& batch,
   if (p.pp > 1) {
     const LinkSpec& link = stages_cross_nodes ? device_.inter_node : device_.intra_node;
     const double tokens = batch.prompt_tokens + batch.num_decode_seqs;
-    const double bytes = tokens * model_.hidden_size * model_.bytes_per_param;
+    const double bytes = tokens * model_.hidden_size * model_.ActivationBytes();
     stage_ms += 1e3 * (link.latency_s + bytes / link.bytes_per_s);
   }
   return stage_ms;

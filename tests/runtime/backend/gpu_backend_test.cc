@@ -195,6 +195,37 @@ TEST_P(GpuOpsTest, MatmulAndGroupMatchCpuForF32Bf16AndF16Weights) {
   }
 }
 
+// int8 weights with a scale per row (and a bias): on CUDA, panels widened to bf16 for cuBLAS, then
+// scaled; the CPU's int8 kernels compute the same sums up to their order. Panels are 64 MiB, so one
+// here; a decode-sized and a prefill-sized m.
+TEST_P(GpuOpsTest, MatmulMatchesCpuForInt8Weights) {
+  constexpr int kN = 33, kK = 70;
+  std::vector<int8_t> q(kN * kK);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<int8_t>(static_cast<int>(i * 37 % 255) - 127);
+  const std::vector<float> scales = RandomVector(kN, 21, 0.001f, 0.01f);
+  const std::vector<float> bias = RandomVector(kN, 22);
+  const int8_t* dq = Upload(q);
+  const float* dscales = Upload(scales);
+  const float* dbias = Upload(bias);
+  for (int m : {3, 40}) {
+    SCOPED_TRACE(::testing::Message() << "m " << m);
+    const std::vector<float> in = RandomVector(m * kK, 23);
+    std::vector<float> expected(m * kN);
+    kernels::MatmulParams p{.out = expected.data(), .in = in.data(), .weight = q.data(),
+                            .weight_dtype = DType::kI8, .bias = bias.data(), .m = m, .n = kN,
+                            .k = kK, .weight_scales = scales.data()};
+    ASSERT_THAT(cpu_.Matmul(p), IsOk());
+    float* out = Upload(std::vector<float>(m * kN, -1));
+    p.out = out;
+    p.in = Upload(in);
+    p.weight = dq;
+    p.bias = dbias;
+    p.weight_scales = dscales;
+    ASSERT_THAT(gpu_->Matmul(p), IsOk());
+    EXPECT_TRUE(AllClose(Download(out, expected.size()), expected, kFloatTol));
+  }
+}
+
 TEST_P(GpuOpsTest, RopeMatchesCpu) {
   constexpr int kTokens = 4, kHeads = 4, kKvHeads = 2, kHeadDim = 8;
   constexpr int kQStride = kHeads * kHeadDim + 3, kKStride = kKvHeads * kHeadDim + 1;
