@@ -37,4 +37,17 @@ absl::Status Validate(const MatmulParams& params) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateInt8Gemv(const MatmulParams& params) {
+  RETURN_IF_ERROR(Validate(params));
+  if (params.weight_dtype != DType::kI8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MatmulInt8Gemv: weight_dtype ", std::string(DTypeName(params.weight_dtype)), ", not i8"));
+  }
+  if (params.m > kMatmulInt8GemvMaxRows) {
+    return absl::InvalidArgumentError(absl::StrCat("MatmulInt8Gemv: m ", params.m, " > ",
+                                                   kMatmulInt8GemvMaxRows));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace baton::kernels

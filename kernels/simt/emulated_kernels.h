@@ -12,6 +12,7 @@
 #include "baton/kernels/kv_gather.h"
 #include "baton/kernels/kv_write.h"
 #include "baton/kernels/logits_processors.h"
+#include "baton/kernels/matmul.h"
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
@@ -37,5 +38,6 @@ absl::Status PagedAttentionSplitKvEmulated(const PagedAttentionSplitKvParams& pa
 absl::Status SampleEmulated(const SampleParams& params);
 absl::Status LogitsProcessorsEmulated(const LogitsProcessorsParams& params);
 absl::Status TokenBitmaskEmulated(const TokenBitmaskParams& params);
+absl::Status MatmulInt8GemvEmulated(const MatmulParams& params);
 
 }  // namespace baton::kernels

@@ -14,6 +14,7 @@
 #include "kernels/cuda/kv_gather.h"
 #include "kernels/cuda/kv_write.h"
 #include "kernels/cuda/logits_processors.h"
+#include "kernels/cuda/matmul_int8_gemv.h"
 #include "kernels/cuda/token_bitmask.h"
 #include "kernels/cuda/paged_attention_decode.h"
 #include "kernels/cuda/paged_attention_split_kv.h"
@@ -316,12 +317,14 @@ absl::Status CudaGpuRuntime::Reserve(Scratch& scratch, size_t bytes) {
   return absl::OkStatus();
 }
 
-// cuBLAS multiplies no int8 by bf16: panels of the integers are widened (exactly) to bf16 and
-// multiplied by the activations rounded to bf16, which is MatmulCpu's int8 semantics, then every
-// column is scaled and given its bias. Panels bound the scratch (an lm_head of 128k rows widened
-// whole would take 1 GiB). Each weight is read as int8, written and read again as bf16: correct,
-// and slower than bf16 weights for decode; a dequantizing GEMV is the fast path still to write.
+// Past the GEMV's rows: cuBLAS multiplies no int8 by bf16, so panels of the integers are widened
+// (exactly) to bf16 and multiplied by the activations rounded to bf16, which is MatmulCpu's int8
+// semantics, then every column is scaled and given its bias. Panels bound the scratch (an lm_head
+// of 128k rows widened whole would take 1 GiB). Each weight is read as int8, written and read
+// again as bf16, which a prefill's many rows amortize.
 absl::Status CudaGpuRuntime::GemmInt8(const kernels::MatmulParams& p) {
+  // Decode batches read each weight once, as a byte (matmul_int8_gemv.cuh).
+  if (p.m <= kernels::kMatmulInt8GemvMaxRows) return kernels::MatmulInt8Gemv(p, stream_);
   constexpr int64_t kPanelBytes = int64_t{64} << 20;
   const int64_t count = int64_t{p.m} * p.k;
   RETURN_IF_ERROR(Reserve(half_scratch_, static_cast<size_t>(count) * sizeof(uint16_t)));

@@ -547,6 +547,10 @@ absl::Status EmulatedGpuRuntime::Run(const kernels::MatmulParams& p) {
   if (p.weight_scales != nullptr) {
     RETURN_IF_ERROR(CheckDevice(kOp, "weight_scales", p.weight_scales, Bytes<float>(p.n)));
   }
+  // Decode batches with int8 weights: the CUDA runtime's GEMV kernel, emulated.
+  if (p.weight_dtype == DType::kI8 && p.m <= kernels::kMatmulInt8GemvMaxRows) {
+    return kernels::MatmulInt8GemvEmulated(p);
+  }
   // The CPU BLAS stands in for cuBLAS; its bf16 and f16 paths round the activations to the weights'
   // dtype first, as the CUDA runtime's bf16 and f16 GEMMs do, and its int8 path computes what the
   // CUDA runtime's widened panels do (bf16 activations, exact integers, sums times the scales).

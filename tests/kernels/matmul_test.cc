@@ -11,6 +11,9 @@
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/reference/random_tensor.h"
 #include "kernels/reference/reference_ops.h"
+#include "kernels/simt/emulated_kernels.h"
+#include "tests/testing/device_runners.h"
+#include "tests/testing/kernel_backend.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tolerance.h"
 
@@ -360,6 +363,54 @@ TEST(MatmulCpuTest, RejectsBadParams) {
   EXPECT_THAT(MatmulCpu(p, nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("weight_scales")));
 }
+
+// ---- (b) the device's int8 GEMV for decode batches (emulated, or on a GPU) against the CPU ----
+
+using GemvBackend = testing::KernelBackend<MatmulParams>;
+class MatmulInt8GemvKernelTest : public ::testing::TestWithParam<GemvBackend> {};
+
+TEST_P(MatmulInt8GemvKernelTest, MatchesTheCpuUpToSummationOrder) {
+  const GemvBackend backend = GetParam();
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
+  for (int m : {1, 2, 5, kMatmulInt8GemvMaxRows}) {
+    for (const auto& [n, k] : {std::pair{1, 1}, std::pair{33, 70}, std::pair{100, 129},
+                               std::pair{17, 1029}}) {
+      for (bool with_bias : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "m " << m << " n " << n << " k " << k << " bias "
+                                          << with_bias);
+        MatmulProblem problem(m, n, k, DType::kI8, with_bias, 500 + m + n + k);
+        std::vector<float> expected(problem.out.size());
+        ASSERT_THAT(MatmulCpu(problem.Params(expected.data()), nullptr), IsOk());
+        ASSERT_THAT(backend.run(problem.Params(problem.out.data())), IsOk());
+        EXPECT_TRUE(AllClose(problem.out, expected, SumTolerance(k)));
+      }
+    }
+  }
+}
+
+TEST(MatmulInt8GemvTest, TakesInt8WeightsAndDecodeBatchesOnly) {
+  MatmulProblem batch(kMatmulInt8GemvMaxRows + 1, 3, 4, DType::kI8, false, 1);
+  EXPECT_THAT(MatmulInt8GemvEmulated(batch.Params(batch.out.data())),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("m 9 > 8")));
+  MatmulProblem f32(2, 3, 4, DType::kF32, false, 1);
+  EXPECT_THAT(MatmulInt8GemvEmulated(f32.Params(f32.out.data())),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not i8")));
+}
+
+std::string GemvTestName(const ::testing::TestParamInfo<GemvBackend>& info) {
+  return info.param.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Emulated, MatmulInt8GemvKernelTest,
+                         ::testing::Values(GemvBackend{"emulated", &MatmulInt8GemvEmulated,
+                                                       &testing::AlwaysAvailable}),
+                         GemvTestName);
+#if BATON_HAS_CUDA
+INSTANTIATE_TEST_SUITE_P(Cuda, MatmulInt8GemvKernelTest,
+                         ::testing::Values(GemvBackend{"cuda", &testing::MatmulInt8GemvOnDevice,
+                                                       &testing::CudaDeviceAvailable}),
+                         GemvTestName);
+#endif
 
 }  // namespace
 }  // namespace baton::kernels

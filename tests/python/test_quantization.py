@@ -120,12 +120,17 @@ def test_int8_weights_stay_within_half_a_percent_of_bf16(run_baton):
 
 @pytest.mark.engine
 def test_the_cuda_emulated_device_scores_int8_as_the_cpu(run_baton):
-    """The GPU backend's int8 GEMM (bf16 panels for cuBLAS, then the scales) under the emulation."""
+    """The GPU backend's int8 products under the emulation: prompts through the GEMM (bf16 panels for
+    cuBLAS, then the scales), decode steps through the GEMV kernel."""
     cpu = json.loads(run_baton("eval", "--window", "256", "--max-text-tokens", "1024", "--json",
                                "-q", "int8", timeout=300).stdout)
     emulated = json.loads(run_baton("eval", "--window", "256", "--max-text-tokens", "1024", "--json",
                                     "-q", "int8", "--device", "cuda-emulated", timeout=300).stdout)
     assert emulated["perplexity"] == pytest.approx(cpu["perplexity"], rel=1e-4)
+    # Decode steps take the device's int8 GEMV (kernels/cuda/matmul_int8_gemv.cuh), emulated.
+    args = ("generate", "--prompt", "And God said", "--max-tokens", "12", "-q", "int8")
+    assert (run_baton(*args, "--device", "cuda-emulated", timeout=300).stdout
+            == run_baton(*args, timeout=300).stdout)
 
 
 @pytest.mark.engine

@@ -15,6 +15,7 @@
 #include "kernels/cuda/kv_gather.h"
 #include "kernels/cuda/kv_write.h"
 #include "kernels/cuda/logits_processors.h"
+#include "kernels/cuda/matmul_int8_gemv.h"
 #include "kernels/cuda/paged_attention_decode.h"
 #include "kernels/cuda/paged_attention_split_kv.h"
 #include "kernels/cuda/prefill_attention.h"
@@ -333,6 +334,21 @@ absl::Status TokenBitmaskOnDevice(const kernels::TokenBitmaskParams& host) {
                             In(p.bitmask, num_masked * host.bitmask_words), In(p.rows, num_masked)};
       },
       &kernels::TokenBitmask);
+}
+
+absl::Status MatmulInt8GemvOnDevice(const kernels::MatmulParams& host) {
+  const size_t m = static_cast<size_t>(std::max(host.m, 0));
+  const size_t n = static_cast<size_t>(host.n);
+  const size_t k = static_cast<size_t>(host.k);
+  return RunOnDevice<kernels::MatmulParams>(
+      host,
+      [&](kernels::MatmulParams& p) -> absl::StatusOr<DeviceArrays> {
+        DeviceArrays arrays{Out(p.out, m * n), In(p.in, m * k), In(p.weight, n * k),
+                            In(p.weight_scales, n)};
+        if (host.bias != nullptr) arrays.push_back(In(p.bias, n));
+        return arrays;
+      },
+      &kernels::MatmulInt8Gemv);
 }
 
 }  // namespace baton::testing

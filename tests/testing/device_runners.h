@@ -15,6 +15,7 @@
 #include "baton/kernels/kv_gather.h"
 #include "baton/kernels/kv_write.h"
 #include "baton/kernels/logits_processors.h"
+#include "baton/kernels/matmul.h"
 #include "baton/kernels/prefill_attention.h"
 #include "baton/kernels/rms_norm.h"
 #include "baton/kernels/rope.h"
@@ -45,5 +46,6 @@ absl::Status SampleOnDevice(const kernels::SampleParams& host_params);
 absl::Status LogitsProcessorsOnDevice(const kernels::LogitsProcessorsParams& host_params);
 // The logits rows are 0 .. the largest of `rows`.
 absl::Status TokenBitmaskOnDevice(const kernels::TokenBitmaskParams& host_params);
+absl::Status MatmulInt8GemvOnDevice(const kernels::MatmulParams& host_params);
 
 }  // namespace baton::testing

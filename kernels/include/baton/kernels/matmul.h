@@ -25,6 +25,11 @@ struct MatmulParams {
 // come with int8 weights and only with them.
 absl::Status Validate(const MatmulParams& params);
 
+// The most rows the device's int8 GEMV takes (decode batches); larger products go through a GEMM.
+inline constexpr int kMatmulInt8GemvMaxRows = 8;
+// Validate, and the int8 GEMV's own terms: int8 weights, m <= kMatmulInt8GemvMaxRows.
+absl::Status ValidateInt8Gemv(const MatmulParams& params);
+
 // Validates, then computes. f32 weights: OpenBLAS sgemm for large m, a SIMD GEMV (AVX-512 or AVX2) for small m,
 // columns split over `pool` (which may be nullptr); OpenBLAS is set to one thread on first use.
 // bf16 weights: the activations are rounded to bf16 (nearest even) once per call and the products
