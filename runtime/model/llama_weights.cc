@@ -105,16 +105,17 @@ class WeightLoader {
     return FromInfo(info, target.value_or(info.dtype));
   }
 
-  // The tensor `name` of exactly `shape`, as stored. Int8 tensors are refused: without the
-  // checkpoint's quantization scheme their integers mean nothing.
+  // The tensor `name` of exactly `shape`, as stored. Int8 tensors are refused here: they are read
+  // through PreQuantized, for the modules the checkpoint's quantization_config names; elsewhere
+  // their integers mean nothing.
   absl::StatusOr<TensorInfo> Get(const std::string& name, std::vector<int64_t> shape) {
     ASSIGN_OR_RETURN(TensorInfo info, checkpoint_.Get(name, shape));
     if (IsQuantized(info.dtype)) {
       return absl::UnimplementedError(absl::StrCat(
           checkpoint_.dir().string(), ": tensor '", name, "' is stored as ",
           std::string(DTypeName(info.dtype)),
-          "; pre-quantized checkpoints are not read yet (quantize a f32/bf16/f16 checkpoint at "
-          "load with --quantization int8)"));
+          " without a quantization_config that covers it (compressed-tensors int8 is read: "
+          "runtime/model/checkpoint_quantization.h)"));
     }
     return info;
   }

@@ -49,8 +49,12 @@
 //
 // Errors: those of Checkpoint::Open, and of Checkpoint::Get for each tensor (kNotFound naming a
 // missing tensor and the directory; kInvalidArgument for a wrong shape, naming the tensor, both
-// shapes and the file); kInvalidArgument for a matmul_dtype other than kF32/kBF16/kF16/kI8, and for
-// an int8 tensor in the checkpoint (a pre-quantized checkpoint is not read yet).
+// shapes and the file); kInvalidArgument for a matmul_dtype other than kF32/kBF16/kF16/kI8;
+// kUnimplemented for an int8 tensor the checkpoint's quantization_config does not cover.
+//
+// Pre-quantized checkpoints (config.quantization, checkpoint_quantization.h): the modules it
+// quantizes load as its integers and scales (kI8) whatever matmul_dtype is; the others as
+// matmul_dtype, or as stored when matmul_dtype is kI8 (the checkpoint chose to keep them).
 //
 // Immutable after loading; share freely between threads that only read.
 #pragma once

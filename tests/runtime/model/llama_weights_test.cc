@@ -733,8 +733,8 @@ TEST_F(LlamaWeightsTest, CompressedTensorsInt8CheckpointLoadsAsStored) {
   }
 }
 
-// A checkpoint whose tensors are int8 already (a pre-quantized one) is refused by name, not read
-// as if its integers were the weights.
+// An int8 tensor in a checkpoint without a quantization_config is refused by name, not read as if
+// its integers were the weights.
 TEST_F(LlamaWeightsTest, Int8TensorInTheCheckpointIsUnimplemented) {
   TinyModelSpec spec;
   ASSERT_THAT(WriteTinyModel(dir_.path(), spec), IsOk());
