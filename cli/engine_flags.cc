@@ -13,8 +13,9 @@ void AddEngineFlags(CLI::App& cmd, EngineFlags* flags) {
   cmd.add_option("--dtype", flags->dtype, "Weight dtype for matmuls: f32, bf16 or f16")
       ->capture_default_str();
   cmd.add_option("--quantization,-q", flags->quantization,
-                 "Quantize the matmul weights at load: int8 (per output row, symmetric; the "
-                 "products take bf16 activations). Replaces --dtype for those weights");
+                 "Quantize the matmul weights at load: int8 (per output row, symmetric) or int4 "
+                 "(groups of 128 columns, asymmetric); the products take bf16 activations. "
+                 "Replaces --dtype for those weights");
   cmd.add_option("--device", flags->device,
                  "cpu, cuda, cuda:N (rank r on device N + r) or cuda-emulated (the GPU backend's "
                  "code on the CPU, for tests)")
@@ -27,8 +28,17 @@ void AddEngineFlags(CLI::App& cmd, EngineFlags* flags) {
                  "Context length, prompt plus output tokens (default: the model's max_position_embeddings)");
   cmd.add_option("--kv-cache-dtype", flags->kv_cache_dtype,
                  "KV cache elements: f32, bf16 (half the bytes per token), or auto (bf16 for bf16 "
-                 "and int8 weights, else f32)")
+                 "and quantized weights, else f32)")
       ->capture_default_str();
+}
+
+absl::StatusOr<std::optional<DType>> QuantizationDType(const std::string& name, const char* flag) {
+  if (name == "int8") return DType::kI8;
+  if (name == "int4") return DType::kI4;
+  if (name == "compressed-tensors" || name == "awq" || name == "gptq") return std::nullopt;
+  return absl::InvalidArgumentError(absl::StrCat(
+      flag, ": '", name, "' (int8 or int4; or compressed-tensors, awq, gptq: a checkpoint quantized "
+      "so, which is also detected from its config.json)"));
 }
 
 absl::StatusOr<runtime::EngineConfig> EngineConfigOf(const EngineFlags& flags,
@@ -42,17 +52,14 @@ absl::StatusOr<runtime::EngineConfig> EngineConfigOf(const EngineFlags& flags,
     return absl::InvalidArgumentError(absl::StrCat("--dtype: '", flags.dtype, "' (f32, bf16 or f16)"));
   }
   if (!flags.quantization.empty()) {
-    if (flags.quantization != "int8" && flags.quantization != "compressed-tensors") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--quantization: '", flags.quantization, "' (int8, or compressed-tensors: a checkpoint "
-          "quantized with it, which is also detected from its config.json)"));
-    }
-    config.weight_dtype = DType::kI8;
+    ASSIGN_OR_RETURN(const std::optional<DType> quantized,
+                     QuantizationDType(flags.quantization, "--quantization"));
+    if (quantized) config.weight_dtype = *quantized;
   }
   // A pre-quantized checkpoint says so in config.json (vLLM detects it the same way).
   if (absl::StatusOr<runtime::ModelConfig> model = runtime::LoadModelConfig(model_dir);
       model.ok() && model->quantization.has_value()) {
-    config.weight_dtype = DType::kI8;
+    config.weight_dtype = model->quantization->weight_dtype;
   }
   const std::optional<DType> kv_dtype = KvDTypeFromName(flags.kv_cache_dtype, config.weight_dtype);
   if (!kv_dtype) {

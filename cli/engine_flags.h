@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -14,7 +15,7 @@ namespace baton::cli {
 
 struct EngineFlags {
   std::string dtype = "f32";
-  std::string quantization;  // empty: none; "int8"
+  std::string quantization;  // empty: none; see QuantizationDType
   std::string kv_cache_dtype = "f32";
   std::string device = "cpu";
   bool enforce_eager = false;
@@ -26,6 +27,11 @@ struct EngineFlags {
 // Adds --dtype, --quantization, --kv-cache-dtype, --device, --enforce-eager, --threads, --kv-cache-mib and
 // --max-model-len.
 void AddEngineFlags(CLI::App& cmd, EngineFlags* flags);
+
+// The matmul weight dtype `--quantization name` asks for: "int8" i8, "int4" i4; the names of
+// checkpoint formats ("compressed-tensors", "awq", "gptq") nullopt: the checkpoint's config.json
+// says (runtime/model/checkpoint_quantization.h). `flag` names the flag in the error for any other.
+absl::StatusOr<std::optional<DType>> QuantizationDType(const std::string& name, const char* flag);
 
 // The engine config the flags ask for on model_dir; InvalidArgument naming the flag for a bad value.
 absl::StatusOr<runtime::EngineConfig> EngineConfigOf(const EngineFlags& flags,

@@ -98,8 +98,9 @@ absl::StatusOr<DType> ParseDtype(const std::string& name) {
   if (name == "f16") return DType::kF16;
   if (name == "f32") return DType::kF32;
   if (name == "i8") return DType::kI8;  // int8 weights (--quantization int8): a byte per parameter
+  if (name == "i4") return DType::kI4;  // int4 weights (--quantization int4): 4.5 bits per parameter
   return absl::InvalidArgumentError(
-      absl::StrCat("--dtype ", name, ": expected bf16, f16, f32 or i8"));
+      absl::StrCat("--dtype ", name, ": expected bf16, f16, f32, i8 or i4"));
 }
 
 // DistServe's published fits ship for the models they cover on a100 (scheduler/planner/data/).
@@ -121,7 +122,7 @@ absl::StatusOr<planner::ModelShape> ResolveShape(const PlanFlags& flags, PlanInp
     return absl::InvalidArgumentError(
         absl::StrCat("--model ", flags.model, ": not a directory, and ", known.status().message()));
   }
-  known->bytes_per_param = static_cast<int>(DTypeBytes(in.weight_dtype));
+  known->bytes_per_param = planner::BytesPerParam(in.weight_dtype);
   return known;
 }
 
@@ -586,7 +587,7 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
                   "Latency coefficients JSON (default: DistServe's for opt-13b/66b/175b on a100, else roofline)");
   cmd->add_option("--affinity", flags->affinity, "high | low node affinity (DistServe's two placements)")
       ->capture_default_str();
-  cmd->add_option("--dtype", flags->dtype, "Weights: bf16 | f16 | f32 | i8 (int8, a byte each)")
+  cmd->add_option("--dtype", flags->dtype, "Weights: bf16 | f16 | f32 | i8 (int8, a byte each) | i4 (int4 in groups of 128, 4.5 bits each)")
       ->capture_default_str();
   cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype,
                   "KV cache elements: f32 | bf16 | auto (bf16 for bf16 weights, else f32) (default: f32 "

@@ -71,8 +71,10 @@ std::optional<Failure> CheckFlags(const PlanProfileOptions& opts, planner::Profi
     out->weight_dtype = DType::kF16;
   } else if (opts.dtype == "i8") {
     out->weight_dtype = DType::kI8;
+  } else if (opts.dtype == "i4") {
+    out->weight_dtype = DType::kI4;
   } else {
-    return Usage(absl::StrCat("--dtype: '", opts.dtype, "' (f32, bf16, f16 or i8)"));
+    return Usage(absl::StrCat("--dtype: '", opts.dtype, "' (f32, bf16, f16, i8 or i4)"));
   }
   const std::optional<DType> kv_dtype = KvDTypeFromName(opts.kv_cache_dtype, out->weight_dtype);
   if (!kv_dtype) {
@@ -163,7 +165,8 @@ void RegisterPlanProfileCommand(CLI::App& plan, int* exit_code) {
   cmd->add_option("--model", opts->model_dir, "Hugging Face checkpoint directory (required)");
   cmd->add_option("--device", opts->device, "What to profile: cpu (one core per rank; required)");
   cmd->add_option("--dtype", opts->dtype,
-                  "Weight dtype for matmuls: f32, bf16, f16 or i8 (int8 quantized at load)")
+                  "Weight dtype for matmuls: f32, bf16, f16, i8 or i4 (int8 / int4 quantized at "
+                  "load)")
       ->capture_default_str();
   cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype, "KV cache elements: f32, bf16 or auto (bf16 for bf16 weights, else f32)")
       ->capture_default_str();

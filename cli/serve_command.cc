@@ -34,6 +34,7 @@
 #include "cli/commands.h"
 #include "cli/log_level.h"
 #include "cli/default_model.h"
+#include "cli/engine_flags.h"
 #include "cli/parallel_layout.h"
 #include "cli/worker_restarter.h"
 #include "grpcpp/grpcpp.h"
@@ -88,7 +89,7 @@ struct ServeOptions {
   std::vector<std::string> unknown_args;  // what CLI11 did not recognise (VllmOnlyFlag names them)
   std::string dtype;        // empty: auto, or with --config its weight_dtype; else DtypeOf's names
   std::string kv_cache_dtype;  // empty: the config's (f32 by default); else f32 or bf16
-  std::string quantization;    // empty: none; "int8" (weight_dtype i8)
+  std::string quantization;    // empty: none; see QuantizationDType (cli/engine_flags.h)
   // Neither: the config's enable_prefix_caching (on by default).
   bool enable_prefix_caching = false;
   bool no_enable_prefix_caching = false;
@@ -316,12 +317,12 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
   }
   if (dtype) config.weight_dtype = *dtype;
   if (!opts.quantization.empty()) {
-    if (opts.quantization != "int8" && opts.quantization != "compressed-tensors") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--quantization '", opts.quantization, "': expected int8 or compressed-tensors"));
+    ASSIGN_OR_RETURN(const std::optional<DType> quantized,
+                     QuantizationDType(opts.quantization, "--quantization"));
+    if (quantized) {
+      config.weight_dtype = *quantized;
+      dtype_auto = false;
     }
-    config.weight_dtype = DType::kI8;
-    dtype_auto = false;
   }
   if (!opts.kv_cache_dtype.empty()) {
     const std::optional<DType> kv_dtype =
@@ -361,10 +362,12 @@ absl::StatusOr<ServePlan> BuildConfig(const ServeOptions& opts) {
         absl::StrCat("model: ", config.model_dir.string(), " is not a directory"));
   }
   // What needs the model's config.json: --dtype auto, a pre-quantized checkpoint (its matmul
-  // weights are int8 whatever the dtype says), and max_model_len against its context.
+  // weights are as it stores them whatever the dtype says), and max_model_len against its context.
   ASSIGN_OR_RETURN(const runtime::ModelConfig model_config, runtime::LoadModelConfig(config.model_dir));
   if (dtype_auto) config.weight_dtype = model_config.torch_dtype;
-  if (model_config.quantization.has_value()) config.weight_dtype = DType::kI8;
+  if (model_config.quantization.has_value()) {
+    config.weight_dtype = model_config.quantization->weight_dtype;
+  }
   if (config.max_model_len > model_config.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_model_len ", config.max_model_len, " exceeds the model's max_position_embeddings ",
@@ -759,8 +762,9 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "Weight dtype: auto (the checkpoint's torch_dtype), float32|float, bfloat16, "
                   "float16|half (default: auto; with --config, its weight_dtype)");
   cmd->add_option("--quantization,-q", opts->quantization,
-                  "Quantize the matmul weights at load: int8 (per output row, symmetric; sets "
-                  "weight_dtype i8, whatever --dtype says)");
+                  "Quantize the matmul weights at load: int8 (per output row, symmetric; "
+                  "weight_dtype i8) or int4 (groups of 128 columns, asymmetric; weight_dtype i4), "
+                  "whatever --dtype says");
   cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype,
                   "KV cache elements: f32, bf16 (half the memory per token and half the bytes "
                   "decode attention reads), or auto (bf16 for bf16 weights, else f32) (default: "

@@ -72,8 +72,8 @@ int main(int argc, char** argv) {
   int long_context_len = 2000;
   std::vector<int> batches = {1, 8, 32}, long_batches = {1, 8};
   app.add_option("--model", model_dir, "Checkpoint directory")->required();
-  app.add_option("--dtype", dtype, "f32, bf16, f16, or i8 (int8 weights quantized at load)")
-      ->check(CLI::IsMember({"f32", "bf16", "f16", "i8"}));
+  app.add_option("--dtype", dtype, "f32, bf16, f16, i8 or i4 (int8 / int4 weights quantized at load)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16", "i8", "i4"}));
   app.add_option("--kv-cache-dtype", kv_cache_dtype, "KV cache elements: f32 or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--threads", threads, "Threads");
@@ -139,11 +139,16 @@ int main(int argc, char** argv) {
   result["prefill_tokens_per_s"] = BestPrefillTokensPerSecond(**engine, prompt_len, 3, rng);
   // Bytes a batch-1 decode step must read: every matmul weight once, the embedding row, and the
   // KV cache of its context.
-  const double weight_elem_bytes = baton::DTypeBytes(*baton::DTypeFromName(dtype));
+  // int4 layers read 4 bits plus an f32 scale and zero point per 128 weights; their lm_head is int8.
+  const baton::DType weight_dtype = *baton::DTypeFromName(dtype);
+  const bool int4 = weight_dtype == baton::DType::kI4;
+  const double layer_elem_bytes = int4 ? 4.5 / 8 : baton::DTypeBytes(weight_dtype);
+  const double head_elem_bytes = int4 ? 1 : baton::DTypeBytes(weight_dtype);
   const double h = model.hidden_size, kv = model.num_kv_heads * model.head_dim,
                inter = model.intermediate_size;
   const double per_layer = h * (model.num_heads * model.head_dim) * 2 + h * kv * 2 + 3 * h * inter;
-  const double matmul_bytes = (model.num_layers * per_layer + model.vocab_size * h) * weight_elem_bytes;
+  const double matmul_bytes = model.num_layers * per_layer * layer_elem_bytes +
+                              model.vocab_size * h * head_elem_bytes;
   const double kv_elem_bytes = kv_cache_dtype == "f32" ? 4 : 2;
   const double kv_bytes =
       2.0 * model.num_layers * kv * (context_len + decode_steps / 2) * kv_elem_bytes;

@@ -10,18 +10,30 @@
 
 namespace baton {
 
-// kI8: symmetric int8 matmul weights, one f32 scale per output row (MatmulParams::weight_scales);
-// the only quantized type so far, and never a KV or activation type.
-enum class DType : uint8_t { kF32, kF16, kBF16, kI8 };
+// The quantized types are matmul weights only, never KV or activation types:
+//   kI8: symmetric int8, one f32 scale per output row (MatmulParams::weight_scales);
+//   kI4: 4-bit integers packed two to a byte, with a scale (and a zero point) per group of columns
+//        (MatmulParams documents the packing).
+enum class DType : uint8_t { kF32, kF16, kBF16, kI8, kI4 };
 
-constexpr size_t DTypeBytes(DType dtype) {
+constexpr size_t DTypeBits(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
+    case DType::kF32: return 32;
     case DType::kF16:
-    case DType::kBF16: return 2;
-    case DType::kI8: return 1;
+    case DType::kBF16: return 16;
+    case DType::kI8: return 8;
+    case DType::kI4: return 4;
   }
   return 0;
+}
+
+// Bytes of one element, for the types of at least a byte; kI4 has no per-element size (use
+// StorageBytes), and asking is a bug: 0 makes it show at once.
+constexpr size_t DTypeBytes(DType dtype) { return dtype == DType::kI4 ? 0 : DTypeBits(dtype) / 8; }
+
+// Bytes that `count` elements occupy, packed (two kI4 elements to a byte, rounded up).
+constexpr size_t StorageBytes(DType dtype, int64_t count) {
+  return (static_cast<size_t>(count) * DTypeBits(dtype) + 7) / 8;
 }
 
 constexpr std::string_view DTypeName(DType dtype) {
@@ -30,16 +42,17 @@ constexpr std::string_view DTypeName(DType dtype) {
     case DType::kF16: return "f16";
     case DType::kBF16: return "bf16";
     case DType::kI8: return "i8";
+    case DType::kI4: return "i4";
   }
   return "?";
 }
 
 // True for the types whose values are integers standing for value * scale.
-constexpr bool IsQuantized(DType dtype) { return dtype == DType::kI8; }
+constexpr bool IsQuantized(DType dtype) { return dtype == DType::kI8 || dtype == DType::kI4; }
 
-// The DType whose DTypeName is `name` ("f32", "f16", "bf16", "i8"); nullopt for any other name.
+// The DType whose DTypeName is `name` ("f32", "f16", "bf16", "i8", "i4"); nullopt for any other.
 constexpr std::optional<DType> DTypeFromName(std::string_view name) {
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kI8}) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kI8, DType::kI4}) {
     if (DTypeName(dtype) == name) return dtype;
   }
   return std::nullopt;
@@ -56,11 +69,11 @@ constexpr std::optional<DType> KvDTypeFromName(std::string_view name) {
 }
 
 // As above, and "auto" (vLLM's default): the weights' own dtype where a cache can hold it (bf16
-// weights, a bf16 cache), bf16 for int8 weights (whose products take bf16 activations), f32
+// weights, a bf16 cache), bf16 for quantized weights (whose products take bf16 activations), f32
 // otherwise (f32 or f16 weights).
 constexpr std::optional<DType> KvDTypeFromName(std::string_view name, DType weight_dtype) {
   if (name == "auto") {
-    if (weight_dtype == DType::kI8) return DType::kBF16;
+    if (IsQuantized(weight_dtype)) return DType::kBF16;
     return IsKvDType(weight_dtype) ? weight_dtype : DType::kF32;
   }
   return KvDTypeFromName(name);

@@ -36,6 +36,7 @@ absl::Status EmbeddingCpu(const EmbeddingParams& p, ThreadPool* pool) {
           break;
         }
         case DType::kI8:  // refused by Validate
+        case DType::kI4:
           break;
       }
     }

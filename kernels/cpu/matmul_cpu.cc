@@ -12,6 +12,9 @@
 //   int8: bf16's scheme with the integers widened exactly (in registers for small m; to bf16 panels
 //     for the AVX512_BF16 kernel, or to f32 panels for sgemm, for large m), then each column
 //     times its scale.
+//   int4: activations rounded to bf16; a GEMV unpacking the nibbles in registers, sums per group
+//     times the group's scale (matmul_int4_cpu.cc) for small m; dequantized panels into the bf16
+//     kernel or sgemm for large m.
 //   f16: no x86 instruction we use multiplies f16 pairs into f32 (AVX512_FP16 accumulates in f16),
 //     so always bf16's second scheme: activations rounded to f16 once, then the GEMV (AVX-512 or
 //     AVX2) widening the f16 weights with F16C as they stream past for small m, widened panels
@@ -698,6 +701,70 @@ void MatmulInt8(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   }
 }
 
+// The whole int4 scheme for a group (see MatmulCpu): activations rounded to bf16, then decode
+// batches take the GEMV that unpacks the nibbles in registers (matmul_int4_cpu.cc), and prefill
+// sizes dequantize panels of rows, to bf16 for the AVX512_BF16 kernel or to f32 for sgemm.
+template <bool kSimd>
+void MatmulInt4(absl::Span<const MatmulParams> group, ThreadPool* pool) {
+  const MatmulParams& first = group[0];
+  static const bool has_bf16 = internal::CpuHasAvx512Bf16();
+  if (first.m <= kStreamMaxRows) {
+    const int groups = first.k / first.weight_group_size;
+    thread_local std::vector<float> buffer;
+    buffer.resize(int64_t{first.m} * (first.k + groups));
+    float* rounded = buffer.data();  // the pool's threads reach the buffer through these
+    float* sums = rounded + int64_t{first.m} * first.k;
+    Bf16Format::Round(first.in, int64_t{first.m} * first.k, rounded);
+    internal::Int4GroupSums(rounded, first.m, first.k, first.weight_group_size, sums);
+    ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) {
+      internal::Int4GemvColumns(group[i], rounded, sums, n0, n1, kSimd);
+    });
+    return;
+  }
+  auto panel_rows_for = [](const MatmulParams& p, int bytes_per_weight) {
+    return std::max(16, static_cast<int>(kWidenedPanelBytes / (bytes_per_weight * int64_t{p.k})));
+  };
+  if (kSimd && has_bf16) {
+    int64_t k_pad = 0;
+    const uint16_t* a = Bf16Activations(first, pool, &k_pad);
+    for (const MatmulParams& p : group) {
+      ForColumnRanges(pool, p.n, int64_t{p.m} * p.k, [&](int n0, int n1) {
+        const int panel_rows = panel_rows_for(p, 2);
+        thread_local std::vector<float> widened;
+        thread_local std::vector<uint16_t> panel;
+        widened.resize(static_cast<size_t>(panel_rows) * p.k);
+        panel.resize(widened.size());
+        for (int j0 = n0; j0 < n1; j0 += panel_rows) {
+          const int rows = std::min(panel_rows, n1 - j0);
+          internal::DequantizeInt4Rows(p, j0, j0 + rows, widened.data());
+          for (int64_t e = 0; e < int64_t{rows} * p.k; ++e) panel[e] = F32ToBf16(widened[e]);
+          internal::MatmulBf16Avx512(a, k_pad, panel.data(), p.bias != nullptr ? p.bias + j0 : nullptr,
+                                     p.out + j0, p.n, p.m, 0, rows, p.k);
+        }
+      });
+    }
+    return;
+  }
+  thread_local std::vector<float> buffer;
+  buffer.resize(int64_t{first.m} * first.k);
+  float* rounded = buffer.data();
+  Bf16Format::Round(first.in, int64_t{first.m} * first.k, rounded);
+  MakeOpenBlasSingleThreaded();
+  for (const MatmulParams& p : group) {
+    ForColumnRanges(pool, p.n, int64_t{p.m} * p.k, [&](int n0, int n1) {
+      const int panel_rows = panel_rows_for(p, 4);
+      thread_local std::vector<float> panel;
+      panel.resize(static_cast<size_t>(panel_rows) * p.k);
+      for (int j0 = n0; j0 < n1; j0 += panel_rows) {
+        const int rows = std::min(panel_rows, n1 - j0);
+        internal::DequantizeInt4Rows(p, j0, j0 + rows, panel.data());
+        Sgemm(rounded, p.m, panel.data(), rows, p.k, p.bias != nullptr ? p.bias + j0 : nullptr,
+              p.out + j0, p.n);
+      }
+    });
+  }
+}
+
 void MatmulBf16(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   static const bool has_bf16 = internal::CpuHasAvx512Bf16();
   if (!has_bf16) {
@@ -739,6 +806,10 @@ void MatmulInt8Portable(absl::Span<const MatmulParams> group, ThreadPool* pool) 
   MatmulInt8<false>(group, pool);
 }
 
+void MatmulInt4Portable(absl::Span<const MatmulParams> group, ThreadPool* pool) {
+  MatmulInt4<false>(group, pool);
+}
+
 }  // namespace internal
 
 absl::Status MatmulCpu(const MatmulParams& p, ThreadPool* pool) {
@@ -750,9 +821,10 @@ absl::Status MatmulGroupCpu(absl::Span<const MatmulParams> group, ThreadPool* po
   const MatmulParams& first = group[0];
   for (const MatmulParams& p : group) {
     RETURN_IF_ERROR(Validate(p));
-    if (p.in != first.in || p.m != first.m || p.k != first.k || p.weight_dtype != first.weight_dtype) {
+    if (p.in != first.in || p.m != first.m || p.k != first.k ||
+        p.weight_dtype != first.weight_dtype || p.weight_group_size != first.weight_group_size) {
       return absl::InvalidArgumentError(
-          "MatmulGroup: every member must share in, m, k and weight_dtype");
+          "MatmulGroup: every member must share in, m, k, weight_dtype and weight_group_size");
     }
   }
   if (first.m == 0) return absl::OkStatus();
@@ -761,6 +833,7 @@ absl::Status MatmulGroupCpu(absl::Span<const MatmulParams> group, ThreadPool* po
     case DType::kBF16: MatmulBf16(group, pool); break;
     case DType::kF16: MatmulWidened<F16Format<true>>(group, pool); break;
     case DType::kI8: MatmulInt8<true>(group, pool); break;
+    case DType::kI4: MatmulInt4<true>(group, pool); break;
   }
   return absl::OkStatus();
 }

@@ -30,6 +30,17 @@ void MatmulInt8Avx512(const uint16_t* a, int64_t a_stride, const int8_t* w, floa
 // out[i] = q[i] as bf16 bits (exact). Call only if CpuHasAvx512Bf16().
 void WidenInt8ToBf16(const int8_t* q, int64_t n, uint16_t* out);
 
+// int4 weights (matmul_int4_cpu.cc; p.weight_dtype is kI4, p valid).
+// sums[i, g] = the sum of a[i, :] over group g's columns (groups of group_size), a is [m, k].
+void Int4GroupSums(const float* a, int m, int k, int group_size, float* sums);
+// out[i, j] = a[i, :] . dequantized weight row j (+ bias) for i < p.m, j in [n_begin, n_end), into
+// p.out; `a` stands for p.in ([m, k], already rounded as the caller wants), `group_sums` is
+// Int4GroupSums of it. simd false: the portable twin (the same grouping, scalar).
+void Int4GemvColumns(const MatmulParams& p, const float* a, const float* group_sums, int n_begin,
+                     int n_end, bool simd);
+// Rows [j_begin, j_end) of the weights dequantized to f32 into out ([j_end - j_begin, k]).
+void DequantizeInt4Rows(const MatmulParams& p, int j_begin, int j_end, float* out);
+
 // The bf16 path for CPUs without AVX512_BF16 (exposed so tests cover it on any CPU): activations
 // rounded to bf16, weights widened to f32, f32 products. `group` is as in MatmulGroupCpu: valid,
 // bf16, sharing in, m and k.
@@ -43,5 +54,9 @@ void MatmulF16Portable(absl::Span<const MatmulParams> group, ThreadPool* pool);
 // The int8 path with scalar widening and no SIMD GEMV, and sgemm for large m whatever the CPU
 // (the twin of the fast one, exposed so tests compare the two). `group` as above, i8.
 void MatmulInt8Portable(absl::Span<const MatmulParams> group, ThreadPool* pool);
+
+// The int4 path with the scalar GEMV, and sgemm for large m whatever the CPU. `group` as above, i4
+// with one group size.
+void MatmulInt4Portable(absl::Span<const MatmulParams> group, ThreadPool* pool);
 
 }  // namespace baton::kernels::internal

@@ -41,6 +41,7 @@ BATON_GLOBAL void EmbeddingKernel(EmbeddingParams p) {
         out[d] = simt::HalfBitsToFloat(static_cast<const uint16_t*>(p.table)[row + d]);
         break;
       case DType::kI8:  // refused by Validate
+      case DType::kI4:
         break;
     }
   }

@@ -24,6 +24,7 @@ absl::Status Validate(const EmbeddingParams& params) {
     case DType::kBF16:
       return absl::OkStatus();
     case DType::kI8:
+    case DType::kI4:
       break;
   }
   return absl::InvalidArgumentError(

@@ -22,10 +22,11 @@ absl::Status Validate(const MatmulParams& params) {
   RETURN_IF_ERROR(CheckPointer(kOp, "weight", params.weight));
   // Every DType is a weight dtype today; the check stays for values outside the enum.
   if (params.weight_dtype != DType::kF32 && params.weight_dtype != DType::kBF16 &&
-      params.weight_dtype != DType::kF16 && params.weight_dtype != DType::kI8) {
+      params.weight_dtype != DType::kF16 && params.weight_dtype != DType::kI8 &&
+      params.weight_dtype != DType::kI4) {
     return absl::InvalidArgumentError(absl::StrCat(
         kOp, ": weight_dtype ", std::string(DTypeName(params.weight_dtype)),
-        " is not supported (f32, bf16, f16, i8)"));
+        " is not supported (f32, bf16, f16, i8, i4)"));
   }
   if (IsQuantized(params.weight_dtype)) {
     RETURN_IF_ERROR(CheckPointer(kOp, "weight_scales", params.weight_scales));
@@ -33,6 +34,18 @@ absl::Status Validate(const MatmulParams& params) {
     return absl::InvalidArgumentError(absl::StrCat(
         kOp, ": weight_scales given with ", std::string(DTypeName(params.weight_dtype)),
         " weights (scales belong to quantized weights only)"));
+  }
+  if (params.weight_dtype == DType::kI4) {
+    const int g = params.weight_group_size;
+    if (g <= 0 || g % kInt4ColumnBlock != 0 || params.k % g != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kOp, ": i4 weights need a group size that is a positive multiple of ", kInt4ColumnBlock,
+          " dividing k; got group size ", g, " with k ", params.k));
+    }
+  } else if (params.weight_zeros != nullptr || params.weight_group_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kOp, ": weight_zeros / weight_group_size given with ",
+        std::string(DTypeName(params.weight_dtype)), " weights (they belong to i4 weights only)"));
   }
   return absl::OkStatus();
 }

@@ -19,6 +19,8 @@ float LoadAsF32(const void* data, DType dtype, int64_t idx) {
       return Bf16ToF32(static_cast<const uint16_t*>(data)[idx]);
     case DType::kI8:  // the integer, without its row's scale
       return static_cast<const int8_t*>(data)[idx];
+    case DType::kI4:  // read by Int4Weight, which knows the row length
+      break;
   }
   return std::numeric_limits<float>::quiet_NaN();
 }
@@ -39,7 +41,22 @@ void StoreFromF32(void* data, DType dtype, int64_t idx, float value) {
       static_cast<int8_t*>(data)[idx] =
           static_cast<int8_t>(std::clamp(std::nearbyint(value), -128.0f, 127.0f));
       return;
+    case DType::kI4:  // packed with group scales: never a per-element store
+      return;
   }
+}
+
+// Weight [j, c] of kI4 weights (MatmulParams), dequantized: scale * (u - zero).
+double Int4Weight(const MatmulParams& p, int j, int c) {
+  const auto* bytes = static_cast<const uint8_t*>(p.weight);
+  const int block = c / kInt4ColumnBlock * kInt4ColumnBlock;
+  const int half = kInt4ColumnBlock / 2;
+  const int within = c - block;
+  const uint8_t byte = bytes[(int64_t{j} * p.k + block) / 2 + within % half];
+  const int u = within < half ? (byte & 0xF) : (byte >> 4);
+  const int64_t group = int64_t{j} * (p.k / p.weight_group_size) + c / p.weight_group_size;
+  const double zero = p.weight_zeros != nullptr ? p.weight_zeros[group] : 8.0;
+  return double{p.weight_scales[group]} * (u - zero);
 }
 
 }  // namespace
@@ -169,10 +186,12 @@ void Matmul(const MatmulParams& p) {
     for (int j = 0; j < p.n; ++j) {
       double acc = 0.0;
       for (int l = 0; l < p.k; ++l) {
-        acc += double{p.in[int64_t{i} * p.k + l]} *
-               LoadAsF32(p.weight, p.weight_dtype, int64_t{j} * p.k + l);
+        const double w = p.weight_dtype == DType::kI4
+                             ? Int4Weight(p, j, l)
+                             : LoadAsF32(p.weight, p.weight_dtype, int64_t{j} * p.k + l);
+        acc += double{p.in[int64_t{i} * p.k + l]} * w;
       }
-      if (p.weight_scales != nullptr) acc *= p.weight_scales[j];
+      if (p.weight_dtype == DType::kI8) acc *= p.weight_scales[j];
       if (p.bias != nullptr) acc += p.bias[j];
       p.out[int64_t{i} * p.n + j] = static_cast<float>(acc);
     }

@@ -356,6 +356,9 @@ absl::Status CudaGpuRuntime::Gemm(const kernels::MatmulParams& p) {
   if (p.m == 0) return absl::OkStatus();
   RETURN_IF_ERROR(Activate());
   if (p.weight_dtype == DType::kI8) return GemmInt8(p);
+  if (p.weight_dtype == DType::kI4) {
+    return absl::UnimplementedError("CUDA backend: i4 weights are not supported yet (CPU only)");
+  }
   // Row-major out[m, n] = in[m, k] * W[n, k]^T is, read column-major, out^T[n, m] =
   // W^T (W stored as a k x n column-major matrix, ld k, transposed) * in^T (k x m, ld k).
   const void* in = p.in;

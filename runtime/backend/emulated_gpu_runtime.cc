@@ -541,11 +541,16 @@ absl::Status EmulatedGpuRuntime::Run(const kernels::MatmulParams& p) {
   RETURN_IF_ERROR(CheckDevice(kOp, "in", p.in, Bytes<float>(int64_t{p.m} * p.k)));
   if (p.weight != nullptr) {
     RETURN_IF_ERROR(CheckDevice(kOp, "weight", p.weight,
-                                static_cast<size_t>(p.n) * p.k * DTypeBytes(p.weight_dtype)));
+                                StorageBytes(p.weight_dtype, int64_t{p.n} * p.k)));
   }
   if (p.bias != nullptr) RETURN_IF_ERROR(CheckDevice(kOp, "bias", p.bias, Bytes<float>(p.n)));
+  const int64_t num_scales =
+      p.weight_dtype == DType::kI4 ? int64_t{p.n} * (p.k / p.weight_group_size) : p.n;
   if (p.weight_scales != nullptr) {
-    RETURN_IF_ERROR(CheckDevice(kOp, "weight_scales", p.weight_scales, Bytes<float>(p.n)));
+    RETURN_IF_ERROR(CheckDevice(kOp, "weight_scales", p.weight_scales, Bytes<float>(num_scales)));
+  }
+  if (p.weight_zeros != nullptr) {
+    RETURN_IF_ERROR(CheckDevice(kOp, "weight_zeros", p.weight_zeros, Bytes<float>(num_scales)));
   }
   // Decode batches with int8 weights: the CUDA runtime's GEMV kernel, emulated.
   if (p.weight_dtype == DType::kI8 && p.m <= kernels::kMatmulInt8GemvMaxRows) {

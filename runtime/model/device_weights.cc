@@ -49,14 +49,19 @@ absl::Status UploadWeights(LlamaWeights& weights, DeviceBackend& backend,
     device_at[host] = buffer.data<void>();
   }
   for (Weight* w : present) w->data = device_at.at(w->data);
-  // An int8 weight's scales, one copy each (no two weights share theirs).
-  for (Weight* w : present) {
-    if (w->scales == nullptr) continue;
-    const size_t bytes = static_cast<size_t>(w->shape[0]) * sizeof(float);
+  // A quantized weight's scales and zero points, one copy each (no two weights share theirs).
+  auto upload_floats = [&](const float*& host, int64_t count) -> absl::Status {
+    if (host == nullptr) return absl::OkStatus();
+    const size_t bytes = static_cast<size_t>(count) * sizeof(float);
     DeviceBuffer& buffer = uploaded.emplace_back(&backend);
     RETURN_IF_ERROR(buffer.Reserve(bytes));
-    RETURN_IF_ERROR(backend.CopyToDevice(buffer.data<void>(), w->scales, bytes));
-    w->scales = buffer.data<float>();
+    RETURN_IF_ERROR(backend.CopyToDevice(buffer.data<void>(), host, bytes));
+    host = buffer.data<float>();
+    return absl::OkStatus();
+  };
+  for (Weight* w : present) {
+    RETURN_IF_ERROR(upload_floats(w->scales, w->num_scales()));
+    RETURN_IF_ERROR(upload_floats(w->zeros, w->num_scales()));
   }
   for (DeviceBuffer& buffer : uploaded) storage->push_back(std::move(buffer));
   // The device holds the weights now; the host copies and maps are not read again.

@@ -31,7 +31,9 @@ kernels::MatmulParams ToParams(const Projection& p, const float* in, int m) {
       .m = m,
       .n = static_cast<int>(p.weight.shape[0]),
       .k = static_cast<int>(p.weight.shape[1]),
-      .weight_scales = p.weight.scales};
+      .weight_scales = p.weight.scales,
+      .weight_zeros = p.weight.zeros,
+      .weight_group_size = p.weight.group_size};
 }
 
 absl::Status Linear(DeviceBackend& backend, const Weight& w, const Weight* bias, const float* in,
@@ -115,10 +117,10 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesyst
                                                              const ShardSpec& shard_spec,
                                                              ModelComms comms) {
   if (matmul_dtype != DType::kF32 && matmul_dtype != DType::kBF16 && matmul_dtype != DType::kF16 &&
-      matmul_dtype != DType::kI8) {
+      matmul_dtype != DType::kI8 && matmul_dtype != DType::kI4) {
     return absl::InvalidArgumentError(absl::StrCat("weight dtype ",
                                                    std::string(DTypeName(matmul_dtype)),
-                                                   " is not supported (f32, bf16, f16 or i8)"));
+                                                   " is not supported (f32, bf16, f16, i8 or i4)"));
   }
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
   ASSIGN_OR_RETURN(ModelShard shard, MakeModelShard(config, shard_spec));

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/common/check.h"
 #include "kernels/common/status_macros.h"
+#include "runtime/model/int4_checkpoint.h"
 #include "runtime/model/weight_quantization.h"
 
 namespace baton::runtime {
@@ -42,6 +43,9 @@ float LoadAsF32(const std::byte* src, DType dtype, int64_t i) {
     }
     case DType::kI8:  // the integer; its scale is applied by whoever reads the tensor's scales
       return static_cast<float>(static_cast<int8_t>(src[i]));
+    case DType::kI4:  // never stored in a checkpoint (safetensors has no 4-bit type)
+      BATON_CHECK(false);
+      return 0;
   }
   return 0;
 }
@@ -71,7 +75,8 @@ void ConvertRange(const std::byte* src, DType src_dtype, std::byte* dst, DType d
       for (int64_t i = begin; i < end; ++i) out[i] = F32ToF16(LoadAsF32(src, src_dtype, i));
       return;
     }
-    case DType::kI8:  // quantizing needs a scale per row: weight_quantization.h, never a conversion
+    case DType::kI8:  // quantizing needs scales: weight_quantization.h, never a conversion
+    case DType::kI4:
       BATON_CHECK(false);
       return;
   }
@@ -122,13 +127,31 @@ class WeightLoader {
 
   // Rows [row_begin, row_end) and columns [col_begin, col_end) of the pre-quantized matmul weight
   // of `module` ([rows, cols] unpacked), stored as `quantization` says (checkpoint_quantization.h):
-  // int8 with one scale per row, copied out of the checkpoint.
+  // int8 with one scale per row, or int4 in groups (int4_checkpoint.h), copied out of the
+  // checkpoint.
   absl::StatusOr<Weight> PreQuantized(const CheckpointQuantization& quantization,
                                       const std::string& module, int64_t rows, int64_t cols,
                                       int64_t row_begin, int64_t row_end, int64_t col_begin,
                                       int64_t col_end) {
     const int64_t width = col_end - col_begin;
     const int64_t num_rows = row_end - row_begin;
+    if (quantization.weight_dtype == DType::kI4) {
+      ASSIGN_OR_RETURN(const int group, Int4SliceGroupSize(quantization, cols, col_begin, width,
+                                                           module, checkpoint_.dir()));
+      const int64_t num_scales = num_rows * (width / group);
+      Int4Slice slice{
+          .row_begin = row_begin, .row_end = row_end, .col_begin = col_begin, .col_end = col_end,
+          .group_size = group,
+          .packed = reinterpret_cast<uint8_t*>(Allocate(static_cast<size_t>(num_rows * width / 2))),
+          .scales = reinterpret_cast<float*>(Allocate(static_cast<size_t>(num_scales) * 4)),
+          // Symmetric (compressed-tensors): no zero points to store or read.
+          .zeros = quantization.layout == CheckpointQuantization::Layout::kPacked4
+                       ? nullptr
+                       : reinterpret_cast<float*>(Allocate(static_cast<size_t>(num_scales) * 4))};
+      RETURN_IF_ERROR(ReadInt4Weight(checkpoint_, quantization, module, rows, cols, slice));
+      return Weight{.dtype = DType::kI4, .shape = {num_rows, width}, .data = slice.packed,
+                    .scales = slice.scales, .zeros = slice.zeros, .group_size = group};
+    }
     // The scales, [rows, 1] (or [rows]) in any float dtype.
     const std::string scale_name = module + ".weight_scale";
     const TensorInfo* scale = checkpoint_.Find(scale_name);
@@ -180,9 +203,16 @@ class WeightLoader {
     return Weight{.dtype = DType::kI8, .shape = {num_rows, width}, .data = q, .scales = scales};
   }
 
-  // A matmul weight: `info` as `target`, or, for kI8, columns [col_begin, col_end) of `info` (a
-  // matrix) quantized per row (QuantizeRowsInt8).
-  Weight Matmul(const TensorInfo& info, DType target, int64_t col_begin, int64_t col_end) {
+  // A matmul weight: columns [col_begin, col_end) of `info` (a matrix) as `target`, quantized per
+  // row (QuantizeRowsInt8) for kI8, per group of columns (QuantizeRowsInt4) for kI4.
+  absl::StatusOr<Weight> Matmul(const TensorInfo& info, DType target, int64_t col_begin,
+                                int64_t col_end) {
+    // int4 rows must be whole runs of 32 values (matmul.h); a weight whose rows are not (kjv-4m's
+    // down_proj, 688 wide) falls back to int8, as llama.cpp falls back for its block sizes.
+    if (target == DType::kI4 && Int4GroupSize(col_end - col_begin) != 0) {
+      return MatmulInt4(info, col_begin, col_end);
+    }
+    if (target == DType::kI4) target = DType::kI8;
     if (target != DType::kI8) {
       if (col_begin == 0 && col_end == info.shape[1]) return FromInfo(info, target);
       return ColumnSlice(info, target, col_begin, col_end);
@@ -208,6 +238,39 @@ class WeightLoader {
     }
     ReleaseMappedRange(info.data, info.num_bytes);
     return Weight{.dtype = DType::kI8, .shape = {rows, width}, .data = q, .scales = scales};
+  }
+
+  // Columns [col_begin, col_end) of `info` quantized by QuantizeRowsInt4; the width must have an
+  // Int4GroupSize.
+  Weight MatmulInt4(const TensorInfo& info, int64_t col_begin, int64_t col_end) {
+    const int64_t rows = info.shape[0];
+    const int64_t cols = info.shape[1];
+    const int64_t width = col_end - col_begin;
+    const int group = Int4GroupSize(width);
+    const int64_t groups = width / group;
+    const size_t src_elem = DTypeBytes(info.dtype);
+    auto* packed = reinterpret_cast<uint8_t*>(Allocate(static_cast<size_t>(rows * width / 2)));
+    auto* scales =
+        reinterpret_cast<float*>(Allocate(static_cast<size_t>(rows * groups) * sizeof(float)));
+    auto* zeros =
+        reinterpret_cast<float*>(Allocate(static_cast<size_t>(rows * groups) * sizeof(float)));
+    auto quantize_rows = [&](int64_t row_begin, int64_t row_end) {
+      std::vector<float> row(width);
+      for (int64_t r = row_begin; r < row_end; ++r) {
+        ConvertRange(info.data + (r * cols + col_begin) * src_elem, info.dtype,
+                     reinterpret_cast<std::byte*>(row.data()), DType::kF32, 0, width);
+        QuantizeRowsInt4(row.data(), 1, width, group, packed + r * (width / 2),
+                         scales + r * groups, zeros + r * groups);
+      }
+    };
+    if (rows * width < kMinParallelElements) {
+      quantize_rows(0, rows);
+    } else {
+      pool_.ParallelFor(rows, [&](int64_t b, int64_t e, int) { quantize_rows(b, e); });
+    }
+    ReleaseMappedRange(info.data, info.num_bytes);
+    return Weight{.dtype = DType::kI4, .shape = {rows, width}, .data = packed, .scales = scales,
+                  .zeros = zeros, .group_size = group};
   }
 
   // `info` as `target`: zero-copy when it already is and is aligned, else a converted copy.
@@ -401,12 +464,18 @@ absl::StatusOr<LayerWeights> LoadLayer(WeightLoader& loader, const ModelConfig& 
 
 int64_t Weight::numel() const { return data == nullptr ? 0 : NumElements(shape); }
 
+int64_t Weight::num_scales() const {
+  if (scales == nullptr) return 0;
+  if (dtype == DType::kI4) return shape[0] * (shape[1] / group_size);
+  return shape[0];
+}
+
 absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
     const std::filesystem::path& model_dir, const ModelConfig& config, DType matmul_dtype,
     ThreadPool* pool, const ModelShard* shard) {
   if (matmul_dtype != DType::kF32 && matmul_dtype != DType::kBF16 && matmul_dtype != DType::kF16 &&
-      matmul_dtype != DType::kI8) {
-    return absl::InvalidArgumentError(absl::StrCat("matmul dtype must be f32, bf16, f16 or i8, got ",
+      matmul_dtype != DType::kI8 && matmul_dtype != DType::kI4) {
+    return absl::InvalidArgumentError(absl::StrCat("matmul dtype must be f32, bf16, f16, i8 or i4, got ",
                                                    std::string(DTypeName(matmul_dtype))));
   }
   ModelShard whole;
@@ -448,15 +517,19 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
     // A pre-quantized checkpoint quantizes only what it stores quantized: a tied lm_head (the
     // embedding table) or one it left out stays in its own dtype.
     const bool keep_stored = config.quantization.has_value() && IsQuantized(matmul_dtype);
+    // int4 keeps the vocabulary head at int8: the formats that store int4 leave lm_head
+    // unquantized, and llama.cpp's 4-bit files keep output.weight at 6 bits or more.
+    const DType head_dtype = matmul_dtype == DType::kI4 ? DType::kI8 : matmul_dtype;
     if (config.tie_word_embeddings) {
-      const DType target = keep_stored ? embed->dtype : matmul_dtype;
+      const DType target = keep_stored ? embed->dtype : head_dtype;
       if (first_stage && weights->embed_tokens.dtype == target) {
         // The table's first rows (all but the zero row when vocab-parallel), not counted again.
         weights->lm_head = weights->embed_tokens;
         weights->lm_head.shape = {vocab_end - vocab_begin, hidden};
       } else {
-        weights->lm_head = loader.Matmul(WeightLoader::RowSlice(*embed, vocab_begin, vocab_end),
-                                         target, 0, hidden);
+        ASSIGN_OR_RETURN(weights->lm_head,
+                         loader.Matmul(WeightLoader::RowSlice(*embed, vocab_begin, vocab_end),
+                                       target, 0, hidden));
       }
     } else if (config.quantization.has_value() && config.quantization->Quantizes("lm_head")) {
       ASSIGN_OR_RETURN(weights->lm_head,
@@ -464,9 +537,10 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
                                            vocab_begin, vocab_end, 0, hidden));
     } else {
       ASSIGN_OR_RETURN(TensorInfo lm_head, loader.Get("lm_head.weight", {vocab, hidden}));
-      const DType target = keep_stored ? lm_head.dtype : matmul_dtype;
-      weights->lm_head = loader.Matmul(WeightLoader::RowSlice(lm_head, vocab_begin, vocab_end),
-                                       target, 0, hidden);
+      const DType target = keep_stored ? lm_head.dtype : head_dtype;
+      ASSIGN_OR_RETURN(weights->lm_head,
+                       loader.Matmul(WeightLoader::RowSlice(lm_head, vocab_begin, vocab_end),
+                                     target, 0, hidden));
     }
     ASSIGN_OR_RETURN(weights->final_norm,
                      loader.Load("model.norm.weight", {hidden}, DType::kF32));

@@ -80,11 +80,17 @@ struct Weight {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;  // row-major; empty for an absent optional weight
   const void* data = nullptr;  // [shape] elements of dtype; nullptr for an absent optional weight
-  // kI8 only: [shape[0]] f32, row j's values are scales[j] * q[j, :] (MatmulParams::weight_scales).
+  // Quantized weights only, as MatmulParams::weight_scales / weight_zeros / weight_group_size
+  // (shape is then the unpacked [rows, cols]): kI8 [shape[0]] scales; kI4 [shape[0], shape[1] /
+  // group_size] scales and, when not symmetric, zero points.
   const float* scales = nullptr;
+  const float* zeros = nullptr;
+  int group_size = 0;
 
   int64_t numel() const;  // 0 for an absent weight
-  size_t num_bytes() const { return static_cast<size_t>(numel()) * DTypeBytes(dtype); }
+  size_t num_bytes() const { return StorageBytes(dtype, numel()); }
+  // Elements of `scales` (and of `zeros`, when present): 0 for an unquantized weight.
+  int64_t num_scales() const;
 };
 
 struct LayerWeights {

@@ -93,7 +93,9 @@ absl::Status VocabHead::ComputeLogits(const float* h, int num_seqs) {
                                                   .m = num_seqs,
                                                   .n = vocab_end_ - vocab_begin_,
                                                   .k = hidden_,
-                                                  .weight_scales = lm_head_.scales});
+                                                  .weight_scales = lm_head_.scales,
+                                                  .weight_zeros = lm_head_.zeros,
+                                                  .weight_group_size = lm_head_.group_size});
   };
   if (tp_ == nullptr) return matmul(logits_.data<float>());
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace baton::runtime {
 
@@ -19,6 +20,48 @@ void QuantizeRowsInt8(const float* w, int64_t rows, int64_t cols, int8_t* q, flo
     for (int64_t c = 0; c < cols; ++c) {
       out[c] = static_cast<int8_t>(std::clamp(std::nearbyint(row[c] / scale), -127.0f, 127.0f));
     }
+  }
+}
+
+int Int4GroupSize(int64_t cols) {
+  for (int group : {128, 64, 32}) {
+    if (cols % group == 0) return group;
+  }
+  return 0;
+}
+
+void PackInt4Row(const uint8_t* u, int64_t cols, uint8_t* packed) {
+  for (int64_t run = 0; run < cols; run += 32) {
+    for (int b = 0; b < 16; ++b) {
+      packed[run / 2 + b] = static_cast<uint8_t>(u[run + b] | (u[run + b + 16] << 4));
+    }
+  }
+}
+
+void QuantizeRowsInt4(const float* w, int64_t rows, int64_t cols, int group_size, uint8_t* packed,
+                      float* scales, float* zeros) {
+  const int64_t groups = cols / group_size;
+  std::vector<uint8_t> u(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = w + r * cols;
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* x = row + g * group_size;
+      float lo = 0.0f;
+      float hi = 0.0f;
+      for (int c = 0; c < group_size; ++c) {
+        lo = std::min(lo, x[c]);
+        hi = std::max(hi, x[c]);
+      }
+      const float scale = hi > lo ? (hi - lo) / 15.0f : 1.0f;
+      const float zero = std::clamp(std::nearbyint(-lo / scale), 0.0f, 15.0f);
+      scales[r * groups + g] = scale;
+      zeros[r * groups + g] = zero;
+      for (int c = 0; c < group_size; ++c) {
+        u[g * group_size + c] =
+            static_cast<uint8_t>(std::clamp(std::nearbyint(x[c] / scale) + zero, 0.0f, 15.0f));
+      }
+    }
+    PackInt4Row(u.data(), cols, packed + r * (cols / 2));
   }
 }
 

@@ -174,10 +174,15 @@ ModelShape ModelShapeFromConfig(const runtime::ModelConfig& config, DType weight
       .tie_word_embeddings = config.tie_word_embeddings,
       .attention_bias = config.attention_bias,
       .num_learned_positions = 0,
-      .bytes_per_param = static_cast<int>(DTypeBytes(weight_dtype)),
+      .bytes_per_param = BytesPerParam(weight_dtype),
       // The runtime's default KV cache (kv_cache_dtype f32); `baton plan` sets the one it plans.
       .kv_bytes_per_value = 4,
   };
+}
+
+double BytesPerParam(DType weight_dtype) {
+  if (weight_dtype == DType::kI4) return (4.0 + 2 * 32.0 / 128) / 8;
+  return static_cast<double>(DTypeBits(weight_dtype)) / 8;
 }
 
 }  // namespace baton::scheduler::planner

@@ -40,7 +40,7 @@ struct ModelShape {
   bool tie_word_embeddings = false;
   bool attention_bias = false;     // q, k and v carry a bias (Qwen2); kPlain has biases everywhere
   int num_learned_positions = 0;   // rows of a learned position table (OPT: 2 + 2048); 0: RoPE
-  int bytes_per_param = 2;         // of the served weights (2: bf16/f16, 1: int8)
+  double bytes_per_param = 2;      // of the served weights: BytesPerParam(weight dtype)
   // Of one cached K or V value: 2 for a 16-bit KV cache (DistServe's, vLLM's, Baton's
   // kv_cache_dtype bf16), 4 for Baton's f32 default; `baton plan` sets what it plans for.
   int kv_bytes_per_value = 2;
@@ -48,10 +48,10 @@ struct ModelShape {
   // Every parameter: embeddings (and learned positions), attention, MLP, biases, norms, the LM
   // head unless tied. Matches the published totals (llama-2-7b: 6,738,415,616).
   int64_t NumParams() const;
-  int64_t WeightBytes() const { return NumParams() * bytes_per_param; }
-  // Of one activation value between ranks: as the weights', but int8 weights multiply 16-bit
+  int64_t WeightBytes() const { return static_cast<int64_t>(NumParams() * bytes_per_param); }
+  // Of one activation value between ranks: as the weights', but quantized weights multiply 16-bit
   // activations.
-  int ActivationBytes() const { return bytes_per_param < 2 ? 2 : bytes_per_param; }
+  int ActivationBytes() const { return bytes_per_param < 2 ? 2 : static_cast<int>(bytes_per_param); }
   // K and V of every layer for one token.
   int64_t KvBytesPerToken() const;
   // Matmul FLOPs per token of a forward pass (2 per multiply-add of every layer's projections and
@@ -61,6 +61,11 @@ struct ModelShape {
   // Attention FLOPs of one query token against one context token, over all layers (QK^T and PV).
   double AttentionFlopsPerTokenPair() const;
 };
+
+// Bytes a served parameter of `weight_dtype` takes: its element's, plus for int4 the f32 scale and
+// zero point of its group of 128 (4.5 bits in all); int8's one scale per row is left out (4 bytes
+// per thousands of parameters).
+double BytesPerParam(DType weight_dtype);
 
 // The names KnownModelShape accepts, sorted.
 std::vector<std::string> KnownModelNames();

@@ -1,7 +1,9 @@
 """Quantized weights (issue 41): `--quantization int8` quantizes the matmul weights at load (one
-scale per output row). On the trained default model the held-out perplexity stays within 0.5% of
-bf16 weights, a served disaggregated deployment answers as the in-process engine does, and what is
-not supported is refused in one line."""
+scale per output row), `--quantization int4` in groups of columns; pre-quantized checkpoints
+(compressed-tensors int8 and int4, AWQ) are read as they are stored. On the trained default model
+the held-out perplexity stays within 0.5% of bf16 weights for int8 and 3% for int4, a served
+disaggregated deployment answers as the in-process engine does, and what is not supported is
+refused in one line."""
 
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ from serving_fixtures import DeploymentFactory
 
 MODEL = Path(__file__).resolve().parents[2] / "models" / "kjv-4m"
 EVAL_ARGS = ("--window", "256", "--max-text-tokens", "8192", "--json")
-# The issue's bound for int8 weights against bf16 ones.
+# The issue's bounds for int8 and int4 weights against bf16 ones.
 INT8_RATIO_LIMIT = 1.005
+INT4_RATIO_LIMIT = 1.03
 
 
 def read_safetensors(path: Path) -> dict[str, tuple[str, list[int], bytes]]:
@@ -119,6 +122,114 @@ def test_int8_weights_stay_within_half_a_percent_of_bf16(run_baton):
 
 
 @pytest.mark.engine
+def test_int4_weights_stay_within_three_percent_of_bf16(run_baton):
+    bf16 = eval_json(run_baton, "--dtype", "bf16")
+    int4 = eval_json(run_baton, "--quantization", "int4")
+    assert int4["dtype"] == "i4"
+    assert int4["perplexity"] / bf16["perplexity"] <= INT4_RATIO_LIMIT, (bf16, int4)
+
+
+def awq_round_to_nearest(w: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """AutoAWQ's zero-point quantizer (pseudo_quantize_tensor) on [out, in] weights in groups of
+    `group` input columns: scale = (max - min) / 15, zero = clamp(-round(min / scale), 0, 15),
+    q = clamp(round(w / scale) + zero, 0, 15). Returns q [out, in], zeros and scales [out, groups]."""
+    out_features, in_features = w.shape
+    g = w.reshape(out_features, in_features // group, group)
+    lo, hi = g.min(axis=2), g.max(axis=2)
+    scales = np.maximum(hi - lo, 1e-5).astype(np.float32) / 15
+    scales = scales.astype(np.float16).astype(np.float32)  # AWQ stores f16 scales
+    zeros = np.clip(-np.round(lo / scales), 0, 15)
+    q = np.clip(np.round(g / scales[:, :, None]) + zeros[:, :, None], 0, 15)
+    return q.reshape(out_features, in_features).astype(np.uint32), zeros.astype(np.uint32), scales
+
+
+def pack_awq(columns: np.ndarray) -> np.ndarray:
+    """AWQ's GEMM packing along the last axis: output column 8 * j + order[i] of word j in bits
+    4 * i, order = 0 2 4 6 1 3 5 7 (AutoAWQ's WQLinear_GEMM.from_linear)."""
+    order = [0, 2, 4, 6, 1, 3, 5, 7]
+    rows, cols = columns.shape
+    eights = columns.reshape(rows, cols // 8, 8)
+    words = np.zeros((rows, cols // 8), dtype=np.uint32)
+    for i, column in enumerate(order):
+        words |= eights[:, :, column].astype(np.uint32) << np.uint32(4 * i)
+    return words
+
+
+def write_awq(source: Path, out: Path, group: int, skip: str) -> None:
+    """The default model as AutoAWQ writes a 4-bit GEMM checkpoint (qweight [in, out / 8], qzeros
+    [in / group, out / 8], f16 scales [in / group, out]), without its activation-aware scale search
+    (plain round-to-nearest: the layout is what is under test). Modules whose names contain `skip`
+    stay bf16 (`modules_to_not_convert`: the default model's down_proj rows, 688 wide, have no
+    group size that AWQ's kernels or Baton's accept)."""
+    shutil.copytree(source, out)
+    result = {}
+    for name, (dtype, shape, blob) in read_safetensors(source / "model.safetensors").items():
+        if not name.endswith("_proj.weight") or skip in name:
+            result[name] = (dtype, shape, blob)
+            continue
+        w = bf16_to_f32(blob).reshape(shape)
+        q, zeros, scales = awq_round_to_nearest(w, group)
+        module = name[:-len(".weight")]
+        result[f"{module}.qweight"] = ("I32", [shape[1], shape[0] // 8], pack_awq(q.T).tobytes())
+        result[f"{module}.qzeros"] = ("I32", [shape[1] // group, shape[0] // 8],
+                                      pack_awq(zeros.T).tobytes())
+        result[f"{module}.scales"] = ("F16", [shape[1] // group, shape[0]],
+                                      scales.T.astype(np.float16).tobytes())
+    write_safetensors(out / "model.safetensors", result)
+    config = json.loads((source / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": group,
+                                     "zero_point": True, "version": "gemm",
+                                     "modules_to_not_convert": [skip]}
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+
+
+def write_compressed_tensors_int4(source: Path, out: Path, group: int, skip: str) -> None:
+    """llm-compressor's W4A16 scheme: symmetric int4 in groups, scale = max|w| / 7.5 in bf16,
+    q = clamp(round(w / scale), -8, 7), packed eight to an I32 word as q + 8, low nibble first
+    (pack_to_int32); `ignore` holds lm_head and the modules matching `skip`."""
+    shutil.copytree(source, out)
+    result = {}
+    for name, (dtype, shape, blob) in read_safetensors(source / "model.safetensors").items():
+        if not name.endswith("_proj.weight") or skip in name:
+            result[name] = (dtype, shape, blob)
+            continue
+        w = bf16_to_f32(blob).reshape(shape[0], shape[1] // group, group)
+        scale_bf16 = f32_to_bf16(np.abs(w).max(axis=2) / np.float32(7.5))
+        scale = bf16_to_f32(scale_bf16).reshape(shape[0], shape[1] // group)
+        q = np.clip(np.round(w / scale[:, :, None]), -8, 7).astype(np.int32) + 8
+        eights = q.reshape(shape[0], shape[1] // 8, 8).astype(np.uint32)
+        words = np.zeros((shape[0], shape[1] // 8), dtype=np.uint32)
+        for i in range(8):
+            words |= eights[:, :, i] << np.uint32(4 * i)
+        module = name[:-len(".weight")]
+        result[f"{module}.weight_packed"] = ("I32", [shape[0], shape[1] // 8], words.tobytes())
+        result[f"{module}.weight_scale"] = ("BF16", [shape[0], shape[1] // group], scale_bf16)
+        result[f"{module}.weight_shape"] = ("I64", [2], np.array(shape, dtype=np.int64).tobytes())
+    write_safetensors(out / "model.safetensors", result)
+    config = json.loads((source / "config.json").read_text())
+    config["quantization_config"] = {
+        "quant_method": "compressed-tensors", "format": "pack-quantized",
+        "quantization_status": "compressed", "ignore": ["lm_head", f"re:.*{skip}$"],
+        "config_groups": {"group_0": {
+            "targets": ["Linear"],
+            "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+                        "group_size": group, "actorder": None}}}}
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+
+
+@pytest.mark.engine
+def test_awq_and_compressed_tensors_int4_checkpoints_are_read(run_baton, tmp_path):
+    """Detected from config.json; each within the int4 bound of bf16."""
+    bf16 = eval_json(run_baton, "--dtype", "bf16")["perplexity"]
+    write_awq(MODEL, tmp_path / "awq", 128, "down_proj")
+    write_compressed_tensors_int4(MODEL, tmp_path / "w4a16", 128, "down_proj")
+    for model in ("awq", "w4a16"):
+        score = eval_json(run_baton, "--model", str(tmp_path / model))
+        assert score["dtype"] == "i4", score
+        assert score["perplexity"] / bf16 <= INT4_RATIO_LIMIT, (model, bf16, score)
+
+
+@pytest.mark.engine
 def test_the_cuda_emulated_device_scores_int8_as_the_cpu(run_baton):
     """The GPU backend's int8 products under the emulation: prompts through the GEMM (bf16 panels for
     cuBLAS, then the scales), decode steps through the GEMV kernel."""
@@ -135,7 +246,7 @@ def test_the_cuda_emulated_device_scores_int8_as_the_cpu(run_baton):
 
 @pytest.mark.engine
 def test_unsupported_quantization_is_refused_in_one_line(run_baton):
-    for args, message in [(("eval", "--quantization", "int4"), "--quantization"),
+    for args, message in [(("eval", "--quantization", "int3"), "--quantization"),
                           (("serve", "--quantization", "fp8"), "--quantization")]:
         proc = run_baton(*args, check=False, timeout=120)
         assert proc.returncode != 0 and message in proc.stderr, (args, proc.stderr)

@@ -1,6 +1,7 @@
 #include "runtime/model/checkpoint_quantization.h"
 
 #include <string>
+#include <tuple>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -58,12 +59,14 @@ TEST(CheckpointQuantizationTest, RefusesWhatItCannotReadNamingTheField) {
     std::string message;
   };
   const Case cases[] = {
-      {R"([{"op": "replace", "path": "/quant_method", "value": "awq"}])", "quant_method 'awq'"},
-      {R"([{"op": "replace", "path": "/quant_method", "value": "gptq"}])", "quant_method 'gptq'"},
+      {R"([{"op": "replace", "path": "/quant_method", "value": "bitsandbytes"}])",
+       "quant_method 'bitsandbytes'"},
       {R"([{"op": "replace", "path": "/format", "value": "float-quantized"}])",
        "format 'float-quantized'"},
+      {R"([{"op": "replace", "path": "/config_groups/group_0/weights/num_bits", "value": 2}])",
+       "weights.num_bits 2"},
       {R"([{"op": "replace", "path": "/config_groups/group_0/weights/num_bits", "value": 4}])",
-       "weights.num_bits 4"},
+       "weights.strategy channel"},
       {R"([{"op": "replace", "path": "/config_groups/group_0/weights/strategy", "value": "group"}])",
        "weights.strategy group"},
       {R"([{"op": "replace", "path": "/config_groups/group_0/weights/symmetric", "value": false}])",
@@ -90,6 +93,96 @@ TEST(CheckpointQuantizationTest, RefusesWhatItCannotReadNamingTheField) {
   bad_regex["quantization_config"]["ignore"] = Json::array({"re:(unclosed"});
   EXPECT_THAT(ReadCheckpointQuantization(bad_regex, "m/config.json"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a valid regular")));
+}
+
+// llm-compressor's W4A16 scheme: int4, symmetric, groups of 128, pack-quantized.
+Json Int4Config() {
+  Json config = Int8Config("pack-quantized");
+  Json& weights = config["quantization_config"]["config_groups"]["group_0"]["weights"];
+  weights["num_bits"] = 4;
+  weights["strategy"] = "group";
+  weights["group_size"] = 128;
+  config["quantization_config"]["config_groups"]["group_0"].erase("input_activations");
+  return config;
+}
+
+TEST(CheckpointQuantizationTest, ReadsGroupedInt4PackQuantized) {
+  auto q = ReadCheckpointQuantization(Int4Config(), "config.json");
+  ASSERT_THAT(q, IsOk());
+  ASSERT_TRUE(q->has_value());
+  EXPECT_EQ((*q)->layout, CheckpointQuantization::Layout::kPacked4);
+  EXPECT_EQ((*q)->weight_dtype, DType::kI4);
+  EXPECT_EQ((*q)->group_size, 128);
+  EXPECT_FALSE((*q)->Quantizes("lm_head"));
+  Json naive = Int4Config();
+  naive["quantization_config"]["format"] = "naive-quantized";
+  EXPECT_THAT(ReadCheckpointQuantization(naive, "m/config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("with 4-bit weights")));
+  Json asymmetric = Int4Config();
+  asymmetric["quantization_config"]["config_groups"]["group_0"]["weights"]["symmetric"] = false;
+  EXPECT_THAT(ReadCheckpointQuantization(asymmetric, "m/config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("weights.symmetric false")));
+}
+
+// transformers' config.json for an AutoAWQ checkpoint.
+Json AwqConfig() {
+  return Json::parse(R"({"quantization_config": {"quant_method": "awq", "bits": 4,
+      "group_size": 128, "zero_point": true, "version": "gemm",
+      "modules_to_not_convert": ["visual"]}})");
+}
+
+TEST(CheckpointQuantizationTest, ReadsAwqGemm) {
+  auto q = ReadCheckpointQuantization(AwqConfig(), "config.json");
+  ASSERT_THAT(q, IsOk());
+  ASSERT_TRUE(q->has_value());
+  EXPECT_EQ((*q)->layout, CheckpointQuantization::Layout::kAwq);
+  EXPECT_EQ((*q)->weight_dtype, DType::kI4);
+  EXPECT_EQ((*q)->group_size, 128);
+  EXPECT_TRUE((*q)->Quantizes("model.layers.0.mlp.down_proj"));
+  EXPECT_FALSE((*q)->Quantizes("lm_head"));
+  EXPECT_FALSE((*q)->Quantizes("model.visual.blocks.0.proj"));  // a substring, as vLLM matches
+  for (const auto& [key, value, message] :
+       {std::tuple{"version", Json("gemv"), "version gemv"},
+        std::tuple{"zero_point", Json(false), "zero_point false"},
+        std::tuple{"bits", Json(8), "bits 8"}}) {
+    Json config = AwqConfig();
+    config["quantization_config"][key] = value;
+    EXPECT_THAT(ReadCheckpointQuantization(config, "m/config.json"),
+                StatusIs(absl::StatusCode::kUnimplemented, HasSubstr(message)));
+  }
+}
+
+Json GptqConfig() {
+  return Json::parse(R"({"quantization_config": {"quant_method": "gptq", "bits": 4,
+      "group_size": 128, "desc_act": false, "sym": true, "damp_percent": 0.01}})");
+}
+
+TEST(CheckpointQuantizationTest, ReadsGptqWithoutActOrder) {
+  auto q = ReadCheckpointQuantization(GptqConfig(), "config.json");
+  ASSERT_THAT(q, IsOk());
+  ASSERT_TRUE(q->has_value());
+  EXPECT_EQ((*q)->layout, CheckpointQuantization::Layout::kGptq);
+  EXPECT_EQ((*q)->group_size, 128);
+  EXPECT_TRUE((*q)->gptq_zero_minus_one);
+  EXPECT_FALSE((*q)->Quantizes("lm_head"));
+  Json v2 = GptqConfig();
+  v2["quantization_config"]["checkpoint_format"] = "gptq_v2";
+  v2["quantization_config"]["group_size"] = -1;  // one group per row
+  q = ReadCheckpointQuantization(v2, "config.json");
+  ASSERT_THAT(q, IsOk());
+  EXPECT_FALSE((*q)->gptq_zero_minus_one);
+  EXPECT_EQ((*q)->group_size, 0);
+  for (const auto& [key, value, message] :
+       {std::tuple{"desc_act", Json(true), "desc_act true"},
+        std::tuple{"bits", Json(8), "bits 8"},
+        std::tuple{"lm_head", Json(true), "lm_head true"},
+        std::tuple{"checkpoint_format", Json("marlin"), "checkpoint_format 'marlin'"},
+        std::tuple{"group_size", Json(0), "group_size 0"}}) {
+    Json config = GptqConfig();
+    config["quantization_config"][key] = value;
+    EXPECT_THAT(ReadCheckpointQuantization(config, "m/config.json"),
+                StatusIs(absl::StatusCode::kUnimplemented, HasSubstr(message)));
+  }
 }
 
 }  // namespace

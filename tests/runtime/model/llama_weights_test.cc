@@ -556,7 +556,7 @@ TEST_F(LlamaWeightsTest, WrongShapeNamesTensorShapesAndFile) {
 TEST_F(LlamaWeightsTest, UnsupportedMatmulDTypeIsInvalid) {
   EXPECT_THAT(WriteAndLoad(TinyModelSpec{}, static_cast<DType>(7)),  // no such dtype
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("matmul dtype must be f32, bf16, f16 or i8")));
+                       HasSubstr("matmul dtype must be f32, bf16, f16, i8 or i4")));
 }
 
 // int8 at load: every matmul weight (lm_head too, a copy of a tied table) is q * scale with one
@@ -730,6 +730,206 @@ TEST_F(LlamaWeightsTest, CompressedTensorsInt8CheckpointLoadsAsStored) {
         ASSERT_EQ(q[r * o_proj.shape[1] + c], q_of("model.layers.0.self_attn.o_proj", r, begin + c));
       }
     }
+  }
+}
+
+// Weight (r, c) of a kI4 Weight, dequantized: scale * (nibble - zero) (MatmulParams' layout).
+float Int4Value(const Weight& w, int64_t r, int64_t c) {
+  const int64_t cols = w.shape[1];
+  const auto* bytes = static_cast<const uint8_t*>(w.data);
+  const uint8_t byte = bytes[r * (cols / 2) + c / 32 * 16 + c % 16];
+  const int u = c % 32 < 16 ? byte & 0xF : byte >> 4;
+  const int64_t g = r * (cols / w.group_size) + c / w.group_size;
+  return w.scales[g] * (static_cast<float>(u) - (w.zeros != nullptr ? w.zeros[g] : 8.0f));
+}
+
+// int4 at load: every layer's matmul weight in groups (128 columns, or the largest of 64 and 32
+// that divides the row), each dequantized value within half a step of the checkpoint's; lm_head at
+// int8, and a weight whose rows are no multiple of 32 (down_proj of 80 columns here) at int8.
+TEST_F(LlamaWeightsTest, Int4QuantizesTheLayersInGroups) {
+  TinyModelSpec spec;
+  spec.hidden_size = 64;
+  spec.intermediate_size = 80;
+  spec.dtype = DType::kBF16;
+  absl::StatusOr<std::unique_ptr<LlamaWeights>> weights = WriteAndLoad(spec, DType::kI4);
+  ASSERT_THAT(weights, IsOk());
+  EXPECT_EQ((*weights)->lm_head.dtype, DType::kI8);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& [name, shape] : TinyTensorShapes(spec)) shapes[name] = shape;
+  for (const auto& [name, weight] : NamedWeights(**weights, false)) {
+    SCOPED_TRACE(name);
+    if (IsNorm(name) || name.starts_with("model.embed_tokens") || name == "lm_head.weight") continue;
+    ASSERT_EQ(weight->shape, shapes.at(name));
+    const int64_t rows = weight->shape[0], cols = weight->shape[1];
+    if (cols == 80) {
+      EXPECT_EQ(weight->dtype, DType::kI8);
+      continue;
+    }
+    ASSERT_EQ(weight->dtype, DType::kI4);
+    EXPECT_EQ(weight->group_size, 64);
+    EXPECT_EQ(weight->num_bytes(), static_cast<size_t>(rows * cols / 2));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const float scale = weight->scales[r * (cols / weight->group_size) + c / weight->group_size];
+        ASSERT_LE(std::fabs(Int4Value(*weight, r, c) - TinyValue(name, r * cols + c)),
+                  scale / 2 + 1e-6)
+            << r << ", " << c;
+      }
+    }
+  }
+}
+
+// The int4 checkpoint formats (checkpoint_quantization.h), each written here from its own
+// documentation of the packing: every Linear quantized in groups of 32 with stored nibbles u,
+// zero points z and scales s chosen per (row, column, group), lm_head left in bf16. The loader
+// must give back s * (u - z) for every weight, whole and on a TP rank (its heads' columns).
+TEST_F(LlamaWeightsTest, Int4CheckpointFormatsLoadAsStored) {
+  struct Format {
+    std::string name;
+    nlohmann::json config;
+  };
+  const Format formats[] = {
+      {"compressed-tensors",
+       {{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"},
+        {"quantization_status", "compressed"}, {"ignore", {"lm_head"}},
+        {"config_groups",
+         {{"group_0",
+           {{"targets", {"Linear"}},
+            {"weights",
+             {{"num_bits", 4}, {"type", "int"}, {"symmetric", true}, {"strategy", "group"},
+              {"group_size", 32}}}}}}}}},
+      {"awq",
+       {{"quant_method", "awq"}, {"bits", 4}, {"group_size", 32}, {"zero_point", true},
+        {"version", "gemm"}}},
+      {"gptq",
+       {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 32}, {"desc_act", false},
+        {"sym", false}}},
+      {"gptq_v2",
+       {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 32}, {"desc_act", false},
+        {"sym", false}, {"checkpoint_format", "gptq_v2"}}},
+  };
+  constexpr int kGroup = 32;
+  auto u_of = [](const std::string& module, int64_t r, int64_t c) {
+    return static_cast<uint32_t>((module.size() * 3 + r * 5 + c * 7 + r * c) % 16);
+  };
+  // 1 to 15: GPTQ v1 cannot store a zero point of 0 (it would be stored as -1).
+  auto z_of = [](int64_t r, int64_t g) { return static_cast<uint32_t>((r * 3 + g * 11) % 15 + 1); };
+  auto s_of = [](int64_t r, int64_t g) { return 0.0078125f * static_cast<float>((r + 2 * g) % 7 + 1); };
+  for (const Format& format : formats) {
+    SCOPED_TRACE(format.name);
+    const bool symmetric = format.name == "compressed-tensors";
+    const bool gptq = format.name.starts_with("gptq");
+    auto zero_of = [&](int64_t r, int64_t g) { return symmetric ? 8u : z_of(r, g); };
+    TinyModelSpec spec;
+    spec.hidden_size = 64;
+    spec.num_heads = 2;  // head_dim 32: a TP rank's o_proj columns are one group
+    spec.num_kv_heads = 2;
+    spec.intermediate_size = 64;
+    spec.dtype = DType::kBF16;
+    ASSERT_THAT(WriteTinyModel(dir_.path(), spec), IsOk());
+    nlohmann::json config_json = testing::TinyConfigJson(spec);
+    config_json["quantization_config"] = format.config;
+    std::ofstream(dir_.path() / "config.json") << config_json.dump();
+    testing::SafetensorsWriter writer;
+    // Little-endian I32 words, as each format's packing writes them.
+    auto raw = [](const std::vector<uint32_t>& words) {
+      return std::string(reinterpret_cast<const char*>(words.data()), words.size() * 4);
+    };
+    for (const auto& [name, shape] : TinyTensorShapes(spec)) {
+      if (!name.ends_with("_proj.weight")) {
+        std::vector<float> values(static_cast<size_t>(NumElements(shape)));
+        for (size_t i = 0; i < values.size(); ++i) values[i] = TinyValue(name, i);
+        writer.Add(name, DType::kBF16, shape, values);
+        continue;
+      }
+      const std::string module = name.substr(0, name.size() - std::string(".weight").size());
+      const int64_t rows = shape[0], cols = shape[1], groups = cols / kGroup;
+      if (symmetric) {
+        // pack_to_int32: weight i of a row at bits 4 * (i % 8) of word i / 8, stored q + 8 = u.
+        std::vector<uint32_t> packed(rows * cols / 8, 0);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < cols; ++c) packed[r * (cols / 8) + c / 8] |= u_of(module, r, c) << (4 * (c % 8));
+        }
+        writer.AddRaw(module + ".weight_packed", "I32", {rows, cols / 8}, raw(packed));
+        std::vector<float> scales(rows * groups);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t g = 0; g < groups; ++g) scales[r * groups + g] = s_of(r, g);
+        }
+        writer.Add(module + ".weight_scale", DType::kBF16, {rows, groups}, scales);
+        continue;
+      }
+      // AWQ and GPTQ store [in, out]-shaped tensors: qzeros [groups, out / 8], scales [groups, out].
+      std::vector<uint32_t> qzeros(groups * rows / 8, 0);
+      std::vector<float> scales(groups * rows);
+      for (int64_t g = 0; g < groups; ++g) {
+        for (int64_t r = 0; r < rows; ++r) {
+          scales[g * rows + r] = s_of(r, g);
+          if (gptq) {
+            // GPTQ: output column 8 * j + b in bits 4 * b; v1 stores the zero minus one.
+            const uint32_t stored = (zero_of(r, g) - (format.name == "gptq" ? 1 : 0)) & 0xF;
+            qzeros[g * (rows / 8) + r / 8] |= stored << (4 * (r % 8));
+          } else {
+            // AWQ: nibble i of word j holds output column 8 * j + order[i], order 0 2 4 6 1 3 5 7.
+            const int order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+            const int position = static_cast<int>(std::find(order, order + 8, r % 8) - order);
+            qzeros[g * (rows / 8) + r / 8] |= zero_of(r, g) << (4 * position);
+          }
+        }
+      }
+      std::vector<uint32_t> qweight(rows * cols / 8, 0);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          if (gptq) {  // [in / 8, out]: input row 8 * i + b in bits 4 * b
+            qweight[(c / 8) * rows + r] |= u_of(module, r, c) << (4 * (c % 8));
+          } else {  // [in, out / 8], AWQ's order over the output columns
+            const int order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+            const int position = static_cast<int>(std::find(order, order + 8, r % 8) - order);
+            qweight[c * (rows / 8) + r / 8] |= u_of(module, r, c) << (4 * position);
+          }
+        }
+      }
+      writer.AddRaw(module + ".qweight", "I32", gptq ? std::vector<int64_t>{cols / 8, rows}
+                                                     : std::vector<int64_t>{cols, rows / 8},
+                    raw(qweight));
+      writer.AddRaw(module + ".qzeros", "I32", {groups, rows / 8}, raw(qzeros));
+      writer.Add(module + ".scales", DType::kF16, {groups, rows}, scales);
+      if (gptq) {
+        std::vector<uint32_t> g_idx(cols);
+        for (int64_t c = 0; c < cols; ++c) g_idx[c] = static_cast<uint32_t>(c / kGroup);
+        writer.AddRaw(module + ".g_idx", "I32", {cols}, raw(g_idx));
+      }
+    }
+    ASSERT_THAT(writer.Write(dir_.path() / "model.safetensors"), IsOk());
+    absl::StatusOr<ModelConfig> config = LoadModelConfig(dir_.path());
+    ASSERT_THAT(config, IsOk());
+    ASSERT_TRUE(config->quantization.has_value());
+    EXPECT_EQ(config->quantization->weight_dtype, DType::kI4);
+    auto expect_module = [&](const Weight& w, const std::string& module, int64_t col_begin) {
+      ASSERT_EQ(w.dtype, DType::kI4);
+      EXPECT_EQ(w.group_size, kGroup);
+      EXPECT_EQ(w.zeros == nullptr, symmetric);
+      for (int64_t r = 0; r < w.shape[0]; ++r) {
+        for (int64_t c = 0; c < w.shape[1]; ++c) {
+          const int64_t g = (col_begin + c) / kGroup;
+          const float expected = s_of(r, g) * (static_cast<float>(u_of(module, r, col_begin + c)) -
+                                               static_cast<float>(zero_of(r, g)));
+          ASSERT_EQ(Int4Value(w, r, c), expected) << module << " " << r << ", " << c;
+        }
+      }
+    };
+    absl::StatusOr<std::unique_ptr<LlamaWeights>> weights =
+        LoadLlamaWeights(dir_.path(), *config, DType::kI4);
+    ASSERT_THAT(weights, IsOk());
+    EXPECT_EQ((*weights)->lm_head.dtype, DType::kBF16);
+    expect_module((*weights)->layers[1].down_proj, "model.layers.1.mlp.down_proj", 0);
+    expect_module((*weights)->layers[0].k_proj, "model.layers.0.self_attn.k_proj", 0);
+    absl::StatusOr<ModelShard> shard =
+        MakeModelShard(*config, ShardSpec{.tp_rank = 1, .tp_size = 2});
+    ASSERT_THAT(shard, IsOk());
+    absl::StatusOr<std::unique_ptr<LlamaWeights>> part =
+        LoadLlamaWeights(dir_.path(), *config, DType::kI4, nullptr, &*shard);
+    ASSERT_THAT(part, IsOk());
+    expect_module((*part)->layers[0].o_proj, "model.layers.0.self_attn.o_proj", 32);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "runtime/model/weight_quantization.h"
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -35,6 +36,58 @@ TEST(QuantizeRowsInt8Test, DequantizedValuesAreWithinHalfAStep) {
   QuantizeRowsInt8(w.data(), 1, 64, q.data(), &scale);
   for (size_t i = 0; i < w.size(); ++i) {
     EXPECT_LE(std::abs(q[i] * scale - w[i]), scale / 2 * (1 + 1e-6f)) << i;
+  }
+}
+
+// Unpacks column c of a row packed by PackInt4Row (MatmulParams' kI4 order).
+int NibbleAt(const std::vector<uint8_t>& packed, int64_t row_bytes, int64_t r, int64_t c) {
+  const uint8_t byte = packed[r * row_bytes + c / 32 * 16 + c % 16];
+  return c % 32 < 16 ? byte & 0xF : byte >> 4;
+}
+
+TEST(PackInt4RowTest, ByteBHoldsColumnBLowAndColumnBPlus16High) {
+  std::vector<uint8_t> u(64);
+  for (int c = 0; c < 64; ++c) u[c] = static_cast<uint8_t>((c * 5 + c / 32) % 16);
+  std::vector<uint8_t> packed(32);
+  PackInt4Row(u.data(), 64, packed.data());
+  EXPECT_EQ(packed[0], u[0] | (u[16] << 4));
+  EXPECT_EQ(packed[15], u[15] | (u[31] << 4));
+  EXPECT_EQ(packed[16], u[32] | (u[48] << 4));
+  for (int c = 0; c < 64; ++c) EXPECT_EQ(NibbleAt(packed, 32, 0, c), u[c]) << c;
+}
+
+TEST(Int4GroupSizeTest, PrefersAwqsDefaultThenSmallerGroups) {
+  EXPECT_EQ(Int4GroupSize(4096), 128);
+  EXPECT_EQ(Int4GroupSize(192), 64);
+  EXPECT_EQ(Int4GroupSize(96), 32);
+  EXPECT_EQ(Int4GroupSize(100), 0);
+}
+
+// One group of 32 per row: row 0 spans [-1.5, 6] (scale 0.5, zero 3), row 1 is all positive (the
+// range still starts at 0: scale 2/15, zero 0), row 2 is zeros (scale 1, zero 0).
+TEST(QuantizeRowsInt4Test, ScaleAndZeroFollowAwqWithZeroInTheRange) {
+  std::vector<float> w(3 * 32, 0.0f);
+  for (int c = 0; c < 32; ++c) w[c] = -1.5f + 7.5f * static_cast<float>(c) / 31;
+  for (int c = 0; c < 32; ++c) w[32 + c] = 1.0f + static_cast<float>(c) / 31;
+  w[2] = 0.25f;  // 0.5 steps from -1.5: 0.25 / 0.5 = 0.5 -> 0 (half to even), + zero 3 = 3
+  w[3] = 0.75f;  // 1.5 -> 2, + 3 = 5
+  std::vector<uint8_t> packed(3 * 16);
+  std::vector<float> scales(3), zeros(3);
+  QuantizeRowsInt4(w.data(), 3, 32, 32, packed.data(), scales.data(), zeros.data());
+  EXPECT_FLOAT_EQ(scales[0], 0.5f);
+  EXPECT_EQ(zeros[0], 3.0f);
+  EXPECT_FLOAT_EQ(scales[1], 2.0f / 15);
+  EXPECT_EQ(zeros[1], 0.0f);
+  EXPECT_EQ(scales[2], 1.0f);
+  EXPECT_EQ(NibbleAt(packed, 16, 0, 0), 0);   // -1.5
+  EXPECT_EQ(NibbleAt(packed, 16, 0, 31), 15);  // 6
+  EXPECT_EQ(NibbleAt(packed, 16, 0, 2), 3);
+  EXPECT_EQ(NibbleAt(packed, 16, 0, 3), 5);
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < 32; ++c) {
+      const float dequantized = scales[r] * (NibbleAt(packed, 16, r, c) - zeros[r]);
+      EXPECT_LE(std::abs(dequantized - w[r * 32 + c]), scales[r] / 2 * (1 + 1e-5f)) << r << " " << c;
+    }
   }
 }
 

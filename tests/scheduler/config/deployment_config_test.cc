@@ -330,7 +330,7 @@ TEST(DeploymentConfigTest, EveryInvalidInputNamesItsKey) {
       {"model: m\nmode: colocated\ncolocated: {chunked_prefill: maybe}\n",
        "colocated.chunked_prefill: expected true or false, got 'maybe'"},
       {"model: m\nweight_dtype: fp8\n",
-       "weight_dtype: 'fp8' is not supported (expected f32, bf16, f16 or i8)"},
+       "weight_dtype: 'fp8' is not supported (expected f32, bf16, f16, i8 or i4)"},
       {"model: m\nkv_cache_dtype: f16\n",
        "kv_cache_dtype: 'f16' is not supported (expected f32, bf16 or auto)"},
       {"model: m\nmode: hybrid\n", "mode: 'hybrid' (expected disaggregated or colocated)"},

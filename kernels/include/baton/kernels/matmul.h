@@ -12,17 +12,31 @@ struct MatmulParams {
   float* out;          // [m, n]; must not overlap the inputs
   const float* in;     // [m, k]
   const void* weight;  // [n, k] row-major in weight_dtype
-  DType weight_dtype;  // kF32, kBF16, kF16 or kI8
+  DType weight_dtype;  // kF32, kBF16, kF16, kI8 or kI4
   const float* bias;   // [n] or nullptr
   int m;
   int n;
   int k;
-  // kI8 only (else nullptr): [n] f32, row j of the weight is weight_scales[j] * q[j, :].
+  // Quantized weights only (else nullptr), f32:
+  //   kI8: [n], row j of the weight is weight_scales[j] * q[j, :];
+  //   kI4: [n, k / weight_group_size], see below.
   const float* weight_scales = nullptr;
+  // kI4 only (W4A16, groups of weight_group_size columns). `weight` is [n, k / 2] bytes: within
+  // each run of 32 columns of a row, byte b (b < 16) holds column b in its low nibble and column
+  // b + 16 in its high nibble (llama.cpp's Q4_0 order: one 16-byte load unpacks into two runs of
+  // 16 consecutive columns). A nibble is an unsigned u in [0, 15], and
+  //   weight[j, c] = weight_scales[j * G + c / g] * (u - zero),  g = weight_group_size, G = k / g,
+  // zero = weight_zeros[j * G + c / g] ([n, G] f32), or 8 when weight_zeros is nullptr (symmetric
+  // int4). g is a multiple of 32 that divides k.
+  const float* weight_zeros = nullptr;
+  int weight_group_size = 0;
 };
 
+// The column granularity of kI4 weights: group sizes, and so k, are multiples of this.
+inline constexpr int kInt4ColumnBlock = 32;
+
 // Checks pointers (in/out may be null only when m == 0), sizes, the weight dtype, and that scales
-// come with int8 weights and only with them.
+// (and for kI4 the group size and optional zeros) come with quantized weights and only with them.
 absl::Status Validate(const MatmulParams& params);
 
 // The most rows the device's int8 GEMV takes (decode batches); larger products go through a GEMM.
