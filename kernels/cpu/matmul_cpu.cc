@@ -12,9 +12,9 @@
 //   int8: bf16's scheme with the integers widened exactly (in registers for small m; to bf16 panels
 //     for the AVX512_BF16 kernel, or to f32 panels for sgemm, for large m), then each column
 //     times its scale.
-//   int4: activations rounded to bf16; a GEMV unpacking the nibbles in registers, sums per group
-//     times the group's scale (matmul_int4_cpu.cc) for small m; dequantized panels into the bf16
-//     kernel or sgemm for large m.
+//   int4: for small m, activations quantized to int8 per group and an integer GEMV unpacking the
+//     nibbles in registers (AVX512_VNNI, AVX2 or scalar; matmul_int4_cpu.cc); for large m,
+//     activations rounded to bf16 and dequantized panels into the bf16 kernel or sgemm.
 //   f16: no x86 instruction we use multiplies f16 pairs into f32 (AVX512_FP16 accumulates in f16),
 //     so always bf16's second scheme: activations rounded to f16 once, then the GEMV (AVX-512 or
 //     AVX2) widening the f16 weights with F16C as they stream past for small m, widened panels
@@ -701,23 +701,29 @@ void MatmulInt8(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   }
 }
 
-// The whole int4 scheme for a group (see MatmulCpu): activations rounded to bf16, then decode
-// batches take the GEMV that unpacks the nibbles in registers (matmul_int4_cpu.cc), and prefill
-// sizes dequantize panels of rows, to bf16 for the AVX512_BF16 kernel or to f32 for sgemm.
+// The whole int4 scheme for a group (see MatmulCpu): decode batches quantize the activations to
+// int8 per group and take the integer GEMV that unpacks the nibbles in registers
+// (matmul_int4_cpu.cc); prefill sizes round the activations to bf16 and dequantize panels of rows,
+// to bf16 for the AVX512_BF16 kernel or to f32 for sgemm.
 template <bool kSimd>
 void MatmulInt4(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   const MatmulParams& first = group[0];
   static const bool has_bf16 = internal::CpuHasAvx512Bf16();
   if (first.m <= kStreamMaxRows) {
-    const int groups = first.k / first.weight_group_size;
-    thread_local std::vector<float> buffer;
-    buffer.resize(int64_t{first.m} * (first.k + groups));
-    float* rounded = buffer.data();  // the pool's threads reach the buffer through these
-    float* sums = rounded + int64_t{first.m} * first.k;
-    Bf16Format::Round(first.in, int64_t{first.m} * first.k, rounded);
-    internal::Int4GroupSums(rounded, first.m, first.k, first.weight_group_size, sums);
+    const int64_t values = int64_t{first.m} * first.k;
+    const int64_t groups = int64_t{first.m} * (first.k / first.weight_group_size);
+    thread_local std::vector<int8_t> q;
+    thread_local std::vector<float> floats;
+    q.resize(values);
+    floats.resize(2 * groups);
+    internal::Int4QuantizeActivations(first.in, first.m, first.k, first.weight_group_size, q.data(),
+                                      floats.data(), floats.data() + groups);
+    // The pool's threads reach the buffers through `a`, not by name.
+    const internal::Int4Activations a{q.data(), floats.data(), floats.data() + groups};
+    static const internal::Int4GemvIsa best = internal::BestInt4GemvIsa();
+    const internal::Int4GemvIsa isa = kSimd ? best : internal::Int4GemvIsa::kPortable;
     ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) {
-      internal::Int4GemvColumns(group[i], rounded, sums, n0, n1, kSimd);
+      internal::Int4GemvColumns(group[i], a, n0, n1, isa);
     });
     return;
   }

@@ -2,17 +2,17 @@
 // to a byte (matmul.h gives the order) and are unpacked in registers, never stored wider, except
 // in the L2-sized panels a prefill-sized product multiplies.
 //
-// A group's scale and zero point are constant along its columns, so the GEMV sums the raw nibbles
-// times the activations per group and applies them once per group:
-//   out[i, j] = sum_g scale[j, g] * (sum_{c in g} a[i, c] * u[j, c])  -  sum_g scale[j, g] *
-//               zero[j, g] * (sum_{c in g} a[i, c])
-// The second sum's activation sums are the same for every column, computed once per call: a
-// column then costs one FMA per weight, as bf16 weights do, at a quarter of their bytes.
+// Decode sizes: int8 activations and integer dot products (matmul_int4_tile.h): AVX512_VNNI's
+// vpdpbusd where the CPU has it (matmul_int4_vnni.cc), AVX2's vpmaddubsw + vpmaddwd otherwise,
+// scalar in the portable twin; all three sum each group exactly, so they differ only in the order
+// of the f32 sums across groups.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "baton/kernels/matmul.h"
+#include "kernels/cpu/matmul_int4_tile.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/simd.h"
 
@@ -23,176 +23,118 @@ namespace {
 constexpr int kBlock = kInt4ColumnBlock;  // 32 columns in 16 bytes
 constexpr int kHalfBlock = kBlock / 2;
 
-struct Int4Row {
-  const uint8_t* bytes;  // [k / 2]
-  const float* scales;   // [G]
-  const float* zeros;    // [G], or nullptr: 8
-};
-
-Int4Row RowOf(const MatmulParams& p, int j) {
-  const int64_t groups = p.k / p.weight_group_size;
-  return Int4Row{static_cast<const uint8_t*>(p.weight) + int64_t{j} * (p.k / 2),
-                 p.weight_scales + j * groups,
-                 p.weight_zeros != nullptr ? p.weight_zeros + j * groups : nullptr};
-}
-
-float ZeroOf(const Int4Row& row, int64_t g) { return row.zeros != nullptr ? row.zeros[g] : 8.0f; }
-
 // The nibble of column c (< kBlock) in a block's 16 bytes.
 inline int Nibble(const uint8_t* block, int c) {
   return c < kHalfBlock ? block[c] & 0xF : block[c - kHalfBlock] >> 4;
 }
 
-#if defined(BATON_SIMD_F32)
-constexpr int kRegsPerBlock = kBlock / SimdF32::kLanes;  // 2 (AVX-512) or 4 (AVX2)
+// One scalar at a time: the twin every vector Isa must agree with.
+struct PortableIsa {
+  static constexpr int kGroupColumns = 1;
+  struct Weights {
+    uint8_t u[kBlock];
+  };
+  using Acc = int32_t;
+  using Sum = float;
+  static Weights Unpack(const uint8_t* block) {
+    Weights w;
+    for (int c = 0; c < kBlock; ++c) w.u[c] = static_cast<uint8_t>(Nibble(block, c));
+    return w;
+  }
+  static Acc Zero() { return 0; }
+  static Acc Dot(Acc acc, const Weights& w, const int8_t* a) {
+    for (int c = 0; c < kBlock; ++c) acc += w.u[c] * a[c];
+    return acc;
+  }
+  static Sum SumZero() { return 0.0f; }
+  static Sum Scaled(Acc acc, float scale, Sum total) { return total + static_cast<float>(acc) * scale; }
+  static float Reduce(Sum total) { return total; }
+};
 
-// The 32 nibbles of a block as f32 (exact), columns in order.
-inline void UnpackBlock(const uint8_t* block, SimdF32::Reg (&w)[kRegsPerBlock]) {
-#if defined(__AVX512F__)
-  const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block)));
-  w[0] = _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(0xF)));
-  w[1] = _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4));
-#else
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block));
-  const __m128i low = _mm_and_si128(bytes, _mm_set1_epi8(0xF));
-  const __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0xF));
-  w[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(low));
-  w[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(low, 8)));
-  w[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(high));
-  w[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(high, 8)));
+#if defined(__AVX2__) && defined(__FMA__)
+#define BATON_INT4_AVX2 1
+// vpmaddubsw multiplies unsigned bytes (the nibbles) by signed ones (the activations) into pairs
+// summed as int16 (at most 2 * 15 * 127: no saturation), vpmaddwd by ones widens them to int32.
+struct Avx2Isa {
+  static constexpr int kGroupColumns = 1;  // 16 registers
+  using Weights = __m256i;
+  using Acc = __m256i;
+  using Sum = __m256;
+  static Weights Unpack(const uint8_t* block) { return UnpackInt4Block(block); }
+  static Acc Zero() { return _mm256_setzero_si256(); }
+  static Acc Dot(Acc acc, Weights w, const int8_t* a) {
+    const __m256i pairs =
+        _mm256_maddubs_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
+  static Sum SumZero() { return _mm256_setzero_ps(); }
+  static Sum Scaled(Acc acc, float scale, Sum total) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(scale), total);
+  }
+  static float Reduce(Sum total) { return ReduceAddInt4(total); }
+};
 #endif
-}
-
-inline float ReduceAdd(SimdF32::Reg v) {
-#if defined(__AVX512F__)
-  return _mm512_reduce_add_ps(v);
-#else
-  const __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 sum2 = _mm_add_ps(sum4, _mm_movehl_ps(sum4, sum4));
-  return _mm_cvtss_f32(_mm_add_ss(sum2, _mm_movehdup_ps(sum2)));
-#endif
-}
-
-// out[r, j] for r < MA: MA activation rows against weight row j, each block unpacked once.
-template <int MA>
-void Int4Tile(const MatmulParams& p, const float* a, const float* group_sums, int64_t out_stride,
-              float* out, int j) {
-  using S = SimdF32;
-  const Int4Row row = RowOf(p, j);
-  const int g = p.weight_group_size;
-  const int64_t groups = p.k / g;
-  S::Reg total[MA];
-  float zero_terms[MA] = {};
-  for (int r = 0; r < MA; ++r) total[r] = S::Zero();
-  for (int64_t gi = 0; gi < groups; ++gi) {
-    S::Reg acc[MA];
-    for (int r = 0; r < MA; ++r) acc[r] = S::Zero();
-    const int64_t c_end = (gi + 1) * g;
-    for (int64_t c = gi * g; c < c_end; c += kBlock) {
-      S::Reg w[kRegsPerBlock];
-      UnpackBlock(row.bytes + c / 2, w);
-      for (int r = 0; r < MA; ++r) {
-        for (int v = 0; v < kRegsPerBlock; ++v) {
-          acc[r] = S::Fma(S::Load(a + r * int64_t{p.k} + c + v * S::kLanes), w[v], acc[r]);
-        }
-      }
-    }
-    const float scale = row.scales[gi];
-    const float zero_scale = ZeroOf(row, gi) * scale;
-    for (int r = 0; r < MA; ++r) {
-      total[r] = S::Fma(acc[r], S::Set1(scale), total[r]);
-      zero_terms[r] += zero_scale * group_sums[r * groups + gi];
-    }
-  }
-  const float b = p.bias != nullptr ? p.bias[j] : 0.0f;
-  for (int r = 0; r < MA; ++r) out[r * out_stride + j] = ReduceAdd(total[r]) - zero_terms[r] + b;
-}
-
-constexpr int kRowGroup = 4;
-
-void Int4GemvSimd(const MatmulParams& p, const float* a, const float* group_sums, int n_begin,
-                  int n_end) {
-  const int64_t groups = p.k / p.weight_group_size;
-  for (int j = n_begin; j < n_end; ++j) {
-    int i = 0;
-    for (; i + kRowGroup <= p.m; i += kRowGroup) {
-      Int4Tile<kRowGroup>(p, a + i * int64_t{p.k}, group_sums + i * groups, p.n, p.out + i * int64_t{p.n},
-                          j);
-    }
-    const float* a_rest = a + i * int64_t{p.k};
-    const float* sums_rest = group_sums + i * groups;
-    float* out_rest = p.out + i * int64_t{p.n};
-    switch (p.m - i) {
-      case 1: Int4Tile<1>(p, a_rest, sums_rest, p.n, out_rest, j); break;
-      case 2: Int4Tile<2>(p, a_rest, sums_rest, p.n, out_rest, j); break;
-      case 3: Int4Tile<3>(p, a_rest, sums_rest, p.n, out_rest, j); break;
-      default: break;
-    }
-  }
-}
-#endif  // BATON_SIMD_F32
-
-// The same sums in the same grouping, one scalar at a time.
-void Int4GemvPortable(const MatmulParams& p, const float* a, const float* group_sums, int n_begin,
-                      int n_end) {
-  const int g = p.weight_group_size;
-  const int64_t groups = p.k / g;
-  for (int j = n_begin; j < n_end; ++j) {
-    const Int4Row row = RowOf(p, j);
-    for (int i = 0; i < p.m; ++i) {
-      const float* a_row = a + i * int64_t{p.k};
-      float total = 0.0f;
-      float zero_term = 0.0f;
-      for (int64_t gi = 0; gi < groups; ++gi) {
-        float acc = 0.0f;
-        for (int64_t c = gi * g; c < (gi + 1) * g; c += kBlock) {
-          const uint8_t* block = row.bytes + c / 2;
-          for (int l = 0; l < kBlock; ++l) acc += a_row[c + l] * static_cast<float>(Nibble(block, l));
-        }
-        total += acc * row.scales[gi];
-        zero_term += ZeroOf(row, gi) * row.scales[gi] * group_sums[i * groups + gi];
-      }
-      p.out[i * int64_t{p.n} + j] = total - zero_term + (p.bias != nullptr ? p.bias[j] : 0.0f);
-    }
-  }
-}
 
 }  // namespace
 
-void Int4GroupSums(const float* a, int m, int k, int group_size, float* sums) {
+void Int4QuantizeActivations(const float* in, int m, int k, int group_size, int8_t* q,
+                             float* scales, float* sums) {
   const int groups = k / group_size;
-  for (int i = 0; i < m; ++i) {
+  for (int64_t i = 0; i < m; ++i) {
     for (int gi = 0; gi < groups; ++gi) {
-      const float* x = a + int64_t{i} * k + int64_t{gi} * group_size;
-      float sum = 0.0f;
-      for (int l = 0; l < group_size; ++l) sum += x[l];
-      sums[int64_t{i} * groups + gi] = sum;
+      const int64_t begin = i * k + int64_t{gi} * group_size;
+      float max_abs = 0.0f;
+      for (int c = 0; c < group_size; ++c) max_abs = std::max(max_abs, std::fabs(in[begin + c]));
+      const float scale = max_abs > 0.0f ? max_abs / 127.0f : 1.0f;
+      int32_t sum = 0;
+      for (int c = 0; c < group_size; ++c) {
+        const float v = std::clamp(std::nearbyint(in[begin + c] / scale), -127.0f, 127.0f);
+        q[begin + c] = static_cast<int8_t>(v);
+        sum += q[begin + c];
+      }
+      scales[i * groups + gi] = scale;
+      sums[i * groups + gi] = scale * static_cast<float>(sum);
     }
   }
 }
 
-void Int4GemvColumns(const MatmulParams& p, const float* a, const float* group_sums, int n_begin,
-                     int n_end, bool simd) {
-#if defined(BATON_SIMD_F32)
-  if (simd) {
-    Int4GemvSimd(p, a, group_sums, n_begin, n_end);
-    return;
-  }
+Int4GemvIsa BestInt4GemvIsa() {
+  if (CpuHasAvx512Vnni()) return Int4GemvIsa::kAvx512Vnni;
+#if defined(BATON_INT4_AVX2)
+  return Int4GemvIsa::kAvx2;
+#else
+  return Int4GemvIsa::kPortable;
 #endif
-  (void)simd;
-  Int4GemvPortable(p, a, group_sums, n_begin, n_end);
+}
+
+void Int4GemvColumns(const MatmulParams& p, const Int4Activations& a, int n_begin, int n_end,
+                     Int4GemvIsa isa) {
+  switch (isa) {
+    case Int4GemvIsa::kAvx512Vnni:
+      Int4GemvVnni(p, a, n_begin, n_end);
+      return;
+    case Int4GemvIsa::kAvx2:
+#if defined(BATON_INT4_AVX2)
+      Int4Gemv<Avx2Isa>(p, a, n_begin, n_end);
+      return;
+#endif
+    case Int4GemvIsa::kPortable:
+      break;
+  }
+  Int4Gemv<PortableIsa>(p, a, n_begin, n_end);
 }
 
 void DequantizeInt4Rows(const MatmulParams& p, int j_begin, int j_end, float* out) {
   const int g = p.weight_group_size;
+  const int64_t groups = p.k / g;
   for (int j = j_begin; j < j_end; ++j) {
-    const Int4Row row = RowOf(p, j);
+    const auto* bytes = static_cast<const uint8_t*>(p.weight) + int64_t{j} * (p.k / 2);
     float* dst = out + int64_t{j - j_begin} * p.k;
     for (int64_t c = 0; c < p.k; c += kBlock) {
-      const int64_t gi = c / g;
-      const float scale = row.scales[gi];
-      const float zero = ZeroOf(row, gi);
-      const uint8_t* block = row.bytes + c / 2;
+      const int64_t gi = j * groups + c / g;
+      const float scale = p.weight_scales[gi];
+      const float zero = p.weight_zeros != nullptr ? p.weight_zeros[gi] : 8.0f;
+      const uint8_t* block = bytes + c / 2;
       for (int l = 0; l < kBlock; ++l) dst[c + l] = scale * (static_cast<float>(Nibble(block, l)) - zero);
     }
   }

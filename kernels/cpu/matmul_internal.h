@@ -31,13 +31,29 @@ void MatmulInt8Avx512(const uint16_t* a, int64_t a_stride, const int8_t* w, floa
 void WidenInt8ToBf16(const int8_t* q, int64_t n, uint16_t* out);
 
 // int4 weights (matmul_int4_cpu.cc; p.weight_dtype is kI4, p valid).
-// sums[i, g] = the sum of a[i, :] over group g's columns (groups of group_size), a is [m, k].
-void Int4GroupSums(const float* a, int m, int k, int group_size, float* sums);
-// out[i, j] = a[i, :] . dequantized weight row j (+ bias) for i < p.m, j in [n_begin, n_end), into
-// p.out; `a` stands for p.in ([m, k], already rounded as the caller wants), `group_sums` is
-// Int4GroupSums of it. simd false: the portable twin (the same grouping, scalar).
-void Int4GemvColumns(const MatmulParams& p, const float* a, const float* group_sums, int n_begin,
-                     int n_end, bool simd);
+//
+// A decode batch's activations as the int4 GEMV takes them: int8 with one scale per row and group.
+struct Int4Activations {
+  const int8_t* q;      // [m, k], |q| <= 127
+  const float* scales;  // [m, k / group_size]: activation (i, c) is about scales[i, c / g] * q
+  const float* sums;    // [m, k / group_size]: scales[i, g] * the sum of q over group g
+};
+// Quantizes in ([m, k]) per row and group of group_size columns: scale = max |x| / 127 (1 for a
+// group of zeros), q = round-half-to-even(x / scale); fills the arrays of Int4Activations.
+void Int4QuantizeActivations(const float* in, int m, int k, int group_size, int8_t* q,
+                             float* scales, float* sums);
+// The instructions the int4 GEMV sums with; every one gives the same int32 group sums.
+enum class Int4GemvIsa { kPortable, kAvx2, kAvx512Vnni };
+// AVX512_VNNI when the CPU has it, else AVX2 when the build does, else portable.
+Int4GemvIsa BestInt4GemvIsa();
+// True when the CPU executes AVX512_VNNI (and AVX512BW/VL) instructions.
+bool CpuHasAvx512Vnni();
+// out[i, j] (+ bias) for i < p.m, j in [n_begin, n_end), into p.out, from `a` (p.in quantized by
+// Int4QuantizeActivations with p.weight_group_size), as matmul_int4_tile.h says.
+void Int4GemvColumns(const MatmulParams& p, const Int4Activations& a, int n_begin, int n_end,
+                     Int4GemvIsa isa);
+// Int4GemvColumns with AVX512_VNNI (matmul_int4_vnni.cc). Call only if CpuHasAvx512Vnni().
+void Int4GemvVnni(const MatmulParams& p, const Int4Activations& a, int n_begin, int n_end);
 // Rows [j_begin, j_end) of the weights dequantized to f32 into out ([j_end - j_begin, k]).
 void DequantizeInt4Rows(const MatmulParams& p, int j_begin, int j_end, float* out);
 

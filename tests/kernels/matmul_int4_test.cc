@@ -69,9 +69,26 @@ testing::Tolerance SumTolerance(int k, bool zeros = false) {
   return ScaledForSum(ToleranceFor(DType::kI4), k, zeros ? 0.5 : 0.25);
 }
 
-// The spec: activations rounded to bf16, then the dequantized weights' product (reference::Matmul).
+// The activations as the decode GEMV takes them: int8 per row and group of `group` columns, scale
+// max |x| / 127, round half to even, then dequantized (written here from the spec in matmul.h).
+std::vector<float> Int8PerGroup(const std::vector<float>& in, int k, int group) {
+  std::vector<float> out(in.size());
+  for (size_t begin = 0; begin < in.size(); begin += group) {
+    float max_abs = 0;
+    for (int c = 0; c < group; ++c) max_abs = std::max(max_abs, std::fabs(in[begin + c]));
+    const float scale = max_abs > 0 ? max_abs / 127 : 1.0f;
+    for (int c = 0; c < group; ++c) out[begin + c] = std::nearbyint(in[begin + c] / scale) * scale;
+  }
+  (void)k;
+  return out;
+}
+
+// The spec: up to 16 rows, int8 activations per group; above, activations rounded to bf16; then the
+// dequantized weights' product (reference::Matmul).
 std::vector<float> Expected(const Int4Problem& problem) {
-  const std::vector<float> in = reference::RoundToBf16(problem.in);
+  const std::vector<float> in = problem.m <= 16
+                                    ? Int8PerGroup(problem.in, problem.k, problem.group_size)
+                                    : reference::RoundToBf16(problem.in);
   std::vector<float> expected(problem.out.size());
   reference::Matmul(problem.Params(expected.data(), in.data()));
   return expected;
@@ -150,17 +167,45 @@ TEST(MatmulInt4Test, PortablePathMatchesTheFastOne) {
   }
 }
 
-TEST(MatmulInt4Test, BatchedRowsMatchSingleRows) {
-  Int4Problem problem(37, 130, 256, 128, true, true, 12);
+// A decode row depends on its own activations only: 13 rows at once equal 13 calls of one row, up to
+// the f32 order of the per-group sums.
+TEST(MatmulInt4Test, DecodeRowsDoNotDependOnTheBatch) {
+  Int4Problem problem(13, 130, 256, 128, true, true, 12);
   ThreadPool pool(2);
   ASSERT_THAT(MatmulCpu(problem.Params(problem.out.data()), &pool), IsOk());
   std::vector<float> row(130);
-  for (int i = 0; i < 37; ++i) {
+  for (int i = 0; i < 13; ++i) {
     MatmulParams p = problem.Params(row.data(), problem.in.data() + i * 256);
     p.m = 1;
     ASSERT_THAT(MatmulCpu(p, &pool), IsOk());
     const std::vector<float> batched(problem.out.begin() + i * 130, problem.out.begin() + (i + 1) * 130);
-    EXPECT_TRUE(AllClose(row, batched, SumTolerance(256, true))) << "row " << i;
+    EXPECT_TRUE(AllClose(row, batched, ToleranceFor(DType::kF32))) << "row " << i;
+  }
+}
+
+// Every instruction set the build and the CPU have sums the same int32 per group: the results agree
+// up to the f32 order of the per-group sums.
+TEST(MatmulInt4Test, EveryGemvIsaMatchesThePortableOne) {
+  std::vector<internal::Int4GemvIsa> isas = {internal::Int4GemvIsa::kAvx2};
+  if (internal::CpuHasAvx512Vnni()) isas.push_back(internal::Int4GemvIsa::kAvx512Vnni);
+  for (int m : {1, 3, 6, 16}) {
+    for (bool zeros : {false, true}) {
+      Int4Problem problem(m, 37, 384, 128, zeros, true, 77);
+      const int64_t groups = int64_t{m} * 3;
+      std::vector<int8_t> q(problem.in.size());
+      std::vector<float> scales(groups), sums(groups);
+      internal::Int4QuantizeActivations(problem.in.data(), m, 384, 128, q.data(), scales.data(),
+                                        sums.data());
+      const internal::Int4Activations a{q.data(), scales.data(), sums.data()};
+      std::vector<float> portable(problem.out.size());
+      internal::Int4GemvColumns(problem.Params(portable.data()), a, 0, 37,
+                                internal::Int4GemvIsa::kPortable);
+      for (internal::Int4GemvIsa isa : isas) {
+        internal::Int4GemvColumns(problem.Params(problem.out.data()), a, 0, 37, isa);
+        EXPECT_TRUE(AllClose(problem.out, portable, ToleranceFor(DType::kF32)))
+            << "m " << m << " zeros " << zeros << " isa " << static_cast<int>(isa);
+      }
+    }
   }
 }
 

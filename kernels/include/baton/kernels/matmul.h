@@ -62,6 +62,12 @@ absl::Status ValidateInt8Gemv(const MatmulParams& params);
 // so the result is the f32-weight result of (bf16(in), q) times the scale, up to summation order.
 // Small m streams the int8 rows, widened in registers (a byte per weight read instead of two);
 // large m widens panels of rows (exactly) to bf16 for the AVX512_BF16 kernel, or to f32 for sgemm.
+// int4 weights (W4A16 in groups): for m <= 16 (decode) the activations are quantized to int8, one
+// scale per row and weight group (max |x| / 127, llama.cpp's Q8_0 scheme at the group's size),
+// the nibbles times the int8 activations summed exactly per group, then scaled:
+// out[i, j] = sum_g scale[j, g] * (d[i, g] * dot - zero[j, g] * d[i, g] * sum_g(q_a)) + bias[j].
+// For larger m (prefill) the activations are rounded to bf16 and the weights dequantized to bf16
+// (AVX512_BF16 CPUs) or f32 panels: the dequantized weights' product up to that rounding.
 absl::Status MatmulCpu(const MatmulParams& params, ThreadPool* pool);
 
 // Several products that share `in`, m, k and the weight dtype (e.g. the Q, K and V projections of
