@@ -63,4 +63,17 @@ absl::Status ValidateInt8Gemv(const MatmulParams& params) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateInt4Gemv(const MatmulParams& params) {
+  RETURN_IF_ERROR(Validate(params));
+  if (params.weight_dtype != DType::kI4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MatmulInt4Gemv: weight_dtype ", std::string(DTypeName(params.weight_dtype)), ", not i4"));
+  }
+  if (params.m > kMatmulInt4GemvMaxRows) {
+    return absl::InvalidArgumentError(absl::StrCat("MatmulInt4Gemv: m ", params.m, " > ",
+                                                   kMatmulInt4GemvMaxRows));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace baton::kernels

@@ -57,7 +57,38 @@ __global__ void ScaleColumnsKernel(float* out, const float* scales, const float*
   }
 }
 
+// One thread per byte: its two columns, b and b + 16 of a 32-column block.
+__global__ void DequantizeInt4ToBf16Kernel(const uint8_t* packed, const float* scales,
+                                           const float* zeros, int group_size, int k,
+                                           int64_t num_bytes, uint16_t* out) {
+  const int64_t row_bytes = k / 2;
+  const int groups = k / group_size;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < num_bytes;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / row_bytes;
+    const int64_t o = i % row_bytes;
+    for (int half = 0; half < 2; ++half) {
+      const int64_t c = o / 16 * 32 + o % 16 + 16 * half;
+      const int64_t g = r * groups + c / group_size;
+      const int u = half == 0 ? (packed[i] & 0xF) : (packed[i] >> 4);
+      const float zero = zeros != nullptr ? zeros[g] : 8.0f;
+      out[r * k + c] = __bfloat16_as_ushort(__float2bfloat16_rn(scales[g] * (u - zero)));
+    }
+  }
+}
+
 }  // namespace
+
+absl::Status DequantizeInt4ToBf16(const uint8_t* packed, const float* scales, const float* zeros,
+                                  int group_size, int rows, int k, uint16_t* out,
+                                  cudaStream_t stream) {
+  const int64_t num_bytes = int64_t{rows} * (k / 2);
+  if (num_bytes <= 0) return absl::OkStatus();
+  DequantizeInt4ToBf16Kernel<<<NumBlocks(num_bytes), kThreads, 0, stream>>>(
+      packed, scales, zeros, group_size, k, num_bytes, out);
+  BATON_CUDA_CALL(cudaGetLastError());
+  return absl::OkStatus();
+}
 
 absl::Status WidenInt8ToBf16(const int8_t* q, uint16_t* out, int64_t n, cudaStream_t stream) {
   if (n <= 0) return absl::OkStatus();

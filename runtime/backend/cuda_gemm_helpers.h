@@ -26,6 +26,14 @@ absl::Status BroadcastRows(float* out, const float* bias, int m, int n, cudaStre
 // widened for a bf16 GEMM. Device pointers; n >= 0.
 absl::Status WidenInt8ToBf16(const int8_t* q, uint16_t* out, int64_t n, cudaStream_t stream);
 
+// Rows [0, rows) of int4 weights (kernels/include/baton/kernels/matmul.h's layout, rows of k
+// columns, groups of group_size) dequantized to bf16: out[r, c] = bf16(scale[r, g] * (u - zero[r,
+// g])), zero 8 where zeros is null. `packed`, `scales` and `zeros` point at the first row's. Device
+// pointers; rows >= 0.
+absl::Status DequantizeInt4ToBf16(const uint8_t* packed, const float* scales, const float* zeros,
+                                  int group_size, int rows, int k, uint16_t* out,
+                                  cudaStream_t stream);
+
 // out[r, c] = out[r, c] * scales[c] + (bias ? bias[c] : 0) for r < m, c < n: the sums of an int8
 // GEMM made the layer's output. Device pointers (bias may be null); m, n >= 0.
 absl::Status ScaleColumns(float* out, const float* scales, const float* bias, int m, int n,

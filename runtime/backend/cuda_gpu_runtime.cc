@@ -14,6 +14,7 @@
 #include "kernels/cuda/kv_gather.h"
 #include "kernels/cuda/kv_write.h"
 #include "kernels/cuda/logits_processors.h"
+#include "kernels/cuda/matmul_int4_gemv.h"
 #include "kernels/cuda/matmul_int8_gemv.h"
 #include "kernels/cuda/token_bitmask.h"
 #include "kernels/cuda/paged_attention_decode.h"
@@ -351,14 +352,48 @@ absl::Status CudaGpuRuntime::GemmInt8(const kernels::MatmulParams& p) {
   return cuda_internal::ScaleColumns(p.out, p.weight_scales, p.bias, p.m, p.n, stream_);
 }
 
+// Past the GEMV's rows, as GemmInt8: panels of rows dequantized to bf16 for cuBLAS against the
+// activations rounded to bf16 (MatmulCpu's prefill-sized int4 semantics), the bias seeded first.
+absl::Status CudaGpuRuntime::GemmInt4(const kernels::MatmulParams& p) {
+  if (p.m <= kernels::kMatmulInt4GemvMaxRows) return kernels::MatmulInt4Gemv(p, stream_);
+  constexpr int64_t kPanelBytes = int64_t{64} << 20;
+  const int64_t count = int64_t{p.m} * p.k;
+  RETURN_IF_ERROR(Reserve(half_scratch_, static_cast<size_t>(count) * sizeof(uint16_t)));
+  uint16_t* rounded = static_cast<uint16_t*>(half_scratch_.data);
+  RETURN_IF_ERROR(cuda_internal::RoundToBf16(p.in, rounded, count, stream_));
+  const int panel_rows =
+      static_cast<int>(std::clamp<int64_t>(kPanelBytes / (2 * int64_t{p.k}), 1, p.n));
+  RETURN_IF_ERROR(
+      Reserve(weight_scratch_, static_cast<size_t>(panel_rows) * p.k * sizeof(uint16_t)));
+  uint16_t* panel = static_cast<uint16_t*>(weight_scratch_.data);
+  float beta = 0.0f;
+  if (p.bias != nullptr) {
+    RETURN_IF_ERROR(cuda_internal::BroadcastRows(p.out, p.bias, p.m, p.n, stream_));
+    beta = 1.0f;
+  }
+  const auto* packed = static_cast<const uint8_t*>(p.weight);
+  const int groups = p.k / p.weight_group_size;
+  const float alpha = 1.0f;
+  for (int j0 = 0; j0 < p.n; j0 += panel_rows) {
+    const int rows = std::min(panel_rows, p.n - j0);
+    RETURN_IF_ERROR(cuda_internal::DequantizeInt4ToBf16(
+        packed + int64_t{j0} * (p.k / 2), p.weight_scales + int64_t{j0} * groups,
+        p.weight_zeros != nullptr ? p.weight_zeros + int64_t{j0} * groups : nullptr,
+        p.weight_group_size, rows, p.k, panel, stream_));
+    BATON_CUBLAS_CALL(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, rows, p.m, p.k, &alpha,
+                                   panel, CUDA_R_16BF, p.k, rounded, CUDA_R_16BF, p.k, &beta,
+                                   p.out + j0, CUDA_R_32F, p.n, CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CudaGpuRuntime::Gemm(const kernels::MatmulParams& p) {
   RETURN_IF_ERROR(kernels::Validate(p));
   if (p.m == 0) return absl::OkStatus();
   RETURN_IF_ERROR(Activate());
   if (p.weight_dtype == DType::kI8) return GemmInt8(p);
-  if (p.weight_dtype == DType::kI4) {
-    return absl::UnimplementedError("CUDA backend: i4 weights are not supported yet (CPU only)");
-  }
+  if (p.weight_dtype == DType::kI4) return GemmInt4(p);
   // Row-major out[m, n] = in[m, k] * W[n, k]^T is, read column-major, out^T[n, m] =
   // W^T (W stored as a k x n column-major matrix, ld k, transposed) * in^T (k x m, ld k).
   const void* in = p.in;

@@ -556,6 +556,9 @@ absl::Status EmulatedGpuRuntime::Run(const kernels::MatmulParams& p) {
   if (p.weight_dtype == DType::kI8 && p.m <= kernels::kMatmulInt8GemvMaxRows) {
     return kernels::MatmulInt8GemvEmulated(p);
   }
+  if (p.weight_dtype == DType::kI4 && p.m <= kernels::kMatmulInt4GemvMaxRows) {
+    return kernels::MatmulInt4GemvEmulated(p);
+  }
   // The CPU BLAS stands in for cuBLAS; its bf16 and f16 paths round the activations to the weights'
   // dtype first, as the CUDA runtime's bf16 and f16 GEMMs do, and its int8 path computes what the
   // CUDA runtime's widened panels do (bf16 activations, exact integers, sums times the scales).

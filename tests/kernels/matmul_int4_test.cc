@@ -2,6 +2,8 @@
 // paths against the reference, the portable twin against the fast one, and the params' checks.
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "baton/kernels/matmul.h"
@@ -10,6 +12,9 @@
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/reference/random_tensor.h"
 #include "kernels/reference/reference_ops.h"
+#include "kernels/simt/emulated_kernels.h"
+#include "tests/testing/device_runners.h"
+#include "tests/testing/kernel_backend.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tolerance.h"
 
@@ -277,6 +282,61 @@ TEST(MatmulInt4Test, RejectsBadParams) {
   EXPECT_THAT(MatmulGroupCpu(mixed, nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("weight_group_size")));
 }
+
+// ---- (b) the device's int4 GEMV for decode batches (emulated, or on a GPU) against the spec ----
+// It takes bf16 activations and f32-dequantized weights (W4A16, as the device's GEMM panels do),
+// not the CPU decode path's int8 activations.
+
+using GemvBackend = testing::KernelBackend<MatmulParams>;
+class MatmulInt4GemvKernelTest : public ::testing::TestWithParam<GemvBackend> {};
+
+TEST_P(MatmulInt4GemvKernelTest, MatchesTheReferenceOfBf16Activations) {
+  const GemvBackend backend = GetParam();
+  if (!backend.available()) GTEST_SKIP() << "needs a CUDA device; none visible (no GPU or driver)";
+  for (int m : {1, 2, 5, kMatmulInt4GemvMaxRows}) {
+    for (auto [n, k, group] : {std::tuple{1, 32, 32}, {33, 256, 128}, {100, 1024, 64},
+                               {17, 2048, 128}}) {
+      for (bool zeros : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "m " << m << " n " << n << " k " << k << " zeros "
+                                          << zeros);
+        Int4Problem problem(m, n, k, group, zeros, /*with_bias=*/n == 33, 500 + m + n + k);
+        const std::vector<float> in = reference::RoundToBf16(problem.in);
+        std::vector<float> expected(problem.out.size());
+        reference::Matmul(problem.Params(expected.data(), in.data()));
+        ASSERT_THAT(backend.run(problem.Params(problem.out.data())), IsOk());
+        EXPECT_TRUE(AllClose(problem.out, expected, SumTolerance(k, zeros)));
+      }
+    }
+  }
+}
+
+TEST(MatmulInt4GemvTest, TakesInt4WeightsAndDecodeBatchesOnly) {
+  Int4Problem batch(kMatmulInt4GemvMaxRows + 1, 3, 64, 32, false, false, 1);
+  EXPECT_THAT(MatmulInt4GemvEmulated(batch.Params(batch.out.data())),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("m 9 > 8")));
+  const std::vector<float> weight(3 * 4, 1.0f);
+  std::vector<float> out(6);
+  const std::vector<float> in(8, 1.0f);
+  EXPECT_THAT(MatmulInt4GemvEmulated({.out = out.data(), .in = in.data(), .weight = weight.data(),
+                                      .weight_dtype = DType::kF32, .bias = nullptr, .m = 2, .n = 3,
+                                      .k = 4}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not i4")));
+}
+
+std::string GemvTestName(const ::testing::TestParamInfo<GemvBackend>& info) {
+  return info.param.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Emulated, MatmulInt4GemvKernelTest,
+                         ::testing::Values(GemvBackend{"emulated", &MatmulInt4GemvEmulated,
+                                                       &testing::AlwaysAvailable}),
+                         GemvTestName);
+#if BATON_HAS_CUDA
+INSTANTIATE_TEST_SUITE_P(Cuda, MatmulInt4GemvKernelTest,
+                         ::testing::Values(GemvBackend{"cuda", &testing::MatmulInt4GemvOnDevice,
+                                                       &testing::CudaDeviceAvailable}),
+                         GemvTestName);
+#endif
 
 }  // namespace
 }  // namespace baton::kernels

@@ -80,7 +80,8 @@ std::vector<float> RoundedLikeTheWeights(const std::vector<float>& in, DType dty
   switch (dtype) {
     case DType::kF32: return in;
     case DType::kBF16:
-    case DType::kI8: return kernels::reference::RoundToBf16(in);
+    case DType::kI8:
+    case DType::kI4: return kernels::reference::RoundToBf16(in);
     case DType::kF16: return kernels::reference::RoundToF16(in);
   }
   return in;

@@ -245,6 +245,21 @@ def test_the_cuda_emulated_device_scores_int8_as_the_cpu(run_baton):
 
 
 @pytest.mark.engine
+def test_the_cuda_emulated_device_runs_int4_as_the_cpu(run_baton):
+    """Whole windows go through the device GEMM (bf16 panels for cuBLAS, the CPU's prefill-sized
+    semantics): the same perplexity. Decode steps go through the device's int4 GEMV, which takes
+    bf16 activations where the CPU quantizes them to int8 (kernels/include/baton/kernels/matmul.h):
+    on this prompt the greedy tokens agree."""
+    def score(*args):
+        return json.loads(run_baton("eval", "--window", "256", "--max-text-tokens", "512", "--json",
+                                    "-q", "int4", *args, timeout=300).stdout)["perplexity"]
+    assert score("--device", "cuda-emulated") == pytest.approx(score(), rel=1e-4)
+    args = ("generate", "--prompt", "And God said", "--max-tokens", "12", "-q", "int4")
+    assert (run_baton(*args, "--device", "cuda-emulated", timeout=300).stdout
+            == run_baton(*args, timeout=300).stdout)
+
+
+@pytest.mark.engine
 def test_unsupported_quantization_is_refused_in_one_line(run_baton):
     for args, message in [(("eval", "--quantization", "int3"), "--quantization"),
                           (("serve", "--quantization", "fp8"), "--quantization")]:

@@ -15,6 +15,7 @@
 #include "kernels/cuda/kv_gather.h"
 #include "kernels/cuda/kv_write.h"
 #include "kernels/cuda/logits_processors.h"
+#include "kernels/cuda/matmul_int4_gemv.h"
 #include "kernels/cuda/matmul_int8_gemv.h"
 #include "kernels/cuda/paged_attention_decode.h"
 #include "kernels/cuda/paged_attention_split_kv.h"
@@ -349,6 +350,24 @@ absl::Status MatmulInt8GemvOnDevice(const kernels::MatmulParams& host) {
         return arrays;
       },
       &kernels::MatmulInt8Gemv);
+}
+
+absl::Status MatmulInt4GemvOnDevice(const kernels::MatmulParams& host) {
+  const size_t m = static_cast<size_t>(std::max(host.m, 0));
+  const size_t n = static_cast<size_t>(host.n);
+  const size_t k = static_cast<size_t>(host.k);
+  const size_t groups = host.weight_group_size > 0 ? n * (k / host.weight_group_size) : 0;
+  return RunOnDevice<kernels::MatmulParams>(
+      host,
+      [&](kernels::MatmulParams& p) -> absl::StatusOr<DeviceArrays> {
+        DeviceArrays arrays{Out(p.out, m * n), In(p.in, m * k),
+                            In(p.weight, n * k / 2),  // two weights a byte
+                            In(p.weight_scales, groups)};
+        if (host.weight_zeros != nullptr) arrays.push_back(In(p.weight_zeros, groups));
+        if (host.bias != nullptr) arrays.push_back(In(p.bias, n));
+        return arrays;
+      },
+      &kernels::MatmulInt4Gemv);
 }
 
 }  // namespace baton::testing

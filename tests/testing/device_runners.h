@@ -47,5 +47,6 @@ absl::Status LogitsProcessorsOnDevice(const kernels::LogitsProcessorsParams& hos
 // The logits rows are 0 .. the largest of `rows`.
 absl::Status TokenBitmaskOnDevice(const kernels::TokenBitmaskParams& host_params);
 absl::Status MatmulInt8GemvOnDevice(const kernels::MatmulParams& host_params);
+absl::Status MatmulInt4GemvOnDevice(const kernels::MatmulParams& host_params);
 
 }  // namespace baton::testing

@@ -43,6 +43,9 @@ absl::Status Validate(const MatmulParams& params);
 inline constexpr int kMatmulInt8GemvMaxRows = 8;
 // Validate, and the int8 GEMV's own terms: int8 weights, m <= kMatmulInt8GemvMaxRows.
 absl::Status ValidateInt8Gemv(const MatmulParams& params);
+// The same for the device's int4 GEMV: int4 weights, m <= kMatmulInt4GemvMaxRows.
+inline constexpr int kMatmulInt4GemvMaxRows = 8;
+absl::Status ValidateInt4Gemv(const MatmulParams& params);
 
 // Validates, then computes. f32 weights: OpenBLAS sgemm for large m, a SIMD GEMV (AVX-512 or AVX2) for small m,
 // columns split over `pool` (which may be nullptr); OpenBLAS is set to one thread on first use.
