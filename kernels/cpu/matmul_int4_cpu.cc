@@ -55,23 +55,13 @@ struct PortableIsa {
 #define BATON_INT4_AVX2 1
 // vpmaddubsw multiplies unsigned bytes (the nibbles) by signed ones (the activations) into pairs
 // summed as int16 (at most 2 * 15 * 127: no saturation), vpmaddwd by ones widens them to int32.
-struct Avx2Isa {
+struct Avx2Isa : Int4YmmIsa {
   static constexpr int kGroupColumns = 1;  // 16 registers
-  using Weights = __m256i;
-  using Acc = __m256i;
-  using Sum = __m256;
-  static Weights Unpack(const uint8_t* block) { return UnpackInt4Block(block); }
-  static Acc Zero() { return _mm256_setzero_si256(); }
   static Acc Dot(Acc acc, Weights w, const int8_t* a) {
     const __m256i pairs =
         _mm256_maddubs_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
-  static Sum SumZero() { return _mm256_setzero_ps(); }
-  static Sum Scaled(Acc acc, float scale, Sum total) {
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(scale), total);
-  }
-  static float Reduce(Sum total) { return ReduceAddInt4(total); }
 };
 #endif
 

@@ -42,11 +42,24 @@ inline __m256i UnpackInt4Block(const uint8_t* block) {
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
 }
 
-inline float ReduceAddInt4(__m256 v) {
-  const __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 sum2 = _mm_add_ps(sum4, _mm_movehl_ps(sum4, sum4));
-  return _mm_cvtss_f32(_mm_add_ss(sum2, _mm_movehdup_ps(sum2)));
-}
+// The parts of an Isa on 256-bit registers that do not depend on how it multiplies (the AVX2 and
+// AVX512_VNNI Isas add Dot and kGroupColumns).
+struct Int4YmmIsa {
+  using Weights = __m256i;
+  using Acc = __m256i;
+  using Sum = __m256;
+  static Weights Unpack(const uint8_t* block) { return UnpackInt4Block(block); }
+  static Acc Zero() { return _mm256_setzero_si256(); }
+  static Sum SumZero() { return _mm256_setzero_ps(); }
+  static Sum Scaled(Acc acc, float scale, Sum total) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(scale), total);
+  }
+  static float Reduce(Sum v) {
+    const __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 sum2 = _mm_add_ps(sum4, _mm_movehl_ps(sum4, sum4));
+    return _mm_cvtss_f32(_mm_add_ss(sum2, _mm_movehdup_ps(sum2)));
+  }
+};
 #endif
 
 // out[row + r, j + c] for r < MA, c < NW: MA activation rows against NW weight rows. Each block of

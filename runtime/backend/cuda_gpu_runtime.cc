@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/status_macros.h"
@@ -318,14 +319,13 @@ absl::Status CudaGpuRuntime::Reserve(Scratch& scratch, size_t bytes) {
   return absl::OkStatus();
 }
 
-// Past the GEMV's rows: cuBLAS multiplies no int8 by bf16, so panels of the integers are widened
-// (exactly) to bf16 and multiplied by the activations rounded to bf16, which is MatmulCpu's int8
-// semantics, then every column is scaled and given its bias. Panels bound the scratch (an lm_head
-// of 128k rows widened whole would take 1 GiB). Each weight is read as int8, written and read
-// again as bf16, which a prefill's many rows amortize.
-absl::Status CudaGpuRuntime::GemmInt8(const kernels::MatmulParams& p) {
-  // Decode batches read each weight once, as a byte (matmul_int8_gemv.cuh).
-  if (p.m <= kernels::kMatmulInt8GemvMaxRows) return kernels::MatmulInt8Gemv(p, stream_);
+// cuBLAS multiplies neither int8 nor int4 by bf16: panels of weight rows are widened to bf16 by
+// `widen` and multiplied by the activations rounded to bf16, which is MatmulCpu's semantics for
+// prefill-sized quantized products. Panels bound the scratch (an lm_head of 128k rows widened
+// whole would take 1 GiB). Each weight is read quantized, written and read again as bf16, which a
+// prefill's many rows amortize.
+absl::Status CudaGpuRuntime::GemmWidenedPanels(const kernels::MatmulParams& p, float beta,
+                                               absl::FunctionRef<absl::Status(int, int, uint16_t*)> widen) {
   constexpr int64_t kPanelBytes = int64_t{64} << 20;
   const int64_t count = int64_t{p.m} * p.k;
   RETURN_IF_ERROR(Reserve(half_scratch_, static_cast<size_t>(count) * sizeof(uint16_t)));
@@ -336,36 +336,37 @@ absl::Status CudaGpuRuntime::GemmInt8(const kernels::MatmulParams& p) {
   RETURN_IF_ERROR(
       Reserve(weight_scratch_, static_cast<size_t>(panel_rows) * p.k * sizeof(uint16_t)));
   uint16_t* panel = static_cast<uint16_t*>(weight_scratch_.data);
-  const auto* q = static_cast<const int8_t*>(p.weight);
   const float alpha = 1.0f;
-  const float beta = 0.0f;
   for (int j0 = 0; j0 < p.n; j0 += panel_rows) {
     const int rows = std::min(panel_rows, p.n - j0);
-    RETURN_IF_ERROR(
-        cuda_internal::WidenInt8ToBf16(q + int64_t{j0} * p.k, panel, int64_t{rows} * p.k, stream_));
+    RETURN_IF_ERROR(widen(j0, rows, panel));
     // Columns [j0, j0 + rows) of out: out^T's rows from j0, leading dimension n.
     BATON_CUBLAS_CALL(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, rows, p.m, p.k, &alpha,
                                    panel, CUDA_R_16BF, p.k, rounded, CUDA_R_16BF, p.k, &beta,
                                    p.out + j0, CUDA_R_32F, p.n, CUBLAS_COMPUTE_32F,
                                    CUBLAS_GEMM_DEFAULT));
   }
+  return absl::OkStatus();
+}
+
+// Past the GEMV's rows: the integers widened exactly to bf16, then every column scaled and given
+// its bias.
+absl::Status CudaGpuRuntime::GemmInt8(const kernels::MatmulParams& p) {
+  // Decode batches read each weight once, as a byte (matmul_int8_gemv.cuh).
+  if (p.m <= kernels::kMatmulInt8GemvMaxRows) return kernels::MatmulInt8Gemv(p, stream_);
+  const auto* q = static_cast<const int8_t*>(p.weight);
+  RETURN_IF_ERROR(GemmWidenedPanels(p, 0.0f, [&](int j0, int rows, uint16_t* panel) {
+    return cuda_internal::WidenInt8ToBf16(q + int64_t{j0} * p.k, panel, int64_t{rows} * p.k,
+                                          stream_);
+  }));
   return cuda_internal::ScaleColumns(p.out, p.weight_scales, p.bias, p.m, p.n, stream_);
 }
 
-// Past the GEMV's rows, as GemmInt8: panels of rows dequantized to bf16 for cuBLAS against the
-// activations rounded to bf16 (MatmulCpu's prefill-sized int4 semantics), the bias seeded first.
+// Past the GEMV's rows: rows dequantized to bf16 (group scales and zero points applied), the bias
+// seeded first.
 absl::Status CudaGpuRuntime::GemmInt4(const kernels::MatmulParams& p) {
+  // Decode batches read each weight once, as a nibble (matmul_int4_gemv.cuh).
   if (p.m <= kernels::kMatmulInt4GemvMaxRows) return kernels::MatmulInt4Gemv(p, stream_);
-  constexpr int64_t kPanelBytes = int64_t{64} << 20;
-  const int64_t count = int64_t{p.m} * p.k;
-  RETURN_IF_ERROR(Reserve(half_scratch_, static_cast<size_t>(count) * sizeof(uint16_t)));
-  uint16_t* rounded = static_cast<uint16_t*>(half_scratch_.data);
-  RETURN_IF_ERROR(cuda_internal::RoundToBf16(p.in, rounded, count, stream_));
-  const int panel_rows =
-      static_cast<int>(std::clamp<int64_t>(kPanelBytes / (2 * int64_t{p.k}), 1, p.n));
-  RETURN_IF_ERROR(
-      Reserve(weight_scratch_, static_cast<size_t>(panel_rows) * p.k * sizeof(uint16_t)));
-  uint16_t* panel = static_cast<uint16_t*>(weight_scratch_.data);
   float beta = 0.0f;
   if (p.bias != nullptr) {
     RETURN_IF_ERROR(cuda_internal::BroadcastRows(p.out, p.bias, p.m, p.n, stream_));
@@ -373,19 +374,12 @@ absl::Status CudaGpuRuntime::GemmInt4(const kernels::MatmulParams& p) {
   }
   const auto* packed = static_cast<const uint8_t*>(p.weight);
   const int groups = p.k / p.weight_group_size;
-  const float alpha = 1.0f;
-  for (int j0 = 0; j0 < p.n; j0 += panel_rows) {
-    const int rows = std::min(panel_rows, p.n - j0);
-    RETURN_IF_ERROR(cuda_internal::DequantizeInt4ToBf16(
+  return GemmWidenedPanels(p, beta, [&](int j0, int rows, uint16_t* panel) {
+    return cuda_internal::DequantizeInt4ToBf16(
         packed + int64_t{j0} * (p.k / 2), p.weight_scales + int64_t{j0} * groups,
         p.weight_zeros != nullptr ? p.weight_zeros + int64_t{j0} * groups : nullptr,
-        p.weight_group_size, rows, p.k, panel, stream_));
-    BATON_CUBLAS_CALL(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, rows, p.m, p.k, &alpha,
-                                   panel, CUDA_R_16BF, p.k, rounded, CUDA_R_16BF, p.k, &beta,
-                                   p.out + j0, CUDA_R_32F, p.n, CUBLAS_COMPUTE_32F,
-                                   CUBLAS_GEMM_DEFAULT));
-  }
-  return absl::OkStatus();
+        p.weight_group_size, rows, p.k, panel, stream_);
+  });
 }
 
 absl::Status CudaGpuRuntime::Gemm(const kernels::MatmulParams& p) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "runtime/backend/gpu_runtime.h"
 
 struct CUstream_st;    // cudaStream_t is CUstream_st*
@@ -80,6 +81,10 @@ class CudaGpuRuntime final : public GpuRuntime {
   // Grows `scratch` to at least `bytes`. The old one is retired, not freed: a captured graph may
   // still use it (and cudaFree is illegal in a capture).
   absl::Status Reserve(Scratch& scratch, size_t bytes);
+  // out (times beta, plus) the product of the activations rounded to bf16 and the weights widened
+  // to bf16 a panel at a time by widen(first_row, rows, panel): quantized weights in cuBLAS.
+  absl::Status GemmWidenedPanels(const kernels::MatmulParams& params, float beta,
+                                 absl::FunctionRef<absl::Status(int, int, uint16_t*)> widen);
   // Gemm with int8 weights (MatmulParams::weight_scales).
   absl::Status GemmInt8(const kernels::MatmulParams& params);
   // Gemm with int4 weights (MatmulParams::weight_scales, weight_zeros, weight_group_size).

@@ -278,17 +278,19 @@ def complete(deployment, prompt: str, max_tokens: int) -> str:
 
 
 @pytest.mark.engine
-def test_a_served_int8_deployment_answers_as_the_engine(baton_binary, run_baton, tmp_path):
+@pytest.mark.parametrize("method", ["int8", "int4"])
+def test_a_served_quantized_deployment_answers_as_the_engine(baton_binary, run_baton, tmp_path,
+                                                             method):
     """Prefill and decode workers both quantize at load; greedy tokens through the KV hand-off are
     the in-process engine's."""
     factory = DeploymentFactory(baton_binary, MODEL, tmp_path)
     try:
-        deployment = factory.start("int8", http=True, serve_args=("--quantization", "int8"))
+        deployment = factory.start(method, http=True, serve_args=("--quantization", method))
         prompt = "And God said, Let there be"
         served = complete(deployment, prompt, 16)
     finally:
         problems = factory.stop_all()
     assert not problems, "\n".join(problems)
     local = run_baton("generate", "--prompt", prompt, "--max-tokens", "16", "--temperature", "0",
-                      "-q", "int8").stdout
+                      "-q", method).stdout
     assert served and served in local, (served, local)
