@@ -95,8 +95,8 @@ void Int4Tile(const MatmulParams& p, const Int4Activations& a, int row, int j) {
         // side-by-side streams read at 12 GB/s where one stream gets 20 (32000 x 768, batch 1, one
         // thread, Zen 4; 1.5 KiB ahead 16.5, 3 KiB 17.3, 6 KiB 19, 12 KiB 16). Past the matrix's
         // end this is a hint to a stray line, never a fault.
-        _mm_prefetch(reinterpret_cast<const char*>(bytes[c] + l / 2 + kInt4PrefetchBytes),
-                     _MM_HINT_T0);
+        // (The builtin, not _mm_prefetch: the portable Isa's build may have no x86 intrinsics.)
+        __builtin_prefetch(bytes[c] + l / 2 + kInt4PrefetchBytes, /*rw=*/0, /*locality=*/3);
         w[c] = Isa::Unpack(bytes[c] + l / 2);
       }
       for (int r = 0; r < MA; ++r) {
