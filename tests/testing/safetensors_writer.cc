@@ -46,6 +46,8 @@ std::string EncodeValues(std::span<const float> values, DType dtype) {
       case DType::kI8:
         bytes[i] = static_cast<char>(static_cast<int8_t>(std::nearbyint(values[i])));
         break;
+      case DType::kI4:  // no safetensors dtype: packed checkpoints go through AddRaw
+        break;
     }
   }
   return bytes;
@@ -61,6 +63,8 @@ std::string SafetensorsDTypeName(DType dtype) {
       return "BF16";
     case DType::kI8:
       return "I8";
+    case DType::kI4:  // none: packed checkpoints go through AddRaw
+      break;
   }
   return "?";
 }
