@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """baton_engine_bench next to llama.cpp on the same checkpoints, machine and minute.
 
-For each row (tiny/small x f32/bf16 x 1/2 threads) it runs baton_engine_bench, then llama.cpp's
+For each row (tiny/small x f32/bf16 x 1/2 threads; --dtypes i8 i4 sets Baton's int8 and int4
+quantized at load against llama.cpp's Q8_0 and Q4_0) it runs baton_engine_bench, then llama.cpp's
 llama-bench (prefill of a 512-token prompt) and llama-batched-bench (decode at batch 1, 8 and 32
 after a 128-token prompt, and at batch 1 and 8 after a --long-context (2000) token one, 32 steps:
 what baton_engine_bench times), one right after the other so
@@ -34,10 +35,22 @@ def run_json_lines(cmd: list[str]) -> list[dict]:
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
-def gguf_path(build: pathlib.Path, model: str, dtype: str) -> pathlib.Path:
+# Baton's quantized weight dtypes and the llama.cpp type each is set against: llama-quantize's
+# Q8_0 (int8 in blocks of 32, an f16 scale each) and Q4_0 (4 bits in blocks of 32), made from the
+# bf16 GGUF. llama-quantize keeps output.weight at Q6_K for Q4_0 (its default), as Baton's int4
+# keeps lm_head at int8.
+LLAMA_CPP_TYPES = {"i8": "Q8_0", "i4": "Q4_0"}
+
+
+def gguf_path(build: pathlib.Path, model: str, dtype: str, bin_dir: pathlib.Path) -> pathlib.Path:
     path = build / "gguf" / f"{model}-{dtype}.gguf"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
+        if dtype in LLAMA_CPP_TYPES:
+            source = gguf_path(build, model, "bf16", bin_dir)
+            subprocess.run([str(bin_dir / "llama-quantize"), str(source), str(path),
+                            LLAMA_CPP_TYPES[dtype]], check=True, capture_output=True)
+            return path
         subprocess.run([sys.executable, str(ROOT / "benchmarks/engine/hf_to_gguf.py"),
                         str(build / "models" / model), str(path), "--dtype", dtype], check=True)
     return path
@@ -75,7 +88,7 @@ LONG_METRICS = [(f"decode{b}_long", lambda r, b=b: r["decode_long_tokens_per_s"]
 
 
 def compare_row(args, model: str, dtype: str, threads: int) -> dict:
-    gguf = gguf_path(args.build, model, dtype)
+    gguf = gguf_path(args.build, model, dtype, args.llama_cpp_bin)
     metrics = METRICS + (LONG_METRICS if args.long_context > 0 else [])
     pairs = []
     for _ in range(args.pairs):
@@ -115,7 +128,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=5,
                         help="baton then llama.cpp runs per row, alternating")
     parser.add_argument("--models", nargs="+", default=["tiny", "small"])
-    parser.add_argument("--dtypes", nargs="+", default=["f32", "bf16"])
+    parser.add_argument("--dtypes", nargs="+", default=["f32", "bf16"],
+                        choices=["f32", "bf16", "i8", "i4"],
+                        help="i8 / i4: Baton's int8 / int4 at load against llama.cpp's Q8_0 / Q4_0")
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--long-context", type=int, default=2000,
                         help="prompt tokens before the long-context decode rows (0: none)")
@@ -124,7 +139,10 @@ def main() -> None:
         sys.exit("compare_llama_cpp: --pairs must be at least 1")
     if not 0 <= args.long_context <= 2000:
         sys.exit("compare_llama_cpp: --long-context must be in [0, 2000] (max_model_len 2048)")
-    for tool in ("llama-bench", "llama-batched-bench"):
+    tools = ["llama-bench", "llama-batched-bench"]
+    if any(dtype in LLAMA_CPP_TYPES for dtype in args.dtypes):
+        tools.append("llama-quantize")
+    for tool in tools:
         if not (args.llama_cpp_bin / tool).exists():
             sys.exit(f"compare_llama_cpp: no {tool} in {args.llama_cpp_bin}")
     if not (args.build / "bin/baton_engine_bench").exists():

@@ -121,9 +121,12 @@ def test_serve_with_vllm_flags_and_bench_the_chat_endpoint(run_baton, vllm_style
     assert len(records) == 8
     for r in records:
         assert r["ok"], r
-        # ignore_eos holds on chat too: exactly the planned output, one token event per token.
+        # ignore_eos holds on chat too: exactly the planned output. A chat delta is a token's
+        # event only when it carries text (vLLM's benchmark counts them so): a token that completes
+        # no character (part of a UTF-8 sequence, which the machine-trained tiny tokenizer may
+        # have; make_checkpoint.py) sends an empty delta.
         assert r["num_output_tokens"] == r["output_len"], r
-        assert len(r["token_s"]) == r["output_len"], r
+        assert 1 <= len(r["token_s"]) <= r["output_len"], r
         # The prompt went as one user message: the chat template's tokens come on top.
         assert r["num_prompt_tokens"] > r["input_len"], r
     summary = json.loads(summary_path.read_text())

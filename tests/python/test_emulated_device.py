@@ -46,10 +46,20 @@ def test_cuda_emulated_matches_the_cpu_backend(run_baton, models_dir, tmp_path, 
     model = models_dir / "tiny"
     cpu, cpu_logits = run(run_baton, model, tmp_path, "cpu", *flags)
     emulated, emulated_logits = run(run_baton, model, tmp_path, "cuda-emulated", *flags)
-    assert emulated.token_ids == cpu.token_ids
-    assert emulated.text == cpu.text
     scale = np.abs(cpu_logits).max(axis=1, keepdims=True)
-    assert np.all(np.abs(emulated_logits - cpu_logits) <= tolerance * scale)
+    # A step whose two best logits lie within the tolerance is a tie either device may break
+    # either way (the tiny model's tokenizer, and so the prompt's tokens, depend on the machine's
+    # Debian packages: make_checkpoint.py). The steps up to it must agree token for token, and its
+    # own logits within the tolerance; past it the two contexts differ.
+    top2 = np.sort(cpu_logits, axis=1)[:, -2:]
+    ties = np.flatnonzero(top2[:, 1] - top2[:, 0] <= 2 * tolerance * scale[:, 0])
+    agreed = int(ties[0]) if len(ties) else len(cpu.token_ids)
+    assert emulated.token_ids[:agreed] == cpu.token_ids[:agreed]
+    compared = min(agreed + 1, len(cpu.token_ids))
+    assert np.all(np.abs(emulated_logits[:compared] - cpu_logits[:compared])
+                  <= tolerance * scale[:compared])
+    if agreed == len(cpu.token_ids):
+        assert emulated.text == cpu.text
 
 
 @pytest.mark.engine
