@@ -74,6 +74,24 @@ class FloatTensor {
   int64_t cols_;
 };
 
+// AWQ's and GPTQ's per-group tensors, laid out alike: `qzeros` I32 [groups, out / 8] and `scales`
+// [groups, out].
+struct GroupTensors {
+  Int32Tensor qzeros;
+  FloatTensor scales;
+};
+absl::StatusOr<GroupTensors> FindGroupTensors(const Checkpoint& checkpoint,
+                                              const std::string& module, int64_t groups,
+                                              int64_t rows) {
+  absl::StatusOr<Int32Tensor> qzeros =
+      Int32Tensor::Find(checkpoint, module + ".qzeros", {groups, rows / 8});
+  if (!qzeros.ok()) return qzeros.status();
+  absl::StatusOr<FloatTensor> scales =
+      FloatTensor::Find(checkpoint, module + ".scales", {groups, rows});
+  if (!scales.ok()) return scales.status();
+  return GroupTensors{*std::move(qzeros), *std::move(scales)};
+}
+
 int NibbleOf(uint32_t word, int position) { return static_cast<int>((word >> (4 * position)) & 0xF); }
 
 // Fills `slice` from the format's accessors: nibble(r, c) the stored unsigned value of weight
@@ -143,20 +161,18 @@ absl::Status ReadInt4Weight(const Checkpoint& checkpoint, const CheckpointQuanti
       absl::StatusOr<Int32Tensor> qweight =
           Int32Tensor::Find(checkpoint, module + ".qweight", {cols, rows / 8});
       if (!qweight.ok()) return qweight.status();
-      absl::StatusOr<Int32Tensor> qzeros =
-          Int32Tensor::Find(checkpoint, module + ".qzeros", {groups, rows / 8});
-      if (!qzeros.ok()) return qzeros.status();
-      absl::StatusOr<FloatTensor> scales =
-          FloatTensor::Find(checkpoint, module + ".scales", {groups, rows});
-      if (!scales.ok()) return scales.status();
+      absl::StatusOr<GroupTensors> group_tensors = FindGroupTensors(checkpoint, module, groups, rows);
+      if (!group_tensors.ok()) return group_tensors.status();
+      const Int32Tensor& qzeros = group_tensors->qzeros;
+      const FloatTensor& scales = group_tensors->scales;
       // Output column 8 * j + kAwqOrder[i] sits at nibble i: column t of the eight at position[t].
       int position[8];
       for (int i = 0; i < 8; ++i) position[kAwqOrder[i]] = i;
       Fill(slice, static_cast<int>(group),
            [&](int64_t r, int64_t c) { return NibbleOf(qweight->At(c, r / 8), position[r % 8]); },
-           [&](int64_t r, int64_t g) { return scales->At(g, r); },
+           [&](int64_t r, int64_t g) { return scales.At(g, r); },
            [&](int64_t r, int64_t g) {
-             return static_cast<float>(NibbleOf(qzeros->At(g, r / 8), position[r % 8]));
+             return static_cast<float>(NibbleOf(qzeros.At(g, r / 8), position[r % 8]));
            });
       return absl::OkStatus();
     }
@@ -166,12 +182,10 @@ absl::Status ReadInt4Weight(const Checkpoint& checkpoint, const CheckpointQuanti
       absl::StatusOr<Int32Tensor> qweight =
           Int32Tensor::Find(checkpoint, module + ".qweight", {cols / 8, rows});
       if (!qweight.ok()) return qweight.status();
-      absl::StatusOr<Int32Tensor> qzeros =
-          Int32Tensor::Find(checkpoint, module + ".qzeros", {groups, rows / 8});
-      if (!qzeros.ok()) return qzeros.status();
-      absl::StatusOr<FloatTensor> scales =
-          FloatTensor::Find(checkpoint, module + ".scales", {groups, rows});
-      if (!scales.ok()) return scales.status();
+      absl::StatusOr<GroupTensors> group_tensors = FindGroupTensors(checkpoint, module, groups, rows);
+      if (!group_tensors.ok()) return group_tensors.status();
+      const Int32Tensor& qzeros = group_tensors->qzeros;
+      const FloatTensor& scales = group_tensors->scales;
       // g_idx (optional: GPTQModel drops it without act-order) must say what the groups say.
       if (checkpoint.FindRaw(module + ".g_idx") != nullptr) {
         absl::StatusOr<Int32Tensor> g_idx = Int32Tensor::Find(checkpoint, module + ".g_idx", {cols});
@@ -187,9 +201,9 @@ absl::Status ReadInt4Weight(const Checkpoint& checkpoint, const CheckpointQuanti
       const float zero_offset = quantization.gptq_zero_minus_one ? 1.0f : 0.0f;
       Fill(slice, static_cast<int>(group),
            [&](int64_t r, int64_t c) { return NibbleOf(qweight->At(c / 8, r), c % 8); },
-           [&](int64_t r, int64_t g) { return scales->At(g, r); },
+           [&](int64_t r, int64_t g) { return scales.At(g, r); },
            [&](int64_t r, int64_t g) {
-             return static_cast<float>(NibbleOf(qzeros->At(g, r / 8), r % 8)) + zero_offset;
+             return static_cast<float>(NibbleOf(qzeros.At(g, r / 8), r % 8)) + zero_offset;
            });
       return absl::OkStatus();
     }
