@@ -13,8 +13,9 @@ void AddEngineFlags(CLI::App& cmd, EngineFlags* flags) {
   cmd.add_option("--dtype", flags->dtype, "Weight dtype for matmuls: f32, bf16 or f16")
       ->capture_default_str();
   cmd.add_option("--quantization,-q", flags->quantization,
-                 "Quantize the matmul weights at load: int8 (per output row, symmetric) or int4 "
-                 "(groups of 128 columns, asymmetric); the products take bf16 activations. "
+                 "Quantize the matmul weights at load: int8 (per output row, symmetric), fp8 (E4M3, "
+                 "a scale per output row) or int4 (groups of 128 columns, asymmetric); the "
+                 "products take bf16 activations. "
                  "Replaces --dtype for those weights");
   cmd.add_option("--device", flags->device,
                  "cpu, cuda, cuda:N (rank r on device N + r) or cuda-emulated (the GPU backend's "
@@ -35,10 +36,11 @@ void AddEngineFlags(CLI::App& cmd, EngineFlags* flags) {
 absl::StatusOr<std::optional<DType>> QuantizationDType(const std::string& name, const char* flag) {
   if (name == "int8") return DType::kI8;
   if (name == "int4") return DType::kI4;
+  if (name == "fp8") return DType::kF8E4M3;
   if (name == "compressed-tensors" || name == "awq" || name == "gptq") return std::nullopt;
   return absl::InvalidArgumentError(absl::StrCat(
-      flag, ": '", name, "' (int8 or int4; or compressed-tensors, awq, gptq: a checkpoint quantized "
-      "so, which is also detected from its config.json)"));
+      flag, ": '", name, "' (int8, fp8 or int4; or compressed-tensors, awq, gptq: a checkpoint "
+      "quantized so, which is also detected from its config.json)"));
 }
 
 absl::StatusOr<runtime::EngineConfig> EngineConfigOf(const EngineFlags& flags,

@@ -93,14 +93,12 @@ struct PlanInputs {
   std::vector<std::string> notes;
 };
 
+// Every DType names a weight dtype: i8 and fp8 (--quantization int8 / fp8) a byte per parameter,
+// i4 (--quantization int4) 4.5 bits (planner::BytesPerParam).
 absl::StatusOr<DType> ParseDtype(const std::string& name) {
-  if (name == "bf16") return DType::kBF16;
-  if (name == "f16") return DType::kF16;
-  if (name == "f32") return DType::kF32;
-  if (name == "i8") return DType::kI8;  // int8 weights (--quantization int8): a byte per parameter
-  if (name == "i4") return DType::kI4;  // int4 weights (--quantization int4): 4.5 bits per parameter
+  if (const std::optional<DType> dtype = DTypeFromName(name)) return *dtype;
   return absl::InvalidArgumentError(
-      absl::StrCat("--dtype ", name, ": expected bf16, f16, f32, i8 or i4"));
+      absl::StrCat("--dtype ", name, ": expected bf16, f16, f32, i8, i4 or fp8"));
 }
 
 // DistServe's published fits ship for the models they cover on a100 (scheduler/planner/data/).
@@ -587,7 +585,7 @@ void RegisterPlanCommand(CLI::App& app, int* exit_code) {
                   "Latency coefficients JSON (default: DistServe's for opt-13b/66b/175b on a100, else roofline)");
   cmd->add_option("--affinity", flags->affinity, "high | low node affinity (DistServe's two placements)")
       ->capture_default_str();
-  cmd->add_option("--dtype", flags->dtype, "Weights: bf16 | f16 | f32 | i8 (int8, a byte each) | i4 (int4 in groups of 128, 4.5 bits each)")
+  cmd->add_option("--dtype", flags->dtype, "Weights: bf16 | f16 | f32 | i8 (int8, a byte each) | fp8 (E4M3, a byte each) | i4 (int4 in groups of 128, 4.5 bits each)")
       ->capture_default_str();
   cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype,
                   "KV cache elements: f32 | bf16 | auto (bf16 for bf16 weights, else f32) (default: f32 "

@@ -63,18 +63,10 @@ std::optional<Failure> CheckFlags(const PlanProfileOptions& opts, planner::Profi
                               "': only cpu can be profiled here; GPU step times need the GPU "
                               "engine path, which this command does not drive yet"));
   }
-  if (opts.dtype == "f32") {
-    out->weight_dtype = DType::kF32;
-  } else if (opts.dtype == "bf16") {
-    out->weight_dtype = DType::kBF16;
-  } else if (opts.dtype == "f16") {
-    out->weight_dtype = DType::kF16;
-  } else if (opts.dtype == "i8") {
-    out->weight_dtype = DType::kI8;
-  } else if (opts.dtype == "i4") {
-    out->weight_dtype = DType::kI4;
+  if (const std::optional<DType> dtype = DTypeFromName(opts.dtype)) {
+    out->weight_dtype = *dtype;
   } else {
-    return Usage(absl::StrCat("--dtype: '", opts.dtype, "' (f32, bf16, f16, i8 or i4)"));
+    return Usage(absl::StrCat("--dtype: '", opts.dtype, "' (f32, bf16, f16, i8, i4 or fp8)"));
   }
   const std::optional<DType> kv_dtype = KvDTypeFromName(opts.kv_cache_dtype, out->weight_dtype);
   if (!kv_dtype) {
@@ -165,8 +157,8 @@ void RegisterPlanProfileCommand(CLI::App& plan, int* exit_code) {
   cmd->add_option("--model", opts->model_dir, "Hugging Face checkpoint directory (required)");
   cmd->add_option("--device", opts->device, "What to profile: cpu (one core per rank; required)");
   cmd->add_option("--dtype", opts->dtype,
-                  "Weight dtype for matmuls: f32, bf16, f16, i8 or i4 (int8 / int4 quantized at "
-                  "load)")
+                  "Weight dtype for matmuls: f32, bf16, f16, i8, i4 or fp8 (int8 / int4 / fp8 "
+                  "quantized at load)")
       ->capture_default_str();
   cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype, "KV cache elements: f32, bf16 or auto (bf16 for bf16 weights, else f32)")
       ->capture_default_str();

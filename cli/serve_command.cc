@@ -763,8 +763,8 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
                   "float16|half (default: auto; with --config, its weight_dtype)");
   cmd->add_option("--quantization,-q", opts->quantization,
                   "Quantize the matmul weights at load: int8 (per output row, symmetric; "
-                  "weight_dtype i8) or int4 (groups of 128 columns, asymmetric; weight_dtype i4), "
-                  "whatever --dtype says");
+                  "weight_dtype i8), fp8 (E4M3, a scale per output row; weight_dtype fp8) or int4 "
+                  "(groups of 128 columns, asymmetric; weight_dtype i4), whatever --dtype says");
   cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype,
                   "KV cache elements: f32, bf16 (half the memory per token and half the bytes "
                   "decode attention reads), or auto (bf16 for bf16 weights, else f32) (default: "

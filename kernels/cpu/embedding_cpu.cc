@@ -37,6 +37,7 @@ absl::Status EmbeddingCpu(const EmbeddingParams& p, ThreadPool* pool) {
         }
         case DType::kI8:  // refused by Validate
         case DType::kI4:
+        case DType::kF8E4M3:
           break;
       }
     }

@@ -15,6 +15,9 @@
 //   int4: for small m, activations quantized to int8 per group and an integer GEMV unpacking the
 //     nibbles in registers (AVX512_VNNI, AVX2 or scalar; matmul_int4_cpu.cc); for large m,
 //     activations rounded to bf16 and dequantized panels into the bf16 kernel or sgemm.
+//   fp8: for small m, activations rounded to bf16 and a GEMV widening the bytes in registers
+//     (AVX-512 or AVX2 through F16C, or scalar; matmul_fp8_cpu.cc) with a scale per group or row;
+//     for large m, int4's dequantized panels.
 //   f16: no x86 instruction we use multiplies f16 pairs into f32 (AVX512_FP16 accumulates in f16),
 //     so always bf16's second scheme: activations rounded to f16 once, then the GEMV (AVX-512 or
 //     AVX2) widening the f16 weights with F16C as they stream past for small m, widened panels
@@ -701,36 +704,18 @@ void MatmulInt8(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   }
 }
 
-// The whole int4 scheme for a group (see MatmulCpu): decode batches quantize the activations to
-// int8 per group and take the integer GEMV that unpacks the nibbles in registers
-// (matmul_int4_cpu.cc); prefill sizes round the activations to bf16 and dequantize panels of rows,
-// to bf16 for the AVX512_BF16 kernel or to f32 for sgemm.
-template <bool kSimd>
-void MatmulInt4(absl::Span<const MatmulParams> group, ThreadPool* pool) {
+// Prefill sizes of the weight formats that dequantize (int4, fp8): the activations rounded to bf16,
+// panels of rows dequantized by `dequantize_rows(p, j_begin, j_end, float* out)`, then to bf16 for
+// the AVX512_BF16 kernel (when `simd` and the CPU has it) or kept f32 for sgemm.
+template <typename DequantizeRows>
+void MatmulDequantizedPanels(absl::Span<const MatmulParams> group, ThreadPool* pool, bool simd,
+                             DequantizeRows dequantize_rows) {
   const MatmulParams& first = group[0];
   static const bool has_bf16 = internal::CpuHasAvx512Bf16();
-  if (first.m <= kStreamMaxRows) {
-    const int64_t values = int64_t{first.m} * first.k;
-    const int64_t groups = int64_t{first.m} * (first.k / first.weight_group_size);
-    thread_local std::vector<int8_t> q;
-    thread_local std::vector<float> floats;
-    q.resize(values);
-    floats.resize(2 * groups);
-    internal::Int4QuantizeActivations(first.in, first.m, first.k, first.weight_group_size, q.data(),
-                                      floats.data(), floats.data() + groups);
-    // The pool's threads reach the buffers through `a`, not by name.
-    const internal::Int4Activations a{q.data(), floats.data(), floats.data() + groups};
-    static const internal::Int4GemvIsa best = internal::BestInt4GemvIsa();
-    const internal::Int4GemvIsa isa = kSimd ? best : internal::Int4GemvIsa::kPortable;
-    ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) {
-      internal::Int4GemvColumns(group[i], a, n0, n1, isa);
-    });
-    return;
-  }
   auto panel_rows_for = [](const MatmulParams& p, int bytes_per_weight) {
     return std::max(16, static_cast<int>(kWidenedPanelBytes / (bytes_per_weight * int64_t{p.k})));
   };
-  if (kSimd && has_bf16) {
+  if (simd && has_bf16) {
     int64_t k_pad = 0;
     const uint16_t* a = Bf16Activations(first, pool, &k_pad);
     for (const MatmulParams& p : group) {
@@ -742,7 +727,7 @@ void MatmulInt4(absl::Span<const MatmulParams> group, ThreadPool* pool) {
         panel.resize(widened.size());
         for (int j0 = n0; j0 < n1; j0 += panel_rows) {
           const int rows = std::min(panel_rows, n1 - j0);
-          internal::DequantizeInt4Rows(p, j0, j0 + rows, widened.data());
+          dequantize_rows(p, j0, j0 + rows, widened.data());
           for (int64_t e = 0; e < int64_t{rows} * p.k; ++e) panel[e] = F32ToBf16(widened[e]);
           internal::MatmulBf16Avx512(a, k_pad, panel.data(), p.bias != nullptr ? p.bias + j0 : nullptr,
                                      p.out + j0, p.n, p.m, 0, rows, p.k);
@@ -763,12 +748,58 @@ void MatmulInt4(absl::Span<const MatmulParams> group, ThreadPool* pool) {
       panel.resize(static_cast<size_t>(panel_rows) * p.k);
       for (int j0 = n0; j0 < n1; j0 += panel_rows) {
         const int rows = std::min(panel_rows, n1 - j0);
-        internal::DequantizeInt4Rows(p, j0, j0 + rows, panel.data());
+        dequantize_rows(p, j0, j0 + rows, panel.data());
         Sgemm(rounded, p.m, panel.data(), rows, p.k, p.bias != nullptr ? p.bias + j0 : nullptr,
               p.out + j0, p.n);
       }
     });
   }
+}
+
+// The whole int4 scheme for a group (see MatmulCpu): decode batches quantize the activations to
+// int8 per group and take the integer GEMV that unpacks the nibbles in registers
+// (matmul_int4_cpu.cc); prefill sizes dequantize panels (MatmulDequantizedPanels).
+template <bool kSimd>
+void MatmulInt4(absl::Span<const MatmulParams> group, ThreadPool* pool) {
+  const MatmulParams& first = group[0];
+  if (first.m <= kStreamMaxRows) {
+    const int64_t values = int64_t{first.m} * first.k;
+    const int64_t groups = int64_t{first.m} * (first.k / first.weight_group_size);
+    thread_local std::vector<int8_t> q;
+    thread_local std::vector<float> floats;
+    q.resize(values);
+    floats.resize(2 * groups);
+    internal::Int4QuantizeActivations(first.in, first.m, first.k, first.weight_group_size, q.data(),
+                                      floats.data(), floats.data() + groups);
+    // The pool's threads reach the buffers through `a`, not by name.
+    const internal::Int4Activations a{q.data(), floats.data(), floats.data() + groups};
+    static const internal::Int4GemvIsa best = internal::BestInt4GemvIsa();
+    const internal::Int4GemvIsa isa = kSimd ? best : internal::Int4GemvIsa::kPortable;
+    ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) {
+      internal::Int4GemvColumns(group[i], a, n0, n1, isa);
+    });
+    return;
+  }
+  MatmulDequantizedPanels(group, pool, kSimd, internal::DequantizeInt4Rows);
+}
+
+// The whole fp8 scheme for a group (see MatmulCpu): decode batches round the activations to bf16
+// and take the GEMV widening the fp8 bytes in registers (matmul_fp8_cpu.cc); prefill sizes
+// dequantize panels (MatmulDequantizedPanels).
+template <bool kSimd>
+void MatmulFp8(absl::Span<const MatmulParams> group, ThreadPool* pool) {
+  const MatmulParams& first = group[0];
+  if (first.m <= kStreamMaxRows) {
+    thread_local std::vector<float> buffer;
+    buffer.resize(int64_t{first.m} * first.k);
+    float* rounded = buffer.data();  // the pool's threads reach the buffer through this
+    Bf16Format::Round(first.in, int64_t{first.m} * first.k, rounded);
+    ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) {
+      internal::Fp8GemvColumns(group[i], rounded, n0, n1, kSimd);
+    });
+    return;
+  }
+  MatmulDequantizedPanels(group, pool, kSimd, internal::DequantizeFp8Rows);
 }
 
 void MatmulBf16(absl::Span<const MatmulParams> group, ThreadPool* pool) {
@@ -816,6 +847,10 @@ void MatmulInt4Portable(absl::Span<const MatmulParams> group, ThreadPool* pool) 
   MatmulInt4<false>(group, pool);
 }
 
+void MatmulFp8Portable(absl::Span<const MatmulParams> group, ThreadPool* pool) {
+  MatmulFp8<false>(group, pool);
+}
+
 }  // namespace internal
 
 absl::Status MatmulCpu(const MatmulParams& p, ThreadPool* pool) {
@@ -840,6 +875,7 @@ absl::Status MatmulGroupCpu(absl::Span<const MatmulParams> group, ThreadPool* po
     case DType::kF16: MatmulWidened<F16Format<true>>(group, pool); break;
     case DType::kI8: MatmulInt8<true>(group, pool); break;
     case DType::kI4: MatmulInt4<true>(group, pool); break;
+    case DType::kF8E4M3: MatmulFp8<true>(group, pool); break;
   }
   return absl::OkStatus();
 }

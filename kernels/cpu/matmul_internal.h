@@ -57,6 +57,16 @@ void Int4GemvVnni(const MatmulParams& p, const Int4Activations& a, int n_begin, 
 // Rows [j_begin, j_end) of the weights dequantized to f32 into out ([j_end - j_begin, k]).
 void DequantizeInt4Rows(const MatmulParams& p, int j_begin, int j_end, float* out);
 
+// fp8 weights (matmul_fp8_cpu.cc; p.weight_dtype is kF8E4M3, p valid).
+//
+// out[i, j] (+ bias) for i < p.m, j in [n_begin, n_end), into p.out, from `rounded_in` (p.in rounded
+// to bf16, [m, k] f32): the SIMD GEMV (AVX-512 or AVX2 + F16C, as built) when `simd`, else the
+// scalar twin.
+void Fp8GemvColumns(const MatmulParams& p, const float* rounded_in, int n_begin, int n_end,
+                    bool simd);
+// Rows [j_begin, j_end) of the weights dequantized to f32 into out ([j_end - j_begin, k]).
+void DequantizeFp8Rows(const MatmulParams& p, int j_begin, int j_end, float* out);
+
 // The bf16 path for CPUs without AVX512_BF16 (exposed so tests cover it on any CPU): activations
 // rounded to bf16, weights widened to f32, f32 products. `group` is as in MatmulGroupCpu: valid,
 // bf16, sharing in, m and k.
@@ -74,5 +84,9 @@ void MatmulInt8Portable(absl::Span<const MatmulParams> group, ThreadPool* pool);
 // The int4 path with the scalar GEMV, and sgemm for large m whatever the CPU. `group` as above, i4
 // with one group size.
 void MatmulInt4Portable(absl::Span<const MatmulParams> group, ThreadPool* pool);
+
+// The fp8 path with the scalar GEMV, and sgemm for large m whatever the CPU. `group` as above, fp8
+// with one group size.
+void MatmulFp8Portable(absl::Span<const MatmulParams> group, ThreadPool* pool);
 
 }  // namespace baton::kernels::internal

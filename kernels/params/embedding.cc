@@ -25,6 +25,7 @@ absl::Status Validate(const EmbeddingParams& params) {
       return absl::OkStatus();
     case DType::kI8:
     case DType::kI4:
+    case DType::kF8E4M3:
       break;
   }
   return absl::InvalidArgumentError(

@@ -21,6 +21,8 @@ float LoadAsF32(const void* data, DType dtype, int64_t idx) {
       return static_cast<const int8_t*>(data)[idx];
     case DType::kI4:  // read by Int4Weight, which knows the row length
       break;
+    case DType::kF8E4M3:  // the fp8 value, without its scale
+      return Fp8E4M3ToF32(static_cast<const uint8_t*>(data)[idx]);
   }
   return std::numeric_limits<float>::quiet_NaN();
 }
@@ -43,6 +45,9 @@ void StoreFromF32(void* data, DType dtype, int64_t idx, float value) {
       return;
     case DType::kI4:  // packed with group scales: never a per-element store
       return;
+    case DType::kF8E4M3:
+      static_cast<uint8_t*>(data)[idx] = F32ToFp8E4M3(value);
+      return;
   }
 }
 
@@ -57,6 +62,13 @@ double Int4Weight(const MatmulParams& p, int j, int c) {
   const int64_t group = int64_t{j} * (p.k / p.weight_group_size) + c / p.weight_group_size;
   const double zero = p.weight_zeros != nullptr ? p.weight_zeros[group] : 8.0;
   return double{p.weight_scales[group]} * (u - zero);
+}
+
+// The scale of weight [j, c] when it is fp8 (a row's, or its group's), else 1.
+double Fp8Scale(const MatmulParams& p, int j, int c) {
+  if (p.weight_dtype != DType::kF8E4M3) return 1.0;
+  if (p.weight_group_size == 0) return p.weight_scales[j];
+  return p.weight_scales[int64_t{j} * (p.k / p.weight_group_size) + c / p.weight_group_size];
 }
 
 }  // namespace
@@ -189,7 +201,7 @@ void Matmul(const MatmulParams& p) {
         const double w = p.weight_dtype == DType::kI4
                              ? Int4Weight(p, j, l)
                              : LoadAsF32(p.weight, p.weight_dtype, int64_t{j} * p.k + l);
-        acc += double{p.in[int64_t{i} * p.k + l]} * w;
+        acc += double{p.in[int64_t{i} * p.k + l]} * w * Fp8Scale(p, j, l);
       }
       if (p.weight_dtype == DType::kI8) acc *= p.weight_scales[j];
       if (p.bias != nullptr) acc += p.bias[j];

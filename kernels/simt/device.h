@@ -136,6 +136,14 @@ BATON_DEVICE float HalfBitsToFloat(uint16_t bits) {
   return BitsToFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
 
+// fp8 E4M3 to f32, exact: the code's magnitude bits shifted into an f16 give the value times 2^-8
+// (subnormals included). The NaN codes (0x7F, 0xFF) read as +-480: loaders refuse them.
+BATON_DEVICE float Fp8E4M3BitsToFloat(uint8_t code) {
+  const uint16_t half = static_cast<uint16_t>(
+      (static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(code))) << 7) & 0xBFFFu);
+  return HalfBitsToFloat(half) * 256.0f;
+}
+
 // One warp's D = A B + C on tensor cores: A 16 x 16 and B 16 x 8 in bf16, C and D 16 x 8 in f32,
 // each lane holding its fragments in the PTX ISA's mma.m16n8k16 layout (two bf16 per register, the
 // lower-indexed element in the low half). Every lane of the warp must call it together.

@@ -40,5 +40,6 @@ absl::Status LogitsProcessorsEmulated(const LogitsProcessorsParams& params);
 absl::Status TokenBitmaskEmulated(const TokenBitmaskParams& params);
 absl::Status MatmulInt8GemvEmulated(const MatmulParams& params);
 absl::Status MatmulInt4GemvEmulated(const MatmulParams& params);
+absl::Status MatmulFp8GemvEmulated(const MatmulParams& params);
 
 }  // namespace baton::kernels

@@ -2,6 +2,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 
@@ -77,7 +78,32 @@ __global__ void DequantizeInt4ToBf16Kernel(const uint8_t* packed, const float* s
   }
 }
 
+// One thread per weight.
+__global__ void DequantizeFp8ToBf16Kernel(const uint8_t* codes, const float* scales, int group_size,
+                                          int k, int64_t n, uint16_t* out) {
+  const int groups = group_size > 0 ? k / group_size : 1;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / k;
+    const int64_t c = i % k;
+    const float scale = scales[r * groups + (group_size > 0 ? c / group_size : 0)];
+    __nv_fp8_e4m3 code;
+    code.__x = codes[i];
+    out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(scale * static_cast<float>(code)));
+  }
+}
+
 }  // namespace
+
+absl::Status DequantizeFp8ToBf16(const uint8_t* codes, const float* scales, int group_size, int rows,
+                                 int k, uint16_t* out, cudaStream_t stream) {
+  const int64_t n = int64_t{rows} * k;
+  if (n <= 0) return absl::OkStatus();
+  DequantizeFp8ToBf16Kernel<<<NumBlocks(n), kThreads, 0, stream>>>(codes, scales, group_size, k, n,
+                                                                   out);
+  BATON_CUDA_CALL(cudaGetLastError());
+  return absl::OkStatus();
+}
 
 absl::Status DequantizeInt4ToBf16(const uint8_t* packed, const float* scales, const float* zeros,
                                   int group_size, int rows, int k, uint16_t* out,

@@ -34,6 +34,12 @@ absl::Status DequantizeInt4ToBf16(const uint8_t* packed, const float* scales, co
                                   int group_size, int rows, int k, uint16_t* out,
                                   cudaStream_t stream);
 
+// Rows [0, rows) of fp8 E4M3 weights (rows of k bytes) dequantized to bf16: out[r, c] =
+// bf16(scale * fp8(q[r, c])) with scale scales[r] (group_size 0) or scales[r, c / group_size].
+// `codes` and `scales` point at the first row's. Device pointers; rows >= 0.
+absl::Status DequantizeFp8ToBf16(const uint8_t* codes, const float* scales, int group_size, int rows,
+                                 int k, uint16_t* out, cudaStream_t stream);
+
 // out[r, c] = out[r, c] * scales[c] + (bias ? bias[c] : 0) for r < m, c < n: the sums of an int8
 // GEMM made the layer's output. Device pointers (bias may be null); m, n >= 0.
 absl::Status ScaleColumns(float* out, const float* scales, const float* bias, int m, int n,

@@ -15,6 +15,7 @@
 #include "kernels/cuda/kv_gather.h"
 #include "kernels/cuda/kv_write.h"
 #include "kernels/cuda/logits_processors.h"
+#include "kernels/cuda/matmul_fp8_gemv.h"
 #include "kernels/cuda/matmul_int4_gemv.h"
 #include "kernels/cuda/matmul_int8_gemv.h"
 #include "kernels/cuda/token_bitmask.h"
@@ -382,12 +383,32 @@ absl::Status CudaGpuRuntime::GemmInt4(const kernels::MatmulParams& p) {
   });
 }
 
+// Past the GEMV's rows: rows dequantized to bf16 (scale times the fp8 value, rounded) into cuBLAS,
+// the bias seeded first. (cuBLASLt's fp8 GEMM on sm_90 would take fp8 activations: not used.)
+absl::Status CudaGpuRuntime::GemmFp8(const kernels::MatmulParams& p) {
+  // Decode batches read each weight once, as a byte (matmul_fp8_gemv.cuh).
+  if (p.m <= kernels::kMatmulFp8GemvMaxRows) return kernels::MatmulFp8Gemv(p, stream_);
+  float beta = 0.0f;
+  if (p.bias != nullptr) {
+    RETURN_IF_ERROR(cuda_internal::BroadcastRows(p.out, p.bias, p.m, p.n, stream_));
+    beta = 1.0f;
+  }
+  const auto* codes = static_cast<const uint8_t*>(p.weight);
+  const int groups = p.weight_group_size > 0 ? p.k / p.weight_group_size : 1;
+  return GemmWidenedPanels(p, beta, [&](int j0, int rows, uint16_t* panel) {
+    return cuda_internal::DequantizeFp8ToBf16(codes + int64_t{j0} * p.k,
+                                              p.weight_scales + int64_t{j0} * groups,
+                                              p.weight_group_size, rows, p.k, panel, stream_);
+  });
+}
+
 absl::Status CudaGpuRuntime::Gemm(const kernels::MatmulParams& p) {
   RETURN_IF_ERROR(kernels::Validate(p));
   if (p.m == 0) return absl::OkStatus();
   RETURN_IF_ERROR(Activate());
   if (p.weight_dtype == DType::kI8) return GemmInt8(p);
   if (p.weight_dtype == DType::kI4) return GemmInt4(p);
+  if (p.weight_dtype == DType::kF8E4M3) return GemmFp8(p);
   // Row-major out[m, n] = in[m, k] * W[n, k]^T is, read column-major, out^T[n, m] =
   // W^T (W stored as a k x n column-major matrix, ld k, transposed) * in^T (k x m, ld k).
   const void* in = p.in;

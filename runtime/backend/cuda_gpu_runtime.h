@@ -89,6 +89,8 @@ class CudaGpuRuntime final : public GpuRuntime {
   absl::Status GemmInt8(const kernels::MatmulParams& params);
   // Gemm with int4 weights (MatmulParams::weight_scales, weight_zeros, weight_group_size).
   absl::Status GemmInt4(const kernels::MatmulParams& params);
+  // Gemm with fp8 weights (MatmulParams::weight_scales, weight_group_size).
+  absl::Status GemmFp8(const kernels::MatmulParams& params);
 
   int device_index_;
   std::string name_;
@@ -97,7 +99,7 @@ class CudaGpuRuntime final : public GpuRuntime {
   bool capturing_ = false;
   cublasContext* cublas_ = nullptr;
   Scratch half_scratch_;    // [m, k] bf16 or f16 activations of the current 16-bit GEMM
-  Scratch weight_scratch_;  // a panel of int8 or int4 weights widened to bf16 (GemmInt8, GemmInt4)
+  Scratch weight_scratch_;  // a panel of quantized weights widened to bf16 (GemmInt8, GemmInt4, GemmFp8)
   std::vector<void*> retired_scratch_;  // freed with the runtime
 };
 

@@ -545,7 +545,7 @@ absl::Status EmulatedGpuRuntime::Run(const kernels::MatmulParams& p) {
   }
   if (p.bias != nullptr) RETURN_IF_ERROR(CheckDevice(kOp, "bias", p.bias, Bytes<float>(p.n)));
   const int64_t num_scales =
-      p.weight_dtype == DType::kI4 ? int64_t{p.n} * (p.k / p.weight_group_size) : p.n;
+      p.weight_group_size > 0 ? int64_t{p.n} * (p.k / p.weight_group_size) : p.n;
   if (p.weight_scales != nullptr) {
     RETURN_IF_ERROR(CheckDevice(kOp, "weight_scales", p.weight_scales, Bytes<float>(num_scales)));
   }
@@ -559,9 +559,14 @@ absl::Status EmulatedGpuRuntime::Run(const kernels::MatmulParams& p) {
   if (p.weight_dtype == DType::kI4 && p.m <= kernels::kMatmulInt4GemvMaxRows) {
     return kernels::MatmulInt4GemvEmulated(p);
   }
+  if (p.weight_dtype == DType::kF8E4M3 && p.m <= kernels::kMatmulFp8GemvMaxRows) {
+    return kernels::MatmulFp8GemvEmulated(p);
+  }
   // The CPU BLAS stands in for cuBLAS; its bf16 and f16 paths round the activations to the weights'
   // dtype first, as the CUDA runtime's bf16 and f16 GEMMs do, and its int8 path computes what the
   // CUDA runtime's widened panels do (bf16 activations, exact integers, sums times the scales).
+  // fp8 weights past the GEMV: the CUDA runtime's bf16 panels; MatmulCpu dequantizes panels for
+  // prefill sizes and widens the codes exactly below them, the same product up to rounding.
   return kernels::MatmulCpu(p, nullptr);
 }
 

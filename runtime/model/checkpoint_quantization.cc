@@ -16,8 +16,9 @@ absl::Status Unsupported(const std::filesystem::path& path, const std::string& f
                          const std::string& what) {
   return absl::UnimplementedError(absl::StrCat(
       path.string(), ": quantization_config.", field, " ", what,
-      " is not supported yet (read: compressed-tensors int8 per channel and int4 in groups, "
-      "symmetric; AWQ gemm; GPTQ 4-bit without act-order)"));
+      " is not supported yet (read: compressed-tensors int8 per channel, int4 in groups, "
+      "symmetric, and fp8 per tensor, channel or block; AWQ gemm; GPTQ 4-bit without act-order; "
+      "fp8 e4m3)"));
 }
 
 std::string ValueText(const Json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); }
@@ -43,6 +44,35 @@ absl::StatusOr<int> GroupSize(const Json& value, bool minus_one_is_row,
     if (group == -1 && minus_one_is_row) return 0;
   }
   return Unsupported(path, field, ValueText(value));
+}
+
+// A [rows, columns] block of positive sizes from `value`, for the fp8 layouts.
+absl::Status ReadFp8Block(const Json& value, const std::filesystem::path& path,
+                          const std::string& field, CheckpointQuantization& out) {
+  if (!value.is_array() || value.size() != 2 || !value[0].is_number_integer() ||
+      !value[1].is_number_integer() || value[0].get<int>() <= 0 || value[1].get<int>() <= 0) {
+    return Unsupported(path, field, ValueText(value));
+  }
+  out.fp8_block_rows = value[0].get<int>();
+  out.fp8_block_cols = value[1].get<int>();
+  return absl::OkStatus();
+}
+
+// A compressed-tensors config group's fp8 "weights": E4M3, symmetric, per tensor, channel or block.
+absl::Status ReadCompressedTensorsFp8(const Json& weights, const std::filesystem::path& path,
+                                      const std::string& field, CheckpointQuantization& out) {
+  if (absl::Status s = Expect(weights, "num_bits", 8, path, field); !s.ok()) return s;
+  if (absl::Status s = Expect(weights, "symmetric", true, path, field); !s.ok()) return s;
+  const std::string strategy = weights.value("strategy", std::string());
+  if (strategy == "block") {
+    const auto block = weights.find("block_structure");
+    if (block == weights.end()) return Unsupported(path, field + ".block_structure", "(absent)");
+    return ReadFp8Block(*block, path, field + ".block_structure", out);
+  }
+  if (strategy != "tensor" && strategy != "channel") {
+    return Unsupported(path, field + ".strategy", absl::StrCat("'", strategy, "'"));
+  }
+  return absl::OkStatus();
 }
 
 // One compressed-tensors config group's "weights": int8 per channel, or int4 in groups (pack-
@@ -102,7 +132,7 @@ absl::StatusOr<CheckpointQuantization> ReadCompressedTensors(const Json& q,
   CheckpointQuantization out;
   out.format = q.value("format", std::string());
   if (out.format != "int-quantized" && out.format != "naive-quantized" &&
-      out.format != "pack-quantized") {
+      out.format != "pack-quantized" && out.format != "float-quantized") {
     return Unsupported(path, "format", absl::StrCat("'", out.format, "'"));
   }
   if (const auto status = q.find("quantization_status");
@@ -115,6 +145,7 @@ absl::StatusOr<CheckpointQuantization> ReadCompressedTensors(const Json& q,
   }
   int bits = 0;
   int group = 0;
+  bool fp8 = false;
   for (const auto& [name, config_group] : groups->items()) {
     const std::string field = absl::StrCat("config_groups.", name);
     if (!config_group.is_object()) return Unsupported(path, field, "(not an object)");
@@ -125,6 +156,24 @@ absl::StatusOr<CheckpointQuantization> ReadCompressedTensors(const Json& q,
     }
     const auto weights = config_group.find("weights");
     if (weights == config_group.end()) return Unsupported(path, field + ".weights", "(absent)");
+    if (weights->is_object() && weights->value("type", std::string()) == "float") {
+      // Every group the same fp8 scheme: the last group read sets the block, checked equal here.
+      CheckpointQuantization scheme;
+      if (absl::Status s = ReadCompressedTensorsFp8(*weights, path, field + ".weights", scheme);
+          !s.ok()) {
+        return s;
+      }
+      if (bits != 0 && (!fp8 || scheme.fp8_block_rows != out.fp8_block_rows ||
+                        scheme.fp8_block_cols != out.fp8_block_cols)) {
+        return Unsupported(path, "config_groups", "(groups with different weight schemes)");
+      }
+      fp8 = true;
+      bits = 8;
+      out.fp8_block_rows = scheme.fp8_block_rows;
+      out.fp8_block_cols = scheme.fp8_block_cols;
+      continue;
+    }
+    if (fp8) return Unsupported(path, "config_groups", "(groups with different weight schemes)");
     int group_bits = 0;
     int group_size = 0;
     if (absl::Status s = ReadCompressedTensorsWeights(*weights, path, field + ".weights",
@@ -138,7 +187,15 @@ absl::StatusOr<CheckpointQuantization> ReadCompressedTensors(const Json& q,
     bits = group_bits;
     group = group_size;
   }
-  if (bits == 4) {
+  if (fp8) {
+    if (out.format != "float-quantized" && out.format != "naive-quantized") {
+      return Unsupported(path, "format", absl::StrCat("'", out.format, "' with fp8 weights"));
+    }
+    out.layout = Layout::kFp8;
+    out.weight_dtype = DType::kF8E4M3;
+  } else if (out.format == "float-quantized") {
+    return Unsupported(path, "format", "'float-quantized' with integer weights");
+  } else if (bits == 4) {
     if (out.format != "pack-quantized") {
       return Unsupported(path, "format", absl::StrCat("'", out.format, "' with 4-bit weights"));
     }
@@ -153,6 +210,19 @@ absl::StatusOr<CheckpointQuantization> ReadCompressedTensors(const Json& q,
   }
   if (absl::Status s = ReadIgnore(q, path, out); !s.ok()) return s;
   return out;
+}
+
+// Strings of a config's list field (absent or null: none), appended to `out`.
+absl::Status ReadStrings(const Json& q, const char* key, const std::filesystem::path& path,
+                         std::vector<std::string>& out) {
+  const auto it = q.find(key);
+  if (it == q.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_array()) return Unsupported(path, key, it->dump());
+  for (const Json& entry : *it) {
+    if (!entry.is_string()) return Unsupported(path, key, entry.dump());
+    out.push_back(entry.get<std::string>());
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<CheckpointQuantization> ReadAwq(const Json& q, const std::filesystem::path& path) {
@@ -174,12 +244,8 @@ absl::StatusOr<CheckpointQuantization> ReadAwq(const Json& q, const std::filesys
       return Unsupported(path, "version", ValueText(*it));
     }
   }
-  if (const auto it = q.find("modules_to_not_convert"); it != q.end() && !it->is_null()) {
-    if (!it->is_array()) return Unsupported(path, "modules_to_not_convert", it->dump());
-    for (const Json& entry : *it) {
-      if (!entry.is_string()) return Unsupported(path, "modules_to_not_convert", entry.dump());
-      out.not_converted.push_back(entry.get<std::string>());
-    }
+  if (absl::Status s = ReadStrings(q, "modules_to_not_convert", path, out.not_converted); !s.ok()) {
+    return s;
   }
   return out;
 }
@@ -205,10 +271,30 @@ absl::StatusOr<CheckpointQuantization> ReadGptq(const Json& q, const std::filesy
   return out;
 }
 
+absl::StatusOr<CheckpointQuantization> ReadFp8(const Json& q, const std::filesystem::path& path) {
+  CheckpointQuantization out{.layout = Layout::kFp8, .weight_dtype = DType::kF8E4M3, .format = "fp8"};
+  if (const auto it = q.find("fmt"); it != q.end() && *it != "e4m3") {
+    return Unsupported(path, "fmt", ValueText(*it));
+  }
+  if (const auto it = q.find("activation_scheme");
+      it != q.end() && *it != "dynamic" && *it != "static") {
+    return Unsupported(path, "activation_scheme", ValueText(*it));
+  }
+  if (const auto it = q.find("weight_block_size"); it != q.end() && !it->is_null()) {
+    if (absl::Status s = ReadFp8Block(*it, path, "weight_block_size", out); !s.ok()) return s;
+    out.fp8_scale_name = "weight_scale_inv";
+  }
+  if (absl::Status s = ReadStrings(q, "ignored_layers", path, out.not_converted); !s.ok()) return s;
+  if (absl::Status s = ReadStrings(q, "modules_to_not_convert", path, out.not_converted); !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
 }  // namespace
 
 bool CheckpointQuantization::Quantizes(std::string_view module) const {
-  if (layout == Layout::kAwq || layout == Layout::kGptq) {
+  if (layout == Layout::kAwq || layout == Layout::kGptq || format == "fp8") {
     if (module == "lm_head") return false;
     for (const std::string& part : not_converted) {
       if (module.find(part) != std::string_view::npos) return false;
@@ -242,6 +328,8 @@ absl::StatusOr<std::optional<CheckpointQuantization>> ReadCheckpointQuantization
     out = ReadAwq(q, path);
   } else if (method == "gptq") {
     out = ReadGptq(q, path);
+  } else if (method == "fp8") {
+    out = ReadFp8(q, path);
   } else {
     return Unsupported(path, "quant_method", absl::StrCat("'", method, "'"));
   }

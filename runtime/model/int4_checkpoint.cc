@@ -5,16 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/model/checkpoint_tensors.h"
 #include "runtime/model/weight_quantization.h"
 
 namespace baton::runtime {
 namespace {
 
 using Layout = CheckpointQuantization::Layout;
-
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
 
 // An I32 tensor of exactly `shape`, read a word at a time (the mapping places it unaligned).
 class Int32Tensor {
@@ -24,9 +21,9 @@ class Int32Tensor {
     const RawTensorInfo* raw = checkpoint.FindRaw(name);
     if (raw == nullptr || raw->dtype != "I32" || raw->shape != shape) {
       return absl::InvalidArgumentError(absl::StrCat(
-          checkpoint.dir().string(), ": ", name, " must be I32 of shape ", ShapeText(shape),
+          checkpoint.dir().string(), ": ", name, " must be I32 of shape ", ShapeToString(shape),
           raw == nullptr ? "; it is absent"
-                         : absl::StrCat("; it is ", raw->dtype, " ", ShapeText(raw->shape))));
+                         : absl::StrCat("; it is ", raw->dtype, " ", ShapeToString(raw->shape))));
     }
     return Int32Tensor(raw->data, shape.back());
   }
@@ -39,38 +36,6 @@ class Int32Tensor {
  private:
   Int32Tensor(const std::byte* data, int64_t cols) : data_(data), cols_(cols) {}
   const std::byte* data_;
-  int64_t cols_;
-};
-
-// A float tensor (f32, f16 or bf16) of exactly `shape`.
-class FloatTensor {
- public:
-  static absl::StatusOr<FloatTensor> Find(const Checkpoint& checkpoint, const std::string& name,
-                                          const std::vector<int64_t>& shape) {
-    const TensorInfo* info = checkpoint.Find(name);
-    if (info == nullptr || info->shape != shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          checkpoint.dir().string(), ": ", name, " must be a float tensor of shape ",
-          ShapeText(shape),
-          info == nullptr ? "; it is absent" : absl::StrCat("; it is ", ShapeText(info->shape))));
-    }
-    return FloatTensor(*info, shape.back());
-  }
-  float At(int64_t row, int64_t col) const {
-    const std::byte* p = info_.data + (row * cols_ + col) * DTypeBytes(info_.dtype);
-    if (info_.dtype == DType::kF32) {
-      float value;
-      std::memcpy(&value, p, 4);
-      return value;
-    }
-    uint16_t bits;
-    std::memcpy(&bits, p, 2);
-    return info_.dtype == DType::kBF16 ? Bf16ToF32(bits) : F16ToF32(bits);
-  }
-
- private:
-  FloatTensor(TensorInfo info, int64_t cols) : info_(std::move(info)), cols_(cols) {}
-  TensorInfo info_;
   int64_t cols_;
 };
 
@@ -209,6 +174,7 @@ absl::Status ReadInt4Weight(const Checkpoint& checkpoint, const CheckpointQuanti
     }
     case Layout::kInt8:
     case Layout::kPacked8:
+    case Layout::kFp8:
       break;
   }
   return absl::InternalError(absl::StrCat(module, ": not an int4 layout"));

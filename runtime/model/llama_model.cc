@@ -117,10 +117,10 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesyst
                                                              const ShardSpec& shard_spec,
                                                              ModelComms comms) {
   if (matmul_dtype != DType::kF32 && matmul_dtype != DType::kBF16 && matmul_dtype != DType::kF16 &&
-      matmul_dtype != DType::kI8 && matmul_dtype != DType::kI4) {
+      matmul_dtype != DType::kI8 && matmul_dtype != DType::kI4 && matmul_dtype != DType::kF8E4M3) {
     return absl::InvalidArgumentError(absl::StrCat("weight dtype ",
                                                    std::string(DTypeName(matmul_dtype)),
-                                                   " is not supported (f32, bf16, f16, i8 or i4)"));
+                                                   " is not supported (f32, bf16, f16, i8, i4 or fp8)"));
   }
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
   ASSIGN_OR_RETURN(ModelShard shard, MakeModelShard(config, shard_spec));

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/common/check.h"
 #include "kernels/common/status_macros.h"
+#include "runtime/model/fp8_checkpoint.h"
 #include "runtime/model/int4_checkpoint.h"
 #include "runtime/model/weight_quantization.h"
 
@@ -46,6 +47,8 @@ float LoadAsF32(const std::byte* src, DType dtype, int64_t i) {
     case DType::kI4:  // never stored in a checkpoint (safetensors has no 4-bit type)
       BATON_CHECK(false);
       return 0;
+    case DType::kF8E4M3:  // the fp8 value; its scale is applied by whoever reads the scales
+      return Fp8E4M3ToF32(static_cast<uint8_t>(src[i]));
   }
   return 0;
 }
@@ -77,6 +80,7 @@ void ConvertRange(const std::byte* src, DType src_dtype, std::byte* dst, DType d
     }
     case DType::kI8:  // quantizing needs scales: weight_quantization.h, never a conversion
     case DType::kI4:
+    case DType::kF8E4M3:
       BATON_CHECK(false);
       return;
   }
@@ -110,16 +114,16 @@ class WeightLoader {
     return FromInfo(info, target.value_or(info.dtype));
   }
 
-  // The tensor `name` of exactly `shape`, as stored. Int8 tensors are refused here: they are read
-  // through PreQuantized, for the modules the checkpoint's quantization_config names; elsewhere
-  // their integers mean nothing.
+  // The tensor `name` of exactly `shape`, as stored. Int8 and fp8 tensors are refused here: they
+  // are read through PreQuantized, for the modules the checkpoint's quantization_config names;
+  // elsewhere, without their scales, their values mean nothing.
   absl::StatusOr<TensorInfo> Get(const std::string& name, std::vector<int64_t> shape) {
     ASSIGN_OR_RETURN(TensorInfo info, checkpoint_.Get(name, shape));
     if (IsQuantized(info.dtype)) {
       return absl::UnimplementedError(absl::StrCat(
           checkpoint_.dir().string(), ": tensor '", name, "' is stored as ",
           std::string(DTypeName(info.dtype)),
-          " without a quantization_config that covers it (compressed-tensors int8 is read: "
+          " without a quantization_config that covers it (the formats read: "
           "runtime/model/checkpoint_quantization.h)"));
     }
     return info;
@@ -135,6 +139,19 @@ class WeightLoader {
                                       int64_t col_end) {
     const int64_t width = col_end - col_begin;
     const int64_t num_rows = row_end - row_begin;
+    if (quantization.weight_dtype == DType::kF8E4M3) {
+      ASSIGN_OR_RETURN(const int group, Fp8SliceGroupSize(quantization, col_begin, width, module,
+                                                          checkpoint_.dir()));
+      const int64_t num_scales = group > 0 ? num_rows * (width / group) : num_rows;
+      const Fp8Slice slice{
+          .row_begin = row_begin, .row_end = row_end, .col_begin = col_begin, .col_end = col_end,
+          .group_size = group,
+          .codes = reinterpret_cast<uint8_t*>(Allocate(static_cast<size_t>(num_rows * width))),
+          .scales = reinterpret_cast<float*>(Allocate(static_cast<size_t>(num_scales) * 4))};
+      RETURN_IF_ERROR(ReadFp8Weight(checkpoint_, quantization, module, rows, cols, slice));
+      return Weight{.dtype = DType::kF8E4M3, .shape = {num_rows, width}, .data = slice.codes,
+                    .scales = slice.scales, .group_size = group};
+    }
     if (quantization.weight_dtype == DType::kI4) {
       ASSIGN_OR_RETURN(const int group, Int4SliceGroupSize(quantization, cols, col_begin, width,
                                                            module, checkpoint_.dir()));
@@ -204,9 +221,11 @@ class WeightLoader {
   }
 
   // A matmul weight: columns [col_begin, col_end) of `info` (a matrix) as `target`, quantized per
-  // row (QuantizeRowsInt8) for kI8, per group of columns (QuantizeRowsInt4) for kI4.
+  // row (QuantizeRowsInt8, QuantizeRowsFp8) for kI8 and kF8E4M3, per group of columns
+  // (QuantizeRowsInt4) for kI4.
   absl::StatusOr<Weight> Matmul(const TensorInfo& info, DType target, int64_t col_begin,
                                 int64_t col_end) {
+    if (target == DType::kF8E4M3) return MatmulFp8(info, col_begin, col_end);
     // int4 rows must be whole runs of 32 values (matmul.h); a weight whose rows are not (kjv-4m's
     // down_proj, 688 wide) falls back to int8, as llama.cpp falls back for its block sizes.
     if (target == DType::kI4 && Int4GroupSize(col_end - col_begin) != 0) {
@@ -238,6 +257,31 @@ class WeightLoader {
     }
     ReleaseMappedRange(info.data, info.num_bytes);
     return Weight{.dtype = DType::kI8, .shape = {rows, width}, .data = q, .scales = scales};
+  }
+
+  // Columns [col_begin, col_end) of `info` quantized by QuantizeRowsFp8.
+  Weight MatmulFp8(const TensorInfo& info, int64_t col_begin, int64_t col_end) {
+    const int64_t rows = info.shape[0];
+    const int64_t cols = info.shape[1];
+    const int64_t width = col_end - col_begin;
+    const size_t src_elem = DTypeBytes(info.dtype);
+    auto* q = reinterpret_cast<uint8_t*>(Allocate(static_cast<size_t>(rows * width)));
+    auto* scales = reinterpret_cast<float*>(Allocate(static_cast<size_t>(rows) * sizeof(float)));
+    auto quantize_rows = [&](int64_t row_begin, int64_t row_end) {
+      std::vector<float> row(width);
+      for (int64_t r = row_begin; r < row_end; ++r) {
+        ConvertRange(info.data + (r * cols + col_begin) * src_elem, info.dtype,
+                     reinterpret_cast<std::byte*>(row.data()), DType::kF32, 0, width);
+        QuantizeRowsFp8(row.data(), 1, width, q + r * width, scales + r);
+      }
+    };
+    if (rows * width < kMinParallelElements) {
+      quantize_rows(0, rows);
+    } else {
+      pool_.ParallelFor(rows, [&](int64_t b, int64_t e, int) { quantize_rows(b, e); });
+    }
+    ReleaseMappedRange(info.data, info.num_bytes);
+    return Weight{.dtype = DType::kF8E4M3, .shape = {rows, width}, .data = q, .scales = scales};
   }
 
   // Columns [col_begin, col_end) of `info` quantized by QuantizeRowsInt4; the width must have an
@@ -466,7 +510,9 @@ int64_t Weight::numel() const { return data == nullptr ? 0 : NumElements(shape);
 
 int64_t Weight::num_scales() const {
   if (scales == nullptr) return 0;
-  if (dtype == DType::kI4) return shape[0] * (shape[1] / group_size);
+  if (dtype == DType::kI4 || (dtype == DType::kF8E4M3 && group_size > 0)) {
+    return shape[0] * (shape[1] / group_size);
+  }
   return shape[0];
 }
 
@@ -474,8 +520,8 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(
     const std::filesystem::path& model_dir, const ModelConfig& config, DType matmul_dtype,
     ThreadPool* pool, const ModelShard* shard) {
   if (matmul_dtype != DType::kF32 && matmul_dtype != DType::kBF16 && matmul_dtype != DType::kF16 &&
-      matmul_dtype != DType::kI8 && matmul_dtype != DType::kI4) {
-    return absl::InvalidArgumentError(absl::StrCat("matmul dtype must be f32, bf16, f16, i8 or i4, got ",
+      matmul_dtype != DType::kI8 && matmul_dtype != DType::kI4 && matmul_dtype != DType::kF8E4M3) {
+    return absl::InvalidArgumentError(absl::StrCat("matmul dtype must be f32, bf16, f16, i8, i4 or fp8, got ",
                                                    std::string(DTypeName(matmul_dtype))));
   }
   ModelShard whole;

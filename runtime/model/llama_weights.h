@@ -19,7 +19,8 @@
 // Dtypes after loading:
 //   - norms and biases: always f32;
 //   - matmul weights (q, k, v, o, gate, up, down, lm_head): matmul_dtype (kF32, kBF16, kF16, or
-//     kI8: quantized at load, per row, symmetric, by QuantizeRowsInt8 (weight_quantization.h));
+//     quantized at load (weight_quantization.h): kI8 per row, symmetric (QuantizeRowsInt8);
+//     kF8E4M3 per row (QuantizeRowsFp8); kI4 in groups (QuantizeRowsInt4), lm_head then int8);
 //   - embed_tokens: as stored if f32 or bf16, f16 converted to f32.
 // A weight already stored in its target dtype is zero-copy: Weight::data points into the
 // checkpoint's memory map (unless the file places it misaligned for its element size, then it is
@@ -49,8 +50,9 @@
 //
 // Errors: those of Checkpoint::Open, and of Checkpoint::Get for each tensor (kNotFound naming a
 // missing tensor and the directory; kInvalidArgument for a wrong shape, naming the tensor, both
-// shapes and the file); kInvalidArgument for a matmul_dtype other than kF32/kBF16/kF16/kI8;
-// kUnimplemented for an int8 tensor the checkpoint's quantization_config does not cover.
+// shapes and the file); kInvalidArgument for a matmul_dtype other than kF32/kBF16/kF16/kI8/kI4/
+// kF8E4M3; kUnimplemented for an int8 or fp8 tensor the checkpoint's quantization_config does not
+// cover.
 //
 // Pre-quantized checkpoints (config.quantization, checkpoint_quantization.h): the modules it
 // quantizes load as its integers and scales (kI8) whatever matmul_dtype is; the others as
@@ -82,7 +84,8 @@ struct Weight {
   const void* data = nullptr;  // [shape] elements of dtype; nullptr for an absent optional weight
   // Quantized weights only, as MatmulParams::weight_scales / weight_zeros / weight_group_size
   // (shape is then the unpacked [rows, cols]): kI8 [shape[0]] scales; kI4 [shape[0], shape[1] /
-  // group_size] scales and, when not symmetric, zero points.
+  // group_size] scales and, when not symmetric, zero points; kF8E4M3 [shape[0]] scales (group_size
+  // 0) or [shape[0], shape[1] / group_size].
   const float* scales = nullptr;
   const float* zeros = nullptr;
   int group_size = 0;

@@ -35,7 +35,7 @@ constexpr DTypeEntry kDTypes[] = {
     {"F64", 64, std::nullopt},    {"I64", 64, std::nullopt},    {"U64", 64, std::nullopt},
     {"C64", 64, std::nullopt},    {"I32", 32, std::nullopt},    {"U32", 32, std::nullopt},
     {"I16", 16, std::nullopt},    {"U16", 16, std::nullopt},    {"I8", 8, DType::kI8},
-    {"U8", 8, std::nullopt},      {"BOOL", 8, std::nullopt},    {"F8_E4M3", 8, std::nullopt},
+    {"U8", 8, std::nullopt},      {"BOOL", 8, std::nullopt},    {"F8_E4M3", 8, DType::kF8E4M3},
     {"F8_E5M2", 8, std::nullopt}, {"F8_E8M0", 8, std::nullopt}, {"F6_E2M3", 6, std::nullopt},
     {"F6_E3M2", 6, std::nullopt}, {"F4", 4, std::nullopt},
 };

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/common/dtype.h"
+
 namespace baton::runtime {
 
 void QuantizeRowsInt8(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scales) {
@@ -20,6 +22,19 @@ void QuantizeRowsInt8(const float* w, int64_t rows, int64_t cols, int8_t* q, flo
     for (int64_t c = 0; c < cols; ++c) {
       out[c] = static_cast<int8_t>(std::clamp(std::nearbyint(row[c] / scale), -127.0f, 127.0f));
     }
+  }
+}
+
+void QuantizeRowsFp8(const float* w, int64_t rows, int64_t cols, uint8_t* q, float* scales) {
+  constexpr float kFp8Max = 448.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = w + r * cols;
+    float max_abs = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) max_abs = std::max(max_abs, std::fabs(row[c]));
+    const float scale = max_abs > 0.0f ? max_abs / kFp8Max : 1.0f;
+    scales[r] = scale;
+    // Divided, as the reference quantizers do; F32ToFp8E4M3 saturates a quotient a hair above 448.
+    for (int64_t c = 0; c < cols; ++c) q[r * cols + c] = F32ToFp8E4M3(row[c] / scale);
   }
 }
 

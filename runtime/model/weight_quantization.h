@@ -1,7 +1,8 @@
 // Quantization of matmul weights at load time (vLLM's on-the-fly quantization): a checkpoint in
 // f32/bf16/f16 becomes int8 weights with one scale per output row (MatmulParams with weight_dtype
-// kI8, a byte per weight) or int4 weights with a scale and zero point per group of columns (kI4,
-// half a byte per weight).
+// kI8, a byte per weight), fp8 E4M3 weights with one scale per output row (kF8E4M3, a byte per
+// weight), or int4 weights with a scale and zero point per group of columns (kI4, half a byte per
+// weight).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,11 @@ namespace baton::runtime {
 // is defined) and q = round-half-to-even(w / scale), which lies in [-127, 127] (torch.round's
 // rounding, so a reference quantizer in numpy or torch gives the same integers).
 void QuantizeRowsInt8(const float* w, int64_t rows, int64_t cols, int8_t* q, float* scales);
+
+// Per-row fp8 E4M3, as llm-compressor's FP8 channel scheme (vLLM's dynamic `--quantization fp8`
+// takes one scale per tensor; a row's own is never coarser): scale = max |w| / 448 (1 for a row of
+// zeros), q = F32ToFp8E4M3(w / scale) (nearest, ties to even; kernels/common/dtype.h).
+void QuantizeRowsFp8(const float* w, int64_t rows, int64_t cols, uint8_t* q, float* scales);
 
 // The group size QuantizeRowsInt4 uses for rows of `cols` values: 128 (AWQ's and GPTQ's default)
 // when it divides cols, else the largest of 64 and 32 that does; 0 when none does (cols cannot be

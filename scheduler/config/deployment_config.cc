@@ -589,7 +589,9 @@ absl::StatusOr<DeploymentConfig> ParseRoot(const YAML::Node& root) {
        }},
       {"weight_dtype",
        [&](const YAML::Node& v, const std::string& p) {
-         return ReadDType(v, p, {DType::kF32, DType::kBF16, DType::kF16, DType::kI8, DType::kI4},
+         return ReadDType(v, p,
+                          {DType::kF32, DType::kBF16, DType::kF16, DType::kI8, DType::kI4,
+                           DType::kF8E4M3},
                           &config.weight_dtype);
        }},
       {"kv_cache_dtype",
@@ -754,10 +756,10 @@ absl::Status ValidateDeploymentConfig(const DeploymentConfig& config) {
   if (config.model_dir.empty()) return Invalid("model", "required (a Hugging Face model directory)");
   if (config.weight_dtype != DType::kF32 && config.weight_dtype != DType::kBF16 &&
       config.weight_dtype != DType::kF16 && config.weight_dtype != DType::kI8 &&
-      config.weight_dtype != DType::kI4) {
+      config.weight_dtype != DType::kI4 && config.weight_dtype != DType::kF8E4M3) {
     return Invalid("weight_dtype",
                    absl::StrCat(std::string(DTypeName(config.weight_dtype)),
-                                " is not supported (expected f32, bf16, f16, i8 or i4)"));
+                                " is not supported (expected f32, bf16, f16, i8, i4 or fp8)"));
   }
   if (!IsKvDType(config.kv_cache_dtype)) {
     return Invalid("kv_cache_dtype", absl::StrCat(std::string(DTypeName(config.kv_cache_dtype)),

@@ -81,7 +81,8 @@ std::vector<float> RoundedLikeTheWeights(const std::vector<float>& in, DType dty
     case DType::kF32: return in;
     case DType::kBF16:
     case DType::kI8:
-    case DType::kI4: return kernels::reference::RoundToBf16(in);
+    case DType::kI4:
+    case DType::kF8E4M3: return kernels::reference::RoundToBf16(in);
     case DType::kF16: return kernels::reference::RoundToF16(in);
   }
   return in;

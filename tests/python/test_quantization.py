@@ -1,9 +1,9 @@
-"""Quantized weights (issue 41): `--quantization int8` quantizes the matmul weights at load (one
-scale per output row), `--quantization int4` in groups of columns; pre-quantized checkpoints
-(compressed-tensors int8 and int4, AWQ) are read as they are stored. On the trained default model
-the held-out perplexity stays within 0.5% of bf16 weights for int8 and 3% for int4, a served
-disaggregated deployment answers as the in-process engine does, and what is not supported is
-refused in one line."""
+"""Quantized weights (issue 41): `--quantization int8` and `fp8` quantize the matmul weights at load
+(one scale per output row), `--quantization int4` in groups of columns; pre-quantized checkpoints
+(compressed-tensors int8, int4 and fp8, AWQ, block-wise fp8) are read as they are stored. On the
+trained default model the held-out perplexity stays within 0.5% of bf16 weights for int8, 1% for
+fp8 and 3% for int4, a served disaggregated deployment answers as the in-process engine does, and
+what is not supported is refused in one line."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ EVAL_ARGS = ("--window", "256", "--max-text-tokens", "8192", "--json")
 # The issue's bounds for int8 and int4 weights against bf16 ones.
 INT8_RATIO_LIMIT = 1.005
 INT4_RATIO_LIMIT = 1.03
+FP8_RATIO_LIMIT = 1.01
 
 
 def read_safetensors(path: Path) -> dict[str, tuple[str, list[int], bytes]]:
@@ -127,6 +128,122 @@ def test_int4_weights_stay_within_three_percent_of_bf16(run_baton):
     int4 = eval_json(run_baton, "--quantization", "int4")
     assert int4["dtype"] == "i4"
     assert int4["perplexity"] / bf16["perplexity"] <= INT4_RATIO_LIMIT, (bf16, int4)
+
+
+@pytest.mark.engine
+def test_fp8_weights_stay_within_one_percent_of_bf16(run_baton):
+    bf16 = eval_json(run_baton, "--dtype", "bf16")
+    fp8 = eval_json(run_baton, "--quantization", "fp8")
+    assert fp8["dtype"] == "fp8"
+    assert fp8["perplexity"] / bf16["perplexity"] <= FP8_RATIO_LIMIT, (bf16, fp8)
+
+
+def e4m3_values() -> np.ndarray:
+    """The 127 non-negative finite E4M3 values by code (0 .. 0x7E), from the OCP definition:
+    2^(e - 7) * (1 + m / 8), or m * 2^-9 when e = 0."""
+    codes = np.arange(0x7F)
+    e, m = codes >> 3, codes & 7
+    return np.where(e == 0, m * 2.0 ** -9, 2.0 ** (e - 7) * (1 + m / 8)).astype(np.float32)
+
+
+def to_e4m3(x: np.ndarray) -> np.ndarray:
+    """The nearest E4M3 code of each value (ties to the even code), saturating at 448, as torch's
+    `.to(torch.float8_e4m3fn)` after the clamp every fp8 quantizer applies."""
+    values = e4m3_values()
+    magnitude = np.minimum(np.abs(x).astype(np.float64), 448.0)
+    high = np.clip(np.searchsorted(values, magnitude), 1, len(values) - 1)
+    low = high - 1
+    d_low, d_high = magnitude - values[low], values[high] - magnitude
+    code = np.where((d_high < d_low) | ((d_high == d_low) & (high % 2 == 0)), high, low)
+    return (code | np.where(np.signbit(x), 0x80, 0)).astype(np.uint8)
+
+
+def write_fp8_blocks(source: Path, out: Path, block: int, skip: str) -> None:
+    """The default model as transformers' FineGrainedFP8 (DeepSeek-V3, Qwen3-FP8) stores it:
+    `weight` F8_E4M3 and `weight_scale_inv` f32 [ceil(out / block), ceil(in / block)], scale =
+    max|w| / 448 over each block (a partial last block of rows included). Modules whose names
+    contain `skip` stay bf16 (down_proj's 688-wide rows are no whole number of blocks)."""
+    shutil.copytree(source, out)
+    result = {}
+    for name, (dtype, shape, blob) in read_safetensors(source / "model.safetensors").items():
+        if not name.endswith("_proj.weight") or skip in name:
+            result[name] = (dtype, shape, blob)
+            continue
+        w = bf16_to_f32(blob).reshape(shape)
+        rows, cols = shape
+        block_rows, block_cols = -(-rows // block), cols // block
+        scales = np.zeros((block_rows, block_cols), dtype=np.float32)
+        codes = np.zeros(shape, dtype=np.uint8)
+        for i in range(block_rows):
+            for j in range(block_cols):
+                part = w[i * block:(i + 1) * block, j * block:(j + 1) * block]
+                scale = np.float32(max(np.abs(part).max(), 1e-12) / 448.0)
+                scales[i, j] = scale
+                codes[i * block:(i + 1) * block, j * block:(j + 1) * block] = to_e4m3(part / scale)
+        module = name[:-len(".weight")]
+        result[name] = ("F8_E4M3", shape, codes.tobytes())
+        result[f"{module}.weight_scale_inv"] = ("F32", [block_rows, block_cols], scales.tobytes())
+    write_safetensors(out / "model.safetensors", result)
+    config = json.loads((source / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
+                                     "activation_scheme": "dynamic",
+                                     "weight_block_size": [block, block],
+                                     "modules_to_not_convert": [skip]}
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+
+
+def write_compressed_tensors_fp8(source: Path, out: Path) -> None:
+    """llm-compressor's FP8_DYNAMIC scheme: fp8 weights with one bf16 scale per output channel
+    (max|w| / 448), `float-quantized`, every Linear but lm_head; the activations' dynamic per-token
+    fp8 (not applied by Baton, which multiplies bf16 activations)."""
+    shutil.copytree(source, out)
+    result = {}
+    for name, (dtype, shape, blob) in read_safetensors(source / "model.safetensors").items():
+        if not name.endswith("_proj.weight"):
+            result[name] = (dtype, shape, blob)
+            continue
+        w = bf16_to_f32(blob).reshape(shape)
+        scale_bf16 = f32_to_bf16(np.abs(w).max(axis=1, keepdims=True) / np.float32(448))
+        scale = bf16_to_f32(scale_bf16).reshape(shape[0], 1)
+        module = name[:-len(".weight")]
+        result[name] = ("F8_E4M3", shape, to_e4m3(w / scale).tobytes())
+        result[f"{module}.weight_scale"] = ("BF16", [shape[0], 1], scale_bf16)
+    write_safetensors(out / "model.safetensors", result)
+    config = json.loads((source / "config.json").read_text())
+    config["quantization_config"] = {
+        "quant_method": "compressed-tensors", "format": "float-quantized",
+        "quantization_status": "compressed", "ignore": ["lm_head"],
+        "config_groups": {"group_0": {
+            "targets": ["Linear"],
+            "weights": {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel",
+                        "dynamic": False, "observer": "minmax"},
+            "input_activations": {"num_bits": 8, "type": "float", "symmetric": True,
+                                  "strategy": "token", "dynamic": True}}}}
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+
+
+@pytest.mark.engine
+def test_block_wise_and_compressed_tensors_fp8_checkpoints_are_read(run_baton, tmp_path):
+    """Detected from config.json; each within the fp8 bound of bf16."""
+    bf16 = eval_json(run_baton, "--dtype", "bf16")["perplexity"]
+    write_fp8_blocks(MODEL, tmp_path / "blocks", 128, "down_proj")
+    write_compressed_tensors_fp8(MODEL, tmp_path / "channel")
+    for model in ("blocks", "channel"):
+        score = eval_json(run_baton, "--model", str(tmp_path / model))
+        assert score["dtype"] == "fp8", score
+        assert score["perplexity"] / bf16 <= FP8_RATIO_LIMIT, (model, bf16, score)
+
+
+def test_the_numpy_e4m3_encoder_is_the_formats_rounding():
+    """The writers' reference quantizer: every code's value encodes to itself, midpoints to the even
+    neighbour, and beyond 448 saturates."""
+    values = e4m3_values()
+    assert values[0x7E] == 448 and values[1] == 2.0 ** -9
+    assert (to_e4m3(values) == np.arange(0x7F)).all()
+    assert (to_e4m3(-values[1:]) == np.arange(1, 0x7F) | 0x80).all()
+    mids = (values[:-1] + values[1:]) / 2
+    assert (to_e4m3(mids) == (np.arange(0x7E) + 1) // 2 * 2).all()
+    assert to_e4m3(np.array([1e6], dtype=np.float32))[0] == 0x7E
 
 
 def awq_round_to_nearest(w: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -260,9 +377,23 @@ def test_the_cuda_emulated_device_runs_int4_as_the_cpu(run_baton):
 
 
 @pytest.mark.engine
+def test_the_cuda_emulated_device_runs_fp8_as_the_cpu(run_baton):
+    """Whole windows go through the device GEMM (bf16 panels of scale * fp8, as the CPU's prefill
+    sizes on AVX512_BF16 CPUs; elsewhere the CPU keeps f32 panels): the same perplexity within
+    rounding. Decode steps go through the device's fp8 GEMV: the greedy tokens are the CPU's."""
+    def score(*args):
+        return json.loads(run_baton("eval", "--window", "256", "--max-text-tokens", "512", "--json",
+                                    "-q", "fp8", *args, timeout=300).stdout)["perplexity"]
+    assert score("--device", "cuda-emulated") == pytest.approx(score(), rel=1e-3)
+    args = ("generate", "--prompt", "And God said", "--max-tokens", "12", "-q", "fp8")
+    assert (run_baton(*args, "--device", "cuda-emulated", timeout=300).stdout
+            == run_baton(*args, timeout=300).stdout)
+
+
+@pytest.mark.engine
 def test_unsupported_quantization_is_refused_in_one_line(run_baton):
     for args, message in [(("eval", "--quantization", "int3"), "--quantization"),
-                          (("serve", "--quantization", "fp8"), "--quantization")]:
+                          (("serve", "--quantization", "nvfp4"), "--quantization")]:
         proc = run_baton(*args, check=False, timeout=120)
         assert proc.returncode != 0 and message in proc.stderr, (args, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -278,7 +409,7 @@ def complete(deployment, prompt: str, max_tokens: int) -> str:
 
 
 @pytest.mark.engine
-@pytest.mark.parametrize("method", ["int8", "int4"])
+@pytest.mark.parametrize("method", ["int8", "int4", "fp8"])
 def test_a_served_quantized_deployment_answers_as_the_engine(baton_binary, run_baton, tmp_path,
                                                              method):
     """Prefill and decode workers both quantize at load; greedy tokens through the KV hand-off are

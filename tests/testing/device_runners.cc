@@ -15,6 +15,7 @@
 #include "kernels/cuda/kv_gather.h"
 #include "kernels/cuda/kv_write.h"
 #include "kernels/cuda/logits_processors.h"
+#include "kernels/cuda/matmul_fp8_gemv.h"
 #include "kernels/cuda/matmul_int4_gemv.h"
 #include "kernels/cuda/matmul_int8_gemv.h"
 #include "kernels/cuda/paged_attention_decode.h"
@@ -368,6 +369,22 @@ absl::Status MatmulInt4GemvOnDevice(const kernels::MatmulParams& host) {
         return arrays;
       },
       &kernels::MatmulInt4Gemv);
+}
+
+absl::Status MatmulFp8GemvOnDevice(const kernels::MatmulParams& host) {
+  const size_t m = static_cast<size_t>(std::max(host.m, 0));
+  const size_t n = static_cast<size_t>(host.n);
+  const size_t k = static_cast<size_t>(host.k);
+  const size_t scales = host.weight_group_size > 0 ? n * (k / host.weight_group_size) : n;
+  return RunOnDevice<kernels::MatmulParams>(
+      host,
+      [&](kernels::MatmulParams& p) -> absl::StatusOr<DeviceArrays> {
+        DeviceArrays arrays{Out(p.out, m * n), In(p.in, m * k), In(p.weight, n * k),
+                            In(p.weight_scales, scales)};
+        if (host.bias != nullptr) arrays.push_back(In(p.bias, n));
+        return arrays;
+      },
+      &kernels::MatmulFp8Gemv);
 }
 
 }  // namespace baton::testing

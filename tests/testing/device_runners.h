@@ -48,5 +48,6 @@ absl::Status LogitsProcessorsOnDevice(const kernels::LogitsProcessorsParams& hos
 absl::Status TokenBitmaskOnDevice(const kernels::TokenBitmaskParams& host_params);
 absl::Status MatmulInt8GemvOnDevice(const kernels::MatmulParams& host_params);
 absl::Status MatmulInt4GemvOnDevice(const kernels::MatmulParams& host_params);
+absl::Status MatmulFp8GemvOnDevice(const kernels::MatmulParams& host_params);
 
 }  // namespace baton::testing

@@ -48,6 +48,9 @@ std::string EncodeValues(std::span<const float> values, DType dtype) {
         break;
       case DType::kI4:  // no safetensors dtype: packed checkpoints go through AddRaw
         break;
+      case DType::kF8E4M3:  // the nearest code (values are meant to be codes' values already)
+        bytes[i] = static_cast<char>(F32ToFp8E4M3(values[i]));
+        break;
     }
   }
   return bytes;
@@ -65,6 +68,8 @@ std::string SafetensorsDTypeName(DType dtype) {
       return "I8";
     case DType::kI4:  // none: packed checkpoints go through AddRaw
       break;
+    case DType::kF8E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }

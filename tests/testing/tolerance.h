@@ -31,7 +31,8 @@ constexpr Tolerance ToleranceFor(DType dtype) {
     case DType::kBF16: return {.atol = 8e-3, .rtol = 8e-3};
     case DType::kI8: return {.atol = 8e-3, .rtol = 8e-3};  // its products take bf16 activations
     // bf16 activations, and prefill-sized products round the dequantized weights to bf16 too.
-    case DType::kI4: return {.atol = 8e-3, .rtol = 8e-3};
+    case DType::kI4:
+    case DType::kF8E4M3: return {.atol = 8e-3, .rtol = 8e-3};
   }
   return {.atol = 0, .rtol = 0};
 }

@@ -72,7 +72,9 @@ TEST(CheckpointQuantizationTest, RefusesWhatItCannotReadNamingTheField) {
       {R"([{"op": "replace", "path": "/config_groups/group_0/weights/symmetric", "value": false}])",
        "weights.symmetric false"},
       {R"([{"op": "replace", "path": "/config_groups/group_0/weights/type", "value": "float"}])",
-       "weights.type float"},
+       "format 'int-quantized' with fp8 weights"},
+      {R"([{"op": "replace", "path": "/config_groups/group_0/weights/type", "value": "mx"}])",
+       "weights.type mx"},
       {R"([{"op": "replace", "path": "/config_groups/group_0/weights/actorder", "value": "group"}])",
        "weights.actorder group"},
       {R"([{"op": "replace", "path": "/kv_cache_scheme", "value": {"num_bits": 8}}])",
@@ -179,6 +181,85 @@ TEST(CheckpointQuantizationTest, ReadsGptqWithoutActOrder) {
         std::tuple{"checkpoint_format", Json("marlin"), "checkpoint_format 'marlin'"},
         std::tuple{"group_size", Json(0), "group_size 0"}}) {
     Json config = GptqConfig();
+    config["quantization_config"][key] = value;
+    EXPECT_THAT(ReadCheckpointQuantization(config, "m/config.json"),
+                StatusIs(absl::StatusCode::kUnimplemented, HasSubstr(message)));
+  }
+}
+
+// llm-compressor's FP8 schemes: E4M3 weights per tensor (FP8), per channel (FP8_DYNAMIC) or in
+// 128 x 128 blocks (FP8_BLOCK), float-quantized; the activations' scheme is not applied.
+Json Fp8CompressedTensorsConfig(const std::string& strategy) {
+  Json config = Int8Config("float-quantized");
+  Json& weights = config["quantization_config"]["config_groups"]["group_0"]["weights"];
+  weights["type"] = "float";
+  weights["strategy"] = strategy;
+  if (strategy == "block") weights["block_structure"] = Json::array({128, 128});
+  config["quantization_config"]["config_groups"]["group_0"]["input_activations"]["type"] = "float";
+  return config;
+}
+
+TEST(CheckpointQuantizationTest, ReadsCompressedTensorsFp8PerTensorChannelAndBlock) {
+  for (const char* strategy : {"tensor", "channel", "block"}) {
+    auto q = ReadCheckpointQuantization(Fp8CompressedTensorsConfig(strategy), "config.json");
+    ASSERT_THAT(q, IsOk()) << strategy;
+    ASSERT_TRUE(q->has_value());
+    EXPECT_EQ((*q)->layout, CheckpointQuantization::Layout::kFp8);
+    EXPECT_EQ((*q)->weight_dtype, DType::kF8E4M3);
+    EXPECT_EQ((*q)->fp8_scale_name, "weight_scale");
+    EXPECT_EQ((*q)->fp8_block_cols, std::string(strategy) == "block" ? 128 : 0);
+    EXPECT_FALSE((*q)->Quantizes("lm_head"));  // the config's ignore list
+    EXPECT_TRUE((*q)->Quantizes("model.layers.0.mlp.up_proj"));
+  }
+  for (const auto& [key, value, message] :
+       {std::tuple{"num_bits", Json(4), "weights.num_bits 4"},
+        std::tuple{"strategy", Json("group"), "weights.strategy 'group'"},
+        std::tuple{"symmetric", Json(false), "weights.symmetric false"}}) {
+    Json config = Fp8CompressedTensorsConfig("channel");
+    config["quantization_config"]["config_groups"]["group_0"]["weights"][key] = value;
+    EXPECT_THAT(ReadCheckpointQuantization(config, "m/config.json"),
+                StatusIs(absl::StatusCode::kUnimplemented, HasSubstr(message)));
+  }
+  Json bad_block = Fp8CompressedTensorsConfig("block");
+  bad_block["quantization_config"]["config_groups"]["group_0"]["weights"]["block_structure"] =
+      Json::array({128});
+  EXPECT_THAT(ReadCheckpointQuantization(bad_block, "m/config.json"),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("block_structure [128]")));
+}
+
+// transformers' FineGrainedFP8 (DeepSeek-V3, Qwen3-FP8) and vLLM's own fp8 serialization.
+Json Fp8Config() {
+  return Json::parse(R"({"quantization_config": {"quant_method": "fp8", "fmt": "e4m3",
+      "activation_scheme": "dynamic", "weight_block_size": [128, 128],
+      "modules_to_not_convert": ["model.layers.0.mlp.gate_proj"]}})");
+}
+
+TEST(CheckpointQuantizationTest, ReadsFp8BlockWiseAndPerTensor) {
+  auto q = ReadCheckpointQuantization(Fp8Config(), "config.json");
+  ASSERT_THAT(q, IsOk());
+  ASSERT_TRUE(q->has_value());
+  EXPECT_EQ((*q)->layout, CheckpointQuantization::Layout::kFp8);
+  EXPECT_EQ((*q)->fp8_scale_name, "weight_scale_inv");
+  EXPECT_EQ((*q)->fp8_block_rows, 128);
+  EXPECT_EQ((*q)->fp8_block_cols, 128);
+  EXPECT_FALSE((*q)->Quantizes("lm_head"));
+  EXPECT_FALSE((*q)->Quantizes("model.layers.0.mlp.gate_proj"));
+  EXPECT_TRUE((*q)->Quantizes("model.layers.1.mlp.gate_proj"));
+  Json per_tensor = Fp8Config();
+  per_tensor["quantization_config"].erase("weight_block_size");
+  per_tensor["quantization_config"]["activation_scheme"] = "static";
+  per_tensor["quantization_config"]["ignored_layers"] = Json::array({"self_attn.o_proj"});
+  q = ReadCheckpointQuantization(per_tensor, "config.json");
+  ASSERT_THAT(q, IsOk());
+  EXPECT_EQ((*q)->fp8_scale_name, "weight_scale");
+  EXPECT_EQ((*q)->fp8_block_cols, 0);
+  EXPECT_FALSE((*q)->Quantizes("model.layers.3.self_attn.o_proj"));
+  for (const auto& [key, value, message] :
+       {std::tuple{"fmt", Json("e5m2"), "fmt e5m2"},
+        std::tuple{"activation_scheme", Json("mxfp8"), "activation_scheme mxfp8"},
+        std::tuple{"weight_block_size", Json::array({128, 0}), "weight_block_size [128,0]"},
+        std::tuple{"ignored_layers", Json("lm_head"), "ignored_layers"}}) {
+    Json config = Fp8Config();
     config["quantization_config"][key] = value;
     EXPECT_THAT(ReadCheckpointQuantization(config, "m/config.json"),
                 StatusIs(absl::StatusCode::kUnimplemented, HasSubstr(message)));

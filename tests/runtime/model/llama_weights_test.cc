@@ -556,7 +556,7 @@ TEST_F(LlamaWeightsTest, WrongShapeNamesTensorShapesAndFile) {
 TEST_F(LlamaWeightsTest, UnsupportedMatmulDTypeIsInvalid) {
   EXPECT_THAT(WriteAndLoad(TinyModelSpec{}, static_cast<DType>(7)),  // no such dtype
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("matmul dtype must be f32, bf16, f16, i8 or i4")));
+                       HasSubstr("matmul dtype must be f32, bf16, f16, i8, i4 or fp8")));
 }
 
 // int8 at load: every matmul weight (lm_head too, a copy of a tied table) is q * scale with one
@@ -731,6 +731,178 @@ TEST_F(LlamaWeightsTest, CompressedTensorsInt8CheckpointLoadsAsStored) {
       }
     }
   }
+}
+
+// fp8 at load: every matmul weight (lm_head too) per row, scale = max |w| / 448, each code the
+// nearest E4M3 of w / scale.
+TEST_F(LlamaWeightsTest, Fp8QuantizesEveryMatmulWeightPerRow) {
+  TinyModelSpec spec;
+  spec.dtype = DType::kBF16;
+  absl::StatusOr<std::unique_ptr<LlamaWeights>> weights = WriteAndLoad(spec, DType::kF8E4M3);
+  ASSERT_THAT(weights, IsOk());
+  EXPECT_EQ((*weights)->embed_tokens.dtype, DType::kBF16);
+  for (const auto& [name, weight] : NamedWeights(**weights, false)) {
+    SCOPED_TRACE(name);
+    if (IsNorm(name) || name == "model.embed_tokens.weight") continue;
+    ASSERT_EQ(weight->dtype, DType::kF8E4M3);
+    ASSERT_NE(weight->scales, nullptr);
+    ASSERT_EQ(weight->group_size, 0);
+    ASSERT_EQ(weight->num_scales(), weight->shape[0]);
+    const int64_t rows = weight->shape[0], cols = weight->shape[1];
+    const auto* q = static_cast<const uint8_t*>(weight->data);
+    for (int64_t r = 0; r < rows; ++r) {
+      float max_abs = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        max_abs = std::max(max_abs, std::fabs(Bf16ToF32(F32ToBf16(TinyValue(name, r * cols + c)))));
+      }
+      ASSERT_EQ(weight->scales[r], max_abs / 448) << "row " << r;
+      for (int64_t c = 0; c < cols; ++c) {
+        const float w = Bf16ToF32(F32ToBf16(TinyValue(name, r * cols + c)));
+        ASSERT_EQ(q[r * cols + c], F32ToFp8E4M3(w / weight->scales[r])) << r << ", " << c;
+      }
+    }
+  }
+}
+
+// fp8 checkpoints as their writers lay them out (checkpoint_quantization.h): `weight` F8_E4M3 with
+// a compressed-tensors per-channel `weight_scale` [out, 1] (bf16), the fp8 method's per-tensor
+// `weight_scale` (a scalar), or its 128 x 128-style blocks, `weight_scale_inv` [ceil(out / 16),
+// ceil(in / 32)] here. Every weight reads back as code * its scale, exactly; a TP rank's o_proj
+// takes its columns and their blocks' scales.
+TEST_F(LlamaWeightsTest, Fp8CheckpointsLoadAsStored) {
+  enum class Form { kChannel, kTensor, kBlock };
+  for (Form form : {Form::kChannel, Form::kTensor, Form::kBlock}) {
+    SCOPED_TRACE(static_cast<int>(form));
+    TinyModelSpec spec;
+    spec.hidden_size = 64;
+    spec.num_heads = 4;  // head_dim 16: a TP rank's o_proj slice is 32 columns, one block
+    spec.intermediate_size = 128;  // a TP rank's down_proj slice: 64 columns, two blocks
+    spec.dtype = DType::kBF16;
+    ASSERT_THAT(WriteTinyModel(dir_.path(), spec), IsOk());
+    nlohmann::json config_json = testing::TinyConfigJson(spec);
+    if (form == Form::kChannel) {
+      config_json["quantization_config"] = {
+          {"quant_method", "compressed-tensors"}, {"format", "float-quantized"},
+          {"quantization_status", "compressed"}, {"ignore", {"lm_head"}},
+          {"config_groups",
+           {{"group_0",
+             {{"targets", {"Linear"}},
+              {"weights",
+               {{"num_bits", 8}, {"type", "float"}, {"symmetric", true},
+                {"strategy", "channel"}}}}}}}};
+    } else {
+      config_json["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"},
+                                            {"activation_scheme", "dynamic"}};
+      if (form == Form::kBlock) {
+        config_json["quantization_config"]["weight_block_size"] = {16, 32};
+      }
+    }
+    std::ofstream(dir_.path() / "config.json") << config_json.dump();
+    // The code of row r, column c of a module (never a NaN code), and the scales.
+    auto code_of = [](const std::string& module, int64_t r, int64_t c) {
+      const auto code = static_cast<uint8_t>((static_cast<int64_t>(module.size()) * 31 + r * 7 + c * 13) % 256);
+      return (code & 0x7F) == 0x7F ? static_cast<uint8_t>(0x3F) : code;
+    };
+    auto scale_of = [](int64_t i) { return 0.0078125f * static_cast<float>(i % 5 + 1); };
+    testing::SafetensorsWriter writer;
+    for (const auto& [name, shape] : TinyTensorShapes(spec)) {
+      std::vector<float> values(static_cast<size_t>(NumElements(shape)));
+      if (!name.ends_with("_proj.weight")) {
+        for (size_t i = 0; i < values.size(); ++i) values[i] = TinyValue(name, i);
+        writer.Add(name, DType::kBF16, shape, values);
+        continue;
+      }
+      const std::string module = name.substr(0, name.size() - std::string(".weight").size());
+      const int64_t rows = shape[0], cols = shape[1];
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) values[r * cols + c] = Fp8E4M3ToF32(code_of(module, r, c));
+      }
+      writer.Add(name, DType::kF8E4M3, shape, values);
+      if (form == Form::kChannel) {
+        std::vector<float> scales(rows);
+        for (int64_t r = 0; r < rows; ++r) scales[r] = scale_of(r);
+        writer.Add(module + ".weight_scale", DType::kBF16, {rows, 1}, scales);
+      } else if (form == Form::kTensor) {
+        writer.Add(module + ".weight_scale", DType::kF32, {}, std::vector<float>{scale_of(3)});
+      } else {
+        const int64_t br = (rows + 15) / 16, bc = (cols + 31) / 32;
+        std::vector<float> scales(br * bc);
+        for (int64_t i = 0; i < br * bc; ++i) scales[i] = scale_of(i);
+        writer.Add(module + ".weight_scale_inv", DType::kF32, {br, bc}, scales);
+      }
+    }
+    ASSERT_THAT(writer.Write(dir_.path() / "model.safetensors"), IsOk());
+    absl::StatusOr<ModelConfig> config = LoadModelConfig(dir_.path());
+    ASSERT_THAT(config, IsOk());
+    ASSERT_TRUE(config->quantization.has_value());
+    // The scale of weight (r, c) of a [rows, cols] module, as stored.
+    auto stored_scale = [&](int64_t r, int64_t c, int64_t cols) {
+      if (form == Form::kChannel) return scale_of(r);
+      if (form == Form::kTensor) return scale_of(3);
+      return scale_of(r / 16 * ((cols + 31) / 32) + c / 32);
+    };
+    auto value_of = [](const Weight& w, int64_t r, int64_t c) {
+      const int64_t cols = w.shape[1];
+      const float scale = w.group_size > 0 ? w.scales[r * (cols / w.group_size) + c / w.group_size]
+                                           : w.scales[r];
+      return scale * Fp8E4M3ToF32(static_cast<const uint8_t*>(w.data)[r * cols + c]);
+    };
+    absl::StatusOr<std::unique_ptr<LlamaWeights>> weights =
+        LoadLlamaWeights(dir_.path(), *config, DType::kF8E4M3);
+    ASSERT_THAT(weights, IsOk());
+    EXPECT_EQ((*weights)->lm_head.dtype, DType::kBF16);  // left unquantized by the checkpoint
+    const Weight& down = (*weights)->layers[1].down_proj;
+    ASSERT_EQ(down.dtype, DType::kF8E4M3);
+    EXPECT_EQ(down.group_size, form == Form::kBlock ? 32 : 0);
+    for (int64_t r = 0; r < down.shape[0]; ++r) {
+      for (int64_t c = 0; c < down.shape[1]; ++c) {
+        ASSERT_EQ(value_of(down, r, c),
+                  stored_scale(r, c, 128) * Fp8E4M3ToF32(code_of("model.layers.1.mlp.down_proj", r, c)))
+            << r << ", " << c;
+      }
+    }
+    absl::StatusOr<ModelShard> shard =
+        MakeModelShard(*config, ShardSpec{.tp_rank = 1, .tp_size = 2});
+    ASSERT_THAT(shard, IsOk());
+    absl::StatusOr<std::unique_ptr<LlamaWeights>> part =
+        LoadLlamaWeights(dir_.path(), *config, DType::kF8E4M3, nullptr, &*shard);
+    ASSERT_THAT(part, IsOk());
+    const Weight& o_proj = (*part)->layers[0].o_proj;
+    const int64_t begin = int64_t{shard->head_begin} * config->head_dim;
+    ASSERT_EQ(o_proj.shape[1], 32);
+    for (int64_t r = 0; r < o_proj.shape[0]; ++r) {
+      for (int64_t c = 0; c < o_proj.shape[1]; ++c) {
+        ASSERT_EQ(value_of(o_proj, r, c),
+                  stored_scale(r, begin + c, 64) *
+                      Fp8E4M3ToF32(code_of("model.layers.0.self_attn.o_proj", r, begin + c)));
+      }
+    }
+  }
+  // A NaN code is refused, naming the tensor.
+  TinyModelSpec spec;
+  spec.hidden_size = 32;
+  ASSERT_THAT(WriteTinyModel(dir_.path(), spec), IsOk());
+  nlohmann::json config_json = testing::TinyConfigJson(spec);
+  config_json["quantization_config"] = {{"quant_method", "fp8"}};
+  std::ofstream(dir_.path() / "config.json") << config_json.dump();
+  testing::SafetensorsWriter writer;
+  for (const auto& [name, shape] : TinyTensorShapes(spec)) {
+    std::vector<float> values(static_cast<size_t>(NumElements(shape)), 1.0f);
+    if (!name.ends_with("_proj.weight")) {
+      writer.Add(name, DType::kF32, shape, values);
+      continue;
+    }
+    if (name == "model.layers.0.self_attn.q_proj.weight") values[5] = NAN;
+    writer.Add(name, DType::kF8E4M3, shape, values);
+    writer.Add(name.substr(0, name.size() - 7) + ".weight_scale", DType::kF32, {1},
+               std::vector<float>{0.5f});
+  }
+  ASSERT_THAT(writer.Write(dir_.path() / "model.safetensors"), IsOk());
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(dir_.path());
+  ASSERT_THAT(config, IsOk());
+  EXPECT_THAT(LoadLlamaWeights(dir_.path(), *config, DType::kF8E4M3),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("q_proj.weight holds a NaN"), HasSubstr("[0, 5]"))));
 }
 
 // Weight (r, c) of a kI4 Weight, dequantized: scale * (nibble - zero) (MatmulParams' layout).

@@ -1,11 +1,13 @@
 #include "runtime/model/weight_quantization.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/common/dtype.h"
 
 namespace baton::runtime {
 namespace {
@@ -36,6 +38,38 @@ TEST(QuantizeRowsInt8Test, DequantizedValuesAreWithinHalfAStep) {
   QuantizeRowsInt8(w.data(), 1, 64, q.data(), &scale);
   for (size_t i = 0; i < w.size(); ++i) {
     EXPECT_LE(std::abs(q[i] * scale - w[i]), scale / 2 * (1 + 1e-6f)) << i;
+  }
+}
+
+TEST(QuantizeRowsFp8Test, ScaleIsTheRowsMaxOver448AndValuesRoundToTheNearestCode) {
+  // Row 0: max 448, scale 1: each value is its nearest E4M3 (ties to even); 448 is code 0x7E.
+  // Row 1: max 896, scale 2: the same values doubled give the same codes.
+  // Row 2: zeros, scale 1, codes 0.
+  const std::vector<float> w = {448, 1.0625f, 0.3f, -17, 0.00146484375f,  //
+                                896, 2.125f, 0.6f, -34, 0.0029296875f,    //
+                                0, 0, 0, 0, 0};
+  std::vector<uint8_t> q(w.size());
+  std::vector<float> scales(3);
+  QuantizeRowsFp8(w.data(), 3, 5, q.data(), scales.data());
+  EXPECT_THAT(scales, ElementsAre(1.0f, 2.0f, 1.0f));
+  // 1.0625 lies halfway between 1 (0x38) and 1.125 (0x39): to the even code. 0.3 -> 0.3125 (0x2A).
+  // -17, halfway between 16 (0x58) and 18: -16 (0x80 | 0x58). 0.00146484375 = 0.75 * 2^-9: the
+  // subnormal 2^-9 (0x01).
+  EXPECT_THAT(q, ElementsAre(0x7E, 0x38, 0x2A, 0xD8, 0x01,  //
+                             0x7E, 0x38, 0x2A, 0xD8, 0x01,  //
+                             0, 0, 0, 0, 0));
+}
+
+TEST(QuantizeRowsFp8Test, DequantizedValuesAreWithinHalfAStepOfTheirBinade) {
+  std::vector<float> w(256);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.013f * static_cast<float>(i * 37 % 101) - 0.6f;
+  std::vector<uint8_t> q(w.size());
+  float scale = 0;
+  QuantizeRowsFp8(w.data(), 1, 256, q.data(), &scale);
+  for (size_t i = 0; i < w.size(); ++i) {
+    const float value = Fp8E4M3ToF32(q[i]) * scale;
+    // 3 mantissa bits: within 2^-4 of the value, or half the smallest subnormal step.
+    EXPECT_LE(std::abs(value - w[i]), std::max(std::abs(w[i]) / 16, scale * 0x1p-10f)) << i;
   }
 }
 

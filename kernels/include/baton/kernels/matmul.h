@@ -12,14 +12,18 @@ struct MatmulParams {
   float* out;          // [m, n]; must not overlap the inputs
   const float* in;     // [m, k]
   const void* weight;  // [n, k] row-major in weight_dtype
-  DType weight_dtype;  // kF32, kBF16, kF16, kI8 or kI4
+  DType weight_dtype;  // kF32, kBF16, kF16, kI8, kI4 or kF8E4M3
   const float* bias;   // [n] or nullptr
   int m;
   int n;
   int k;
   // Quantized weights only (else nullptr), f32:
   //   kI8: [n], row j of the weight is weight_scales[j] * q[j, :];
-  //   kI4: [n, k / weight_group_size], see below.
+  //   kI4: [n, k / weight_group_size], see below;
+  //   kF8E4M3: [n] when weight_group_size is 0 (per output row: per-channel checkpoints, and
+  //     per-tensor ones with the one scale repeated), else [n, k / weight_group_size] (a multiple
+  //     of kFp8GroupColumns dividing k; block-wise checkpoints' 128 x 128 blocks, one scale per
+  //     row and 128 columns): weight[j, c] = scale[j, c / g] * fp8(q[j, c]), `weight` [n, k] bytes.
   const float* weight_scales = nullptr;
   // kI4 only (W4A16, groups of weight_group_size columns). `weight` is [n, k / 2] bytes: within
   // each run of 32 columns of a row, byte b (b < 16) holds column b in its low nibble and column
@@ -34,9 +38,12 @@ struct MatmulParams {
 
 // The column granularity of kI4 weights: group sizes, and so k, are multiples of this.
 inline constexpr int kInt4ColumnBlock = 32;
+// kF8E4M3 group sizes (when not 0) are multiples of this.
+inline constexpr int kFp8GroupColumns = 32;
 
 // Checks pointers (in/out may be null only when m == 0), sizes, the weight dtype, and that scales
-// (and for kI4 the group size and optional zeros) come with quantized weights and only with them.
+// (and for kI4 the group size and optional zeros, for kF8E4M3 the optional group size) come with
+// quantized weights and only with them.
 absl::Status Validate(const MatmulParams& params);
 
 // The most rows the device's int8 GEMV takes (decode batches); larger products go through a GEMM.
@@ -46,6 +53,9 @@ absl::Status ValidateInt8Gemv(const MatmulParams& params);
 // The same for the device's int4 GEMV: int4 weights, m <= kMatmulInt4GemvMaxRows.
 inline constexpr int kMatmulInt4GemvMaxRows = 8;
 absl::Status ValidateInt4Gemv(const MatmulParams& params);
+// The same for the device's fp8 GEMV: fp8 weights, m <= kMatmulFp8GemvMaxRows.
+inline constexpr int kMatmulFp8GemvMaxRows = 8;
+absl::Status ValidateFp8Gemv(const MatmulParams& params);
 
 // Validates, then computes. f32 weights: OpenBLAS sgemm for large m, a SIMD GEMV (AVX-512 or AVX2) for small m,
 // columns split over `pool` (which may be nullptr); OpenBLAS is set to one thread on first use.
@@ -71,6 +81,12 @@ absl::Status ValidateInt4Gemv(const MatmulParams& params);
 // out[i, j] = sum_g scale[j, g] * (d[i, g] * dot - zero[j, g] * d[i, g] * sum_g(q_a)) + bias[j].
 // For larger m (prefill) the activations are rounded to bf16 and the weights dequantized to bf16
 // (AVX512_BF16 CPUs) or f32 panels: the dequantized weights' product up to that rounding.
+// fp8 weights (W8A16, E4M3): for m <= 16 the activations are rounded to bf16 and the fp8 values
+// widened exactly to f32 in registers (AVX-512 or AVX2 through F16C, scalar in the portable twin);
+// each group's (or row's) f32 sum is multiplied by its scale:
+// out[i, j] = sum_g scale[j, g] * sum_{c in g} bf16(in[i, c]) * fp8(q[j, c]) + bias[j].
+// Larger m dequantizes panels (scale * fp8, rounded to bf16 for the AVX512_BF16 kernel or kept f32
+// for sgemm), as for int4.
 absl::Status MatmulCpu(const MatmulParams& params, ThreadPool* pool);
 
 // Several products that share `in`, m, k and the weight dtype (e.g. the Q, K and V projections of
