@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   std::vector<int> batches = {1, 8, 32}, long_batches = {1, 8};
   app.add_option("--model", model_dir, "Checkpoint directory")->required();
   app.add_option("--dtype", dtype, "f32, bf16, f16, i8, i4 or fp8 (int8 / int4 / fp8 weights quantized at load)")
-      ->check(CLI::IsMember({"f32", "bf16", "f16", "i8", "i4"}));
+      ->check(CLI::IsMember({"f32", "bf16", "f16", "i8", "i4", "fp8"}));
   app.add_option("--kv-cache-dtype", kv_cache_dtype, "KV cache elements: f32 or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--threads", threads, "Threads");

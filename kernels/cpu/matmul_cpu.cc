@@ -9,15 +9,16 @@
 //     or, on CPUs without it, the same rounding of the activations and f32 arithmetic: the AVX2
 //     GEMV widening bf16 weights on the fly for small m, widened weight panels through sgemm for
 //     large m.
-//   int8: bf16's scheme with the integers widened exactly (in registers for small m; to bf16 panels
+//   int8: bf16's scheme with the integers widened exactly (in registers for small m: the byte GEMV
+//     of matmul_byte_gemv_cpu.cc, or dpbf16 tiles for batches on AVX512_BF16 CPUs; to bf16 panels
 //     for the AVX512_BF16 kernel, or to f32 panels for sgemm, for large m), then each column
 //     times its scale.
 //   int4: for small m, activations quantized to int8 per group and an integer GEMV unpacking the
 //     nibbles in registers (AVX512_VNNI, AVX2 or scalar; matmul_int4_cpu.cc); for large m,
 //     activations rounded to bf16 and dequantized panels into the bf16 kernel or sgemm.
-//   fp8: for small m, activations rounded to bf16 and a GEMV widening the bytes in registers
-//     (AVX-512 or AVX2 through F16C, or scalar; matmul_fp8_cpu.cc) with a scale per group or row;
-//     for large m, int4's dequantized panels.
+//   fp8: int8's decode scheme with the codes widened exactly through F16C (the byte GEMV, with a
+//     scale per group or row; dpbf16 tiles for batches of per-row-scaled weights); for large m,
+//     int4's dequantized panels.
 //   f16: no x86 instruction we use multiplies f16 pairs into f32 (AVX512_FP16 accumulates in f16),
 //     so always bf16's second scheme: activations rounded to f16 once, then the GEMV (AVX-512 or
 //     AVX2) widening the f16 weights with F16C as they stream past for small m, widened panels
@@ -516,17 +517,12 @@ struct F16Format {
   }
 };
 
-// int8 weights: the activations rounded to bf16 as for bf16 weights (Bf16Format::Round), the
-// integers widened exactly; the scales are applied to the finished sums (ScaleColumns). kSimd as
-// in F16Format: false gives the portable twin, one widened row at a time.
-template <bool kSimd>
+// int8 weights in f32 panels for sgemm (prefill sizes on CPUs without AVX512_BF16): the
+// activations rounded to bf16 as for bf16 weights (Bf16Format::Round), the integers widened
+// exactly; the scales are applied to the finished sums (ScaleColumns). Decode sizes take the byte
+// GEMV (matmul_byte_gemv_cpu.cc) instead.
 struct Int8Format {
   using Weight = int8_t;
-#if defined(BATON_SIMD_GEMV)
-  static constexpr bool kSimdGemv = kSimd;
-#else
-  static constexpr bool kSimdGemv = false;
-#endif
   static void Round(const float* in, int64_t n, float* out) { Bf16Format::Round(in, n, out); }
   static void Widen(const int8_t* w, int64_t n, float* out) {
     for (int64_t i = 0; i < n; ++i) out[i] = w[i];
@@ -598,13 +594,13 @@ void MatmulWidened(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   }
 }
 
-// out[:, n_begin:n_end) = scale[j] * out + bias[j]: the int8 products' sums become the layer's
-// output once they are complete (so no kernel below sees the bias).
-void ScaleColumns(const MatmulParams& p, int n_begin, int n_end) {
+// out[:, n_begin:n_end) = factor * scale[j] * out + bias[j]: the int8 (and per-row fp8) products'
+// sums become the layer's output once they are complete (so no kernel below sees the bias).
+void ScaleColumns(const MatmulParams& p, int n_begin, int n_end, float factor = 1.0f) {
   for (int i = 0; i < p.m; ++i) {
     float* out = p.out + int64_t{i} * p.n;
     for (int j = n_begin; j < n_end; ++j) {
-      out[j] = out[j] * p.weight_scales[j] + (p.bias != nullptr ? p.bias[j] : 0.0f);
+      out[j] = out[j] * (p.weight_scales[j] * factor) + (p.bias != nullptr ? p.bias[j] : 0.0f);
     }
   }
 }
@@ -614,18 +610,24 @@ MatmulParams WithoutBias(MatmulParams p) {
   return p;
 }
 
-// Columns [n_begin, n_end) at prefill sizes on an AVX512_BF16 CPU: panels of int8 rows widened to
-// bf16 (exact: |q| <= 128 needs 8 significant bits) for the bf16 kernel, which reads each panel
-// once per tile of activation rows. `a` is the activations as MatmulBf16 lays them out. No bias.
-void Int8Bf16PanelColumns(const MatmulParams& p, const uint16_t* a, int64_t k_pad, int n_begin,
-                          int n_end) {
+// Columns [n_begin, n_end) at prefill sizes on an AVX512_BF16 CPU: panels of int8 rows (or fp8
+// codes, as their values times 2^-8) widened to bf16 (exact: |q| <= 128 needs 8 significant bits,
+// an fp8 value 4) for the bf16 kernel, which reads each panel once per tile of activation rows.
+// `a` is the activations as MatmulBf16 lays them out. No bias, no scales.
+template <typename W>
+void BytePanelColumns(const MatmulParams& p, const uint16_t* a, int64_t k_pad, int n_begin,
+                      int n_end) {
   const int panel_rows = std::max(16, static_cast<int>(kWidenedPanelBytes / (2 * int64_t{p.k})));
   thread_local std::vector<uint16_t> panel;
   panel.resize(static_cast<size_t>(panel_rows) * p.k);
-  const int8_t* w = static_cast<const int8_t*>(p.weight);
+  const W* w = static_cast<const W*>(p.weight);
   for (int j0 = n_begin; j0 < n_end; j0 += panel_rows) {
     const int rows = std::min(panel_rows, n_end - j0);
-    internal::WidenInt8ToBf16(w + int64_t{j0} * p.k, int64_t{rows} * p.k, panel.data());
+    if constexpr (std::is_same_v<W, uint8_t>) {
+      internal::WidenFp8ToBf16(w + int64_t{j0} * p.k, int64_t{rows} * p.k, panel.data());
+    } else {
+      internal::WidenInt8ToBf16(w + int64_t{j0} * p.k, int64_t{rows} * p.k, panel.data());
+    }
     internal::MatmulBf16Avx512(a, k_pad, panel.data(), nullptr, p.out + j0, p.n, p.m, 0, rows,
                                p.k);
   }
@@ -648,44 +650,59 @@ const uint16_t* Bf16Activations(const MatmulParams& first, ThreadPool* pool, int
   return a;
 }
 
-// The whole int8 scheme for a group (see MatmulCpu): on AVX512_BF16 CPUs, decode batches of 2 to
-// 16 rows widen the integers to bf16 in registers (matmul_int8_avx512.cc) and prefill sizes widen
-// panels of them; otherwise (and for a lone row) the f32 GEMV widening in registers, or f32
-// panels into sgemm. Then the scales and biases. A row's value may depend on the batch size (as
-// with bf16 weights: the kernels differ).
+// Decode sizes of the byte-per-weight formats (int8; fp8): on AVX512_BF16 CPUs, batches of 2 to 16
+// rows with a scale per row take dpbf16 tiles widening the bytes to bf16 in registers
+// (matmul_int8_avx512.cc), then the scales and biases; otherwise (a lone row, group scales, other
+// CPUs) the activations rounded to bf16 and the byte GEMV (matmul_byte_gemv_cpu.cc), whose tiles
+// scale and add the bias themselves. A row's value may depend on the batch size (as with bf16
+// weights: the kernels differ).
 template <bool kSimd>
-void MatmulInt8(absl::Span<const MatmulParams> group, ThreadPool* pool) {
-  using Format = Int8Format<kSimd>;
+void MatmulByteWeightsDecode(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   const MatmulParams& first = group[0];
   static const bool has_bf16 = internal::CpuHasAvx512Bf16();
-  if (kSimd && has_bf16 && first.m >= 2 && first.m <= kStreamMaxRows) {
+  if (kSimd && has_bf16 && first.m >= 2 && first.weight_group_size == 0) {
+    const bool fp8 = first.weight_dtype == DType::kF8E4M3;
     int64_t k_pad = 0;
     const uint16_t* a = Bf16Activations(first, pool, &k_pad);
     ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) {
       const MatmulParams& p = group[i];
-      internal::MatmulInt8Avx512(a, k_pad, static_cast<const int8_t*>(p.weight), p.out, p.n, p.m,
-                                 n0, n1, p.k);
-      ScaleColumns(p, n0, n1);
+      if (fp8) {
+        internal::MatmulFp8Avx512(a, k_pad, static_cast<const uint8_t*>(p.weight), p.out, p.n,
+                                  p.m, n0, n1, p.k);
+      } else {
+        internal::MatmulInt8Avx512(a, k_pad, static_cast<const int8_t*>(p.weight), p.out, p.n,
+                                   p.m, n0, n1, p.k);
+      }
+      ScaleColumns(p, n0, n1, fp8 ? 256.0f : 1.0f);  // fp8 codes were summed as value * 2^-8
     });
     return;
   }
+  thread_local std::vector<float> buffer;
+  buffer.resize(int64_t{first.m} * first.k);
+  float* rounded = buffer.data();  // the pool's threads reach the buffer through this
+  Bf16Format::Round(first.in, int64_t{first.m} * first.k, rounded);
+  ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) {
+    internal::ByteGemvColumns(group[i], rounded, n0, n1, kSimd);
+  });
+}
+
+// The whole int8 scheme for a group (see MatmulCpu): decode sizes as MatmulByteWeightsDecode says;
+// prefill sizes widen panels of the integers (exactly) to bf16 for the AVX512_BF16 kernel, or to
+// f32 for sgemm, then the scales and biases.
+template <bool kSimd>
+void MatmulInt8(absl::Span<const MatmulParams> group, ThreadPool* pool) {
+  const MatmulParams& first = group[0];
   if (first.m <= kStreamMaxRows) {
-    thread_local std::vector<float> buffer;
-    buffer.resize(int64_t{first.m} * first.k);
-    float* rounded = buffer.data();  // the pool's threads reach the buffer through this
-    Format::Round(first.in, int64_t{first.m} * first.k, rounded);
-    ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) {
-      WidenedGemvColumns<Format>(WithoutBias(group[i]), rounded, n0, n1);
-      ScaleColumns(group[i], n0, n1);
-    });
+    MatmulByteWeightsDecode<kSimd>(group, pool);
     return;
   }
+  static const bool has_bf16 = internal::CpuHasAvx512Bf16();
   if (kSimd && has_bf16) {
     int64_t k_pad = 0;
     const uint16_t* a = Bf16Activations(first, pool, &k_pad);
     for (const MatmulParams& p : group) {
       ForColumnRanges(pool, p.n, int64_t{p.m} * p.k, [&](int n0, int n1) {
-        Int8Bf16PanelColumns(p, a, k_pad, n0, n1);
+        BytePanelColumns<int8_t>(p, a, k_pad, n0, n1);
         ScaleColumns(p, n0, n1);
       });
     }
@@ -694,11 +711,11 @@ void MatmulInt8(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   thread_local std::vector<float> buffer;
   buffer.resize(int64_t{first.m} * first.k);
   float* rounded = buffer.data();
-  Format::Round(first.in, int64_t{first.m} * first.k, rounded);
+  Int8Format::Round(first.in, int64_t{first.m} * first.k, rounded);
   MakeOpenBlasSingleThreaded();
   for (const MatmulParams& p : group) {
     ForColumnRanges(pool, p.n, int64_t{p.m} * p.k, [&](int n0, int n1) {
-      WidenedSgemmColumns<Format>(WithoutBias(p), rounded, n0, n1);
+      WidenedSgemmColumns<Int8Format>(WithoutBias(p), rounded, n0, n1);
       ScaleColumns(p, n0, n1);
     });
   }
@@ -783,20 +800,26 @@ void MatmulInt4(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   MatmulDequantizedPanels(group, pool, kSimd, internal::DequantizeInt4Rows);
 }
 
-// The whole fp8 scheme for a group (see MatmulCpu): decode batches round the activations to bf16
-// and take the GEMV widening the fp8 bytes in registers (matmul_fp8_cpu.cc); prefill sizes
-// dequantize panels (MatmulDequantizedPanels).
+// The whole fp8 scheme for a group (see MatmulCpu): decode sizes as MatmulByteWeightsDecode says;
+// prefill sizes with a scale per row widen panels of the codes exactly to bf16 (as int8's) on
+// AVX512_BF16 CPUs, then the scales; otherwise they dequantize panels (MatmulDequantizedPanels).
 template <bool kSimd>
 void MatmulFp8(absl::Span<const MatmulParams> group, ThreadPool* pool) {
   const MatmulParams& first = group[0];
   if (first.m <= kStreamMaxRows) {
-    thread_local std::vector<float> buffer;
-    buffer.resize(int64_t{first.m} * first.k);
-    float* rounded = buffer.data();  // the pool's threads reach the buffer through this
-    Bf16Format::Round(first.in, int64_t{first.m} * first.k, rounded);
-    ForGroupColumnRanges(pool, group, [&](size_t i, int n0, int n1) {
-      internal::Fp8GemvColumns(group[i], rounded, n0, n1, kSimd);
-    });
+    MatmulByteWeightsDecode<kSimd>(group, pool);
+    return;
+  }
+  static const bool has_bf16 = internal::CpuHasAvx512Bf16();
+  if (kSimd && has_bf16 && first.weight_group_size == 0) {
+    int64_t k_pad = 0;
+    const uint16_t* a = Bf16Activations(first, pool, &k_pad);
+    for (const MatmulParams& p : group) {
+      ForColumnRanges(pool, p.n, int64_t{p.m} * p.k, [&](int n0, int n1) {
+        BytePanelColumns<uint8_t>(p, a, k_pad, n0, n1);
+        ScaleColumns(p, n0, n1, /*factor=*/256.0f);
+      });
+    }
     return;
   }
   MatmulDequantizedPanels(group, pool, kSimd, internal::DequantizeFp8Rows);

@@ -27,6 +27,13 @@ void MatmulBf16Avx512(const uint16_t* a, int64_t a_stride, const uint16_t* w, co
 // out[i, j] = a[i, :] . q[j, :], the raw sums (no scale, no bias). Call only if CpuHasAvx512Bf16().
 void MatmulInt8Avx512(const uint16_t* a, int64_t a_stride, const int8_t* w, float* out,
                       int64_t out_stride, int m, int n_begin, int n_end, int k);
+// The same with fp8 E4M3 codes (matmul_int8_avx512.cc): out[i, j] = 2^-8 * a[i, :] . fp8(q[j, :]),
+// the raw sums times 2^-8 (the kernel widens the codes through f16). Call only if
+// CpuHasAvx512Bf16().
+void MatmulFp8Avx512(const uint16_t* a, int64_t a_stride, const uint8_t* w, float* out,
+                     int64_t out_stride, int m, int n_begin, int n_end, int k);
+// out[i] = fp8(codes[i]) * 2^-8 as bf16 bits (exact). Call only if CpuHasAvx512Bf16().
+void WidenFp8ToBf16(const uint8_t* codes, int64_t n, uint16_t* out);
 // out[i] = q[i] as bf16 bits (exact). Call only if CpuHasAvx512Bf16().
 void WidenInt8ToBf16(const int8_t* q, int64_t n, uint16_t* out);
 
@@ -57,14 +64,14 @@ void Int4GemvVnni(const MatmulParams& p, const Int4Activations& a, int n_begin, 
 // Rows [j_begin, j_end) of the weights dequantized to f32 into out ([j_end - j_begin, k]).
 void DequantizeInt4Rows(const MatmulParams& p, int j_begin, int j_end, float* out);
 
-// fp8 weights (matmul_fp8_cpu.cc; p.weight_dtype is kF8E4M3, p valid).
+// Byte-per-weight formats (matmul_byte_gemv_cpu.cc; p.weight_dtype is kI8 or kF8E4M3, p valid).
 //
-// out[i, j] (+ bias) for i < p.m, j in [n_begin, n_end), into p.out, from `rounded_in` (p.in rounded
-// to bf16, [m, k] f32): the SIMD GEMV (AVX-512 or AVX2 + F16C, as built) when `simd`, else the
-// scalar twin.
-void Fp8GemvColumns(const MatmulParams& p, const float* rounded_in, int n_begin, int n_end,
-                    bool simd);
-// Rows [j_begin, j_end) of the weights dequantized to f32 into out ([j_end - j_begin, k]).
+// out[i, j] (scaled, + bias) for i < p.m, j in [n_begin, n_end), into p.out, from `rounded_in`
+// (p.in rounded to bf16, [m, k] f32): the SIMD GEMV (AVX-512, or AVX2 + F16C, as built) when
+// `simd`, else the scalar twin.
+void ByteGemvColumns(const MatmulParams& p, const float* rounded_in, int n_begin, int n_end,
+                     bool simd);
+// fp8 weights: rows [j_begin, j_end) dequantized to f32 into out ([j_end - j_begin, k]).
 void DequantizeFp8Rows(const MatmulParams& p, int j_begin, int j_end, float* out);
 
 // The bf16 path for CPUs without AVX512_BF16 (exposed so tests cover it on any CPU): activations

@@ -82,8 +82,9 @@ absl::Status ValidateFp8Gemv(const MatmulParams& params);
 // For larger m (prefill) the activations are rounded to bf16 and the weights dequantized to bf16
 // (AVX512_BF16 CPUs) or f32 panels: the dequantized weights' product up to that rounding.
 // fp8 weights (W8A16, E4M3): for m <= 16 the activations are rounded to bf16 and the fp8 values
-// widened exactly to f32 in registers (AVX-512 or AVX2 through F16C, scalar in the portable twin);
-// each group's (or row's) f32 sum is multiplied by its scale:
+// widened exactly in registers (AVX-512 or AVX2 through F16C, scalar in the portable twin; bf16
+// dpbf16 tiles for batches of per-row-scaled weights on AVX512_BF16 CPUs), each group's (or
+// row's) f32 sum multiplied by its scale:
 // out[i, j] = sum_g scale[j, g] * sum_{c in g} bf16(in[i, c]) * fp8(q[j, c]) + bias[j].
 // Larger m dequantizes panels (scale * fp8, rounded to bf16 for the AVX512_BF16 kernel or kept f32
 // for sgemm), as for int4.
