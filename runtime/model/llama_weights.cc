@@ -225,54 +225,45 @@ class WeightLoader {
   // (QuantizeRowsInt4) for kI4.
   absl::StatusOr<Weight> Matmul(const TensorInfo& info, DType target, int64_t col_begin,
                                 int64_t col_end) {
-    if (target == DType::kF8E4M3) return MatmulFp8(info, col_begin, col_end);
     // int4 rows must be whole runs of 32 values (matmul.h); a weight whose rows are not (kjv-4m's
     // down_proj, 688 wide) falls back to int8, as llama.cpp falls back for its block sizes.
     if (target == DType::kI4 && Int4GroupSize(col_end - col_begin) != 0) {
       return MatmulInt4(info, col_begin, col_end);
     }
     if (target == DType::kI4) target = DType::kI8;
-    if (target != DType::kI8) {
-      if (col_begin == 0 && col_end == info.shape[1]) return FromInfo(info, target);
-      return ColumnSlice(info, target, col_begin, col_end);
+    if (target == DType::kI8) {
+      return QuantizedPerRow(info, col_begin, col_end, DType::kI8,
+                             [](const float* row, int64_t width, void* q, float* scale) {
+                               QuantizeRowsInt8(row, 1, width, static_cast<int8_t*>(q), scale);
+                             });
     }
-    const int64_t rows = info.shape[0];
-    const int64_t cols = info.shape[1];
-    const int64_t width = col_end - col_begin;
-    const size_t src_elem = DTypeBytes(info.dtype);
-    auto* q = reinterpret_cast<int8_t*>(Allocate(static_cast<size_t>(rows * width)));
-    auto* scales = reinterpret_cast<float*>(Allocate(static_cast<size_t>(rows) * sizeof(float)));
-    auto quantize_rows = [&](int64_t row_begin, int64_t row_end) {
-      std::vector<float> row(width);
-      for (int64_t r = row_begin; r < row_end; ++r) {
-        ConvertRange(info.data + (r * cols + col_begin) * src_elem, info.dtype,
-                     reinterpret_cast<std::byte*>(row.data()), DType::kF32, 0, width);
-        QuantizeRowsInt8(row.data(), 1, width, q + r * width, scales + r);
-      }
-    };
-    if (rows * width < kMinParallelElements) {
-      quantize_rows(0, rows);
-    } else {
-      pool_.ParallelFor(rows, [&](int64_t b, int64_t e, int) { quantize_rows(b, e); });
+    if (target == DType::kF8E4M3) {
+      return QuantizedPerRow(info, col_begin, col_end, DType::kF8E4M3,
+                             [](const float* row, int64_t width, void* q, float* scale) {
+                               QuantizeRowsFp8(row, 1, width, static_cast<uint8_t*>(q), scale);
+                             });
     }
-    ReleaseMappedRange(info.data, info.num_bytes);
-    return Weight{.dtype = DType::kI8, .shape = {rows, width}, .data = q, .scales = scales};
+    if (col_begin == 0 && col_end == info.shape[1]) return FromInfo(info, target);
+    return ColumnSlice(info, target, col_begin, col_end);
   }
 
-  // Columns [col_begin, col_end) of `info` quantized by QuantizeRowsFp8.
-  Weight MatmulFp8(const TensorInfo& info, int64_t col_begin, int64_t col_end) {
+  // Columns [col_begin, col_end) of `info` as a byte per weight and a scale per row (kI8 or
+  // kF8E4M3): quantize_row(row, width, q, scale) quantizes one row of f32 values.
+  template <typename QuantizeRow>
+  Weight QuantizedPerRow(const TensorInfo& info, int64_t col_begin, int64_t col_end, DType dtype,
+                         QuantizeRow quantize_row) {
     const int64_t rows = info.shape[0];
     const int64_t cols = info.shape[1];
     const int64_t width = col_end - col_begin;
     const size_t src_elem = DTypeBytes(info.dtype);
-    auto* q = reinterpret_cast<uint8_t*>(Allocate(static_cast<size_t>(rows * width)));
+    std::byte* q = Allocate(static_cast<size_t>(rows * width));
     auto* scales = reinterpret_cast<float*>(Allocate(static_cast<size_t>(rows) * sizeof(float)));
     auto quantize_rows = [&](int64_t row_begin, int64_t row_end) {
       std::vector<float> row(width);
       for (int64_t r = row_begin; r < row_end; ++r) {
         ConvertRange(info.data + (r * cols + col_begin) * src_elem, info.dtype,
                      reinterpret_cast<std::byte*>(row.data()), DType::kF32, 0, width);
-        QuantizeRowsFp8(row.data(), 1, width, q + r * width, scales + r);
+        quantize_row(row.data(), width, q + r * width, scales + r);
       }
     };
     if (rows * width < kMinParallelElements) {
@@ -281,7 +272,7 @@ class WeightLoader {
       pool_.ParallelFor(rows, [&](int64_t b, int64_t e, int) { quantize_rows(b, e); });
     }
     ReleaseMappedRange(info.data, info.num_bytes);
-    return Weight{.dtype = DType::kF8E4M3, .shape = {rows, width}, .data = q, .scales = scales};
+    return Weight{.dtype = dtype, .shape = {rows, width}, .data = q, .scales = scales};
   }
 
   // Columns [col_begin, col_end) of `info` quantized by QuantizeRowsInt4; the width must have an
