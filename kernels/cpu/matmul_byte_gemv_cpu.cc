@@ -40,10 +40,11 @@ constexpr uint16_t Fp8AsF16Bits(uint8_t code) {
 }
 
 // Bytes ahead of each weight stream to prefetch, as the int4 GEMV (matmul_int4_tile.h): several
-// rows read side by side are slower streams than one without it. (A lone row read 4 weight rows
-// side by side this way at 1.34x the f32 GEMV's one-row-at-a-time stream: `small`, batch 1, one
-// thread, int8 77 tok/s against fp8 103 on the same Xeon before int8 moved here.)
-constexpr int64_t kFp8PrefetchBytes = 6144;
+// rows read side by side are slower streams than one without it. A lone row reading 4 weight rows
+// side by side this way beat the f32 GEMV's one row at a time: int8 on `small`, batch 1, went
+// from 73-77 to 99-161 tok/s on one thread, 148 to 257-326 on two, when it moved here (a Xeon,
+// benchmarks/README.md "fp8 weights").
+constexpr int64_t kPrefetchBytes = 6144;
 
 // One weight at a time: the twin every vector Isa must agree with.
 struct PortableIsa {
@@ -172,7 +173,7 @@ void ByteTile(const MatmulParams& p, const float* in, int row, int j) {
       for (int c = 0; c < NW; ++c) {
         // Past the matrix's end this is a hint to a stray line, never a fault. (The builtin, not
         // _mm_prefetch: the portable Isa's build may have no x86 intrinsics.)
-        __builtin_prefetch(w[c] + l + kFp8PrefetchBytes, /*rw=*/0, /*locality=*/3);
+        __builtin_prefetch(w[c] + l + kPrefetchBytes, /*rw=*/0, /*locality=*/3);
         wv[c] = Isa::Widen(w[c] + l);
       }
       for (int r = 0; r < MA; ++r) {

@@ -4,12 +4,13 @@
 //
 // The weights are widened in registers: 32 int8 values to two f32 vectors (exact), then to one
 // vector of 32 bf16 (exact: |q| <= 128 needs 8 significant bits), which _mm512_dpbf16_ps multiplies
-// with 32 bf16 activations. fp8 E4M3 codes take the same route through f16 (matmul_byte_gemv_cpu.cc says
-// why the shifted bits are the value times 2^-8), then f32 and bf16, all exact. Per 32 weights that is 5 conversions and one dot-product instruction
-// per activation row, where widening to f32 for FMAs costs 4 conversions and two FMAs per row: at
-// 8 rows, 13 instructions against 20. A lone row is left to the FMA GEMV (matmul_cpu.cc), which
-// read faster there (`small`, batch 1, 1 thread, tokens/s: FMA GEMV 178-212, dpbf16 with one
-// accumulator chain 140, with two 150).
+// with 32 bf16 activations. fp8 E4M3 codes take the same route through f16
+// (matmul_byte_gemv_cpu.cc says why the shifted bits are the value times 2^-8), then f32 and bf16,
+// all exact. Per 32 weights that is 5 conversions and one dot-product instruction per activation
+// row, where widening to f32 for FMAs costs 4 conversions and two FMAs per row: at 8 rows, 13
+// instructions against 20. A lone row is left to the FMA GEMV (now matmul_byte_gemv_cpu.cc's),
+// which read faster there (`small`, batch 1, 1 thread, tokens/s: FMA GEMV 178-212, dpbf16 with
+// one accumulator chain 140, with two 150).
 #include <algorithm>
 #include <bit>
 #include <utility>
