@@ -325,9 +325,14 @@ absl::Status CudaGpuRuntime::Reserve(Scratch& scratch, size_t bytes) {
 // prefill-sized quantized products. Panels bound the scratch (an lm_head of 128k rows widened
 // whole would take 1 GiB). Each weight is read quantized, written and read again as bf16, which a
 // prefill's many rows amortize.
-absl::Status CudaGpuRuntime::GemmWidenedPanels(const kernels::MatmulParams& p, float beta,
+absl::Status CudaGpuRuntime::GemmWidenedPanels(const kernels::MatmulParams& p, bool with_bias,
                                                absl::FunctionRef<absl::Status(int, int, uint16_t*)> widen) {
   constexpr int64_t kPanelBytes = int64_t{64} << 20;
+  float beta = 0.0f;  // cuBLAS adds the product onto a seeded bias with beta 1
+  if (with_bias && p.bias != nullptr) {
+    RETURN_IF_ERROR(cuda_internal::BroadcastRows(p.out, p.bias, p.m, p.n, stream_));
+    beta = 1.0f;
+  }
   const int64_t count = int64_t{p.m} * p.k;
   RETURN_IF_ERROR(Reserve(half_scratch_, static_cast<size_t>(count) * sizeof(uint16_t)));
   uint16_t* rounded = static_cast<uint16_t*>(half_scratch_.data);
@@ -356,7 +361,8 @@ absl::Status CudaGpuRuntime::GemmInt8(const kernels::MatmulParams& p) {
   // Decode batches read each weight once, as a byte (matmul_int8_gemv.cuh).
   if (p.m <= kernels::kMatmulInt8GemvMaxRows) return kernels::MatmulInt8Gemv(p, stream_);
   const auto* q = static_cast<const int8_t*>(p.weight);
-  RETURN_IF_ERROR(GemmWidenedPanels(p, 0.0f, [&](int j0, int rows, uint16_t* panel) {
+  // The bias comes after the scales (ScaleColumns), not seeded.
+  RETURN_IF_ERROR(GemmWidenedPanels(p, /*with_bias=*/false, [&](int j0, int rows, uint16_t* panel) {
     return cuda_internal::WidenInt8ToBf16(q + int64_t{j0} * p.k, panel, int64_t{rows} * p.k,
                                           stream_);
   }));
@@ -368,14 +374,9 @@ absl::Status CudaGpuRuntime::GemmInt8(const kernels::MatmulParams& p) {
 absl::Status CudaGpuRuntime::GemmInt4(const kernels::MatmulParams& p) {
   // Decode batches read each weight once, as a nibble (matmul_int4_gemv.cuh).
   if (p.m <= kernels::kMatmulInt4GemvMaxRows) return kernels::MatmulInt4Gemv(p, stream_);
-  float beta = 0.0f;
-  if (p.bias != nullptr) {
-    RETURN_IF_ERROR(cuda_internal::BroadcastRows(p.out, p.bias, p.m, p.n, stream_));
-    beta = 1.0f;
-  }
   const auto* packed = static_cast<const uint8_t*>(p.weight);
   const int groups = p.k / p.weight_group_size;
-  return GemmWidenedPanels(p, beta, [&](int j0, int rows, uint16_t* panel) {
+  return GemmWidenedPanels(p, /*with_bias=*/true, [&](int j0, int rows, uint16_t* panel) {
     return cuda_internal::DequantizeInt4ToBf16(
         packed + int64_t{j0} * (p.k / 2), p.weight_scales + int64_t{j0} * groups,
         p.weight_zeros != nullptr ? p.weight_zeros + int64_t{j0} * groups : nullptr,
@@ -388,14 +389,9 @@ absl::Status CudaGpuRuntime::GemmInt4(const kernels::MatmulParams& p) {
 absl::Status CudaGpuRuntime::GemmFp8(const kernels::MatmulParams& p) {
   // Decode batches read each weight once, as a byte (matmul_fp8_gemv.cuh).
   if (p.m <= kernels::kMatmulFp8GemvMaxRows) return kernels::MatmulFp8Gemv(p, stream_);
-  float beta = 0.0f;
-  if (p.bias != nullptr) {
-    RETURN_IF_ERROR(cuda_internal::BroadcastRows(p.out, p.bias, p.m, p.n, stream_));
-    beta = 1.0f;
-  }
   const auto* codes = static_cast<const uint8_t*>(p.weight);
   const int groups = p.weight_group_size > 0 ? p.k / p.weight_group_size : 1;
-  return GemmWidenedPanels(p, beta, [&](int j0, int rows, uint16_t* panel) {
+  return GemmWidenedPanels(p, /*with_bias=*/true, [&](int j0, int rows, uint16_t* panel) {
     return cuda_internal::DequantizeFp8ToBf16(codes + int64_t{j0} * p.k,
                                               p.weight_scales + int64_t{j0} * groups,
                                               p.weight_group_size, rows, p.k, panel, stream_);

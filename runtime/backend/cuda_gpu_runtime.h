@@ -81,9 +81,10 @@ class CudaGpuRuntime final : public GpuRuntime {
   // Grows `scratch` to at least `bytes`. The old one is retired, not freed: a captured graph may
   // still use it (and cudaFree is illegal in a capture).
   absl::Status Reserve(Scratch& scratch, size_t bytes);
-  // out (times beta, plus) the product of the activations rounded to bf16 and the weights widened
-  // to bf16 a panel at a time by widen(first_row, rows, panel): quantized weights in cuBLAS.
-  absl::Status GemmWidenedPanels(const kernels::MatmulParams& params, float beta,
+  // out = the product of the activations rounded to bf16 and the weights widened to bf16 a panel
+  // at a time by widen(first_row, rows, panel), plus the bias when `with_bias` (seeded into out
+  // first): quantized weights in cuBLAS.
+  absl::Status GemmWidenedPanels(const kernels::MatmulParams& params, bool with_bias,
                                  absl::FunctionRef<absl::Status(int, int, uint16_t*)> widen);
   // Gemm with int8 weights (MatmulParams::weight_scales).
   absl::Status GemmInt8(const kernels::MatmulParams& params);
