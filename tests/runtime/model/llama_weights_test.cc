@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -878,31 +879,74 @@ TEST_F(LlamaWeightsTest, Fp8CheckpointsLoadAsStored) {
       }
     }
   }
-  // A NaN code is refused, naming the tensor.
+}
+
+// What an fp8 checkpoint cannot be read as is refused naming the tensor: a NaN code, a weight
+// stored in another dtype than the config says, a scale of no scheme's shape, and blocks that a TP
+// rank's slice of the row cuts (or the kernels cannot read: not a multiple of 32 columns).
+TEST_F(LlamaWeightsTest, Fp8CheckpointsThatCannotBeReadAreRefusedByName) {
   TinyModelSpec spec;
-  spec.hidden_size = 32;
+  spec.hidden_size = 64;
+  spec.intermediate_size = 64;
   ASSERT_THAT(WriteTinyModel(dir_.path(), spec), IsOk());
-  nlohmann::json config_json = testing::TinyConfigJson(spec);
-  config_json["quantization_config"] = {{"quant_method", "fp8"}};
-  std::ofstream(dir_.path() / "config.json") << config_json.dump();
-  testing::SafetensorsWriter writer;
-  for (const auto& [name, shape] : TinyTensorShapes(spec)) {
-    std::vector<float> values(static_cast<size_t>(NumElements(shape)), 1.0f);
-    if (!name.ends_with("_proj.weight")) {
-      writer.Add(name, DType::kF32, shape, values);
-      continue;
+  // Writes every Linear as fp8 ones with a scale tensor of `scale_shape` named `scale_name`,
+  // `change` editing each (name, dtype, values) first.
+  auto write = [&](const nlohmann::json& quantization, const std::string& scale_name,
+                   std::vector<int64_t> scale_shape,
+                   std::function<void(const std::string&, DType&, std::vector<float>&)> change) {
+    nlohmann::json config_json = testing::TinyConfigJson(spec);
+    config_json["quantization_config"] = quantization;
+    std::ofstream(dir_.path() / "config.json") << config_json.dump();
+    testing::SafetensorsWriter writer;
+    for (const auto& [name, shape] : TinyTensorShapes(spec)) {
+      std::vector<float> values(static_cast<size_t>(NumElements(shape)), 1.0f);
+      if (!name.ends_with("_proj.weight")) {
+        writer.Add(name, DType::kF32, shape, values);
+        continue;
+      }
+      DType dtype = DType::kF8E4M3;
+      change(name, dtype, values);
+      writer.Add(name, dtype, shape, values);
+      writer.Add(name.substr(0, name.size() - 7) + "." + scale_name, DType::kF32, scale_shape,
+                 std::vector<float>(static_cast<size_t>(NumElements(scale_shape)), 0.5f));
     }
-    if (name == "model.layers.0.self_attn.q_proj.weight") values[5] = NAN;
-    writer.Add(name, DType::kF8E4M3, shape, values);
-    writer.Add(name.substr(0, name.size() - 7) + ".weight_scale", DType::kF32, {1},
-               std::vector<float>{0.5f});
-  }
-  ASSERT_THAT(writer.Write(dir_.path() / "model.safetensors"), IsOk());
-  absl::StatusOr<ModelConfig> config = LoadModelConfig(dir_.path());
-  ASSERT_THAT(config, IsOk());
-  EXPECT_THAT(LoadLlamaWeights(dir_.path(), *config, DType::kF8E4M3),
+    ASSERT_THAT(writer.Write(dir_.path() / "model.safetensors"), IsOk());
+  };
+  auto load = [&](const ShardSpec& shard_spec) -> absl::Status {
+    absl::StatusOr<ModelConfig> config = LoadModelConfig(dir_.path());
+    if (!config.ok()) return config.status();
+    absl::StatusOr<ModelShard> shard = MakeModelShard(*config, shard_spec);
+    if (!shard.ok()) return shard.status();
+    return LoadLlamaWeights(dir_.path(), *config, DType::kF8E4M3, nullptr, &*shard).status();
+  };
+  const nlohmann::json per_tensor = {{"quant_method", "fp8"}};
+  auto unchanged = [](const std::string&, DType&, std::vector<float>&) {};
+
+  write(per_tensor, "weight_scale", {1}, [](const std::string& name, DType&, std::vector<float>& v) {
+    if (name == "model.layers.0.self_attn.q_proj.weight") v[5] = NAN;
+  });
+  EXPECT_THAT(load({}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                 AllOf(HasSubstr("q_proj.weight holds a NaN"), HasSubstr("[0, 5]"))));
+
+  write(per_tensor, "weight_scale", {1}, [](const std::string& name, DType& dtype, std::vector<float>&) {
+    if (name == "model.layers.1.mlp.up_proj.weight") dtype = DType::kBF16;
+  });
+  EXPECT_THAT(load({}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                 AllOf(HasSubstr("up_proj.weight is bf16"), HasSubstr("says fp8"))));
+
+  write(per_tensor, "weight_scale", {2, 2}, unchanged);
+  EXPECT_THAT(load({}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                 AllOf(HasSubstr("q_proj.weight_scale must be a float tensor"),
+                                       HasSubstr("it is f32 [2, 2]"))));
+
+  // Blocks of 64 columns: whole rows read, but a TP rank's 32-column slice of o_proj cuts them.
+  const nlohmann::json blocks = {{"quant_method", "fp8"}, {"weight_block_size", {64, 64}}};
+  write(blocks, "weight_scale_inv", {1, 1}, unchanged);
+  EXPECT_THAT(load({}), IsOk());
+  EXPECT_THAT(load({.tp_rank = 1, .tp_size = 2}),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("q_proj.weight holds a NaN"), HasSubstr("[0, 5]"))));
+                       AllOf(HasSubstr("o_proj: fp8 blocks of 64 columns"),
+                             HasSubstr("32 from column 32"))));
 }
 
 // Weight (r, c) of a kI4 Weight, dequantized: scale * (nibble - zero) (MatmulParams' layout).
