@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """baton_engine_bench next to llama.cpp on the same checkpoints, machine and minute.
 
-For each row (tiny/small x f32/bf16 x 1/2 threads; --dtypes i8 i4 sets Baton's int8 and int4
-quantized at load against llama.cpp's Q8_0 and Q4_0) it runs baton_engine_bench, then llama.cpp's
+For each row (tiny/small x f32/bf16 x 1/2 threads; --dtypes i8 fp8 i4 sets Baton's int8, fp8 and
+int4 quantized at load against llama.cpp's Q8_0, Q8_0 and Q4_0) it runs baton_engine_bench, then llama.cpp's
 llama-bench (prefill of a 512-token prompt) and llama-batched-bench (decode at batch 1, 8 and 32
 after a 128-token prompt, and at batch 1 and 8 after a --long-context (2000) token one, 32 steps:
 what baton_engine_bench times), one right after the other so
@@ -38,8 +38,9 @@ def run_json_lines(cmd: list[str]) -> list[dict]:
 # Baton's quantized weight dtypes and the llama.cpp type each is set against: llama-quantize's
 # Q8_0 (int8 in blocks of 32, an f16 scale each) and Q4_0 (4 bits in blocks of 32), made from the
 # bf16 GGUF. llama-quantize keeps output.weight at Q6_K for Q4_0 (its default), as Baton's int4
-# keeps lm_head at int8.
-LLAMA_CPP_TYPES = {"i8": "Q8_0", "i4": "Q4_0"}
+# keeps lm_head at int8. llama.cpp has no fp8 type: Baton's fp8 meets Q8_0, the byte-per-weight
+# format its users run.
+LLAMA_CPP_TYPES = {"i8": "Q8_0", "fp8": "Q8_0", "i4": "Q4_0"}
 
 
 def gguf_path(build: pathlib.Path, model: str, dtype: str, bin_dir: pathlib.Path) -> pathlib.Path:
@@ -129,8 +130,9 @@ def main() -> None:
                         help="baton then llama.cpp runs per row, alternating")
     parser.add_argument("--models", nargs="+", default=["tiny", "small"])
     parser.add_argument("--dtypes", nargs="+", default=["f32", "bf16"],
-                        choices=["f32", "bf16", "i8", "i4"],
-                        help="i8 / i4: Baton's int8 / int4 at load against llama.cpp's Q8_0 / Q4_0")
+                        choices=["f32", "bf16", "i8", "fp8", "i4"],
+                        help="i8 / fp8 / i4: Baton's int8 / fp8 / int4 at load against llama.cpp's "
+                             "Q8_0 / Q8_0 / Q4_0")
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--long-context", type=int, default=2000,
                         help="prompt tokens before the long-context decode rows (0: none)")
