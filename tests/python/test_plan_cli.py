@@ -91,9 +91,9 @@ def test_profile_then_predict_a_deployment(run_baton, tiny_model, tmp_path):
     assert fitted["device"] == "cpu" and "1" in fitted["tp"]
     deployment = tmp_path / "deployment.yaml"
     deployment.write_text(f"model: {tiny_model}\nmode: colocated\ncolocated: {{instances: 1}}\n")
-    # A TTFT SLO the longest chatbot prompts meet on a slow CPU too: the tiny model's prefill of a
-    # ~2,000-token prompt, profiled on one thread, took 0.97 s on a shared Xeon (p90 of the
-    # prediction), and an SLO of 1 s made this test the machine's speed rather than the planner's.
+    # A TTFT SLO the longest chatbot prompts meet on a slow CPU too: profiled on one thread of a
+    # shared Xeon, the tiny model's predicted TTFT p90 on this workload was 0.97 s, and an SLO of
+    # 1 s made this test the machine's speed rather than the planner's.
     proc = run_baton("plan", "--model", tiny_model, "--device", "cpu", "--coefficients", coefficients,
                      "--workload", "chatbot", "--slo-ttft", "5", "--slo-tpot", "0.1", "--dtype", "f32",
                      "--deployment", deployment, "--rate", "0.2", "--num-requests", "100", "--json")
