@@ -55,44 +55,53 @@ def f32_to_bf16(values: np.ndarray) -> bytes:
     return rounded.astype(np.uint16).tobytes()
 
 
+def rewrite_linears(source: Path, out: Path, quantize, quantization_config: dict,
+                    skip: str | None = None) -> None:
+    """A copy of the bf16 checkpoint `source` at `out` whose Linear weights (`*_proj.weight`, but
+    those whose names contain `skip`) are replaced by quantize(module, w): the tensors a format
+    stores for the module, {name: (dtype, shape, bytes)}; config.json gains quantization_config."""
+    shutil.copytree(source, out)
+    result = {}
+    for name, (dtype, shape, blob) in read_safetensors(source / "model.safetensors").items():
+        if not name.endswith("_proj.weight") or (skip is not None and skip in name):
+            result[name] = (dtype, shape, blob)
+            continue
+        assert dtype == "BF16", (name, dtype)
+        result.update(quantize(name[:-len(".weight")], bf16_to_f32(blob).reshape(shape)))
+    write_safetensors(out / "model.safetensors", result)
+    config = json.loads((source / "config.json").read_text())
+    config["quantization_config"] = quantization_config
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+
+
 def write_compressed_tensors_int8(source: Path, out: Path, layout: str) -> None:
     """The default model as llm-compressor writes a channel-wise int8 scheme (compressed-tensors):
     scale = max|w| / 127.5 in the weights' dtype, q = clamp(round(w / scale), -128, 127), every
     Linear but lm_head; `int-quantized` stores q as I8, `pack-quantized` four to an I32 word as
     q + 128, low byte first."""
-    shutil.copytree(source, out)
-    tensors = read_safetensors(source / "model.safetensors")
-    result = {}
-    for name, (dtype, shape, blob) in tensors.items():
-        if not name.endswith("_proj.weight"):
-            result[name] = (dtype, shape, blob)
-            continue
-        assert dtype == "BF16"
-        w = bf16_to_f32(blob).reshape(shape)
+    def quantize(module, w):
+        shape = list(w.shape)
         scale_bf16 = f32_to_bf16(np.abs(w).max(axis=1, keepdims=True) / np.float32(127.5))
         scale = bf16_to_f32(scale_bf16).reshape(shape[0], 1)
         q = np.clip(np.round(w / scale), -128, 127).astype(np.int8)
-        module = name[:-len(".weight")]
-        result[f"{module}.weight_scale"] = ("BF16", [shape[0], 1], scale_bf16)
+        tensors = {f"{module}.weight_scale": ("BF16", [shape[0], 1], scale_bf16)}
         if layout == "int-quantized":
-            result[f"{module}.weight"] = ("I8", shape, q.tobytes())
+            tensors[f"{module}.weight"] = ("I8", shape, q.tobytes())
         else:
             words = -(-shape[1] // 4)
             padded = np.zeros((shape[0], words * 4), dtype=np.uint8)
             padded[:, :shape[1]] = (q.astype(np.int16) + 128).astype(np.uint8)
-            result[f"{module}.weight_packed"] = ("I32", [shape[0], words], padded.tobytes())
-            result[f"{module}.weight_shape"] = ("I64", [2], np.array(shape, dtype=np.int64).tobytes())
-    write_safetensors(out / "model.safetensors", result)
-    config = json.loads((source / "config.json").read_text())
-    config["quantization_config"] = {
+            tensors[f"{module}.weight_packed"] = ("I32", [shape[0], words], padded.tobytes())
+            tensors[f"{module}.weight_shape"] = ("I64", [2], np.array(shape, dtype=np.int64).tobytes())
+        return tensors
+    rewrite_linears(source, out, quantize, {
         "quant_method": "compressed-tensors", "format": layout, "quantization_status": "compressed",
         "ignore": ["lm_head"], "kv_cache_scheme": None,
         "config_groups": {"group_0": {
             "targets": ["Linear"],
             "weights": {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel",
                         "group_size": None, "dynamic": False, "actorder": None},
-            "input_activations": None}}}
-    (out / "config.json").write_text(json.dumps(config, indent=2))
+            "input_activations": None}}})
 
 
 @pytest.mark.engine
@@ -163,54 +172,35 @@ def write_fp8_blocks(source: Path, out: Path, block: int, skip: str) -> None:
     `weight` F8_E4M3 and `weight_scale_inv` f32 [ceil(out / block), ceil(in / block)], scale =
     max|w| / 448 over each block (a partial last block of rows included). Modules whose names
     contain `skip` stay bf16 (down_proj's 688-wide rows are no whole number of blocks)."""
-    shutil.copytree(source, out)
-    result = {}
-    for name, (dtype, shape, blob) in read_safetensors(source / "model.safetensors").items():
-        if not name.endswith("_proj.weight") or skip in name:
-            result[name] = (dtype, shape, blob)
-            continue
-        w = bf16_to_f32(blob).reshape(shape)
-        rows, cols = shape
+    def quantize(module, w):
+        rows, cols = w.shape
         block_rows, block_cols = -(-rows // block), cols // block
         scales = np.zeros((block_rows, block_cols), dtype=np.float32)
-        codes = np.zeros(shape, dtype=np.uint8)
+        codes = np.zeros(w.shape, dtype=np.uint8)
         for i in range(block_rows):
             for j in range(block_cols):
                 part = w[i * block:(i + 1) * block, j * block:(j + 1) * block]
                 scale = np.float32(max(np.abs(part).max(), 1e-12) / 448.0)
                 scales[i, j] = scale
                 codes[i * block:(i + 1) * block, j * block:(j + 1) * block] = to_e4m3(part / scale)
-        module = name[:-len(".weight")]
-        result[name] = ("F8_E4M3", shape, codes.tobytes())
-        result[f"{module}.weight_scale_inv"] = ("F32", [block_rows, block_cols], scales.tobytes())
-    write_safetensors(out / "model.safetensors", result)
-    config = json.loads((source / "config.json").read_text())
-    config["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
-                                     "activation_scheme": "dynamic",
-                                     "weight_block_size": [block, block],
-                                     "modules_to_not_convert": [skip]}
-    (out / "config.json").write_text(json.dumps(config, indent=2))
+        return {f"{module}.weight": ("F8_E4M3", [rows, cols], codes.tobytes()),
+                f"{module}.weight_scale_inv": ("F32", [block_rows, block_cols], scales.tobytes())}
+    rewrite_linears(source, out, quantize, {"quant_method": "fp8", "fmt": "e4m3",
+                                            "activation_scheme": "dynamic",
+                                            "weight_block_size": [block, block],
+                                            "modules_to_not_convert": [skip]}, skip)
 
 
 def write_compressed_tensors_fp8(source: Path, out: Path) -> None:
     """llm-compressor's FP8_DYNAMIC scheme: fp8 weights with one bf16 scale per output channel
     (max|w| / 448), `float-quantized`, every Linear but lm_head; the activations' dynamic per-token
     fp8 (not applied by Baton, which multiplies bf16 activations)."""
-    shutil.copytree(source, out)
-    result = {}
-    for name, (dtype, shape, blob) in read_safetensors(source / "model.safetensors").items():
-        if not name.endswith("_proj.weight"):
-            result[name] = (dtype, shape, blob)
-            continue
-        w = bf16_to_f32(blob).reshape(shape)
+    def quantize(module, w):
         scale_bf16 = f32_to_bf16(np.abs(w).max(axis=1, keepdims=True) / np.float32(448))
-        scale = bf16_to_f32(scale_bf16).reshape(shape[0], 1)
-        module = name[:-len(".weight")]
-        result[name] = ("F8_E4M3", shape, to_e4m3(w / scale).tobytes())
-        result[f"{module}.weight_scale"] = ("BF16", [shape[0], 1], scale_bf16)
-    write_safetensors(out / "model.safetensors", result)
-    config = json.loads((source / "config.json").read_text())
-    config["quantization_config"] = {
+        scale = bf16_to_f32(scale_bf16).reshape(w.shape[0], 1)
+        return {f"{module}.weight": ("F8_E4M3", list(w.shape), to_e4m3(w / scale).tobytes()),
+                f"{module}.weight_scale": ("BF16", [w.shape[0], 1], scale_bf16)}
+    rewrite_linears(source, out, quantize, {
         "quant_method": "compressed-tensors", "format": "float-quantized",
         "quantization_status": "compressed", "ignore": ["lm_head"],
         "config_groups": {"group_0": {
@@ -218,8 +208,7 @@ def write_compressed_tensors_fp8(source: Path, out: Path) -> None:
             "weights": {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel",
                         "dynamic": False, "observer": "minmax"},
             "input_activations": {"num_bits": 8, "type": "float", "symmetric": True,
-                                  "strategy": "token", "dynamic": True}}}}
-    (out / "config.json").write_text(json.dumps(config, indent=2))
+                                  "strategy": "token", "dynamic": True}}}})
 
 
 @pytest.mark.engine
@@ -278,39 +267,26 @@ def write_awq(source: Path, out: Path, group: int, skip: str) -> None:
     (plain round-to-nearest: the layout is what is under test). Modules whose names contain `skip`
     stay bf16 (`modules_to_not_convert`: the default model's down_proj rows, 688 wide, have no
     group size that AWQ's kernels or Baton's accept)."""
-    shutil.copytree(source, out)
-    result = {}
-    for name, (dtype, shape, blob) in read_safetensors(source / "model.safetensors").items():
-        if not name.endswith("_proj.weight") or skip in name:
-            result[name] = (dtype, shape, blob)
-            continue
-        w = bf16_to_f32(blob).reshape(shape)
+    def quantize(module, w):
+        out_features, in_features = w.shape
         q, zeros, scales = awq_round_to_nearest(w, group)
-        module = name[:-len(".weight")]
-        result[f"{module}.qweight"] = ("I32", [shape[1], shape[0] // 8], pack_awq(q.T).tobytes())
-        result[f"{module}.qzeros"] = ("I32", [shape[1] // group, shape[0] // 8],
-                                      pack_awq(zeros.T).tobytes())
-        result[f"{module}.scales"] = ("F16", [shape[1] // group, shape[0]],
-                                      scales.T.astype(np.float16).tobytes())
-    write_safetensors(out / "model.safetensors", result)
-    config = json.loads((source / "config.json").read_text())
-    config["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": group,
-                                     "zero_point": True, "version": "gemm",
-                                     "modules_to_not_convert": [skip]}
-    (out / "config.json").write_text(json.dumps(config, indent=2))
+        return {f"{module}.qweight": ("I32", [in_features, out_features // 8], pack_awq(q.T).tobytes()),
+                f"{module}.qzeros": ("I32", [in_features // group, out_features // 8],
+                                     pack_awq(zeros.T).tobytes()),
+                f"{module}.scales": ("F16", [in_features // group, out_features],
+                                     scales.T.astype(np.float16).tobytes())}
+    rewrite_linears(source, out, quantize, {"quant_method": "awq", "bits": 4, "group_size": group,
+                                            "zero_point": True, "version": "gemm",
+                                            "modules_to_not_convert": [skip]}, skip)
 
 
 def write_compressed_tensors_int4(source: Path, out: Path, group: int, skip: str) -> None:
     """llm-compressor's W4A16 scheme: symmetric int4 in groups, scale = max|w| / 7.5 in bf16,
     q = clamp(round(w / scale), -8, 7), packed eight to an I32 word as q + 8, low nibble first
     (pack_to_int32); `ignore` holds lm_head and the modules matching `skip`."""
-    shutil.copytree(source, out)
-    result = {}
-    for name, (dtype, shape, blob) in read_safetensors(source / "model.safetensors").items():
-        if not name.endswith("_proj.weight") or skip in name:
-            result[name] = (dtype, shape, blob)
-            continue
-        w = bf16_to_f32(blob).reshape(shape[0], shape[1] // group, group)
+    def quantize(module, w):
+        shape = list(w.shape)
+        w = w.reshape(shape[0], shape[1] // group, group)
         scale_bf16 = f32_to_bf16(np.abs(w).max(axis=2) / np.float32(7.5))
         scale = bf16_to_f32(scale_bf16).reshape(shape[0], shape[1] // group)
         q = np.clip(np.round(w / scale[:, :, None]), -8, 7).astype(np.int32) + 8
@@ -318,20 +294,16 @@ def write_compressed_tensors_int4(source: Path, out: Path, group: int, skip: str
         words = np.zeros((shape[0], shape[1] // 8), dtype=np.uint32)
         for i in range(8):
             words |= eights[:, :, i] << np.uint32(4 * i)
-        module = name[:-len(".weight")]
-        result[f"{module}.weight_packed"] = ("I32", [shape[0], shape[1] // 8], words.tobytes())
-        result[f"{module}.weight_scale"] = ("BF16", [shape[0], shape[1] // group], scale_bf16)
-        result[f"{module}.weight_shape"] = ("I64", [2], np.array(shape, dtype=np.int64).tobytes())
-    write_safetensors(out / "model.safetensors", result)
-    config = json.loads((source / "config.json").read_text())
-    config["quantization_config"] = {
+        return {f"{module}.weight_packed": ("I32", [shape[0], shape[1] // 8], words.tobytes()),
+                f"{module}.weight_scale": ("BF16", [shape[0], shape[1] // group], scale_bf16),
+                f"{module}.weight_shape": ("I64", [2], np.array(shape, dtype=np.int64).tobytes())}
+    rewrite_linears(source, out, quantize, {
         "quant_method": "compressed-tensors", "format": "pack-quantized",
         "quantization_status": "compressed", "ignore": ["lm_head", f"re:.*{skip}$"],
         "config_groups": {"group_0": {
             "targets": ["Linear"],
             "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
-                        "group_size": group, "actorder": None}}}}
-    (out / "config.json").write_text(json.dumps(config, indent=2))
+                        "group_size": group, "actorder": None}}}}, skip)
 
 
 @pytest.mark.engine
